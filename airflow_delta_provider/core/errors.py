@@ -1,0 +1,175 @@
+"""One exception hierarchy for the Delta log core.
+
+Every error says what was wrong, with the offending value (a file, a version, a
+feature), and what the caller can do about it. Where Delta (Spark) has a name for
+a condition, the class carries it (``ConcurrentAppendError`` for Delta's
+``ConcurrentAppendException``) and ``delta_error_class`` holds Delta's error class.
+"""
+
+from __future__ import annotations
+
+
+class DeltaError(Exception):
+    """Base class of every error raised by the core."""
+
+    delta_error_class: str | None = None
+
+
+# --- Tables, logs and files -------------------------------------------------------------
+
+
+class TableNotFoundError(DeltaError):
+    """There is no Delta table at the location (no ``_delta_log`` or no commit in it)."""
+
+    delta_error_class = "DELTA_TABLE_NOT_FOUND"
+
+
+class TableAlreadyExistsError(DeltaError):
+    """``create(mode="error")`` found a table at the location."""
+
+    delta_error_class = "DELTA_PATH_EXISTS"
+
+
+class CorruptLogError(DeltaError):
+    """A log file exists but cannot be understood; the message names the file."""
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class VersionGapError(CorruptLogError):
+    """The commits after the last usable checkpoint are not contiguous."""
+
+    delta_error_class = "DELTA_VERSIONS_NOT_CONTIGUOUS"
+
+    def __init__(self, message: str, *, missing_version: int, path: str | None = None) -> None:
+        super().__init__(message, path=path)
+        self.missing_version = missing_version
+
+
+class MissingCheckpointError(CorruptLogError):
+    """A checkpoint the log depends on is missing or incomplete and nothing can replace it."""
+
+    delta_error_class = "DELTA_MISSING_PART_FILES"
+
+
+class VersionNotFoundError(DeltaError):
+    """A requested version or timestamp is outside what the log can reconstruct."""
+
+    delta_error_class = "DELTA_VERSION_NOT_FOUND"
+
+
+class TimestampEarlierThanRetentionError(VersionNotFoundError):
+    delta_error_class = "DELTA_TIMESTAMP_EARLIER_THAN_COMMIT_RETENTION"
+
+
+class TimestampLaterThanLatestCommitError(VersionNotFoundError):
+    delta_error_class = "DELTA_TIMESTAMP_GREATER_THAN_COMMIT"
+
+
+class StorageError(DeltaError):
+    """The storage layer cannot do what was asked (unsupported scheme, missing primitive)."""
+
+
+class CommitFileExistsError(StorageError, FileExistsError):
+    """A put-if-absent lost: the target file already exists (another writer won)."""
+
+
+class InvalidPathError(DeltaError, ValueError):
+    """A path escapes the table root, is hidden, or cannot be resolved."""
+
+
+# --- Protocol, features, schema ---------------------------------------------------------
+
+
+class ProtocolError(CorruptLogError):
+    """The protocol action itself is invalid (bad versions, features at the wrong version)."""
+
+    delta_error_class = "DELTA_INVALID_PROTOCOL_VERSION"
+
+
+class UnsupportedFeatureError(DeltaError):
+    """The table needs a reader or writer feature (or version) this core does not implement.
+
+    :param feature: the feature name as written in the protocol (or ``readerVersion=N``).
+    :param operation: what was refused (``read``, ``write``, ``vacuum`` ...).
+    """
+
+    delta_error_class = "DELTA_UNSUPPORTED_FEATURES_FOR_READ"
+
+    def __init__(self, message: str, *, feature: str, operation: str) -> None:
+        super().__init__(message)
+        self.feature = feature
+        self.operation = operation
+
+
+class SchemaError(DeltaError, ValueError):
+    """A schema cannot be converted, or data does not fit the table schema."""
+
+
+class SchemaMismatchError(SchemaError):
+    delta_error_class = "DELTA_FAILED_TO_MERGE_FIELDS"
+
+
+class DeletionVectorError(DeltaError):
+    """Files carry deletion vectors and the caller asked for something that would ignore them."""
+
+
+# --- Commits and conflicts ----------------------------------------------------------------
+
+
+class CommitError(DeltaError):
+    """A commit could not be written."""
+
+
+class AppendOnlyViolationError(CommitError):
+    delta_error_class = "DELTA_CANNOT_MODIFY_APPEND_ONLY"
+
+
+class MaxCommitAttemptsExceededError(CommitError):
+    delta_error_class = "DELTA_MAX_COMMIT_RETRIES_EXCEEDED"
+
+
+class ConcurrentModificationError(CommitError):
+    """A concurrent commit conflicts with this transaction (Delta's ``DeltaConcurrentModificationException``).
+
+    :param version: the table version of the winning commit.
+    :param operation: the winning commit's operation (from its commitInfo), if known.
+    """
+
+    def __init__(self, message: str, *, version: int, operation: str | None = None) -> None:
+        super().__init__(message)
+        self.version = version
+        self.operation = operation
+
+
+class ConcurrentAppendError(ConcurrentModificationError):
+    delta_error_class = "DELTA_CONCURRENT_APPEND"
+
+
+class ConcurrentDeleteReadError(ConcurrentModificationError):
+    delta_error_class = "DELTA_CONCURRENT_DELETE_READ"
+
+
+class ConcurrentDeleteDeleteError(ConcurrentModificationError):
+    delta_error_class = "DELTA_CONCURRENT_DELETE_DELETE"
+
+
+class ConcurrentTransactionError(ConcurrentModificationError):
+    delta_error_class = "DELTA_CONCURRENT_TRANSACTION"
+
+
+class MetadataChangedError(ConcurrentModificationError):
+    delta_error_class = "DELTA_METADATA_CHANGED"
+
+
+class ProtocolChangedError(ConcurrentModificationError):
+    delta_error_class = "DELTA_PROTOCOL_CHANGED"
+
+
+# --- Maintenance --------------------------------------------------------------------------
+
+
+class RetentionError(DeltaError, ValueError):
+    """A retention setting is invalid or unsafe (Delta's ``DELTA_VACUUM_RETENTION_PERIOD_TOO_SHORT``)."""

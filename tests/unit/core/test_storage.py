@@ -1,0 +1,138 @@
+from __future__ import annotations
+
+import multiprocessing
+import os
+import uuid
+
+import pytest
+
+from airflow_delta_provider.core.errors import CommitFileExistsError, InvalidPathError, StorageError
+from airflow_delta_provider.core.storage import TableStorage, normalize_table_uri, resolve_path
+
+
+@pytest.mark.parametrize(
+    ("uri", "expected"),
+    [
+        ("/data/t/", ("file", "/data/t")),
+        ("file:///data/t", ("file", "/data/t")),
+        ("file:/data/my%20t", ("file", "/data/my t")),
+        ("s3://bucket/a/b/", ("s3", "bucket/a/b")),
+        ("s3a://bucket", ("s3", "bucket")),
+        ("memory://x/y", ("memory", "/x/y")),
+    ],
+)
+def test_normalize_table_uri(uri, expected):
+    assert normalize_table_uri(uri) == expected
+
+
+@pytest.mark.parametrize("uri", ["", "   ", "s3://", "file://remote-host/x"])
+def test_normalize_table_uri_rejects_bad_locations(uri):
+    with pytest.raises(InvalidPathError, match=r"table location|bucket|remote host"):
+        normalize_table_uri(uri)
+
+
+def test_list_from_is_sorted_and_starts_at_the_key(tmp_path):
+    storage = TableStorage(str(tmp_path))
+    os.makedirs(storage.log_dir)
+    for name in ["00000000000000000002.json", "00000000000000000000.json", "00000000000000000001.json"]:
+        (tmp_path / "_delta_log" / name).write_text("{}")
+    (tmp_path / "_delta_log" / "_sidecars").mkdir()
+    names = [f.name for f in storage.list_log("00000000000000000001")]
+    assert names == ["00000000000000000001.json", "00000000000000000002.json"]
+    assert TableStorage(str(tmp_path / "missing")).list_log() == []
+
+
+def test_put_if_absent_local_refuses_existing(tmp_path):
+    storage = TableStorage(str(tmp_path))
+    path = storage.log_path("00000000000000000000.json")
+    storage.put_if_absent(path, b"first")
+    with pytest.raises(CommitFileExistsError):
+        storage.put_if_absent(path, b"second")
+    assert storage.read_bytes(path) == b"first"
+    # No temp file is left behind, whoever wins.
+    assert os.listdir(storage.log_dir) == ["00000000000000000000.json"]
+
+
+def _race(root: str, path: str, token: bytes, results) -> None:
+    try:
+        TableStorage(root).put_if_absent(path, token * 100_000)
+        results.put(token)
+    except CommitFileExistsError:
+        results.put(b"lost")
+
+
+def test_put_if_absent_local_has_exactly_one_winner_across_processes(tmp_path):
+    storage = TableStorage(str(tmp_path))
+    path = storage.log_path("00000000000000000007.json")
+    results = multiprocessing.Queue()
+    procs = [
+        multiprocessing.Process(target=_race, args=(str(tmp_path), path, bytes([65 + i]), results))
+        for i in range(6)
+    ]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join()
+    outcomes = [results.get() for _ in procs]
+    winners = [o for o in outcomes if o != b"lost"]
+    assert len(winners) == 1
+    assert storage.read_bytes(path) == winners[0] * 100_000
+
+
+def test_put_if_absent_memory():
+    storage = TableStorage(f"memory://t-{uuid.uuid4().hex}")
+    path = storage.log_path("00000000000000000000.json")
+    storage.put_if_absent(path, b"a")
+    with pytest.raises(CommitFileExistsError):
+        storage.put_if_absent(path, b"b")
+    assert storage.read_bytes(path) == b"a"
+    assert [f.name for f in storage.list_log()] == ["00000000000000000000.json"]
+
+
+def test_put_if_absent_refused_on_schemes_without_a_safe_primitive(tmp_path):
+    import fsspec
+
+    storage = TableStorage("dir://t", filesystem=fsspec.filesystem("dir", path=str(tmp_path)))
+    storage.scheme = "dir"
+    with pytest.raises(StorageError, match="no atomic put-if-absent"):
+        storage.put_if_absent("t/_delta_log/00000000000000000000.json", b"x")
+
+
+def test_put_replaces_whole_file(tmp_path):
+    storage = TableStorage(str(tmp_path))
+    path = storage.log_path("_last_checkpoint")
+    storage.put(path, b"one")
+    storage.put(path, b"two")
+    assert storage.read_bytes(path) == b"two"
+    assert os.listdir(storage.log_dir) == ["_last_checkpoint"]
+
+
+def test_delete_ignores_missing_files(tmp_path):
+    storage = TableStorage(str(tmp_path))
+    (tmp_path / "a").write_text("x")
+    storage.delete([str(tmp_path / "a"), str(tmp_path / "missing")])
+    assert not (tmp_path / "a").exists()
+
+
+def test_info_and_exists(tmp_path):
+    storage = TableStorage(str(tmp_path))
+    (tmp_path / "f").write_bytes(b"12345")
+    info = storage.info(str(tmp_path / "f"))
+    assert info is not None and info.size == 5 and info.modification_time > 0
+    assert storage.info(str(tmp_path / "nope")) is None
+    assert storage.exists(str(tmp_path / "f")) and not storage.exists(str(tmp_path / "nope"))
+
+
+@pytest.mark.parametrize(
+    ("uri", "logged", "expected"),
+    [
+        ("/t", "a=1/part-0.parquet", "/t/a=1/part-0.parquet"),
+        ("/t", "a%3D%2F/part%20x.parquet", "/t/a=//part x.parquet"),
+        ("/t", "file:///other/x%20y.parquet", "/other/x y.parquet"),
+        ("/t", "/abs/x.parquet", "/abs/x.parquet"),
+        ("s3://b/t", "p.parquet", "b/t/p.parquet"),
+        ("s3://b/t", "s3a://other/k%25.parquet", "other/k%.parquet"),
+    ],
+)
+def test_resolve_path(uri, logged, expected):
+    assert resolve_path(TableStorage(uri), logged) == expected
