@@ -5,15 +5,14 @@ Run it with ``make demo``. The table lives under ``.demo/`` in the repository.
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute
 from deltalake import write_deltalake
 
-from airflow_delta_provider.core.logfiles import parse_log_file
-from airflow_delta_provider.core.storage import TableStorage
+from airflow_delta_provider.core import DeltaTable
 
 ROOT = Path(__file__).resolve().parent.parent / ".demo" / "events"
 
@@ -31,19 +30,21 @@ def build_table(root: Path) -> None:
 
 def main() -> None:
     build_table(ROOT)
-    storage = TableStorage(str(ROOT))
-    print(f"Table {storage.root_uri}")
-    for entry in storage.list_log():
-        log_file = parse_log_file(entry)
-        if log_file is None:
-            continue
-        actions = [json.loads(line) for line in storage.read_bytes(entry.path).splitlines() if line]
-        info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
-        adds = sum("add" in a for a in actions)
-        removes = sum("remove" in a for a in actions)
-        print(
-            f"  version {log_file.version}: {info.get('operation', '?'):<12} +{adds} files -{removes} files"
-        )
+    table = DeltaTable(str(ROOT))
+    snapshot = table.snapshot()
+    print(f"Table {table.uri} at version {snapshot.version}")
+    print(f"  schema: {', '.join(f'{f.name} {f.type}' for f in snapshot.schema)}")
+    print(f"  partitioned by: {snapshot.partition_columns}")
+    files = snapshot.files()
+    print(f"  {files.num_rows} active files, {pa.compute.sum(files.column('size')).as_py()} bytes")
+    rows = snapshot.to_pyarrow_table().sort_by([("ds", "ascending"), ("user", "ascending")])
+    print(f"  {rows.num_rows} rows:")
+    for row in rows.to_pylist():
+        print(f"    {row['ds']}  {row['user']:<3} clicks={row['clicks']}")
+    print("History (newest first):")
+    for entry in table.history():
+        params = entry.get("operationParameters", {})
+        print(f"  version {entry['version']}: {entry.get('operation', '?'):<12} {params}")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,37 @@ a condition, the class carries it (``ConcurrentAppendError`` for Delta's
 
 from __future__ import annotations
 
+__all__ = [
+    "AppendOnlyViolationError",
+    "CommitError",
+    "CommitFileExistsError",
+    "ConcurrentAppendError",
+    "ConcurrentDeleteDeleteError",
+    "ConcurrentDeleteReadError",
+    "ConcurrentModificationError",
+    "ConcurrentTransactionError",
+    "CorruptLogError",
+    "DeletionVectorError",
+    "DeltaError",
+    "InvalidPathError",
+    "MaxCommitAttemptsExceededError",
+    "MetadataChangedError",
+    "MissingCheckpointError",
+    "ProtocolChangedError",
+    "ProtocolError",
+    "RetentionError",
+    "SchemaError",
+    "SchemaMismatchError",
+    "StorageError",
+    "TableAlreadyExistsError",
+    "TableNotFoundError",
+    "TimestampEarlierThanRetentionError",
+    "TimestampLaterThanLatestCommitError",
+    "UnsupportedFeatureError",
+    "VersionGapError",
+    "VersionNotFoundError",
+]
+
 
 class DeltaError(Exception):
     """Base class of every error raised by the core."""

@@ -7,7 +7,9 @@ from airflow_delta_provider.get_provider_info import get_provider_info
 
 
 def test_entry_point_is_registered():
-    points = [ep for ep in entry_points(group="apache_airflow_provider") if ep.value.startswith("airflow_delta")]
+    points = [
+        ep for ep in entry_points(group="apache_airflow_provider") if ep.value.startswith("airflow_delta")
+    ]
     assert len(points) == 1
     assert points[0].load()()["package-name"] == "airflow-delta-provider"
 

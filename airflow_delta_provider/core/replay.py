@@ -1,0 +1,699 @@
+"""Columnar log replay: the state of one version from its checkpoint and commits.
+
+The replay runs in two layers, each only as far as a question needs:
+
+- **Small state** (:func:`replay_small_state`): protocol, metadata, txns and domain
+  metadata. The checkpoint contributes only its ``protocol``, ``metaData``, ``txn``,
+  ``domainMetadata`` and ``sidecar`` columns (row groups whose statistics say a column
+  is all null are not even read); the commits after it are read whole, but their
+  ``add``/``remove`` lines are kept as raw text and not parsed. This is what every
+  commit and every sensor poke asks, and it never touches the add rows.
+- **File state** (:func:`replay_files`): the active files and the tombstones. The
+  checkpoint's ``add`` column is read as Arrow; the commits' file actions are parsed and
+  reconciled with Arrow compute: the newest action per ``(path, deletion vector id)``
+  wins, and checkpoint rows whose key the commits touch are dropped.
+
+Paths are compared after canonicalisation, as Delta does: URL-decoded, relative to the
+table root when they point under it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from airflow_delta_provider.core.actions import DomainMetadata, Metadata, Protocol, Transaction
+from airflow_delta_provider.core.deletion_vectors import deletion_vector_unique_id
+from airflow_delta_provider.core.errors import CorruptLogError
+from airflow_delta_provider.core.logfiles import SIDECAR_DIR
+from airflow_delta_provider.core.retention import (
+    DELETED_FILE_RETENTION,
+    SET_TRANSACTION_RETENTION,
+    property_interval,
+)
+from airflow_delta_provider.core.storage import has_scheme
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from airflow_delta_provider.core.segment import Checkpoint, LogSegment
+    from airflow_delta_provider.core.storage import TableStorage
+
+log = logging.getLogger(__name__)
+
+DELETION_VECTOR_TYPE = pa.struct(
+    [
+        ("storageType", pa.string()),
+        ("pathOrInlineDv", pa.string()),
+        ("offset", pa.int32()),
+        ("sizeInBytes", pa.int32()),
+        ("cardinality", pa.int64()),
+        ("maxRowIndex", pa.int64()),
+    ]
+)
+_STRING_MAP = pa.map_(pa.string(), pa.string())
+
+#: The ``add`` action as a checkpoint stores it (without the optional parsed stats).
+ADD_SCHEMA = pa.schema(
+    [
+        pa.field("path", pa.string(), nullable=False),
+        ("partitionValues", _STRING_MAP),
+        ("size", pa.int64()),
+        ("modificationTime", pa.int64()),
+        ("dataChange", pa.bool_()),
+        ("stats", pa.string()),
+        ("tags", _STRING_MAP),
+        ("deletionVector", DELETION_VECTOR_TYPE),
+        ("baseRowId", pa.int64()),
+        ("defaultRowCommitVersion", pa.int64()),
+        ("clusteringProvider", pa.string()),
+    ]
+)
+
+#: The ``remove`` action as a checkpoint stores it (tombstones keep no stats or tags).
+REMOVE_SCHEMA = pa.schema(
+    [
+        pa.field("path", pa.string(), nullable=False),
+        ("deletionTimestamp", pa.int64()),
+        ("dataChange", pa.bool_()),
+        ("extendedFileMetadata", pa.bool_()),
+        ("partitionValues", _STRING_MAP),
+        ("size", pa.int64()),
+        ("deletionVector", DELETION_VECTOR_TYPE),
+        ("baseRowId", pa.int64()),
+        ("defaultRowCommitVersion", pa.int64()),
+    ]
+)
+
+_SMALL_COLUMNS = ("protocol", "metaData", "txn", "domainMetadata", "sidecar", "checkpointMetadata")
+_FILE_LINE_PREFIXES = (b'{"add"', b'{"remove"')
+# A path needs canonicalising when it is absolute, a URI, or URL-encoded.
+_NEEDS_CANONICAL_RE = re.compile(r"^/|^[A-Za-z][A-Za-z0-9+.\-]*:|%")
+_REPEATED_SEGMENT_RE = re.compile(r"\.(list|key_value|element|array|bag|map)\b")
+
+
+# --- commits ---------------------------------------------------------------------------
+
+
+@dataclass
+class CommitActions:
+    """One commit file, split into its parsed small actions and its raw file-action lines."""
+
+    version: int
+    path: str
+    actions: list[dict[str, Any]] = field(default_factory=list)
+    #: (line number, raw line) of the add/remove actions, parsed only when files are needed
+    file_lines: list[tuple[int, bytes]] = field(default_factory=list)
+
+    @property
+    def commit_info(self) -> dict[str, Any] | None:
+        for action in self.actions:
+            if "commitInfo" in action:
+                return action["commitInfo"]
+        return None
+
+    def file_actions(self) -> Iterator[dict[str, Any]]:
+        """The ``add`` and ``remove`` actions, in file order (parsed on demand)."""
+        if self.file_lines:
+            try:
+                # One parse of all lines as a JSON array: a third of the cost of one call per line.
+                parsed = json.loads(b"[" + b",".join(line for _, line in self.file_lines) + b"]")
+                if len(parsed) != len(self.file_lines):
+                    raise ValueError("a line holds more than one value")
+            except ValueError:
+                parsed = [_parse_line(line, self.path, number) for number, line in self.file_lines]
+            for (number, line), action in zip(self.file_lines, parsed, strict=True):
+                if not isinstance(action, dict):
+                    _parse_line(line, self.path, number)  # raises, naming the line
+                yield action
+        for action in self.actions:
+            if "add" in action or "remove" in action:
+                yield action
+
+
+def parse_commit(version: int, path: str, data: bytes) -> CommitActions:
+    """Split a commit file into actions, keeping ``add``/``remove`` lines unparsed.
+
+    :raises CorruptLogError: a line is not a JSON object, or the file has no action.
+    """
+    commit = CommitActions(version, path)
+    for number, line in enumerate(data.split(b"\n"), 1):
+        line = line.strip()
+        if not line:
+            continue
+        if line.startswith(_FILE_LINE_PREFIXES):
+            commit.file_lines.append((number, line))
+            continue
+        commit.actions.append(_parse_line(line, path, number))
+    if not commit.actions and not commit.file_lines:
+        raise CorruptLogError(
+            f"The commit file {path} is empty: a commit holds at least one action. The log is corrupt; "
+            f"restore the file from a backup.",
+            path=path,
+        )
+    return commit
+
+
+def _parse_line(line: bytes, path: str, number: int) -> dict[str, Any]:
+    try:
+        action = json.loads(line)
+    except ValueError as err:
+        raise CorruptLogError(
+            f"Line {number} of {path} is not valid JSON ({err}): {line[:200]!r}. The commit is corrupt.",
+            path=path,
+        ) from None
+    if not isinstance(action, dict):
+        raise CorruptLogError(f"Line {number} of {path} is not a JSON object: {line[:200]!r}.", path=path)
+    return action
+
+
+def read_commits(storage: TableStorage, segment: LogSegment) -> list[CommitActions]:
+    """Read and split every commit of the segment, in version order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def read(item: Any) -> CommitActions:
+        uri = storage.to_uri(item.file.path)
+        try:
+            data = storage.read_bytes(item.file.path)
+        except FileNotFoundError:
+            raise CorruptLogError(
+                f"The commit file {uri} disappeared while the table was being read (log cleanup "
+                f"running at the same time?). Load the table again.",
+                path=uri,
+            ) from None
+        return parse_commit(item.version, uri, data)
+
+    if storage.is_local or len(segment.commits) < 8:
+        return [read(c) for c in segment.commits]
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        return list(pool.map(read, segment.commits))
+
+
+# --- small state -----------------------------------------------------------------------
+
+
+@dataclass
+class SmallState:
+    """Protocol, metadata, transactions and domains of one version."""
+
+    protocol: Protocol
+    metadata: Metadata
+    transactions: dict[str, Transaction]
+    domains: dict[str, DomainMetadata]
+    #: V2 checkpoint sidecar files (filesystem paths) holding the checkpoint's file actions.
+    sidecars: list[str]
+    #: file actions found in a JSON (V2) checkpoint's top-level file.
+    checkpoint_file_actions: list[dict[str, Any]]
+
+
+def replay_small_state(
+    storage: TableStorage, segment: LogSegment, commits: list[CommitActions], *, now_ms: int | None = None
+) -> SmallState:
+    """Protocol, metadata, txns and domains: newest wins, checkpoint first, then commits.
+
+    :raises CorruptLogError: no protocol or no metadata action in the segment, naming the log.
+    """
+    protocol: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    txns: dict[str, dict[str, Any]] = {}
+    domains: dict[str, dict[str, Any]] = {}
+    sidecars: list[str] = []
+    checkpoint_file_actions: list[dict[str, Any]] = []
+
+    if segment.checkpoint is not None:
+        for action in read_checkpoint_small_actions(storage, segment.checkpoint):
+            if "add" in action or "remove" in action:
+                checkpoint_file_actions.append(action)
+            elif "protocol" in action:
+                protocol = action["protocol"]
+            elif "metaData" in action:
+                metadata = action["metaData"]
+            elif "txn" in action:
+                txns[action["txn"]["appId"]] = action["txn"]
+            elif "domainMetadata" in action:
+                domains[action["domainMetadata"]["domain"]] = action["domainMetadata"]
+            elif "sidecar" in action:
+                sidecars.append(_sidecar_path(storage, action["sidecar"]["path"]))
+    for commit in commits:
+        for action in commit.actions:
+            if "protocol" in action:
+                protocol = action["protocol"]
+            elif "metaData" in action:
+                metadata = action["metaData"]
+            elif "txn" in action:
+                txns[action["txn"]["appId"]] = action["txn"]
+            elif "domainMetadata" in action:
+                domains[action["domainMetadata"]["domain"]] = action["domainMetadata"]
+
+    where = storage.to_uri(storage.log_dir)
+    if protocol is None:
+        raise CorruptLogError(
+            f"No protocol action in the Delta log of version {segment.version} at {where}: every table "
+            f"needs one. The log is corrupt or incomplete.",
+            path=where,
+        )
+    if metadata is None:
+        raise CorruptLogError(
+            f"No metaData action in the Delta log of version {segment.version} at {where}: every table "
+            f"needs one. The log is corrupt or incomplete.",
+            path=where,
+        )
+    meta = Metadata.from_json(metadata)
+    transactions = {app: Transaction.from_json(t) for app, t in txns.items()}
+    retention = property_interval(dict(meta.configuration), SET_TRANSACTION_RETENTION)
+    if retention is not None:
+        now = now_ms if now_ms is not None else int(time.time() * 1000)
+        cutoff = now - int(retention.total_seconds() * 1000)
+        # As Delta: with a retention set, a txn without lastUpdated counts as expired.
+        transactions = {
+            app: t
+            for app, t in transactions.items()
+            if t.last_updated is not None and t.last_updated > cutoff
+        }
+    live_domains = {
+        name: DomainMetadata.from_json(d) for name, d in domains.items() if not d.get("removed", False)
+    }
+    return SmallState(
+        protocol=Protocol.from_json(protocol),
+        metadata=meta,
+        transactions=transactions,
+        domains=live_domains,
+        sidecars=sidecars,
+        checkpoint_file_actions=checkpoint_file_actions,
+    )
+
+
+def _sidecar_path(storage: TableStorage, path: str) -> str:
+    if has_scheme(path):
+        from airflow_delta_provider.core.storage import resolve_path
+
+        return resolve_path(storage, path)
+    return storage.log_path(f"{SIDECAR_DIR}/{unquote(path)}")
+
+
+def read_checkpoint_small_actions(storage: TableStorage, checkpoint: Checkpoint) -> list[dict[str, Any]]:
+    """The non-file actions of a checkpoint (and, for JSON V2 checkpoints, its file actions)."""
+    actions: list[dict[str, Any]] = []
+    for path in checkpoint.paths:
+        uri = storage.to_uri(path)
+        if path.endswith(".json"):
+            commit = parse_commit(checkpoint.version, uri, _read_checkpoint_bytes(storage, path))
+            actions.extend(commit.actions)
+            actions.extend(commit.file_actions())
+            continue
+        parquet = _open_parquet(storage, path)
+        names = set(parquet.schema_arrow.names)
+        columns = [c for c in _SMALL_COLUMNS if c in names]
+        if not columns:
+            continue
+        groups = _row_groups_with_values(parquet, columns)
+        if not groups:
+            continue
+        try:
+            table = parquet.read_row_groups(groups, columns=columns, use_threads=False)
+        except (OSError, pa.ArrowException) as err:
+            raise _corrupt_checkpoint(uri, err) from None
+        for name in columns:
+            column = table.column(name)
+            valid = column.filter(pc.is_valid(column))
+            rows = valid.to_pylist(maps_as_pydicts="lossy")
+            actions.extend({name: _drop_nulls(row)} for row in rows)
+    return actions
+
+
+def _drop_nulls(row: dict[str, Any]) -> dict[str, Any]:
+    # Parquet gives absent optional fields as None; the JSON form omits them.
+    return {k: v for k, v in row.items() if v is not None}
+
+
+def _row_groups_with_values(parquet: pq.ParquetFile, columns: list[str]) -> list[int]:
+    """Row groups where any of ``columns`` may be non-null, judged by column statistics.
+
+    A checkpoint of a million files has a handful of non-file rows; statistics let the
+    reader skip every row group that holds only add rows.
+    """
+    metadata = parquet.metadata
+    leaves: dict[str, list[int]] = {c: [] for c in columns}
+    for index in range(metadata.num_columns):
+        path = metadata.schema.column(index).path
+        top = path.split(".", 1)[0]
+        # Only leaves outside lists and maps have exactly one value (or null) per row.
+        if top in leaves and not _REPEATED_SEGMENT_RE.search(path):
+            leaves[top].append(index)
+    if any(not indexes for indexes in leaves.values()):
+        return list(range(metadata.num_row_groups))
+    groups = []
+    for group in range(metadata.num_row_groups):
+        row_group = metadata.row_group(group)
+        if any(not all(_all_null(row_group, i) for i in indexes) for indexes in leaves.values()):
+            groups.append(group)
+    return groups
+
+
+def _all_null(row_group: pq.RowGroupMetaData, column: int) -> bool:
+    stats = row_group.column(column).statistics
+    if stats is None or not stats.has_null_count:
+        return False
+    return stats.null_count >= row_group.num_rows
+
+
+def _open_parquet(storage: TableStorage, path: str) -> pq.ParquetFile:
+    uri = storage.to_uri(path)
+    try:
+        source = path if storage.is_local else storage.arrow_fs.open_input_file(path)
+        return pq.ParquetFile(source)
+    except FileNotFoundError:
+        raise CorruptLogError(
+            f"The checkpoint file {uri} is missing: it disappeared while the table was being read.",
+            path=uri,
+        ) from None
+    except (OSError, pa.ArrowException) as err:
+        raise _corrupt_checkpoint(uri, err) from None
+
+
+def _read_checkpoint_bytes(storage: TableStorage, path: str) -> bytes:
+    try:
+        return storage.read_bytes(path)
+    except FileNotFoundError:
+        uri = storage.to_uri(path)
+        raise CorruptLogError(f"The checkpoint file {uri} is missing.", path=uri) from None
+
+
+def _corrupt_checkpoint(uri: str, err: Exception) -> CorruptLogError:
+    return CorruptLogError(
+        f"The checkpoint file {uri} cannot be read ({err}); it is truncated or corrupt.", path=uri
+    )
+
+
+# --- file state ------------------------------------------------------------------------
+
+
+@dataclass
+class FileState:
+    """Active files and tombstones of one version, as Arrow tables (``ADD_SCHEMA`` / ``REMOVE_SCHEMA``)."""
+
+    adds: pa.Table
+    removes: pa.Table
+
+
+def replay_files(
+    storage: TableStorage,
+    segment: LogSegment,
+    commits: list[CommitActions],
+    small: SmallState,
+    *,
+    tombstones: bool = False,
+    now_ms: int | None = None,
+) -> FileState:
+    """Active files (and, if asked, unexpired tombstones) of the segment's version."""
+    tail_adds, tail_removes, touched = _reconcile_commits(storage, commits)
+    checkpoint_adds, checkpoint_removes = _read_checkpoint_files(
+        storage, segment.checkpoint, small, removes=tombstones
+    )
+    root = _root_prefix(storage)
+    if touched:
+        checkpoint_adds = _drop_touched(checkpoint_adds, touched, root)
+        if tombstones:
+            checkpoint_removes = _drop_touched(checkpoint_removes, touched, root)
+    adds = pa.concat_tables([checkpoint_adds, tail_adds]) if tail_adds.num_rows else checkpoint_adds
+    removes = REMOVE_SCHEMA.empty_table()
+    if tombstones:
+        removes = pa.concat_tables([checkpoint_removes, tail_removes])
+        retention = property_interval(dict(small.metadata.configuration), DELETED_FILE_RETENTION)
+        now = now_ms if now_ms is not None else int(time.time() * 1000)
+        cutoff = now - int(retention.total_seconds() * 1000) if retention is not None else 0
+        timestamps = pc.fill_null(removes.column("deletionTimestamp"), 0)
+        removes = removes.filter(pc.greater(timestamps, cutoff))
+    return FileState(adds=adds, removes=removes)
+
+
+def _reconcile_commits(
+    storage: TableStorage, commits: list[CommitActions]
+) -> tuple[pa.Table, pa.Table, set[tuple[str, str | None]]]:
+    """The commits' winning adds and removes, and every key the commits touched."""
+    add_rows: list[dict[str, Any]] = []
+    remove_rows: list[dict[str, Any]] = []
+    keys: list[str] = []
+    is_add: list[bool] = []
+    root = _root_prefix(storage)
+    for commit in commits:
+        for action in commit.file_actions():
+            if "add" in action:
+                row, rows, flag = action["add"], add_rows, True
+            elif "remove" in action:
+                row, rows, flag = action["remove"], remove_rows, False
+            else:
+                continue
+            if not isinstance(row, dict) or not isinstance(row.get("path"), str):
+                raise CorruptLogError(
+                    f"A file action in {commit.path} has no path: {action!r}", path=commit.path
+                )
+            rows.append(row)
+            keys.append(
+                _key(canonical_path(row["path"], root), deletion_vector_unique_id(row.get("deletionVector")))
+            )
+            is_add.append(flag)
+    if not keys:
+        return ADD_SCHEMA.empty_table(), REMOVE_SCHEMA.empty_table(), set()
+    sequence = pa.array(np.arange(len(keys), dtype=np.int64))
+    actions = pa.table({"key": pa.array(keys), "seq": sequence, "is_add": pa.array(is_add)})
+    newest = actions.group_by("key", use_threads=False).aggregate([("seq", "max")]).column("seq_max")
+    winners = actions.filter(pc.is_in(actions.column("seq"), value_set=newest))
+    # seq numbers count adds and removes together; map them back to per-kind row positions.
+    kind_index = np.cumsum(np.asarray(is_add)) - 1
+    remove_index = np.cumsum(~np.asarray(is_add)) - 1
+    seqs = winners.column("seq").to_numpy()
+    flags = winners.column("is_add").to_numpy(zero_copy_only=False)
+    add_take = kind_index[seqs[flags]]
+    remove_take = remove_index[seqs[~flags]]
+    adds = _rows_to_table([add_rows[i] for i in add_take], ADD_SCHEMA) if len(add_take) else None
+    removes = (
+        _rows_to_table([remove_rows[i] for i in remove_take], REMOVE_SCHEMA) if len(remove_take) else None
+    )
+    touched = {_split_key(k) for k in actions.column("key").unique().to_pylist()}
+    return (
+        adds if adds is not None else ADD_SCHEMA.empty_table(),
+        removes if removes is not None else REMOVE_SCHEMA.empty_table(),
+        touched,
+    )
+
+
+def _key(path: str, dv_id: str | None) -> str:
+    return f"{path}\x00{dv_id}" if dv_id is not None else path
+
+
+def _split_key(key: str) -> tuple[str, str | None]:
+    path, sep, dv_id = key.partition("\x00")
+    return path, dv_id if sep else None
+
+
+def _rows_to_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    try:
+        return pa.Table.from_pylist(rows, schema=schema)
+    except (pa.ArrowException, TypeError, ValueError) as err:
+        raise CorruptLogError(f"A file action in the log has a field of the wrong type: {err}") from None
+
+
+def _read_checkpoint_files(
+    storage: TableStorage, checkpoint: Checkpoint | None, small: SmallState, *, removes: bool
+) -> tuple[pa.Table, pa.Table]:
+    if checkpoint is None:
+        return ADD_SCHEMA.empty_table(), REMOVE_SCHEMA.empty_table()
+    add_parts: list[pa.Table] = []
+    remove_parts: list[pa.Table] = []
+    sources = [p for p in checkpoint.paths if not p.endswith(".json")] + small.sidecars
+    for path in sources:
+        names = set(_open_parquet(storage, path).schema_arrow.names)
+        wanted = [c for c in ("add", "remove") if c in names and (c == "add" or removes)]
+        if not wanted:
+            continue
+        try:
+            # read_table (not ParquetFile.read) pre-buffers and decodes row groups in parallel.
+            table = pq.read_table(
+                path,
+                columns=wanted,
+                filesystem=None if storage.is_local else storage.arrow_fs,
+            )
+        except (OSError, pa.ArrowException) as err:
+            raise _corrupt_checkpoint(storage.to_uri(path), err) from None
+        if "add" in wanted:
+            add_parts.append(_conform_actions(table.column("add"), ADD_SCHEMA))
+        if "remove" in wanted:
+            remove_parts.append(_conform_actions(table.column("remove"), REMOVE_SCHEMA))
+    if small.checkpoint_file_actions:
+        json_adds = [a["add"] for a in small.checkpoint_file_actions if "add" in a]
+        json_removes = [a["remove"] for a in small.checkpoint_file_actions if "remove" in a]
+        if json_adds:
+            add_parts.append(_rows_to_table(json_adds, ADD_SCHEMA))
+        if json_removes and removes:
+            remove_parts.append(_rows_to_table(json_removes, REMOVE_SCHEMA))
+    adds = pa.concat_tables(add_parts) if add_parts else ADD_SCHEMA.empty_table()
+    tombstones = pa.concat_tables(remove_parts) if remove_parts else REMOVE_SCHEMA.empty_table()
+    return adds, tombstones
+
+
+def _conform_actions(column: pa.ChunkedArray, schema: pa.Schema) -> pa.Table:
+    """Rows of a checkpoint action column where the action is present, as a flat table."""
+    chunks = []
+    for chunk in column.chunks:
+        for piece in _valid_runs(chunk):
+            chunks.append(_flatten(piece, schema))
+    if not chunks:
+        return schema.empty_table()
+    return pa.Table.from_batches(chunks, schema=schema)
+
+
+def _valid_runs(chunk: pa.StructArray) -> list[pa.StructArray]:
+    """The non-null stretches of a struct array, as zero-copy slices where they are few.
+
+    Checkpoint rows are one action each, so the add column is null on the few protocol,
+    metadata and txn rows; slicing around them avoids copying a million rows' strings.
+    """
+    if chunk.null_count == 0:
+        return [chunk]
+    if chunk.null_count == len(chunk):
+        return []
+    valid = np.asarray(chunk.is_valid())
+    edges = np.flatnonzero(np.diff(np.concatenate(([False], valid, [False])).astype(np.int8)))
+    starts, ends = edges[0::2], edges[1::2]
+    if len(starts) > 256:
+        return [chunk.filter(pa.array(valid))]
+    return [chunk.slice(int(s), int(e - s)) for s, e in zip(starts, ends, strict=True)]
+
+
+def _flatten(struct: pa.StructArray, schema: pa.Schema) -> pa.RecordBatch:
+    struct_type = struct.type
+    arrays = []
+    for target in schema:
+        index = struct_type.get_field_index(target.name)
+        if index < 0:
+            if target.name == "stats":
+                arrays.append(_stats_from_parsed(struct))
+                continue
+            arrays.append(pa.nulls(len(struct), target.type))
+            continue
+        arrays.append(_conform(struct.field(index), target.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _conform(array: pa.Array, target: pa.DataType) -> pa.Array:
+    """Cast a checkpoint column to the type this core uses, field by field for structs."""
+    if array.type == target:
+        return array
+    if pa.types.is_struct(target) and pa.types.is_struct(array.type):
+        children = []
+        for child in target:
+            index = array.type.get_field_index(child.name)
+            children.append(
+                _conform(array.field(index), child.type) if index >= 0 else pa.nulls(len(array), child.type)
+            )
+        mask = array.is_null() if array.null_count else None
+        return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
+    return array.cast(target)
+
+
+def _stats_from_parsed(struct: pa.StructArray) -> pa.Array:
+    """``stats`` as JSON from ``stats_parsed`` for checkpoints written without JSON stats."""
+    index = struct.type.get_field_index("stats_parsed")
+    if index < 0:
+        return pa.nulls(len(struct), pa.string())
+    parsed = struct.field(index).to_pylist()
+    return pa.array(
+        [None if p is None else json.dumps(p, default=_json_scalar, separators=(",", ":")) for p in parsed],
+        pa.string(),
+    )
+
+
+def _json_scalar(value: Any) -> Any:
+    if hasattr(value, "isoformat"):
+        text = value.isoformat()
+        return text.replace("+00:00", "Z")
+    return str(value)
+
+
+# --- paths -----------------------------------------------------------------------------
+
+
+def _root_prefix(storage: TableStorage) -> str:
+    return storage.root.rstrip("/") + "/"
+
+
+def canonical_path(path: str, root_prefix: str) -> str:
+    """A data-file path in the one form used to compare log entries.
+
+    Relative paths are URL-decoded; absolute paths and URIs are decoded, stripped of
+    their scheme (``file:``, ``s3://``) and made relative when they fall under the root.
+    """
+    if not _NEEDS_CANONICAL_RE.search(path):
+        return path
+    if has_scheme(path):
+        parts = urlsplit(path)
+        decoded = unquote(parts.path)
+        scheme = parts.scheme.lower()
+        if scheme in ("file", "local"):
+            absolute = decoded
+        elif scheme in ("s3", "s3a", "s3n"):
+            absolute = f"{parts.netloc}/{decoded.lstrip('/')}"
+        else:
+            absolute = f"{scheme}://{parts.netloc}{decoded}"
+    else:
+        absolute = unquote(path)
+    if absolute.startswith(root_prefix):
+        return absolute[len(root_prefix) :]
+    return absolute
+
+
+def _drop_touched(table: pa.Table, touched: set[tuple[str, str | None]], root_prefix: str) -> pa.Table:
+    """Checkpoint rows whose (canonical path, DV id) the commits after it did not touch."""
+    if table.num_rows == 0:
+        return table
+    paths = table.column("path")
+    if _any_needs_canonical(paths):
+        canonical = pa.array([canonical_path(p, root_prefix) for p in paths.to_pylist()], pa.string())
+    else:
+        canonical = paths
+    touched_paths = pa.array({p for p, _ in touched}, pa.string())
+    candidates = pc.is_in(canonical, value_set=touched_paths)
+    if not pc.any(candidates).as_py():
+        return table
+    positions = np.flatnonzero(np.asarray(candidates.to_numpy(zero_copy_only=False)))
+    dvs = table.column("deletionVector").take(pa.array(positions)).to_pylist()
+    canonical_at = canonical.take(pa.array(positions)).to_pylist()
+    keep = np.ones(table.num_rows, dtype=bool)
+    for position, path, dv in zip(positions, canonical_at, dvs, strict=True):
+        if (path, deletion_vector_unique_id(dv)) in touched:
+            keep[position] = False
+    return table.filter(pa.array(keep))
+
+
+def _any_needs_canonical(paths: pa.ChunkedArray) -> bool:
+    """Whether any path is absolute, a URI or URL-encoded (and so needs :func:`canonical_path`).
+
+    Scans the string data buffers directly: a byte search over a million paths costs a
+    few milliseconds, where per-string compute kernels cost a hundred.
+    """
+    for chunk in paths.chunks:
+        if len(chunk) == 0:
+            continue
+        offset_type = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
+        offsets = np.frombuffer(chunk.buffers()[1], dtype=offset_type)[
+            chunk.offset : chunk.offset + len(chunk) + 1
+        ]
+        data = np.frombuffer(chunk.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]]
+        raw = data.tobytes()
+        if b"%" in raw or b":" in raw:
+            return True
+        starts = offsets[:-1][offsets[1:] > offsets[:-1]] - offsets[0]
+        if (data[starts] == ord("/")).any():
+            return True
+    return False

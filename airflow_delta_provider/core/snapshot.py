@@ -1,0 +1,343 @@
+"""Snapshot: one version of a Delta table, loaded lazily and only as far as asked.
+
+Opening a snapshot reads the commits after the checkpoint and the checkpoint's small
+columns (protocol, metadata, txns, domains), and checks that the core can read the
+table. The file list is replayed on the first call that needs it.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_delta_provider.core.errors import DeletionVectorError
+from airflow_delta_provider.core.protocol import check_readable, reader_features
+from airflow_delta_provider.core.replay import (
+    CommitActions,
+    FileState,
+    SmallState,
+    read_commits,
+    replay_files,
+    replay_small_state,
+)
+from airflow_delta_provider.core.storage import resolve_path
+
+if TYPE_CHECKING:
+    import pyarrow.dataset as ds
+
+    from airflow_delta_provider.core.actions import DomainMetadata, Metadata, Protocol, Transaction
+    from airflow_delta_provider.core.segment import LogSegment
+    from airflow_delta_provider.core.storage import TableStorage
+
+log = logging.getLogger(__name__)
+
+#: ``files()`` column names, from the protocol's ``add`` field names.
+FILE_COLUMNS = {
+    "path": "path",
+    "partitionValues": "partition_values",
+    "size": "size",
+    "modificationTime": "modification_time",
+    "dataChange": "data_change",
+    "stats": "stats",
+    "tags": "tags",
+    "deletionVector": "deletion_vector",
+    "baseRowId": "base_row_id",
+    "defaultRowCommitVersion": "default_row_commit_version",
+    "clusteringProvider": "clustering_provider",
+}
+TOMBSTONE_COLUMNS = {
+    "path": "path",
+    "deletionTimestamp": "deletion_timestamp",
+    "dataChange": "data_change",
+    "extendedFileMetadata": "extended_file_metadata",
+    "partitionValues": "partition_values",
+    "size": "size",
+    "deletionVector": "deletion_vector",
+    "baseRowId": "base_row_id",
+    "defaultRowCommitVersion": "default_row_commit_version",
+}
+
+
+class Snapshot:
+    """The state of a table at one version.
+
+    Build it with :meth:`DeltaTable.snapshot`; it is immutable once loaded.
+
+    :param storage: the table's storage.
+    :param segment: the log files of this version.
+    :param commits: the segment's commits, when the caller already read them.
+    """
+
+    def __init__(
+        self,
+        storage: TableStorage,
+        segment: LogSegment,
+        *,
+        commits: list[CommitActions] | None = None,
+    ) -> None:
+        self._storage = storage
+        self._segment = segment
+        if commits is not None:
+            self.__dict__["_commits"] = commits
+
+    def __repr__(self) -> str:
+        return f"Snapshot({self._storage.root_uri!r}, version={self.version})"
+
+    # --- what every question needs -----------------------------------------------------
+
+    @property
+    def version(self) -> int:
+        return self._segment.version
+
+    @property
+    def segment(self) -> LogSegment:
+        return self._segment
+
+    @property
+    def storage(self) -> TableStorage:
+        return self._storage
+
+    @cached_property
+    def _commits(self) -> list[CommitActions]:
+        return read_commits(self._storage, self._segment)
+
+    @cached_property
+    def _small(self) -> SmallState:
+        state = replay_small_state(self._storage, self._segment, self._commits)
+        check_readable(state.protocol)
+        return state
+
+    def load(self) -> Snapshot:
+        """Read protocol and metadata now and check that the core can read the table."""
+        _ = self._small
+        return self
+
+    @property
+    def protocol(self) -> Protocol:
+        return self._small.protocol
+
+    @property
+    def metadata(self) -> Metadata:
+        return self._small.metadata
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The logical schema (column names as users see them)."""
+        return self.metadata.schema
+
+    @property
+    def partition_columns(self) -> list[str]:
+        return list(self.metadata.partition_columns)
+
+    @property
+    def properties(self) -> dict[str, str]:
+        """The table properties (``metaData.configuration``)."""
+        return dict(self.metadata.configuration)
+
+    @property
+    def transactions(self) -> dict[str, Transaction]:
+        """The live ``txn`` per application id (expired ones dropped as Delta does)."""
+        return dict(self._small.transactions)
+
+    def app_transaction_version(self, app_id: str) -> int | None:
+        """The last version application ``app_id`` committed, or None if it never did."""
+        txn = self._small.transactions.get(app_id)
+        return txn.version if txn is not None else None
+
+    @property
+    def domain_metadata(self) -> dict[str, DomainMetadata]:
+        """Live domain metadata by domain name."""
+        return dict(self._small.domains)
+
+    @property
+    def commit_info(self) -> dict[str, Any] | None:
+        """The ``commitInfo`` of this version's commit, when it is in the segment."""
+        for commit in reversed(self._commits):
+            if commit.version == self.version:
+                return commit.commit_info
+        return None
+
+    # --- files -------------------------------------------------------------------------
+
+    @cached_property
+    def _file_state(self) -> FileState:
+        return replay_files(self._storage, self._segment, self._commits, self._small)
+
+    def files(self) -> pa.Table:
+        """The active data files, one row each.
+
+        Columns: ``path`` (as written in the log), ``partition_values`` (map of strings, as
+        the protocol serialises them), ``size``, ``modification_time`` (ms), ``data_change``,
+        ``stats`` (JSON), ``tags``, ``deletion_vector`` (the protocol's descriptor, null
+        when the file has none), ``base_row_id``, ``default_row_commit_version``,
+        ``clustering_provider``.
+        """
+        adds = self._file_state.adds
+        return adds.rename_columns([FILE_COLUMNS[name] for name in adds.column_names])
+
+    def partition_values(self) -> pa.Table:
+        """Typed partition values of the active files, one column per partition column, row-aligned
+        with :meth:`files`."""
+        from airflow_delta_provider.core.partitions import partition_columns_from_map
+
+        fields = self._partition_fields(self._read_schema)
+        typed = partition_columns_from_map(
+            self._file_state.adds.column("partitionValues").combine_chunks(), pa.schema(fields)
+        )
+        return pa.table(typed.flatten(), names=self.partition_columns) if fields else pa.table({})
+
+    def num_files(self) -> int:
+        return self._file_state.adds.num_rows
+
+    def tombstones(self) -> pa.Table:
+        """The unexpired ``remove`` actions (per ``delta.deletedFileRetentionDuration``)."""
+        state = replay_files(self._storage, self._segment, self._commits, self._small, tombstones=True)
+        removes = state.removes
+        return removes.rename_columns([TOMBSTONE_COLUMNS[name] for name in removes.column_names])
+
+    def file_uris(self) -> list[str]:
+        """Absolute URIs of the active data files.
+
+        :raises DeletionVectorError: some files carry deletion vectors: reading them as
+            plain files would return deleted rows. Use :meth:`to_pyarrow_table`.
+        """
+        adds = self._file_state.adds
+        self._refuse_deletion_vectors(adds, "file_uris()")
+        return [self._storage.to_uri(resolve_path(self._storage, p)) for p in adds.column("path").to_pylist()]
+
+    def _refuse_deletion_vectors(self, adds: pa.Table, what: str) -> None:
+        with_dv = adds.column("deletionVector").is_valid()
+        count = pc.sum(with_dv).as_py() or 0
+        if count:
+            first = adds.filter(with_dv).column("path")[0].as_py()
+            raise DeletionVectorError(
+                f"{count} active file(s) of {self._storage.root_uri} at version {self.version} carry "
+                f"deletion vectors (e.g. {first}); {what} would return rows that were deleted. Use "
+                f"Snapshot.to_pyarrow_table(), which applies them, or files() to see the descriptors."
+            )
+
+    # --- data --------------------------------------------------------------------------
+
+    def to_pyarrow_dataset(self) -> ds.Dataset:
+        """A pyarrow dataset over the active files, with partition columns and the table schema.
+
+        :raises DeletionVectorError: files carry deletion vectors (use :meth:`to_pyarrow_table`).
+        :raises UnsupportedFeatureError: the table uses column mapping (use :meth:`to_pyarrow_table`).
+        """
+        from airflow_delta_provider.core.errors import UnsupportedFeatureError
+
+        adds = self._file_state.adds
+        self._refuse_deletion_vectors(adds, "to_pyarrow_dataset()")
+        if self._column_mapping_mode != "none":
+            raise UnsupportedFeatureError(
+                f"{self._storage.root_uri} uses column mapping (mode {self._column_mapping_mode!r}): its "
+                f"Parquet files use physical column names, which a plain pyarrow dataset cannot rename. "
+                f"Use Snapshot.to_pyarrow_table().",
+                feature="columnMapping",
+                operation="read",
+            )
+        return self._dataset(adds, self.schema)
+
+    @cached_property
+    def _read_schema(self) -> pa.Schema:
+        """The schema of the Parquet files: logical, or physical names under column mapping."""
+        mode = self._column_mapping_mode
+        if mode == "none":
+            return self.schema
+        from airflow_delta_provider.core.schema import physical_schema
+
+        return physical_schema(self.schema, mode)
+
+    @property
+    def _column_mapping_mode(self) -> str:
+        if "columnMapping" not in reader_features(self.protocol):
+            return "none"
+        return self.properties.get("delta.columnMapping.mode", "none")
+
+    def _dataset(self, adds: pa.Table, read_schema: pa.Schema) -> ds.Dataset:
+        """A dataset of ``adds`` read with ``read_schema`` (logical, or physical under column mapping)."""
+        import pyarrow.dataset as ds
+
+        partition_fields = self._partition_fields(read_schema)
+        partition_names = {f.name for f in partition_fields}
+        data_fields = [f for f in read_schema if f.name not in partition_names]
+        paths = [resolve_path(self._storage, p) for p in adds.column("path").to_pylist()]
+        return ds.FileSystemDataset.from_paths(
+            paths,
+            schema=pa.schema([*data_fields, *partition_fields]),
+            format=ds.ParquetFileFormat(),
+            filesystem=self._storage.arrow_fs,
+            partitions=self._partition_expressions(adds, partition_fields),
+        )
+
+    def _partition_fields(self, read_schema: pa.Schema) -> list[pa.Field]:
+        # Under column mapping the log keys partition values by physical name.
+        return [read_schema.field(self.schema.get_field_index(c)) for c in self.partition_columns]
+
+    def _partition_expressions(self, adds: pa.Table, fields: list[pa.Field]) -> list[ds.Expression] | None:
+        import pyarrow.dataset as ds
+
+        if not fields:
+            return None
+        from airflow_delta_provider.core.partitions import partition_columns_from_map
+
+        typed = partition_columns_from_map(adds.column("partitionValues").combine_chunks(), pa.schema(fields))
+        rows = typed.to_pylist()
+        expressions = []
+        for row in rows:
+            expression = None
+            for f in fields:
+                value = row[f.name]
+                term = (
+                    ds.field(f.name).is_null()
+                    if value is None
+                    else ds.field(f.name) == pa.scalar(value, f.type)
+                )
+                expression = term if expression is None else expression & term
+            expressions.append(expression)
+        return expressions
+
+    def to_pyarrow_table(self, columns: list[str] | None = None) -> pa.Table:
+        """Read the table's rows: deletion vectors applied, column mapping resolved.
+
+        :param columns: logical column names to read (default: all).
+        """
+        adds = self._file_state.adds
+        logical = self.schema
+        read_schema = self._read_schema
+        wanted = (
+            list(range(len(logical))) if columns is None else [logical.get_field_index(c) for c in columns]
+        )
+        physical_names = [read_schema.field(i).name for i in wanted]
+        has_dv = adds.column("deletionVector").is_valid()
+        parts = []
+        plain = adds.filter(pc.invert(has_dv))
+        if plain.num_rows:
+            parts.append(self._dataset(plain, read_schema).to_table(columns=physical_names))
+        for row in pc.indices_nonzero(has_dv).to_pylist():
+            parts.append(self._read_with_deletion_vector(adds.slice(row, 1), read_schema, physical_names))
+        selected = pa.schema([read_schema.field(i) for i in wanted])
+        table = (
+            pa.concat_tables([p.select(physical_names) for p in parts]) if parts else selected.empty_table()
+        )
+        if read_schema is not logical:
+            from airflow_delta_provider.core.schema import rename_to_logical
+
+            table = rename_to_logical(table, pa.schema([logical.field(i) for i in wanted]))
+        return table
+
+    def _read_with_deletion_vector(
+        self, add: pa.Table, read_schema: pa.Schema, columns: list[str]
+    ) -> pa.Table:
+        from airflow_delta_provider.core.deletion_vectors import read_deletion_vector, selection_mask
+
+        table = self._dataset(add, read_schema).to_table(columns=columns, use_threads=False)
+        dv = add.column("deletionVector")[0].as_py()
+        deleted = read_deletion_vector(
+            dv, self._storage.root, lambda path, start, length: self._storage.read_range(path, start, length)
+        )
+        return table.filter(selection_mask(table.num_rows, deleted))

@@ -1,0 +1,262 @@
+"""DeltaTable: the entry point of the core. Versions, snapshots, time travel and history."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from airflow_delta_provider.core.errors import (
+    CorruptLogError,
+    DeltaError,
+    TimestampEarlierThanRetentionError,
+    TimestampLaterThanLatestCommitError,
+)
+from airflow_delta_provider.core.logfiles import LogFileKind, commit_name
+from airflow_delta_provider.core.replay import parse_commit
+from airflow_delta_provider.core.segment import (
+    LogSegment,
+    build_segment,
+    complete_checkpoints,
+    list_log_files,
+)
+from airflow_delta_provider.core.snapshot import Snapshot
+from airflow_delta_provider.core.storage import TableStorage
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    import fsspec
+
+log = logging.getLogger(__name__)
+
+ICT_ENABLED = "delta.enableInCommitTimestamps"
+ICT_ENABLEMENT_VERSION = "delta.inCommitTimestampEnablementVersion"
+ICT_ENABLEMENT_TIMESTAMP = "delta.inCommitTimestampEnablementTimestamp"
+
+
+@dataclass(frozen=True, slots=True)
+class CommitTimestamp:
+    """When a version was committed, as Delta's time travel sees it."""
+
+    version: int
+    #: milliseconds since the epoch (UTC)
+    timestamp: int
+    #: ``"inCommitTimestamp"`` or ``"modificationTime"``
+    source: str
+
+
+class DeltaTable:
+    """A Delta table at a location.
+
+    Creating the object does no I/O; every method reads the log afresh, so a long-lived
+    ``DeltaTable`` always sees the latest version.
+
+    :param uri: the table root: a local path, ``file://``, ``s3://``, ``memory://`` or another
+        fsspec URL.
+    :param storage_options: fsspec options for the filesystem (credentials, endpoint, ...).
+    :param filesystem: an already configured fsspec filesystem (the Airflow hook passes one
+        built from an Airflow connection).
+    """
+
+    def __init__(
+        self,
+        uri: str,
+        storage_options: Mapping[str, Any] | None = None,
+        *,
+        filesystem: fsspec.AbstractFileSystem | None = None,
+    ) -> None:
+        self.storage = TableStorage(uri, storage_options, filesystem=filesystem)
+
+    def __repr__(self) -> str:
+        return f"DeltaTable({self.storage.root_uri!r})"
+
+    @property
+    def uri(self) -> str:
+        return self.storage.root_uri
+
+    # --- versions and snapshots --------------------------------------------------------
+
+    def version(self) -> int:
+        """The latest version (one hint read and one listing from the last checkpoint)."""
+        return build_segment(self.storage).version
+
+    def snapshot(self, version: int | None = None, timestamp: datetime | str | int | None = None) -> Snapshot:
+        """The table at the latest version, at ``version``, or as of ``timestamp``.
+
+        :param version: a version number to travel to.
+        :param timestamp: a point in time (``datetime``; naive means UTC; ISO-8601 string;
+            or milliseconds since the epoch): the latest version committed at or before it.
+        :raises TableNotFoundError: there is no Delta table at the location.
+        :raises VersionNotFoundError: the version or timestamp is outside the table's history.
+        :raises UnsupportedFeatureError: the table needs a reader feature this core lacks.
+        """
+        if version is not None and timestamp is not None:
+            raise ValueError("Pass either version or timestamp, not both.")
+        if version is not None and (not isinstance(version, int) or isinstance(version, bool) or version < 0):
+            raise ValueError(f"version must be a non-negative integer, got {version!r}.")
+        if timestamp is not None:
+            version = self.version_at(timestamp).version
+        return self._load(build_segment(self.storage, version), version)
+
+    def _load(self, segment: LogSegment, version: int | None) -> Snapshot:
+        while True:
+            snapshot = Snapshot(self.storage, segment)
+            try:
+                return snapshot.load()
+            except CorruptLogError as err:
+                checkpoint = segment.checkpoint
+                if checkpoint is None or err.path not in [self.storage.to_uri(p) for p in checkpoint.paths]:
+                    raise
+                # As Delta: an unreadable checkpoint is not fatal while an older one can
+                # rebuild the same version.
+                log.warning("%s; trying the checkpoint before version %d.", err, checkpoint.version)
+                try:
+                    segment = build_segment(self.storage, version, before_checkpoint=checkpoint.version)
+                except DeltaError:
+                    raise err from None
+
+    # --- time travel -------------------------------------------------------------------
+
+    def commit_timestamps(self) -> list[CommitTimestamp]:
+        """Timestamps of every reconstructable version, oldest first, as Delta's time travel uses them.
+
+        Modification times of the commit files, made strictly increasing as Delta does; with
+        in-commit timestamps enabled, ``commitInfo.inCommitTimestamp`` from the enablement
+        version on.
+        """
+        files = list_log_files(self.storage, 0)
+        commits = [f for f in files if f.kind is LogFileKind.COMMIT]
+        if not commits:
+            build_segment(self.storage)  # raises the precise error
+        checkpoints = complete_checkpoints(files)
+        earliest = 0 if commits and commits[0].version == 0 else None
+        if earliest is None:
+            earliest = checkpoints[0].version if checkpoints else commits[0].version
+        result: list[CommitTimestamp] = []
+        previous = -1
+        for commit in commits:
+            stamp = max(commit.file.modification_time, previous + 1)
+            previous = stamp
+            if commit.version >= earliest:
+                result.append(CommitTimestamp(commit.version, stamp, "modificationTime"))
+        latest = self.snapshot()
+        properties = latest.properties
+        if properties.get(ICT_ENABLED, "false").lower() == "true":
+            since = int(properties.get(ICT_ENABLEMENT_VERSION, "0"))
+            for index, entry in enumerate(result):
+                if entry.version >= since:
+                    ict = self._in_commit_timestamp(entry.version)
+                    if ict is not None:
+                        result[index] = CommitTimestamp(entry.version, ict, "inCommitTimestamp")
+        return result
+
+    def _in_commit_timestamp(self, version: int) -> int | None:
+        info = self._commit_info(version)
+        value = info.get("inCommitTimestamp") if info else None
+        return int(value) if value is not None else None
+
+    def version_at(self, timestamp: datetime | str | int) -> CommitTimestamp:
+        """The latest version committed at or before ``timestamp`` (Delta's ``getActiveCommitAtTime``).
+
+        :raises TimestampEarlierThanRetentionError: before the earliest reconstructable version.
+        :raises TimestampLaterThanLatestCommitError: after the latest commit.
+        """
+        target = to_millis(timestamp)
+        stamps = self.commit_timestamps()
+        eligible = [s for s in stamps if s.timestamp <= target]
+        if not eligible:
+            raise TimestampEarlierThanRetentionError(
+                f"The provided timestamp ({_format_ms(target)}) is before the earliest version available "
+                f"to {self.uri} (version {stamps[0].version}, committed {_format_ms(stamps[0].timestamp)}). "
+                f"Use a timestamp at or after {_format_ms(stamps[0].timestamp)}."
+            )
+        if target > stamps[-1].timestamp and eligible[-1] is stamps[-1]:
+            # Delta refuses a timestamp past the last commit rather than guess the future.
+            raise TimestampLaterThanLatestCommitError(
+                f"The provided timestamp ({_format_ms(target)}) is after the latest version available to "
+                f"{self.uri} (version {stamps[-1].version}, committed {_format_ms(stamps[-1].timestamp)}). "
+                f"Use a timestamp at or before {_format_ms(stamps[-1].timestamp)}, or load the latest "
+                f"version."
+            )
+        return eligible[-1]
+
+    # --- history -----------------------------------------------------------------------
+
+    def history(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """Commit history, newest first: each commit's ``commitInfo`` plus ``version`` and ``timestamp``.
+
+        With ``limit=n`` only the last ``n`` commit files are read. ``timestamp`` is the
+        in-commit timestamp when present, else the commit file's modification time.
+        Versions whose commit was cleaned up are not listed.
+
+        :param limit: the number of most recent commits to return; None for all.
+        """
+        if limit is not None and (not isinstance(limit, int) or limit < 1):
+            raise ValueError(f"limit must be a positive integer, got {limit!r}.")
+        latest = self.version()
+        entries: list[dict[str, Any]] = []
+        version = latest
+        while version >= 0 and (limit is None or len(entries) < limit):
+            entry = self._history_entry(version)
+            if entry is None:
+                break
+            entries.append(entry)
+            version -= 1
+        return entries
+
+    def _history_entry(self, version: int) -> dict[str, Any] | None:
+        path = self.storage.log_path(commit_name(version))
+        info = self.storage.info(path)
+        if info is None:
+            return None
+        commit_info = self._commit_info(version) or {}
+        timestamp = commit_info.get("inCommitTimestamp")
+        return {
+            **commit_info,
+            "version": version,
+            "timestamp": int(timestamp) if timestamp is not None else info.modification_time,
+        }
+
+    def _commit_info(self, version: int) -> dict[str, Any] | None:
+        path = self.storage.log_path(commit_name(version))
+        try:
+            data = self.storage.read_bytes(path)
+        except FileNotFoundError:
+            return None
+        # commitInfo is the first action by protocol; read only up to it when possible.
+        first = data.split(b"\n", 1)[0]
+        if first.startswith(b'{"commitInfo"'):
+            try:
+                return json.loads(first)["commitInfo"]
+            except (ValueError, KeyError):
+                pass
+        return parse_commit(version, self.storage.to_uri(path), data).commit_info
+
+
+def to_millis(value: datetime | str | int) -> int:
+    """Milliseconds since the epoch from a datetime (naive = UTC), an ISO-8601 string or an int."""
+    if isinstance(value, bool):
+        raise ValueError(f"Not a timestamp: {value!r}.")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(
+                f"Cannot parse the timestamp {value!r}; use ISO-8601, e.g. '2026-11-22T10:00:00Z'."
+            ) from None
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return int(value.timestamp() * 1000)
+    raise ValueError(
+        f"Not a timestamp: {value!r}; pass a datetime, an ISO-8601 string or epoch milliseconds."
+    )
+
+
+def _format_ms(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds")

@@ -1,0 +1,232 @@
+from __future__ import annotations
+
+import time
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable as RsTable
+from deltalake import write_deltalake
+
+from airflow_delta_provider.core import CorruptLogError, DeltaTable, UnsupportedFeatureError
+from airflow_delta_provider.core import replay as replay_module
+
+
+def _files(root) -> list[str]:
+    return sorted(DeltaTable(str(root)).snapshot().files().column("path").to_pylist())
+
+
+def test_corrupt_json_line_names_file_and_line(log_writer):
+    log_writer.basic(1)
+    log_writer.raw("00000000000000000001.json", b'{"commitInfo":{}}\n{"add": {"path": "x"\n')
+    with pytest.raises(
+        CorruptLogError, match=r"Line 2 of .*00000000000000000001\.json is not valid JSON"
+    ) as info:
+        DeltaTable(str(log_writer.root)).snapshot().files()
+    assert info.value.path.endswith("00000000000000000001.json")
+
+
+def test_corrupt_non_file_line_fails_at_open(log_writer):
+    log_writer.basic(1)
+    log_writer.raw("00000000000000000001.json", b'{"commitInfo":\n')
+    with pytest.raises(CorruptLogError, match=r"00000000000000000001\.json"):
+        DeltaTable(str(log_writer.root)).snapshot()
+
+
+def test_empty_commit_is_corrupt(log_writer):
+    log_writer.basic(1)
+    log_writer.raw("00000000000000000001.json", b"\n")
+    with pytest.raises(CorruptLogError, match=r"00000000000000000001\.json is empty"):
+        DeltaTable(str(log_writer.root)).snapshot()
+
+
+def test_missing_protocol(log_writer):
+    log_writer.commit(0, log_writer.metadata(), log_writer.add("a"))
+    with pytest.raises(CorruptLogError, match="No protocol action") as info:
+        DeltaTable(str(log_writer.root)).snapshot()
+    assert info.value.path.endswith("_delta_log")
+
+
+def test_missing_metadata(log_writer):
+    log_writer.commit(0, log_writer.protocol(), log_writer.add("a"))
+    with pytest.raises(CorruptLogError, match="No metaData action"):
+        DeltaTable(str(log_writer.root)).snapshot()
+
+
+def test_unknown_reader_version_is_refused(log_writer):
+    log_writer.basic(1)
+    log_writer.commit(1, log_writer.protocol(reader=4, writer=7))
+    with pytest.raises(UnsupportedFeatureError, match="reader version 4"):
+        DeltaTable(str(log_writer.root)).snapshot()
+    # Time travel to before the upgrade still works.
+    assert DeltaTable(str(log_writer.root)).snapshot(version=0).files().num_rows == 1
+
+
+def test_unknown_fields_and_actions_are_tolerated(log_writer):
+    log_writer.commit(
+        0,
+        {"commitInfo": {"operation": "X", "someFutureField": [1, 2]}},
+        log_writer.protocol(),
+        {"metaData": {**log_writer.metadata()["metaData"], "futureField": True}},
+        {"add": {**log_writer.add("a")["add"], "futureField": {"x": 1}}},
+        {"someFutureAction": {"x": 1}},
+        {"cdc": {"path": "_change_data/x", "partitionValues": {}, "size": 1, "dataChange": False}},
+    )
+    assert _files(log_writer.root) == ["a"]
+
+
+def test_remove_cancels_add_and_readd_wins(log_writer):
+    log_writer.basic(1)
+    log_writer.commit(1, log_writer.add("b"), log_writer.add("c"))
+    log_writer.commit(2, log_writer.remove("b"), log_writer.remove("f0.parquet"))
+    log_writer.commit(3, log_writer.add("b", size=99))
+    files = DeltaTable(str(log_writer.root)).snapshot().files()
+    assert sorted(files.column("path").to_pylist()) == ["b", "c"]
+    assert (
+        dict(zip(files.column("path").to_pylist(), files.column("size").to_pylist(), strict=True))["b"] == 99
+    )
+
+
+def test_files_are_keyed_by_path_and_deletion_vector(log_writer):
+    dv1 = {
+        "storageType": "u",
+        "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^",
+        "offset": 1,
+        "sizeInBytes": 36,
+        "cardinality": 2,
+    }
+    dv2 = {**dv1, "offset": 50}
+    log_writer.commit(
+        0,
+        log_writer.protocol(3, 7, readerFeatures=["deletionVectors"], writerFeatures=["deletionVectors"]),
+        log_writer.metadata(),
+        log_writer.add("a"),
+    )
+    log_writer.commit(1, log_writer.remove("a"), log_writer.add("a", deletionVector=dv1))
+    log_writer.commit(2, log_writer.remove("a", deletionVector=dv1), log_writer.add("a", deletionVector=dv2))
+    snapshot = DeltaTable(str(log_writer.root)).snapshot()
+    files = snapshot.files()
+    assert files.num_rows == 1
+    assert files.column("deletion_vector")[0].as_py()["offset"] == 50
+    from airflow_delta_provider.core import DeletionVectorError
+
+    with pytest.raises(DeletionVectorError, match="deletion vectors"):
+        snapshot.file_uris()
+
+
+def test_checkpoint_rows_superseded_by_tail(tmp_path):
+    write_deltalake(str(tmp_path), pa.table({"id": [1]}))
+    write_deltalake(str(tmp_path), pa.table({"id": [2]}), mode="append")
+    RsTable(str(tmp_path)).create_checkpoint()
+    write_deltalake(str(tmp_path), pa.table({"id": [3]}), mode="overwrite")
+    snapshot = DeltaTable(str(tmp_path)).snapshot()
+    assert snapshot.segment.checkpoint_version == 1
+    expected = sorted(uri.rsplit("/", 1)[-1] for uri in RsTable(str(tmp_path)).file_uris())
+    assert sorted(snapshot.files().column("path").to_pylist()) == expected
+    assert snapshot.to_pyarrow_table().column("id").to_pylist() == [3]
+
+
+def test_paths_compared_after_canonicalisation(log_writer):
+    root = str(log_writer.root)
+    log_writer.basic(1)
+    log_writer.commit(1, log_writer.add("a%20b.parquet"), log_writer.add(f"{root}/c.parquet"))
+    log_writer.commit(2, log_writer.remove("a b.parquet"), log_writer.remove(f"file://{root}/c.parquet"))
+    assert _files(log_writer.root) == ["f0.parquet"]
+
+
+def test_tombstones_expire_per_retention(log_writer):
+    now = int(time.time() * 1000)
+    log_writer.commit(
+        0,
+        log_writer.protocol(),
+        log_writer.metadata({"delta.deletedFileRetentionDuration": "interval 1 hours"}),
+        log_writer.add("a"),
+        log_writer.add("b"),
+    )
+    log_writer.commit(
+        1,
+        log_writer.remove("a", deletion_timestamp=now - 2 * 3600_000),
+        log_writer.remove("b", deletion_timestamp=now - 60_000),
+    )
+    tombstones = DeltaTable(str(log_writer.root)).snapshot().tombstones()
+    assert tombstones.column("path").to_pylist() == ["b"]
+
+
+def test_txn_latest_wins_and_expires_as_delta_does(log_writer):
+    now = int(time.time() * 1000)
+    log_writer.commit(
+        0,
+        log_writer.protocol(),
+        log_writer.metadata({"delta.setTransactionRetentionDuration": "interval 1 days"}),
+        log_writer.txn("fresh", 1, now),
+        log_writer.txn("old", 1, now - 3 * 86400_000),
+        log_writer.txn("undated", 1),
+    )
+    log_writer.commit(1, log_writer.txn("fresh", 2, now))
+    snapshot = DeltaTable(str(log_writer.root)).snapshot()
+    assert snapshot.app_transaction_version("fresh") == 2
+    assert snapshot.app_transaction_version("old") is None
+    assert snapshot.app_transaction_version("undated") is None
+
+
+def test_txns_never_expire_without_retention(log_writer):
+    log_writer.commit(0, log_writer.protocol(), log_writer.metadata(), log_writer.txn("undated", 7))
+    assert DeltaTable(str(log_writer.root)).snapshot().app_transaction_version("undated") == 7
+
+
+def test_domain_metadata_latest_wins_and_removed_drops(log_writer):
+    log_writer.commit(
+        0,
+        log_writer.protocol(),
+        log_writer.metadata(),
+        {"domainMetadata": {"domain": "a", "configuration": "1", "removed": False}},
+        {"domainMetadata": {"domain": "b", "configuration": "1", "removed": False}},
+    )
+    log_writer.commit(
+        1,
+        {"domainMetadata": {"domain": "a", "configuration": "2", "removed": False}},
+        {"domainMetadata": {"domain": "b", "configuration": "1", "removed": True}},
+    )
+    domains = DeltaTable(str(log_writer.root)).snapshot().domain_metadata
+    assert {k: v.configuration for k, v in domains.items()} == {"a": "2"}
+
+
+def test_latest_protocol_and_metadata_win(log_writer):
+    log_writer.basic(1)
+    log_writer.commit(1, log_writer.metadata({"k": "v"}), log_writer.protocol(1, 3))
+    snapshot = DeltaTable(str(log_writer.root)).snapshot()
+    assert snapshot.properties == {"k": "v"} and snapshot.protocol.min_writer_version == 3
+
+
+def _big_checkpointed_table(root, rows_per_group: int = 1000) -> None:
+    """A table whose checkpoint holds many add rows in their own row groups."""
+    write_deltalake(str(root), pa.table({"id": [0]}))
+    for i in range(1, 4):
+        write_deltalake(str(root), pa.table({"id": [i]}), mode="append")
+    RsTable(str(root)).create_checkpoint()
+
+
+def test_metadata_questions_never_read_the_add_column(tmp_path, monkeypatch):
+    _big_checkpointed_table(tmp_path)
+    checkpoint = tmp_path / "_delta_log" / "00000000000000000003.checkpoint.parquet"
+    # Rewrite the checkpoint with add rows isolated in their own row groups, as in a large table.
+    table = pq.read_table(checkpoint)
+    order = pa.compute.sort_indices(pa.compute.is_valid(table.column("add")))
+    pq.write_table(table.take(order), checkpoint, row_group_size=2)
+    read_columns: list[tuple[str, ...]] = []
+    original = pq.ParquetFile.read_row_groups
+
+    def spy(self, row_groups, columns=None, **kwargs):
+        read_columns.append(tuple(columns or ()))
+        return original(self, row_groups, columns=columns, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetFile, "read_row_groups", spy)
+    monkeypatch.setattr(replay_module, "replay_files", lambda *a, **k: pytest.fail("file replay ran"))
+    snapshot = DeltaTable(str(tmp_path)).snapshot()
+    assert snapshot.app_transaction_version("nobody") is None
+    assert snapshot.schema.names == ["id"]
+    assert read_columns and all("add" not in cols for cols in read_columns)
+    groups = replay_module._row_groups_with_values(
+        pq.ParquetFile(checkpoint), ["protocol", "metaData", "txn"]
+    )
+    assert groups == [0]  # the add-only row groups are skipped by their statistics
