@@ -1,19 +1,77 @@
-"""Delta schemas (the ``schemaString`` JSON) and pyarrow schemas, both ways.
+"""Delta table schemas (the ``schemaString`` of a ``metaData`` action) as pyarrow schemas, and back.
 
-Delta field metadata (comments, column-mapping ids and physical names, generation
-expressions, ...) rides on the arrow field metadata: each key maps to the JSON
-encoding of its value, so a round trip is lossless.
+Type mapping (PROTOCOL.md, "Schema Serialization Format")::
+
+    string -> string            long -> int64           integer -> int32       short -> int16
+    byte -> int8                float -> float32        double -> float64      boolean -> bool
+    binary -> binary            date -> date32          decimal(p,s) -> decimal128(p, s)
+    timestamp -> timestamp("us", tz="UTC")              timestamp_ntz -> timestamp("us")
+    struct -> struct            array -> list<element>  map -> map<key, value>
+    void -> null (read only: Delta recommends dropping such columns; arrow null is refused on the way back)
+
+Refused with :class:`SchemaError` naming the type and the column: ``variant`` (the
+``variantType`` reader feature is not supported by this core, and a
+``struct<metadata, value>`` stand-in would be written back as a struct), geospatial
+``geometry(...)``/``geography(...)``, intervals, user-defined types and any other name.
+
+Arrow -> Delta also accepts arrow's other encodings of the same values: large/view
+strings and binaries, fixed-size binary, large/fixed-size/view lists, dictionary and
+run-end encoded arrays (their value type), decimals of any width up to precision 38,
+``date64``, ``float16`` (-> float), timestamps of any unit (``timestamp`` when the arrow
+type has a time zone, ``timestamp_ntz`` when it has none). Unsigned integers are widened
+to the next signed Delta type that holds every value (uint8 -> short, uint16 -> integer,
+uint32 -> long); ``uint64`` has no such type and is refused, as are arrow ``null``,
+time-of-day, duration, interval, union and extension types.
+
+Delta column metadata is kept on the arrow field: each key as UTF-8 bytes, each value
+JSON-encoded (values may be numbers, booleans, lists: ``delta.columnMapping.id`` is an
+int, ``delta.typeChanges`` a list), so :func:`schema_to_delta` gives the metadata back
+unchanged. Column names are matched case-insensitively, as Delta does (it keeps the case
+it was given, but two columns may not differ only in case).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import pyarrow as pa
 
-from airflow_delta_provider.core.errors import SchemaError
+from airflow_delta_provider.core.errors import SchemaError, SchemaMismatchError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+__all__ = [
+    "COLUMN_MAPPING_ID_KEY",
+    "COLUMN_MAPPING_PHYSICAL_NAME_KEY",
+    "DeltaType",
+    "arrow_type_to_delta",
+    "check_schema_compatible",
+    "delta_type_name",
+    "delta_type_to_arrow",
+    "merge_schemas",
+    "physical_name",
+    "physical_name_map",
+    "physical_schema",
+    "rename_to_logical",
+    "schema_from_delta",
+    "schema_to_delta",
+    "schema_to_delta_json",
+]
+
+#: A Delta type as it appears in a schemaString: a primitive name or a struct/array/map object.
+DeltaType: TypeAlias = str | dict[str, Any]
+
+COLUMN_MAPPING_PHYSICAL_NAME_KEY = "delta.columnMapping.physicalName"
+COLUMN_MAPPING_ID_KEY = "delta.columnMapping.id"
+
+# Spark writes list elements as "element" (parquet's 3-level list) and delta-rs names them so too.
+LIST_ELEMENT_NAME = "element"
+MAP_KEY_NAME = "key"
+MAP_VALUE_NAME = "value"
+MAX_DECIMAL_PRECISION = 38
 
 _PRIMITIVES: dict[str, pa.DataType] = {
     "string": pa.string(),
@@ -28,230 +86,631 @@ _PRIMITIVES: dict[str, pa.DataType] = {
     "date": pa.date32(),
     "timestamp": pa.timestamp("us", tz="UTC"),
     "timestamp_ntz": pa.timestamp("us"),
+    "void": pa.null(),
 }
-_DECIMAL_RE = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(-?\d+)\s*\)$")
-PHYSICAL_NAME_KEY = "delta.columnMapping.physicalName"
+_DECIMAL = re.compile(r"decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)")
+_REFUSED_REASONS: dict[str, str] = {
+    "variant": "the variantType table feature is not supported by this core",
+    "geometry": "geospatial types are not supported by this core",
+    "geography": "geospatial types are not supported by this core",
+}
+# Arrow and Parquet keep their own bookkeeping in field metadata; it is not Delta column metadata.
+_FOREIGN_METADATA_PREFIXES = (b"ARROW:", b"PARQUET:")
 
 
-def schema_from_delta(schema: str | dict[str, Any]) -> pa.Schema:
-    """The pyarrow schema of a Delta ``schemaString``.
+# --- Delta -> arrow ----------------------------------------------------------------------
 
-    :raises SchemaError: the JSON is not a struct schema, or a type is unknown.
+
+def schema_from_delta(schema_json: str | dict[str, Any]) -> pa.Schema:
+    """The pyarrow schema of a Delta ``schemaString`` (the JSON text or its parsed object).
+
+    :raises SchemaError: the JSON is malformed, is not a struct, has duplicate column
+        names (ignoring case), or uses a type this core does not support.
     """
-    if isinstance(schema, str):
+    if isinstance(schema_json, str):
         try:
-            schema = json.loads(schema)
-        except ValueError as err:
-            raise SchemaError(f"The table schema is not valid JSON: {err}") from None
-    if not isinstance(schema, dict) or schema.get("type") != "struct":
-        raise SchemaError(f"The table schema must be a struct type, got {str(schema)[:200]!r}.")
-    return pa.schema([_field_from_delta(f, "") for f in schema.get("fields", [])])
+            schema_json = json.loads(schema_json)
+        except json.JSONDecodeError as exc:
+            raise SchemaError(f"The Delta schemaString is not valid JSON: {exc}") from None
+    if not isinstance(schema_json, dict) or schema_json.get("type") != "struct":
+        raise SchemaError(f"A Delta table schema must be a struct type, got {_short(schema_json)}")
+    return pa.schema(_fields_from_delta(schema_json, parent=""))
 
 
-def _field_from_delta(field: dict[str, Any], parent: str) -> pa.Field:
-    name = field["name"]
-    path = f"{parent}.{name}" if parent else name
-    metadata = {k: json.dumps(v) for k, v in (field.get("metadata") or {}).items()}
-    return pa.field(
-        name,
-        delta_type_to_arrow(field["type"], path),
-        nullable=bool(field.get("nullable", True)),
-        metadata=metadata or None,
-    )
+def delta_type_to_arrow(delta_type: DeltaType) -> pa.DataType:
+    """The pyarrow type of one Delta type (``"long"``, ``"decimal(10,2)"``, a struct object ...).
 
-
-def delta_type_to_arrow(delta_type: str | dict[str, Any], path: str = "") -> pa.DataType:
-    """The pyarrow type of a Delta type (a primitive name, or a struct/array/map object).
-
-    :raises SchemaError: the type is unknown to this core (e.g. ``variant``, ``geometry``).
+    :raises SchemaError: the type is malformed or not supported (see the module docstring).
     """
+    return _type_from_delta(delta_type, path="<type>")
+
+
+def _type_from_delta(delta_type: Any, path: str) -> pa.DataType:
     if isinstance(delta_type, str):
-        if delta_type in _PRIMITIVES:
-            return _PRIMITIVES[delta_type]
-        match = _DECIMAL_RE.match(delta_type)
-        if match:
-            return pa.decimal128(int(match[1]), int(match[2]))
-        raise SchemaError(
-            f"Column {path or '?'} has the Delta type {delta_type!r}, which this core does not support."
-        )
+        return _primitive_from_delta(delta_type, path)
+    if not isinstance(delta_type, dict):
+        raise SchemaError(f"Column {path} has a malformed Delta type: {_short(delta_type)}")
     kind = delta_type.get("type")
     if kind == "struct":
-        return pa.struct([_field_from_delta(f, path) for f in delta_type["fields"]])
+        return pa.struct(_fields_from_delta(delta_type, parent=path))
     if kind == "array":
-        element = pa.field(
-            "element",
-            delta_type_to_arrow(delta_type["elementType"], f"{path}.element"),
-            nullable=bool(delta_type.get("containsNull", True)),
-        )
-        return pa.list_(element)
+        element_path = f"{path}.element"
+        element = _type_from_delta(_require(delta_type, "elementType", path), element_path)
+        contains_null = _require_bool(delta_type, "containsNull", path)
+        return pa.list_(pa.field(LIST_ELEMENT_NAME, element, nullable=contains_null))
     if kind == "map":
-        key = pa.field("key", delta_type_to_arrow(delta_type["keyType"], f"{path}.key"), nullable=False)
-        value = pa.field(
-            "value",
-            delta_type_to_arrow(delta_type["valueType"], f"{path}.value"),
-            nullable=bool(delta_type.get("valueContainsNull", True)),
+        key = _type_from_delta(_require(delta_type, "keyType", path), f"{path}.key")
+        value = _type_from_delta(_require(delta_type, "valueType", path), f"{path}.value")
+        value_contains_null = _require_bool(delta_type, "valueContainsNull", path)
+        return pa.map_(
+            pa.field(MAP_KEY_NAME, key, nullable=False),
+            pa.field(MAP_VALUE_NAME, value, nullable=value_contains_null),
         )
-        return pa.map_(key, value)
-    raise SchemaError(f"Column {path or '?'} has an unknown Delta type {json.dumps(delta_type)[:200]}.")
+    raise _refused_type(kind if isinstance(kind, str) else _short(delta_type), path)
+
+
+def _primitive_from_delta(name: str, path: str) -> pa.DataType:
+    primitive = _PRIMITIVES.get(name)
+    if primitive is not None:
+        return primitive
+    match = _DECIMAL.fullmatch(name)
+    if match:
+        precision, scale = int(match.group(1)), int(match.group(2))
+        if not 1 <= precision <= MAX_DECIMAL_PRECISION or scale > precision:
+            raise SchemaError(
+                f"Column {path} has type {name!r}: Delta decimals need 1 <= precision <= 38 and "
+                f"0 <= scale <= precision."
+            )
+        return pa.decimal128(precision, scale)
+    raise _refused_type(name, path)
+
+
+def _refused_type(name: str, path: str) -> SchemaError:
+    base = name.split("(", 1)[0].strip()
+    reason = _REFUSED_REASONS.get(base, "it is not a Delta type this core knows")
+    return SchemaError(f"Column {path} has Delta type {name!r}, which cannot be read: {reason}.")
+
+
+def _fields_from_delta(struct: dict[str, Any], parent: str) -> list[pa.Field]:
+    fields = struct.get("fields")
+    if not isinstance(fields, list):
+        raise SchemaError(f"The struct {parent or '<schema>'} has no 'fields' list: {_short(struct)}")
+    result = []
+    for raw in fields:
+        if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
+            raise SchemaError(f"A field of {parent or '<schema>'} has no name: {_short(raw)}")
+        path = _join(parent, raw["name"])
+        arrow_type = _type_from_delta(_require(raw, "type", path), path)
+        metadata = raw.get("metadata") or {}
+        if not isinstance(metadata, dict):
+            raise SchemaError(f"Column {path} has metadata that is not a JSON object: {_short(metadata)}")
+        result.append(
+            pa.field(
+                raw["name"],
+                arrow_type,
+                nullable=_require_bool(raw, "nullable", path),
+                metadata=_encode_metadata(metadata),
+            )
+        )
+    _check_unique(result, parent)
+    return result
+
+
+def _encode_metadata(metadata: dict[str, Any]) -> dict[bytes, bytes] | None:
+    if not metadata:
+        return None
+    return {key.encode(): _compact_json(value).encode() for key, value in metadata.items()}
+
+
+# --- arrow -> Delta ----------------------------------------------------------------------
 
 
 def schema_to_delta(schema: pa.Schema) -> dict[str, Any]:
-    """The Delta schema object of a pyarrow schema."""
-    return {"type": "struct", "fields": [_field_to_delta(f, f.name) for f in schema]}
+    """The Delta schema object of a pyarrow schema (see the module docstring for the type mapping).
+
+    :raises SchemaError: an arrow type has no Delta equivalent, or two columns differ only in case.
+    """
+    _check_unique(list(schema), parent="")
+    return {"type": "struct", "fields": [_field_to_delta(field, parent="") for field in schema]}
 
 
 def schema_to_delta_json(schema: pa.Schema) -> str:
-    """The compact ``schemaString`` Delta writers store in ``metaData``."""
-    return json.dumps(schema_to_delta(schema), separators=(",", ":"))
+    """:func:`schema_to_delta` as the compact JSON Delta writes into ``schemaString``."""
+    return _compact_json(schema_to_delta(schema))
 
 
-def _field_to_delta(field: pa.Field, path: str) -> dict[str, Any]:
-    metadata = {}
-    for key, value in (field.metadata or {}).items():
-        text = value.decode()
-        try:
-            metadata[key.decode()] = json.loads(text)
-        except ValueError:
-            metadata[key.decode()] = text
+def arrow_type_to_delta(arrow_type: pa.DataType) -> DeltaType:
+    """The Delta type of one pyarrow type: a primitive name, or a struct/array/map object.
+
+    :raises SchemaError: the type has no Delta equivalent (see the module docstring).
+    """
+    return _type_to_delta(arrow_type, path="<type>")
+
+
+def delta_type_name(delta_type: DeltaType) -> str:
+    """A short SQL-like name of a Delta type for messages: ``array<struct<a:long>>``."""
+    if isinstance(delta_type, str):
+        return delta_type
+    kind = delta_type.get("type")
+    if kind == "struct":
+        inner = ",".join(f"{f['name']}:{delta_type_name(f['type'])}" for f in delta_type.get("fields", []))
+        return f"struct<{inner}>"
+    if kind == "array":
+        return f"array<{delta_type_name(delta_type['elementType'])}>"
+    if kind == "map":
+        return f"map<{delta_type_name(delta_type['keyType'])},{delta_type_name(delta_type['valueType'])}>"
+    return _short(delta_type)
+
+
+def _field_to_delta(field: pa.Field, parent: str) -> dict[str, Any]:
+    path = _join(parent, field.name)
     return {
         "name": field.name,
-        "type": arrow_type_to_delta(field.type, path),
+        "type": _type_to_delta(field.type, path),
         "nullable": field.nullable,
-        "metadata": metadata,
+        "metadata": _decode_metadata(field.metadata),
     }
 
 
-def arrow_type_to_delta(arrow_type: pa.DataType, path: str = "") -> str | dict[str, Any]:
-    """The Delta type of a pyarrow type.
-
-    Unsigned integers widen to the next signed type (``uint64`` is refused: no Delta type
-    holds it); dictionaries are their value type; timestamps of any unit map to
-    ``timestamp`` (with a time zone) or ``timestamp_ntz``.
-
-    :raises SchemaError: the type has no Delta equivalent.
-    """
-    t = arrow_type
-    if pa.types.is_dictionary(t):
-        return arrow_type_to_delta(t.value_type, path)
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        return "string"
-    if (
-        pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-        or pa.types.is_binary_view(t)
-        or pa.types.is_fixed_size_binary(t)
-    ):
-        return "binary"
-    simple = {
-        pa.int64(): "long",
-        pa.int32(): "integer",
-        pa.int16(): "short",
-        pa.int8(): "byte",
-        pa.uint8(): "short",
-        pa.uint16(): "integer",
-        pa.uint32(): "long",
-        pa.float32(): "float",
-        pa.float64(): "double",
-        pa.bool_(): "boolean",
-        pa.date32(): "date",
-        pa.date64(): "date",
-    }
-    if t in simple:
-        return simple[t]
-    if pa.types.is_timestamp(t):
-        return "timestamp" if t.tz is not None else "timestamp_ntz"
-    if pa.types.is_decimal(t):
-        if t.precision > 38:
-            raise SchemaError(f"Column {path} is {t}; Delta decimals hold at most 38 digits.")
-        return f"decimal({t.precision},{t.scale})"
-    if pa.types.is_struct(t):
-        return {"type": "struct", "fields": [_field_to_delta(f, f"{path}.{f.name}") for f in t]}
-    if pa.types.is_map(t):
+def _type_to_delta(arrow_type: pa.DataType, path: str) -> DeltaType:
+    types = pa.types
+    if types.is_dictionary(arrow_type) or types.is_run_end_encoded(arrow_type):
+        return _type_to_delta(arrow_type.value_type, path)
+    if isinstance(arrow_type, pa.BaseExtensionType):
+        raise _unsupported_arrow(arrow_type, path, "extension types have no Delta equivalent")
+    for predicate, delta_name in _SIMPLE_ARROW_TYPES:
+        if predicate(arrow_type):
+            return delta_name
+    if types.is_timestamp(arrow_type):
+        return "timestamp" if arrow_type.tz is not None else "timestamp_ntz"
+    if types.is_decimal(arrow_type):
+        if arrow_type.precision > MAX_DECIMAL_PRECISION or arrow_type.scale < 0:
+            raise _unsupported_arrow(arrow_type, path, "Delta decimals have precision <= 38 and scale >= 0")
+        return f"decimal({arrow_type.precision},{arrow_type.scale})"
+    if types.is_struct(arrow_type):
+        fields = [arrow_type.field(i) for i in range(arrow_type.num_fields)]
+        _check_unique(fields, parent=path)
+        return {"type": "struct", "fields": [_field_to_delta(f, parent=path) for f in fields]}
+    if types.is_map(arrow_type):
         return {
             "type": "map",
-            "keyType": arrow_type_to_delta(t.key_type, f"{path}.key"),
-            "valueType": arrow_type_to_delta(t.item_type, f"{path}.value"),
-            "valueContainsNull": t.item_field.nullable,
+            "keyType": _type_to_delta(arrow_type.key_type, f"{path}.key"),
+            "valueType": _type_to_delta(arrow_type.item_type, f"{path}.value"),
+            "valueContainsNull": arrow_type.item_field.nullable,
         }
-    if (
-        pa.types.is_list(t)
-        or pa.types.is_large_list(t)
-        or pa.types.is_fixed_size_list(t)
-        or pa.types.is_list_view(t)
-    ):
+    if _is_list_like(arrow_type):
         return {
             "type": "array",
-            "elementType": arrow_type_to_delta(t.value_type, f"{path}.element"),
-            "containsNull": t.value_field.nullable,
+            "elementType": _type_to_delta(arrow_type.value_type, f"{path}.element"),
+            "containsNull": arrow_type.value_field.nullable,
         }
-    raise SchemaError(f"Column {path} has the arrow type {t}, which has no Delta equivalent.")
+    if types.is_uint64(arrow_type):
+        raise _unsupported_arrow(
+            arrow_type, path, "no Delta integer holds every uint64; cast to int64 or decimal(20,0)"
+        )
+    if types.is_null(arrow_type):
+        raise _unsupported_arrow(
+            arrow_type, path, "a column of only nulls has no Delta type; cast it to a real type"
+        )
+    raise _unsupported_arrow(arrow_type, path, "it has no Delta equivalent")
 
 
-# --- column mapping --------------------------------------------------------------------
+_SIMPLE_ARROW_TYPES: tuple[tuple[Callable[[pa.DataType], bool], str], ...] = (
+    (pa.types.is_string, "string"),
+    (pa.types.is_large_string, "string"),
+    (pa.types.is_string_view, "string"),
+    (pa.types.is_binary, "binary"),
+    (pa.types.is_large_binary, "binary"),
+    (pa.types.is_binary_view, "binary"),
+    (pa.types.is_fixed_size_binary, "binary"),
+    (pa.types.is_boolean, "boolean"),
+    (pa.types.is_int8, "byte"),
+    (pa.types.is_int16, "short"),
+    (pa.types.is_int32, "integer"),
+    (pa.types.is_int64, "long"),
+    # Widened to the smallest signed type holding every value: uint8 -> short etc.
+    (pa.types.is_uint8, "short"),
+    (pa.types.is_uint16, "integer"),
+    (pa.types.is_uint32, "long"),
+    (pa.types.is_float16, "float"),
+    (pa.types.is_float32, "float"),
+    (pa.types.is_float64, "double"),
+    (pa.types.is_date32, "date"),
+    (pa.types.is_date64, "date"),
+)
+
+
+def _is_list_like(arrow_type: pa.DataType) -> bool:
+    types = pa.types
+    return bool(
+        types.is_list(arrow_type)
+        or types.is_large_list(arrow_type)
+        or types.is_fixed_size_list(arrow_type)
+        or types.is_list_view(arrow_type)
+        or types.is_large_list_view(arrow_type)
+    )
+
+
+def _unsupported_arrow(arrow_type: pa.DataType, path: str, reason: str) -> SchemaError:
+    return SchemaError(f"Column {path} has arrow type {arrow_type}, which Delta cannot store: {reason}.")
+
+
+def _decode_metadata(metadata: dict[bytes, bytes] | None) -> dict[str, Any]:
+    """Delta column metadata from arrow field metadata (JSON values; plain strings tolerated)."""
+    if not metadata:
+        return {}
+    decoded: dict[str, Any] = {}
+    for key, raw in metadata.items():
+        if key.startswith(_FOREIGN_METADATA_PREFIXES):
+            continue
+        decoded[key.decode()] = _metadata_value(raw)
+    return decoded
+
+
+def _metadata_value(raw: bytes) -> Any:
+    # Our own fields hold JSON; fields from elsewhere (delta-rs, user code) may hold bare strings.
+    text = raw.decode()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+# --- column mapping ----------------------------------------------------------------------
+
+
+def physical_name(field: pa.Field) -> str:
+    """The name a field has in the Parquet files: ``delta.columnMapping.physicalName``, else its name.
+
+    Falls back to the logical name as Spark does (``DeltaColumnMapping.getPhysicalName``).
+    """
+    raw = (field.metadata or {}).get(COLUMN_MAPPING_PHYSICAL_NAME_KEY.encode())
+    if raw is None:
+        return field.name
+    value = _metadata_value(raw)
+    return value if isinstance(value, str) else str(value)
+
+
+def physical_name_map(schema: pa.Schema) -> dict[str, str]:
+    """Top-level logical column name -> physical column name."""
+    return {field.name: physical_name(field) for field in schema}
 
 
 def physical_schema(schema: pa.Schema, mode: str) -> pa.Schema:
-    """The schema with every (nested) field renamed to its column-mapping physical name.
+    """The schema of the table's Parquet files under column mapping ``mode``.
 
-    :param mode: the table's ``delta.columnMapping.mode``: ``none``, ``name`` or ``id``.
+    For ``"name"`` and ``"id"`` every field, nested ones included (inside structs, arrays
+    and maps), is renamed to its physical name; types and metadata are kept. ``"none"``
+    returns ``schema`` itself. Spark writes physical names in both modes, so reading by
+    name works for ``"id"`` too.
+
+    :raises SchemaError: ``mode`` is not a column mapping mode.
     """
     if mode == "none":
         return schema
-    return pa.schema([_physical_field(f) for f in schema])
+    if mode not in ("name", "id"):
+        raise SchemaError(f"Unknown delta.columnMapping.mode {mode!r}; expected 'none', 'name' or 'id'.")
+    return pa.schema([_physical_field(f) for f in schema], metadata=schema.metadata)
 
 
 def _physical_field(field: pa.Field) -> pa.Field:
-    raw = (field.metadata or {}).get(PHYSICAL_NAME_KEY.encode())
-    if raw is None:
-        raise SchemaError(f"Column {field.name} has no {PHYSICAL_NAME_KEY} although column mapping is on.")
-    return pa.field(json.loads(raw), _map_nested(field.type, _physical_field), field.nullable, field.metadata)
+    return field.with_name(physical_name(field)).with_type(_map_child_fields(field.type, _physical_field))
 
 
-def _map_nested(t: pa.DataType, rename: Any) -> pa.DataType:
-    if pa.types.is_struct(t):
-        return pa.struct([rename(f) for f in t])
-    if pa.types.is_list(t):
-        f = t.value_field
-        return pa.list_(f.with_type(_map_nested(f.type, rename)))
-    if pa.types.is_map(t):
-        key, item = t.key_field, t.item_field
+def _map_child_fields(arrow_type: pa.DataType, convert: Callable[[pa.Field], pa.Field]) -> pa.DataType:
+    """``arrow_type`` with ``convert`` applied to every struct field below it (not to list/map slots)."""
+    types = pa.types
+    if types.is_struct(arrow_type):
+        return pa.struct([convert(arrow_type.field(i)) for i in range(arrow_type.num_fields)])
+    if types.is_map(arrow_type):
+        key = arrow_type.key_field
+        item = arrow_type.item_field
         return pa.map_(
-            key.with_type(_map_nested(key.type, rename)), item.with_type(_map_nested(item.type, rename))
+            key.with_type(_map_child_fields(key.type, convert)),
+            item.with_type(_map_child_fields(item.type, convert)),
+            keys_sorted=arrow_type.keys_sorted,
         )
-    return t
+    if _is_list_like(arrow_type):
+        value = arrow_type.value_field
+        return _with_value_field(arrow_type, value.with_type(_map_child_fields(value.type, convert)))
+    return arrow_type
 
 
-def rename_to_logical(table: pa.Table, logical: pa.Schema) -> pa.Table:
-    """A table read with physical column names, with the logical names (nested ones too).
+def _with_value_field(list_type: pa.DataType, value: pa.Field) -> pa.DataType:
+    types = pa.types
+    if types.is_large_list(list_type):
+        return pa.large_list(value)
+    if types.is_fixed_size_list(list_type):
+        return pa.list_(value, list_type.list_size)
+    if types.is_list_view(list_type):
+        return pa.list_view(value)
+    if types.is_large_list_view(list_type):
+        return pa.large_list_view(value)
+    return pa.list_(value)
 
-    Columns correspond by position; the data is not copied.
+
+def rename_to_logical(
+    data: pa.Table | pa.RecordBatch, logical_schema: pa.Schema
+) -> pa.Table | pa.RecordBatch:
+    """Data read with physical column names, renamed (and cast) to ``logical_schema``.
+
+    Every field of ``logical_schema`` is looked up in ``data`` by its physical name (its
+    logical name when the data already uses it); nested struct fields, also inside arrays
+    and maps, are renamed the same way. Renaming is a zero-copy view of the same buffers;
+    a cast follows only where the file's types differ from the table's (type widening).
+    Columns of ``data`` that ``logical_schema`` does not name are dropped.
+
+    :raises SchemaError: a column is missing from ``data`` or cannot be cast to its table type.
     """
-    arrays = [_cast_names(column, field.type) for column, field in zip(table.columns, logical, strict=True)]
-    return pa.Table.from_arrays(arrays, schema=logical)
+    columns = []
+    for field in logical_schema:
+        index = data.schema.get_field_index(physical_name(field))
+        if index < 0:
+            index = data.schema.get_field_index(field.name)
+        if index < 0:
+            raise SchemaError(
+                f"Column {field.name!r} (physical name {physical_name(field)!r}) is not in the data read; "
+                f"it has columns {data.schema.names}."
+            )
+        columns.append(_to_logical_column(data.column(index), field))
+    if isinstance(data, pa.RecordBatch):
+        return pa.RecordBatch.from_arrays(columns, schema=logical_schema)
+    return pa.Table.from_arrays(columns, schema=logical_schema)
 
 
-def _cast_names(column: pa.ChunkedArray, logical_type: pa.DataType) -> pa.ChunkedArray:
-    if column.type == logical_type:
-        return column
-    return pa.chunked_array([_rebuild(chunk, logical_type) for chunk in column.chunks], type=logical_type)
+def _to_logical_column(column: pa.Array | pa.ChunkedArray, field: pa.Field) -> pa.Array | pa.ChunkedArray:
+    renamed = _logical_names(column.type, field.type)
+    try:
+        if isinstance(column, pa.ChunkedArray):
+            column = pa.chunked_array([chunk.view(renamed) for chunk in column.chunks], type=renamed)
+        else:
+            column = column.view(renamed)
+        return column if renamed.equals(field.type) else column.cast(field.type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise SchemaError(
+            f"Column {field.name!r}: cannot read the file type {column.type} as {field.type}: {exc}"
+        ) from None
 
 
-def _rebuild(array: pa.Array, logical_type: pa.DataType) -> pa.Array:
-    """Rebuild ``array`` with the logical type's names, child by child (positions match)."""
-    if pa.types.is_struct(logical_type):
-        children = [_rebuild(array.field(i), f.type) for i, f in enumerate(logical_type)]
-        return pa.StructArray.from_arrays(
-            children, fields=list(logical_type), mask=array.is_null() if array.null_count else None
+def _logical_names(data_type: pa.DataType, logical_type: pa.DataType) -> pa.DataType:
+    """``data_type`` (named physically) with the struct field names of ``logical_type``."""
+    types = pa.types
+    if types.is_struct(data_type) and types.is_struct(logical_type):
+        by_physical = {}
+        for i in range(logical_type.num_fields):
+            child = logical_type.field(i)
+            by_physical.setdefault(physical_name(child), child)
+            by_physical.setdefault(child.name, child)
+        fields = []
+        for i in range(data_type.num_fields):
+            child = data_type.field(i)
+            logical = by_physical.get(child.name)
+            if logical is None:
+                fields.append(child)
+            else:
+                renamed = _logical_names(child.type, logical.type)
+                fields.append(child.with_name(logical.name).with_type(renamed))
+        return pa.struct(fields)
+    if types.is_map(data_type) and types.is_map(logical_type):
+        key, item = data_type.key_field, data_type.item_field
+        return pa.map_(
+            key.with_type(_logical_names(key.type, logical_type.key_type)),
+            item.with_type(_logical_names(item.type, logical_type.item_type)),
+            keys_sorted=data_type.keys_sorted,
         )
-    if pa.types.is_list(logical_type):
-        values = _rebuild(array.values, logical_type.value_type)
-        return pa.ListArray.from_arrays(
-            array.offsets, values, type=logical_type, mask=array.is_null() if array.null_count else None
+    if _is_list_like(data_type) and _is_list_like(logical_type):
+        value = data_type.value_field
+        element = _logical_names(value.type, logical_type.value_type)
+        return _with_value_field(data_type, value.with_type(element))
+    return data_type
+
+
+# --- evolution and enforcement -------------------------------------------------------------
+
+
+def merge_schemas(table: pa.Schema, new: pa.Schema) -> pa.Schema:
+    """The table schema after merging ``new`` into it (Delta's schema evolution, ``mergeSchema``).
+
+    Like Delta's ``SchemaMergingUtils.mergeSchemas``: existing columns keep their type,
+    nullability, metadata and order; columns of ``new`` the table lacks are appended as
+    nullable, at the top level and inside structs (also structs in arrays and maps).
+    Names match case-insensitively and the table's spelling wins. Types must be equal as
+    Delta types (``large_string`` equals ``string``); an arrow ``null`` column in ``new``
+    fits any existing column. No implicit widening is done.
+
+    :raises SchemaMismatchError: a column has different types in ``table`` and ``new``;
+        the message names the column path and both Delta types.
+    :raises SchemaError: a new column has no Delta type (arrow ``null``, ``uint64`` ...).
+    """
+    return pa.schema(_merge_fields(list(table), list(new), parent=""), metadata=table.metadata)
+
+
+def _merge_fields(current: list[pa.Field], update: list[pa.Field], parent: str) -> list[pa.Field]:
+    update_by_key = _by_key(update, parent, "The data")
+    current_keys = {_key(f.name) for f in current}
+    merged = []
+    for field in current:
+        other = update_by_key.get(_key(field.name))
+        if other is None:
+            merged.append(field)
+        else:
+            merged.append(field.with_type(_merge_types(field.type, other.type, _join(parent, field.name))))
+    for field in update:
+        if _key(field.name) not in current_keys:
+            merged.append(_canonical_field(field, parent).with_nullable(True))
+    return merged
+
+
+def _merge_types(current: pa.DataType, update: pa.DataType, path: str) -> pa.DataType:
+    types = pa.types
+    update = _value_type(update)
+    if types.is_null(update):
+        return current
+    if types.is_struct(current) and types.is_struct(update):
+        return pa.struct(_merge_fields(_children(current), _children(update), parent=path))
+    if types.is_map(current) and types.is_map(update):
+        key = _merge_types(current.key_type, update.key_type, f"{path}.key")
+        item = _merge_types(current.item_type, update.item_type, f"{path}.value")
+        return pa.map_(
+            current.key_field.with_type(key),
+            current.item_field.with_type(item),
+            keys_sorted=current.keys_sorted,
         )
-    if pa.types.is_map(logical_type):
-        keys = _rebuild(array.keys, logical_type.key_type)
-        items = _rebuild(array.items, logical_type.item_type)
-        return pa.MapArray.from_arrays(
-            array.offsets, keys, items, type=logical_type, mask=array.is_null() if array.null_count else None
+    if _is_list_like(current) and _is_list_like(update):
+        element = _merge_types(current.value_type, update.value_type, f"{path}.element")
+        return _with_value_field(current, current.value_field.with_type(element))
+    current_delta, update_delta = _type_to_delta(current, path), _type_to_delta(update, path)
+    if current_delta != update_delta:
+        raise SchemaMismatchError(
+            f"Failed to merge fields: column {path} has type {delta_type_name(current_delta)} in the table "
+            f"and {delta_type_name(update_delta)} in the data. Delta does not change a column's type on "
+            f"write; cast the data to {delta_type_name(current_delta)}."
         )
-    return array.cast(logical_type) if array.type != logical_type else array
+    return current
+
+
+def _canonical_field(field: pa.Field, parent: str) -> pa.Field:
+    """``field`` with the arrow types Delta reads back (``large_string`` -> ``string`` ...)."""
+    as_delta = _field_to_delta(field, parent)
+    return pa.field(
+        field.name,
+        _type_from_delta(as_delta["type"], _join(parent, field.name)),
+        nullable=field.nullable,
+        metadata=_encode_metadata(as_delta["metadata"]),
+    )
+
+
+def check_schema_compatible(table: pa.Schema, data: pa.Schema) -> None:
+    """Refuse data that does not fit the table schema (Delta's schema enforcement on write).
+
+    Names match case-insensitively, as in Delta (Spark's default resolution), at every
+    nesting level; order does not matter. Every data column must exist in the table with
+    the same Delta type, recursively through structs, arrays and maps. Data that is
+    non-nullable may go into a nullable column, not the other way round (also for array
+    elements and map values: ``containsNull``/``valueContainsNull``). Table columns missing
+    from the data are fine when nullable. An arrow ``null``-typed data column (all values
+    null) fits any nullable column.
+
+    :raises SchemaMismatchError: naming the column path and what does not fit; extra data
+        columns are reported together, with the advice to enable schema merging.
+    :raises SchemaError: a data column has no Delta type, or two differ only in case.
+    """
+    _check_fields(list(table), list(data), parent="")
+
+
+def _check_fields(table: list[pa.Field], data: list[pa.Field], parent: str) -> None:
+    table_by_key = _by_key(table, parent, "The table")
+    data_by_key = _by_key(data, parent, "The data")
+    extra = [_join(parent, f.name) for f in data if _key(f.name) not in table_by_key]
+    if extra:
+        raise SchemaMismatchError(
+            f"A schema mismatch was detected when writing: the data has column(s) {', '.join(extra)} that "
+            f"the table does not have. To add them to the table schema, enable schema merging (Delta's "
+            f"mergeSchema option); otherwise drop them from the data."
+        )
+    for field in table:
+        path = _join(parent, field.name)
+        other = data_by_key.get(_key(field.name))
+        if other is None:
+            if not field.nullable:
+                raise SchemaMismatchError(f"Column {path} is NOT NULL in the table but the data lacks it.")
+            continue
+        if other.nullable and not field.nullable and not pa.types.is_null(other.type):
+            raise SchemaMismatchError(
+                f"Column {path} is NOT NULL in the table but nullable in the data; make the data column "
+                f"non-nullable (after checking it has no nulls)."
+            )
+        _check_types(field.type, other.type, path)
+
+
+def _check_types(table: pa.DataType, data: pa.DataType, path: str) -> None:
+    types = pa.types
+    data = _value_type(data)
+    if types.is_null(data):
+        return
+    if types.is_struct(table) and types.is_struct(data):
+        _check_fields(_children(table), _children(data), parent=path)
+        return
+    if types.is_map(table) and types.is_map(data):
+        _check_types(table.key_type, data.key_type, f"{path}.key")
+        _check_slot(table.item_field, data.item_field, f"{path}.value", "valueContainsNull")
+        return
+    if _is_list_like(table) and _is_list_like(data):
+        _check_slot(table.value_field, data.value_field, f"{path}.element", "containsNull")
+        return
+    table_delta, data_delta = _type_to_delta(table, path), _type_to_delta(data, path)
+    if table_delta != data_delta:
+        raise SchemaMismatchError(
+            f"A schema mismatch was detected when writing: column {path} has type "
+            f"{delta_type_name(table_delta)} in the table but {delta_type_name(data_delta)} in the data. "
+            f"Cast the data to {delta_type_name(table_delta)}."
+        )
+
+
+def _check_slot(table: pa.Field, data: pa.Field, path: str, flag: str) -> None:
+    if data.nullable and not table.nullable and not pa.types.is_null(data.type):
+        raise SchemaMismatchError(
+            f"Column {path}: the table has {flag}=false but the data allows nulls there."
+        )
+    _check_types(table.type, data.type, path)
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+
+def _key(name: str) -> str:
+    return name.lower()
+
+
+def _by_key(fields: Iterable[pa.Field], parent: str, owner: str) -> dict[str, pa.Field]:
+    by_key: dict[str, pa.Field] = {}
+    for field in fields:
+        previous = by_key.setdefault(_key(field.name), field)
+        if previous is not field:
+            raise SchemaError(
+                f"{owner} has columns {_join(parent, previous.name)} and {_join(parent, field.name)}, which "
+                f"Delta treats as the same column (names are case-insensitive)."
+            )
+    return by_key
+
+
+def _check_unique(fields: list[pa.Field], parent: str) -> None:
+    _by_key(fields, parent, "The schema")
+
+
+def _children(struct_type: pa.DataType) -> list[pa.Field]:
+    return [struct_type.field(i) for i in range(struct_type.num_fields)]
+
+
+def _value_type(arrow_type: pa.DataType) -> pa.DataType:
+    if pa.types.is_dictionary(arrow_type) or pa.types.is_run_end_encoded(arrow_type):
+        return arrow_type.value_type
+    return arrow_type
+
+
+def _join(parent: str, name: str) -> str:
+    # Spark quotes names containing dots (or backticks) with backticks in column paths.
+    quoted = f"`{name.replace('`', '``')}`" if ("." in name or "`" in name) else name
+    return f"{parent}.{quoted}" if parent else quoted
+
+
+def _require(obj: dict[str, Any], key: str, path: str) -> Any:
+    if key not in obj:
+        raise SchemaError(f"Column {path or '<schema>'}: the Delta type has no {key!r}: {_short(obj)}")
+    return obj[key]
+
+
+def _require_bool(obj: dict[str, Any], key: str, path: str) -> bool:
+    value = _require(obj, key, path)
+    if not isinstance(value, bool):
+        raise SchemaError(f"Column {path}: {key!r} must be true or false, got {_short(value)}")
+    return value
+
+
+def _compact_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _short(value: Any, limit: int = 200) -> str:
+    text = value if isinstance(value, str) else _compact_json(value)
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -304,8 +304,8 @@ class TableStorage:
         kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "Delimiter": "/"}
         if start:
             # StartAfter is exclusive: start just below `start` (its last character
-            # decremented) and drop the few extra names below `start` afterwards.
-            kwargs["StartAfter"] = prefix + start[:-1] + chr(ord(start[-1]) - 1) + "\uffff"
+            # decremented); the few names between that and `start` are dropped below.
+            kwargs["StartAfter"] = prefix + start[:-1] + chr(ord(start[-1]) - 1)
         files: list[FileInfo] = []
         while True:
             page = sync(self.fs.loop, self.fs._call_s3, "list_objects_v2", **kwargs)
@@ -431,12 +431,16 @@ class TableStorage:
                 Body=data,
                 IfNoneMatch="*",
             )
-        except ClientError as err:
-            code = err.response.get("Error", {}).get("Code")
-            status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        except (ClientError, OSError) as err:
+            # s3fs translates botocore errors into OSError subclasses; the response is the cause.
+            cause = err if isinstance(err, ClientError) else err.__cause__
+            response = getattr(cause, "response", None) or {}
+            code = response.get("Error", {}).get("Code")
+            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
             # 412: the object exists. 409: a concurrent conditional write to the same key is
             # in flight; AWS asks the loser to retry, and for a commit that means "lost".
-            if code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (409, 412):
+            conflict = code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (409, 412)
+            if conflict or isinstance(err, FileExistsError):
                 raise CommitFileExistsError(f"s3://{path} already exists.") from None
             raise
         finally:
