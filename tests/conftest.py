@@ -29,6 +29,9 @@ os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
 # steps, so a threaded server could let two conditional PUTs of one key both succeed.
 # One request at a time makes the conditional PUT atomic, as S3's is.
 _MOTO_SERVER = """
+import sys
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+from werkzeug.serving import make_server
 app = DomainDispatcherApplication(create_backend_app)
 server = make_server("127.0.0.1", int(sys.argv[1]), app, threaded=False)
 print("ready", flush=True)
