@@ -1,0 +1,236 @@
+"""Generate the read-path benchmark tables under ``benchmarks/data/`` (log only, no data files).
+
+(a) 1,000,000 active files in a classic checkpoint, then 100 JSON commits of 100 adds
+    (each with a txn), partitioned by ``part``.
+(b) 10,000 JSON commits and no checkpoint.
+(c) 100,000 files with 20-column stats in a checkpoint, then 10 JSON commits.
+
+Usage: ``python benchmarks/generate.py [--force] [--tables a,b,c]``. A table whose
+``.complete`` marker exists is kept unless ``--force``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+DATA = Path(__file__).resolve().parent / "data"
+NOW_MS = 1_790_000_000_000
+STRING_MAP = pa.map_(pa.string(), pa.string())
+DV_TYPE = pa.struct(
+    [
+        ("storageType", pa.string()),
+        ("pathOrInlineDv", pa.string()),
+        ("offset", pa.int32()),
+        ("sizeInBytes", pa.int32()),
+        ("cardinality", pa.int64()),
+    ]
+)
+PROTOCOL_TYPE = pa.struct([("minReaderVersion", pa.int32()), ("minWriterVersion", pa.int32())])
+METADATA_TYPE = pa.struct(
+    [
+        ("id", pa.string()),
+        ("format", pa.struct([("provider", pa.string()), ("options", STRING_MAP)])),
+        ("schemaString", pa.string()),
+        ("partitionColumns", pa.list_(pa.string())),
+        ("configuration", STRING_MAP),
+        ("createdTime", pa.int64()),
+    ]
+)
+TXN_TYPE = pa.struct([("appId", pa.string()), ("version", pa.int64()), ("lastUpdated", pa.int64())])
+REMOVE_TYPE = pa.struct(
+    [("path", pa.string()), ("deletionTimestamp", pa.int64()), ("dataChange", pa.bool_())]
+)
+
+
+def _schema_string(columns: int) -> str:
+    fields = [{"name": "part", "type": "integer", "nullable": True, "metadata": {}}]
+    fields += [{"name": f"c{i}", "type": "long", "nullable": True, "metadata": {}} for i in range(columns)]
+    return json.dumps({"type": "struct", "fields": fields})
+
+
+def _metadata(columns: int) -> dict:
+    return {
+        "id": "benchmark",
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": _schema_string(columns),
+        "partitionColumns": ["part"],
+        "configuration": {},
+        "createdTime": NOW_MS,
+    }
+
+
+def _stats(index: int, columns: int) -> str:
+    mins = ",".join(f'"c{c}":{index * 100 + c}' for c in range(columns))
+    maxs = ",".join(f'"c{c}":{index * 100 + c + 99}' for c in range(columns))
+    nulls = ",".join(f'"c{c}":0' for c in range(columns))
+    return f'{{"numRecords":100,"minValues":{{{mins}}},"maxValues":{{{maxs}}},"nullCount":{{{nulls}}}}}'
+
+
+def _path(part: int) -> str:
+    return f"part={part}/part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+
+
+def _write_checkpoint(log: Path, version: int, files: int, columns: int) -> None:
+    parts = np.arange(files) % 100
+    paths = pa.array([_path(int(p)) for p in parts])
+    values = pa.array([str(p) for p in range(100)]).take(pa.array(parts))
+    partition_values = pa.MapArray.from_arrays(
+        pa.array(np.arange(files + 1, dtype=np.int32)), pa.array(["part"] * files), values
+    )
+    add = pa.StructArray.from_arrays(
+        [
+            paths,
+            partition_values,
+            pa.array(np.full(files, 123_456, np.int64)),
+            pa.array(np.full(files, NOW_MS, np.int64)),
+            pa.array(np.ones(files, bool)),
+            pa.array([_stats(i, columns) for i in range(files)]),
+            pa.nulls(files, STRING_MAP),
+            pa.nulls(files, DV_TYPE),
+        ],
+        names=[
+            "path",
+            "partitionValues",
+            "size",
+            "modificationTime",
+            "dataChange",
+            "stats",
+            "tags",
+            "deletionVector",
+        ],
+    )
+    rows = files + 2
+
+    def placed(array: pa.Array, at: int) -> pa.Array:
+        return pa.concat_arrays(
+            [pa.nulls(at, array.type), array, pa.nulls(rows - at - len(array), array.type)]
+        )
+
+    table = pa.table(
+        {
+            "txn": pa.nulls(rows, TXN_TYPE),
+            "add": placed(add, 2),
+            "remove": pa.nulls(rows, REMOVE_TYPE),
+            "metaData": placed(pa.array([_metadata(columns)], METADATA_TYPE), 1),
+            "protocol": placed(pa.array([{"minReaderVersion": 1, "minWriterVersion": 2}], PROTOCOL_TYPE), 0),
+        }
+    )
+    pq.write_table(table, log / f"{version:020d}.checkpoint.parquet", row_group_size=100_000)
+    (log / "_last_checkpoint").write_text(
+        json.dumps({"version": version, "size": rows, "numOfAddFiles": files})
+    )
+
+
+def _commit(log: Path, version: int, actions: list[dict]) -> None:
+    info = {
+        "commitInfo": {
+            "timestamp": NOW_MS + version,
+            "operation": "WRITE",
+            "operationParameters": {"mode": "Append"},
+        }
+    }
+    lines = [json.dumps(info), *(json.dumps(a, separators=(",", ":")) for a in actions)]
+    (log / f"{version:020d}.json").write_text("\n".join(lines) + "\n")
+
+
+def _add(part: int, columns: int, index: int) -> dict:
+    return {
+        "add": {
+            "path": _path(part),
+            "partitionValues": {"part": str(part)},
+            "size": 123_456,
+            "modificationTime": NOW_MS,
+            "dataChange": True,
+            "stats": _stats(index, columns),
+        }
+    }
+
+
+def _create(log: Path, columns: int) -> None:
+    _commit(
+        log,
+        0,
+        [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}, {"metaData": _metadata(columns)}],
+    )
+
+
+def generate_a(root: Path) -> None:
+    log = root / "_delta_log"
+    _create(log, 3)
+    _write_checkpoint(log, 1, 1_000_000, 3)
+    for version in range(2, 102):
+        txn = {"txn": {"appId": f"bench-app-{version % 10}", "version": version, "lastUpdated": NOW_MS}}
+        _commit(log, version, [txn, *(_add(k, 3, version * 100 + k) for k in range(100))])
+
+
+def generate_b(root: Path) -> None:
+    log = root / "_delta_log"
+    _create(log, 3)
+    live: list[str] = []
+    for version in range(1, 10_000):
+        actions = []
+        if version % 10 == 0 and live:
+            actions.append({"remove": {"path": live.pop(0), "deletionTimestamp": NOW_MS, "dataChange": True}})
+        for k in range(3):
+            action = _add((version + k) % 100, 3, version * 3 + k)
+            live.append(action["add"]["path"])
+            actions.append(action)
+        _commit(log, version, actions)
+
+
+def generate_c(root: Path) -> None:
+    log = root / "_delta_log"
+    _create(log, 20)
+    _write_checkpoint(log, 1, 100_000, 20)
+    for version in range(2, 12):
+        _commit(log, version, [_add(k, 20, version * 10 + k) for k in range(10)])
+
+
+GENERATORS = {"a": generate_a, "b": generate_b, "c": generate_c}
+EXPECTED = {"a": (101, 1_010_000), "b": (9_999, 9_999 * 3 - 999), "c": (11, 100_100)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--force", action="store_true")
+    parser.add_argument("--tables", default="a,b,c")
+    args = parser.parse_args()
+    for name in args.tables.split(","):
+        root = DATA / name
+        if (root / ".complete").exists() and not args.force:
+            print(f"table {name}: present ({root})")
+            continue
+        shutil.rmtree(root, ignore_errors=True)
+        (root / "_delta_log").mkdir(parents=True)
+        started = time.perf_counter()
+        GENERATORS[name](root)
+        _validate(name, root)
+        (root / ".complete").touch()
+        print(f"table {name}: generated in {time.perf_counter() - started:.1f} s ({root})")
+
+
+def _validate(name: str, root: Path) -> None:
+    """delta-rs must open each table at the expected version with the expected file count."""
+    import deltalake
+
+    table = deltalake.DeltaTable(str(root))
+    files = table.get_add_actions(flatten=False).num_rows
+    expected_version, expected_files = EXPECTED[name]
+    if (table.version(), files) != (expected_version, expected_files):
+        raise SystemExit(
+            f"table {name}: delta-rs sees version {table.version()} with {files} files, "
+            f"expected {expected_version} / {expected_files}"
+        )
+
+
+if __name__ == "__main__":
+    main()
