@@ -44,8 +44,6 @@ from airflow_delta_provider.core.retention import (
 from airflow_delta_provider.core.storage import has_scheme
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
     from airflow_delta_provider.core.segment import Checkpoint, LogSegment
     from airflow_delta_provider.core.storage import TableStorage
 
@@ -97,8 +95,6 @@ REMOVE_SCHEMA = pa.schema(
 
 _SMALL_COLUMNS = ("protocol", "metaData", "txn", "domainMetadata", "sidecar", "checkpointMetadata")
 _FILE_LINE_PREFIXES = (b'{"add"', b'{"remove"')
-# A path needs canonicalising when it is absolute, a URI, or URL-encoded.
-_NEEDS_CANONICAL_RE = re.compile(r"^/|^[A-Za-z][A-Za-z0-9+.\-]*:|%")
 _REPEATED_SEGMENT_RE = re.compile(r"\.(list|key_value|element|array|bag|map)\b")
 
 
@@ -107,13 +103,26 @@ _REPEATED_SEGMENT_RE = re.compile(r"\.(list|key_value|element|array|bag|map)\b")
 
 @dataclass
 class CommitActions:
-    """One commit file, split into its parsed small actions and its raw file-action lines."""
+    """One commit file, split into lines; parsed as late and in as few calls as possible.
+
+    ``add``/``remove`` lines are parsed only when files are needed; the other lines
+    (commitInfo, protocol, metaData, txn, ...) when the small state is needed.
+    """
 
     version: int
     path: str
-    actions: list[dict[str, Any]] = field(default_factory=list)
-    #: (line number, raw line) of the add/remove actions, parsed only when files are needed
+    #: (line number, raw line) of the non-file actions
+    small_lines: list[tuple[int, bytes]] = field(default_factory=list)
+    #: (line number, raw line) of the add/remove actions
     file_lines: list[tuple[int, bytes]] = field(default_factory=list)
+    _actions: list[dict[str, Any]] | None = None
+
+    @property
+    def actions(self) -> list[dict[str, Any]]:
+        """The parsed non-file actions, in file order."""
+        if self._actions is None:
+            self._actions = _parse_lines(self.small_lines, self.path)
+        return self._actions
 
     @property
     def commit_info(self) -> dict[str, Any] | None:
@@ -122,29 +131,16 @@ class CommitActions:
                 return action["commitInfo"]
         return None
 
-    def file_actions(self) -> Iterator[dict[str, Any]]:
-        """The ``add`` and ``remove`` actions, in file order (parsed on demand)."""
-        if self.file_lines:
-            try:
-                # One parse of all lines as a JSON array: a third of the cost of one call per line.
-                parsed = json.loads(b"[" + b",".join(line for _, line in self.file_lines) + b"]")
-                if len(parsed) != len(self.file_lines):
-                    raise ValueError("a line holds more than one value")
-            except ValueError:
-                parsed = [_parse_line(line, self.path, number) for number, line in self.file_lines]
-            for (number, line), action in zip(self.file_lines, parsed, strict=True):
-                if not isinstance(action, dict):
-                    _parse_line(line, self.path, number)  # raises, naming the line
-                yield action
-        for action in self.actions:
-            if "add" in action or "remove" in action:
-                yield action
+    def file_actions(self) -> list[dict[str, Any]]:
+        """The ``add`` and ``remove`` actions, in file order."""
+        parsed = _parse_lines(self.file_lines, self.path)
+        return parsed + [a for a in self.actions if "add" in a or "remove" in a]
 
 
 def parse_commit(version: int, path: str, data: bytes) -> CommitActions:
-    """Split a commit file into actions, keeping ``add``/``remove`` lines unparsed.
+    """Split a commit file into lines (no JSON parsing yet).
 
-    :raises CorruptLogError: a line is not a JSON object, or the file has no action.
+    :raises CorruptLogError: the file has no action.
     """
     commit = CommitActions(version, path)
     for number, line in enumerate(data.split(b"\n"), 1):
@@ -153,15 +149,66 @@ def parse_commit(version: int, path: str, data: bytes) -> CommitActions:
             continue
         if line.startswith(_FILE_LINE_PREFIXES):
             commit.file_lines.append((number, line))
-            continue
-        commit.actions.append(_parse_line(line, path, number))
-    if not commit.actions and not commit.file_lines:
+        else:
+            commit.small_lines.append((number, line))
+    if not commit.small_lines and not commit.file_lines:
         raise CorruptLogError(
             f"The commit file {path} is empty: a commit holds at least one action. The log is corrupt; "
             f"restore the file from a backup.",
             path=path,
         )
     return commit
+
+
+def _parse_lines(lines: list[tuple[int, bytes]], path: str) -> list[dict[str, Any]]:
+    """Parse JSON lines, naming the file and line of the first bad one."""
+    parsed = _parse_batch([line for _, line in lines])
+    if parsed is None:
+        return [_parse_line(line, path, number) for number, line in lines]
+    return parsed
+
+
+def _parse_batch(lines: list[bytes]) -> list[dict[str, Any]] | None:
+    """All lines in one ``json.loads`` of a JSON array (a fraction of the per-call cost);
+    None when any line is not exactly one JSON object, so the caller can find which."""
+    if not lines:
+        return []
+    try:
+        parsed = json.loads(b"[" + b",".join(lines) + b"]")
+    except ValueError:
+        return None
+    if len(parsed) != len(lines) or not all(isinstance(a, dict) for a in parsed):
+        return None
+    return parsed
+
+
+def parse_segment_small_actions(commits: list[CommitActions]) -> None:
+    """Parse the non-file lines of many commits at once (each commit's ``actions``)."""
+    pending = [c for c in commits if c._actions is None]
+    parsed = _parse_batch([line for c in pending for _, line in c.small_lines])
+    if parsed is None:
+        for commit in pending:
+            _ = commit.actions  # parses per commit, raising for the bad line
+        return
+    position = 0
+    for commit in pending:
+        commit._actions = parsed[position : position + len(commit.small_lines)]
+        position += len(commit.small_lines)
+
+
+def segment_file_actions(commits: list[CommitActions]) -> list[tuple[CommitActions, list[dict[str, Any]]]]:
+    """The file actions of many commits, parsed at once: (commit, actions) in version order."""
+    parsed = _parse_batch([line for c in commits for _, line in c.file_lines])
+    if parsed is None:
+        return [(c, c.file_actions()) for c in commits]
+    result = []
+    position = 0
+    for commit in commits:
+        count = len(commit.file_lines)
+        extra = [a for a in commit.actions if "add" in a or "remove" in a]
+        result.append((commit, parsed[position : position + count] + extra))
+        position += count
+    return result
 
 
 def _parse_line(line: bytes, path: str, number: int) -> dict[str, Any]:
@@ -194,9 +241,12 @@ def read_commits(storage: TableStorage, segment: LogSegment) -> list[CommitActio
         return parse_commit(item.version, uri, data)
 
     if storage.is_local or len(segment.commits) < 8:
-        return [read(c) for c in segment.commits]
-    with ThreadPoolExecutor(max_workers=16) as pool:
-        return list(pool.map(read, segment.commits))
+        commits = [read(c) for c in segment.commits]
+    else:
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            commits = list(pool.map(read, segment.commits))
+    parse_segment_small_actions(commits)
+    return commits
 
 
 # --- small state -----------------------------------------------------------------------
@@ -437,17 +487,29 @@ def replay_files(
     return FileState(adds=adds, removes=removes)
 
 
+@dataclass
+class TouchedKeys:
+    """Every (canonical path, DV id) key the commits after a checkpoint touched."""
+
+    keys: set[str]
+    paths: pa.Array
+
+    def __bool__(self) -> bool:
+        return bool(self.keys)
+
+
 def _reconcile_commits(
     storage: TableStorage, commits: list[CommitActions]
-) -> tuple[pa.Table, pa.Table, set[tuple[str, str | None]]]:
+) -> tuple[pa.Table, pa.Table, TouchedKeys]:
     """The commits' winning adds and removes, and every key the commits touched."""
     add_rows: list[dict[str, Any]] = []
     remove_rows: list[dict[str, Any]] = []
+    paths: list[str] = []
     keys: list[str] = []
     is_add: list[bool] = []
     root = _root_prefix(storage)
-    for commit in commits:
-        for action in commit.file_actions():
+    for commit, actions in segment_file_actions(commits):
+        for action in actions:
             if "add" in action:
                 row, rows, flag = action["add"], add_rows, True
             elif "remove" in action:
@@ -459,12 +521,13 @@ def _reconcile_commits(
                     f"A file action in {commit.path} has no path: {action!r}", path=commit.path
                 )
             rows.append(row)
-            keys.append(
-                _key(canonical_path(row["path"], root), deletion_vector_unique_id(row.get("deletionVector")))
-            )
+            path = canonical_path(row["path"], root)
+            paths.append(path)
+            keys.append(_key(path, deletion_vector_unique_id(row.get("deletionVector"))))
             is_add.append(flag)
+    touched = TouchedKeys(set(keys), pa.array(paths, pa.string()).unique())
     if not keys:
-        return ADD_SCHEMA.empty_table(), REMOVE_SCHEMA.empty_table(), set()
+        return ADD_SCHEMA.empty_table(), REMOVE_SCHEMA.empty_table(), touched
     sequence = pa.array(np.arange(len(keys), dtype=np.int64))
     actions = pa.table({"key": pa.array(keys), "seq": sequence, "is_add": pa.array(is_add)})
     newest = actions.group_by("key", use_threads=False).aggregate([("seq", "max")]).column("seq_max")
@@ -480,7 +543,6 @@ def _reconcile_commits(
     removes = (
         _rows_to_table([remove_rows[i] for i in remove_take], REMOVE_SCHEMA) if len(remove_take) else None
     )
-    touched = {_split_key(k) for k in actions.column("key").unique().to_pylist()}
     return (
         adds if adds is not None else ADD_SCHEMA.empty_table(),
         removes if removes is not None else REMOVE_SCHEMA.empty_table(),
@@ -490,11 +552,6 @@ def _reconcile_commits(
 
 def _key(path: str, dv_id: str | None) -> str:
     return f"{path}\x00{dv_id}" if dv_id is not None else path
-
-
-def _split_key(key: str) -> tuple[str, str | None]:
-    path, sep, dv_id = key.partition("\x00")
-    return path, dv_id if sep else None
 
 
 def _rows_to_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
@@ -634,7 +691,7 @@ def canonical_path(path: str, root_prefix: str) -> str:
     Relative paths are URL-decoded; absolute paths and URIs are decoded, stripped of
     their scheme (``file:``, ``s3://``) and made relative when they fall under the root.
     """
-    if not _NEEDS_CANONICAL_RE.search(path):
+    if "%" not in path and ":" not in path and not path.startswith("/"):
         return path
     if has_scheme(path):
         parts = urlsplit(path)
@@ -653,7 +710,7 @@ def canonical_path(path: str, root_prefix: str) -> str:
     return absolute
 
 
-def _drop_touched(table: pa.Table, touched: set[tuple[str, str | None]], root_prefix: str) -> pa.Table:
+def _drop_touched(table: pa.Table, touched: TouchedKeys, root_prefix: str) -> pa.Table:
     """Checkpoint rows whose (canonical path, DV id) the commits after it did not touch."""
     if table.num_rows == 0:
         return table
@@ -662,8 +719,7 @@ def _drop_touched(table: pa.Table, touched: set[tuple[str, str | None]], root_pr
         canonical = pa.array([canonical_path(p, root_prefix) for p in paths.to_pylist()], pa.string())
     else:
         canonical = paths
-    touched_paths = pa.array({p for p, _ in touched}, pa.string())
-    candidates = pc.is_in(canonical, value_set=touched_paths)
+    candidates = pc.is_in(canonical, value_set=touched.paths)
     if not pc.any(candidates).as_py():
         return table
     positions = np.flatnonzero(np.asarray(candidates.to_numpy(zero_copy_only=False)))
@@ -671,7 +727,7 @@ def _drop_touched(table: pa.Table, touched: set[tuple[str, str | None]], root_pr
     canonical_at = canonical.take(pa.array(positions)).to_pylist()
     keep = np.ones(table.num_rows, dtype=bool)
     for position, path, dv in zip(positions, canonical_at, dvs, strict=True):
-        if (path, deletion_vector_unique_id(dv)) in touched:
+        if _key(path, deletion_vector_unique_id(dv)) in touched.keys:
             keep[position] = False
     return table.filter(pa.array(keep))
 
