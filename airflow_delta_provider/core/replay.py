@@ -19,6 +19,7 @@ table root when they point under it.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import re
@@ -273,37 +274,28 @@ def replay_small_state(
 
     :raises CorruptLogError: no protocol or no metadata action in the segment, naming the log.
     """
-    protocol: dict[str, Any] | None = None
-    metadata: dict[str, Any] | None = None
+    # Newest wins: the checkpoint's actions first, then each commit's in version order.
+    latest: dict[str, dict[str, Any]] = {}
     txns: dict[str, dict[str, Any]] = {}
     domains: dict[str, dict[str, Any]] = {}
     sidecars: list[str] = []
-    checkpoint_file_actions: list[dict[str, Any]] = []
-
-    if segment.checkpoint is not None:
-        for action in read_checkpoint_small_actions(storage, segment.checkpoint):
-            if "add" in action or "remove" in action:
-                checkpoint_file_actions.append(action)
-            elif "protocol" in action:
-                protocol = action["protocol"]
-            elif "metaData" in action:
-                metadata = action["metaData"]
-            elif "txn" in action:
-                txns[action["txn"]["appId"]] = action["txn"]
-            elif "domainMetadata" in action:
-                domains[action["domainMetadata"]["domain"]] = action["domainMetadata"]
-            elif "sidecar" in action:
-                sidecars.append(_sidecar_path(storage, action["sidecar"]["path"]))
-    for commit in commits:
-        for action in commit.actions:
-            if "protocol" in action:
-                protocol = action["protocol"]
-            elif "metaData" in action:
-                metadata = action["metaData"]
-            elif "txn" in action:
-                txns[action["txn"]["appId"]] = action["txn"]
-            elif "domainMetadata" in action:
-                domains[action["domainMetadata"]["domain"]] = action["domainMetadata"]
+    checkpoint_actions = (
+        read_checkpoint_small_actions(storage, segment.checkpoint) if segment.checkpoint is not None else []
+    )
+    # A JSON (V2) checkpoint holds file actions too; they join the checkpoint's Parquet adds.
+    checkpoint_file_actions = [a for a in checkpoint_actions if "add" in a or "remove" in a]
+    for action in itertools.chain(checkpoint_actions, (a for c in commits for a in c.actions)):
+        if "protocol" in action:
+            latest["protocol"] = action["protocol"]
+        elif "metaData" in action:
+            latest["metaData"] = action["metaData"]
+        elif "txn" in action:
+            txns[action["txn"]["appId"]] = action["txn"]
+        elif "domainMetadata" in action:
+            domains[action["domainMetadata"]["domain"]] = action["domainMetadata"]
+        elif "sidecar" in action:
+            sidecars.append(_sidecar_path(storage, action["sidecar"]["path"]))
+    protocol, metadata = latest.get("protocol"), latest.get("metaData")
 
     where = storage.to_uri(storage.log_dir)
     if protocol is None:
