@@ -337,7 +337,11 @@ class Snapshot:
 
         table = self._dataset(add, read_schema).to_table(columns=columns, use_threads=False)
         dv = add.column("deletionVector")[0].as_py()
+        storage = self._storage
         deleted = read_deletion_vector(
-            dv, self._storage.root, lambda path, start, length: self._storage.read_range(path, start, length)
+            # Absolute ('p') DV paths are URIs, URL-encoded as the protocol says; resolve them.
+            dv,
+            storage.root,
+            lambda path, start, length: storage.read_range(resolve_path(storage, path), start, length),
         )
         return table.filter(selection_mask(table.num_rows, deleted))

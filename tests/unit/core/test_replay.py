@@ -230,3 +230,55 @@ def test_metadata_questions_never_read_the_add_column(tmp_path, monkeypatch):
         pq.ParquetFile(checkpoint), ["protocol", "metaData", "txn"]
     )
     assert groups == [0]  # the add-only row groups are skipped by their statistics
+
+
+def test_absolute_deletion_vector_path_is_resolved(tmp_path):
+    """A 'p' deletion vector names its file by absolute URI; rows it deletes are dropped."""
+    from airflow_delta_provider.core.deletion_vectors import deletion_vector_file, serialize_deletion_vector
+
+    write_deltalake(str(tmp_path), pa.table({"id": [0, 1, 2, 3]}))
+    table = DeltaTable(str(tmp_path))
+    data_file = table.snapshot().files().column("path")[0].as_py()
+    bitmap = serialize_deletion_vector([1, 3])
+    dv_file = tmp_path / "dv dir" / "my dv.bin"
+    dv_file.parent.mkdir()
+    dv_file.write_bytes(deletion_vector_file(bitmap))
+    dv = {
+        "storageType": "p",
+        "pathOrInlineDv": dv_file.as_uri(),
+        "offset": 1,
+        "sizeInBytes": len(bitmap),
+        "cardinality": 2,
+    }
+    log = tmp_path / "_delta_log"
+    (log / "00000000000000000000.json").write_text(
+        (log / "00000000000000000000.json")
+        .read_text()
+        .replace(
+            '"minReaderVersion":1,"minWriterVersion":2',
+            '"minReaderVersion":3,"minWriterVersion":7,"readerFeatures":["deletionVectors"],'
+            '"writerFeatures":["deletionVectors"]',
+        )
+    )
+    import json
+
+    (log / "00000000000000000001.json").write_text(
+        json.dumps({"remove": {"path": data_file, "deletionTimestamp": 1, "dataChange": True}})
+        + "\n"
+        + json.dumps(
+            {
+                "add": {
+                    "path": data_file,
+                    "partitionValues": {},
+                    "size": 1,
+                    "modificationTime": 1,
+                    "dataChange": True,
+                    "deletionVector": dv,
+                }
+            }
+        )
+        + "\n"
+    )
+    snapshot = DeltaTable(str(tmp_path)).snapshot()
+    assert snapshot.protocol.min_reader_version == 3
+    assert snapshot.to_pyarrow_table().column("id").to_pylist() == [0, 2]
