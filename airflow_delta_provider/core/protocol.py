@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from airflow_delta_provider.core.errors import ProtocolError, UnsupportedFeatureError
 
 if TYPE_CHECKING:
-    from airflow_delta_provider.core.actions import Protocol
+    from airflow_delta_provider.core.actions import Metadata, Protocol
 
 MAX_READER_VERSION = 3
 MAX_WRITER_VERSION = 7
@@ -129,4 +129,86 @@ def check_readable(protocol: Protocol) -> None:
             f"reader features: {', '.join(sorted(SUPPORTED_READER_FEATURES))}.",
             feature=unsupported[0],
             operation=Operation.READ.value,
+        )
+
+
+#: Writer features whose obligations this core meets for every commit it writes.
+SUPPORTED_WRITER_FEATURES = frozenset(
+    {
+        "appendOnly",  # enforced: no data-changing removes
+        "changeDataFeed",  # appends and whole-file removes need no cdc files
+        "checkpointProtection",  # honoured by log cleanup
+        "clustering",  # plain appends of unclustered files are allowed, as in Delta
+        "deletionVectors",  # never writes DVs; removes carry the DV of the file they remove
+        "domainMetadata",  # domains are carried through checkpoints; commits don't touch them
+        "inCommitTimestamp",  # written when the table enables it
+        "timestampNtz",
+        "v2Checkpoint",
+        "vacuumProtocolCheck",
+    }
+)
+
+#: Writer features this core cannot honour when the table uses them, with how to tell it does.
+_IN_USE_CHECKS: dict[str, str] = {
+    "invariants": "a column has a delta.invariants expression",
+    "checkConstraints": "the table has delta.constraints.* CHECK constraints",
+    "generatedColumns": "a column has a delta.generationExpression",
+    "identityColumns": "a column is an IDENTITY column",
+    "columnMapping": "delta.columnMapping.mode is not 'none'",
+}
+
+
+def features_in_use(protocol: Protocol, metadata: Metadata) -> frozenset[str]:
+    """Which of the features that need enforcement are actually used by the table's metadata.
+
+    A legacy protocol implies features (writer version 2 implies ``invariants``) that most
+    tables never use; Delta enforces them only when used, and so does this core.
+    """
+    schema_text = metadata.schema_string
+    used = set()
+    if '"delta.invariants"' in schema_text:
+        used.add("invariants")
+    if any(key.startswith("delta.constraints.") for key in metadata.configuration):
+        used.add("checkConstraints")
+    if '"delta.generationExpression"' in schema_text:
+        used.add("generatedColumns")
+    if '"delta.identity.' in schema_text:
+        used.add("identityColumns")
+    if (metadata.configuration.get("delta.columnMapping.mode") or "none").lower() != "none":
+        used.add("columnMapping")
+    return frozenset(used)
+
+
+def check_writable(protocol: Protocol, metadata: Metadata, operation: Operation = Operation.WRITE) -> None:
+    """Refuse to write to a table whose protocol asks for something this core does not do.
+
+    Every reader feature must be readable (a writer reads too), every explicitly listed
+    writer feature must be supported, and features a legacy protocol implies must not be in
+    use unless supported.
+
+    :raises UnsupportedFeatureError: naming the feature and the operation.
+    """
+    check_readable(protocol)
+    if protocol.min_writer_version > MAX_WRITER_VERSION:
+        raise UnsupportedFeatureError(
+            f"The table requires Delta writer version {protocol.min_writer_version}; this core writes "
+            f"up to version {MAX_WRITER_VERSION}. Refusing the {operation.value}.",
+            feature=f"minWriterVersion={protocol.min_writer_version}",
+            operation=operation.value,
+        )
+    in_use = features_in_use(protocol, metadata)
+    declared = writer_features(protocol)
+    blocking = sorted(
+        f for f in declared if f not in SUPPORTED_WRITER_FEATURES and (f not in _IN_USE_CHECKS or f in in_use)
+    )
+    if blocking:
+        feature = blocking[0]
+        why = f" ({_IN_USE_CHECKS[feature]})" if feature in _IN_USE_CHECKS else ""
+        raise UnsupportedFeatureError(
+            f"The table uses the writer feature {feature!r}{why}, which this core does not implement; "
+            f"a {operation.value} could break the guarantees it gives other writers and readers. Write to "
+            f"this table with an engine that supports {feature!r} (Spark with Delta Lake), or drop the "
+            f"feature from the table.",
+            feature=feature,
+            operation=operation.value,
         )

@@ -24,11 +24,16 @@ from airflow_delta_provider.core.segment import (
 )
 from airflow_delta_provider.core.snapshot import Snapshot
 from airflow_delta_provider.core.storage import TableStorage
+from airflow_delta_provider.core.transaction import DEFAULT_MAX_ATTEMPTS
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     import fsspec
+    import pyarrow as pa
+
+    from airflow_delta_provider.core.transaction import CommitResult
+    from airflow_delta_provider.core.write import CreateMode, SchemaMode, WriteMode
 
 log = logging.getLogger(__name__)
 
@@ -234,6 +239,134 @@ class DeltaTable:
             except (ValueError, KeyError):
                 pass
         return parse_commit(version, self.storage.to_uri(path), data).commit_info
+
+    # --- writes ------------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        uri: str,
+        schema: pa.Schema | str,
+        partition_by: Sequence[str] = (),
+        properties: Mapping[str, Any] | None = None,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        mode: CreateMode = "error",
+        storage_options: Mapping[str, Any] | None = None,
+        filesystem: fsspec.AbstractFileSystem | None = None,
+        user_metadata: str | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> DeltaTable:
+        """Create a Delta table (version 0) with the lowest protocol its schema and properties need.
+
+        :param uri: the table root.
+        :param schema: a pyarrow schema, or a Delta / Spark (``df.schema.json()``) schema JSON.
+        :param partition_by: partition columns, in directory order.
+        :param properties: table properties (``delta.appendOnly``, ``delta.logRetentionDuration``...).
+        :param name: the table's name in its metadata.
+        :param description: the table's description.
+        :param mode: when a table exists: ``error`` (default), ``ignore`` (keep it), ``append``
+            (keep it after checking that schema and partitioning fit) or ``overwrite`` (replace
+            its schema, partitioning and properties and remove all its files).
+        :raises TableAlreadyExistsError: ``mode="error"`` and a table exists at ``uri``.
+        :raises UnsupportedFeatureError: a property needs a feature this core cannot write.
+        """
+        from airflow_delta_provider.core.write import create_table
+
+        table = cls(uri, storage_options, filesystem=filesystem)
+        create_table(
+            table,
+            schema,
+            partition_by,
+            properties,
+            name=name,
+            description=description,
+            mode=mode,
+            user_metadata=user_metadata,
+            tags=tags,
+        )
+        return table
+
+    def commit_files(
+        self,
+        files: Sequence[str] | None = None,
+        *,
+        prefix: str | None = None,
+        mode: WriteMode = "append",
+        replace_where: str | None = None,
+        partition_values: Mapping[str, str | None] | None = None,
+        schema_mode: SchemaMode = "enforce",
+        app_id: str | None = None,
+        app_version: int | None = None,
+        user_metadata: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        schema: pa.Schema | str | None = None,
+        partition_by: Sequence[str] | None = None,
+        properties: Mapping[str, Any] | None = None,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        max_workers: int | None = None,
+        isolation_level: str | None = None,
+    ) -> CommitResult:
+        """Commit Parquet files that already exist under the table root, in one atomic commit.
+
+        Statistics come from the files' Parquet footers (read in parallel), partition values
+        from their ``col=value`` directories (or ``partition_values``). The schema of every
+        file is checked against the table's.
+
+        :param files: the files, relative to the table root or as URIs under it.
+        :param prefix: instead of ``files``: a directory under the root whose (non-hidden)
+            files are committed.
+        :param mode: ``append``, or ``overwrite`` to replace the table's data (all of it, or
+            the partitions ``replace_where`` selects).
+        :param replace_where: with ``mode="overwrite"``: a SQL predicate on partition columns
+            (Delta's ``replaceWhere``); only matching files are replaced, and the written files
+            must match it.
+        :param partition_values: the partition values of all the files, when their paths do
+            not carry them.
+        :param schema_mode: ``enforce`` (files must fit the table schema) or ``merge`` (new
+            nullable columns are added to the schema in the same commit).
+        :param app_id: with ``app_version``: an idempotent write (Delta's ``txnAppId`` /
+            ``txnVersion``). When the table already holds ``app_id`` at ``app_version`` or later,
+            nothing is committed and the result says so.
+        :param app_version: a non-negative integer, increasing per ``app_id``.
+        :param user_metadata: commitInfo ``userMetadata``.
+        :param tags: commitInfo ``tags`` (the Airflow run identity goes here).
+        :param schema: for a table that does not exist yet: its schema (default: the first
+            file's, partition columns as strings).
+        :param partition_by: for a new table: its partition columns; for an existing one it
+            must equal the table's.
+        :param properties: for a new table: its properties.
+        :param max_attempts: commit attempts when concurrent writers keep winning.
+        :param max_workers: threads reading footers.
+        :param isolation_level: ``Serializable`` (default) or ``WriteSerializable``.
+        :raises InvalidPathError: a file is outside the root, hidden, missing or listed twice.
+        :raises InvalidDataFileError: a file is not Parquet.
+        :raises SchemaMismatchError: a file's schema or partition values do not fit the table.
+        :raises ConcurrentModificationError: a concurrent commit conflicts (Delta's error names).
+        :raises UnsupportedFeatureError: the table uses a writer feature this core lacks.
+        """
+        from airflow_delta_provider.core.write import commit_files
+
+        return commit_files(
+            self,
+            files,
+            prefix=prefix,
+            mode=mode,
+            replace_where=replace_where,
+            partition_values=partition_values,
+            schema_mode=schema_mode,
+            app_id=app_id,
+            app_version=app_version,
+            user_metadata=user_metadata,
+            tags=tags,
+            schema=schema,
+            partition_by=partition_by,
+            properties=properties,
+            max_attempts=max_attempts,
+            max_workers=max_workers,
+            isolation_level=isolation_level,
+        )
 
 
 def to_millis(value: datetime | str | int) -> int:

@@ -1,0 +1,199 @@
+"""Data files to commit: where they are, whether they may be committed, their partition values.
+
+A commit may only reference files inside the table root and outside hidden directories:
+Delta readers resolve relative paths against the root, and VACUUM never looks inside
+``_``/``.`` directories, so a file there would be live but unprotected (or invisible).
+Partition values come from Spark's ``col=value`` directories (Hive escaping undone) or
+from the caller, and are checked against the table's partition columns.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+from airflow_delta_provider.core.errors import InvalidPathError, SchemaError
+from airflow_delta_provider.core.partitions import parse_partition_path
+from airflow_delta_provider.core.storage import LOG_DIR, has_scheme, normalize_table_uri
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
+    from airflow_delta_provider.core.storage import TableStorage
+
+#: Characters kept as they are in ``add.path`` (a relative URI); everything else is %-encoded.
+_PATH_SAFE = "/=@!$&'()*+,;~-._"
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """A file to commit.
+
+    :param path: its filesystem path (fsspec form).
+    :param relative_path: its path under the table root, as on storage (not URL-encoded).
+    :param size: bytes.
+    :param modification_time: milliseconds since the epoch.
+    """
+
+    path: str
+    relative_path: str
+    size: int
+    modification_time: int
+
+    @property
+    def add_path(self) -> str:
+        """The ``add.path`` value: the relative path as a URI-encoded string, as Delta writes it."""
+        return quote(self.relative_path, safe=_PATH_SAFE)
+
+
+def is_hidden(component: str, partition_columns: Iterable[str] = ()) -> bool:
+    """Delta's hidden-name rule: ``_``/``.`` prefixes, except ``<partitionColumn>=...`` directories."""
+    if not component.startswith(("_", ".")):
+        return False
+    name, equals, _ = component.partition("=")
+    return not (equals and name in set(partition_columns))
+
+
+def relative_path(storage: TableStorage, path: str, partition_columns: Sequence[str] = ()) -> str:
+    """The path of a data file relative to the table root, refusing anything a commit must not hold.
+
+    :param path: relative to the root, an absolute local path, or a URI on the table's storage.
+    :raises InvalidPathError: outside the table root, ``..`` segments, a hidden directory or file
+        name (``_``/``.``, e.g. ``_delta_log``, ``_temporary``, ``.part-0.crc``), or a directory.
+    """
+    original = path
+    if has_scheme(path) or path.startswith("/"):
+        scheme, absolute = normalize_table_uri(path)
+        root = storage.root.rstrip("/")
+        if scheme != storage.scheme or not (absolute == root or absolute.startswith(root + "/")):
+            raise InvalidPathError(
+                f"{original!r} is outside the table root {storage.root_uri!r}. A Delta table can only "
+                f"commit files under its root; write the data under the table location."
+            )
+        path = absolute[len(root) :]
+    path = path.strip("/")
+    segments = path.split("/")
+    if not path or any(s in ("", ".", "..") for s in segments):
+        raise InvalidPathError(
+            f"{original!r} is not a file path under the table root (empty, '.' or '..' segments are "
+            f"not allowed)."
+        )
+    hidden = [s for s in segments if is_hidden(s, partition_columns)]
+    if hidden or segments[0] == LOG_DIR:
+        raise InvalidPathError(
+            f"{original!r} is in a hidden location ({hidden[0] if hidden else LOG_DIR!r}): names starting "
+            f"with '_' or '.' are hidden from Delta (VACUUM skips them and engines treat them as "
+            f"temporary). Write data files to a non-hidden directory under the table root."
+        )
+    return posixpath.normpath(path)
+
+
+def collect_files(
+    storage: TableStorage,
+    *,
+    files: Sequence[str] | None = None,
+    prefix: str | None = None,
+    partition_columns: Sequence[str] = (),
+) -> list[DataFile]:
+    """The files to commit, with size and modification time.
+
+    :param files: explicit paths (see :func:`relative_path`).
+    :param prefix: a directory under the root to scan recursively; hidden files and
+        directories in it (``_SUCCESS``, ``_temporary/``, ``.crc`` files) are skipped.
+    :raises InvalidPathError: a path may not be committed, is listed twice, or does not exist;
+        the prefix is outside the root or holds no files.
+    """
+    if (files is None) == (prefix is None):
+        raise ValueError("Pass exactly one of files (a list of paths) or prefix (a directory to scan).")
+    if files is not None:
+        if isinstance(files, str):
+            raise TypeError(
+                "files must be a list of paths, not a single string; use prefix= for a directory."
+            )
+        return [
+            _stat(storage, relative_path(storage, f, partition_columns), f)
+            for f in _unique(files, storage, partition_columns)
+        ]
+    return _scan(storage, prefix or "", partition_columns)
+
+
+def _unique(files: Sequence[str], storage: TableStorage, partition_columns: Sequence[str]) -> list[str]:
+    seen: dict[str, str] = {}
+    for f in files:
+        key = relative_path(storage, f, partition_columns)
+        if key in seen:
+            raise InvalidPathError(
+                f"{f!r} is listed twice (also as {seen[key]!r}); each file can be added once."
+            )
+        seen[key] = f
+    return list(seen.values())
+
+
+def _stat(storage: TableStorage, relative: str, original: str) -> DataFile:
+    path = storage.join(relative)
+    info = storage.info(path)
+    if info is None:
+        raise InvalidPathError(f"{original!r} does not exist at {storage.to_uri(path)}.")
+    return DataFile(path, relative, info.size, info.modification_time)
+
+
+def _scan(storage: TableStorage, prefix: str, partition_columns: Sequence[str]) -> list[DataFile]:
+    base = relative_path(storage, prefix, partition_columns) if prefix.strip("/") not in ("", ".") else ""
+    if not base:
+        raise InvalidPathError(
+            "prefix is the table root; scanning the whole table would re-add its existing files. Write "
+            "new data under a fresh directory and pass that as prefix."
+        )
+    directory = storage.join(base)
+    root = storage.root.rstrip("/") + "/"
+    found = []
+    for info in storage.walk(directory):
+        relative = info.path[len(root) :] if info.path.startswith(root) else None
+        if relative is None:
+            continue
+        if any(is_hidden(s, partition_columns) for s in relative.split("/")):
+            continue
+        found.append(DataFile(info.path, relative, info.size, info.modification_time))
+    if not found:
+        raise InvalidPathError(
+            f"No data files under {storage.to_uri(directory)!r} (hidden files are skipped)."
+        )
+    found.sort(key=lambda f: f.relative_path)
+    return found
+
+
+def partition_values_of(
+    data_file: DataFile,
+    partition_columns: Sequence[str],
+    explicit: Mapping[str, str | None] | None = None,
+) -> dict[str, str | None]:
+    """A file's partition values: given explicitly, or from its ``col=value`` directories.
+
+    Values stay in the protocol's string form; a null is ``None``.
+
+    :raises SchemaError: a value is missing for a partition column, or the path or the
+        mapping names a column that is not a partition column.
+    """
+    if explicit is not None:
+        values = dict(explicit)
+        source = "the given partition values"
+    else:
+        values = parse_partition_path(data_file.relative_path)
+        source = f"the path {data_file.relative_path!r}"
+    by_key = {c.lower(): c for c in partition_columns}
+    unknown = [k for k in values if k.lower() not in by_key]
+    if unknown:
+        raise SchemaError(
+            f"{source} names partition column(s) {unknown}, but the table is partitioned by "
+            f"{list(partition_columns) or 'nothing'}."
+        )
+    normalized = {by_key[k.lower()]: (None if v == "" else v) for k, v in values.items()}
+    missing = [c for c in partition_columns if c not in normalized]
+    if missing:
+        raise SchemaError(
+            f"No value for partition column(s) {missing} in {source}. Files of a partitioned table "
+            f"must sit in col=value directories (Spark's partitionBy layout) or be given partition values."
+        )
+    return {c: normalized[c] for c in partition_columns}

@@ -1,0 +1,304 @@
+"""Predicates on partition columns: Delta's ``replaceWhere``, parsed from SQL and evaluated columnar.
+
+The grammar is the part of Spark SQL a partition predicate needs::
+
+    ds = '2024-01-01' AND region IN ('eu', 'us')
+    NOT (hour BETWEEN 0 AND 5) OR `weird col` IS NULL
+    day >= DATE '2024-01-01'
+
+Comparisons (``= == != <> < <= > >=``), ``IN`` / ``NOT IN``, ``BETWEEN``, ``IS [NOT] NULL``,
+``AND`` / ``OR`` / ``NOT`` and parentheses; string, number, boolean, ``NULL``, ``DATE '...'``
+and ``TIMESTAMP '...'`` literals. Nulls follow SQL: a comparison with null is unknown and
+unknown rows do not match. Only partition columns may appear: a predicate on data columns
+would need files rewritten, which a commit of existing files cannot do.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+from functools import reduce
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_delta_provider.core.errors import DeltaError
+from airflow_delta_provider.core.partitions import parse_partition_value
+from airflow_delta_provider.core.schema import arrow_type_to_delta
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+
+class PredicateError(DeltaError, ValueError):
+    """A predicate that cannot be parsed or does not apply to the table."""
+
+
+_TOKEN = re.compile(
+    r"""\s*(?:
+        (?P<string>'(?:[^']|'')*')
+      | (?P<quoted>`(?:[^`]|``)+`)
+      | (?P<number>[+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?)
+      | (?P<op><=>|<=|>=|<>|!=|==|=|<|>)
+      | (?P<punct>[(),])
+      | (?P<word>[A-Za-z_][A-Za-z0-9_]*)
+    )""",
+    re.VERBOSE,
+)
+_KEYWORDS = {"AND", "OR", "NOT", "IN", "IS", "NULL", "BETWEEN", "TRUE", "FALSE", "DATE", "TIMESTAMP"}
+
+
+@dataclass(frozen=True)
+class _Column:
+    name: str
+
+
+@dataclass(frozen=True)
+class _Literal:
+    value: Any
+    kind: str  # "string", "number", "boolean", "null", "date", "timestamp"
+
+
+@dataclass(frozen=True)
+class _Node:
+    op: str
+    args: tuple[Any, ...]
+
+
+class Predicate:
+    """A parsed partition predicate.
+
+    :param text: the SQL text.
+    :param partition_columns: the table's partition columns; any other column is refused.
+    :raises PredicateError: the text does not parse, or names a non-partition column.
+    """
+
+    def __init__(self, text: str, partition_columns: Sequence[str]) -> None:
+        if not isinstance(text, str) or not text.strip():
+            raise PredicateError(f"The predicate must be a non-empty SQL condition, got {text!r}.")
+        self.text = text.strip()
+        self._tokens = _tokenize(self.text)
+        self._position = 0
+        self._by_key = {c.lower(): c for c in partition_columns}
+        self.columns: set[str] = set()
+        self._tree = self._parse_or()
+        if self._position != len(self._tokens):
+            raise self._error(f"unexpected {self._tokens[self._position][1]!r}")
+
+    def __repr__(self) -> str:
+        return f"Predicate({self.text!r})"
+
+    # --- evaluation ---------------------------------------------------------------------
+
+    def mask(self, partition_values: pa.Table) -> pa.BooleanArray:
+        """Which rows of a typed partition-value table match (unknown -> False).
+
+        :param partition_values: one column per partition column, with the table's types.
+        """
+        expression = _to_expression(self._tree, partition_values.schema)
+        if partition_values.num_rows == 0:
+            return pa.array([], pa.bool_())
+        index = "__row__"
+        numbered = partition_values.append_column(
+            index, pa.array(range(partition_values.num_rows), pa.int64())
+        )
+        kept = numbered.filter(expression).column(index).to_numpy()
+        import numpy as np
+
+        result = np.zeros(partition_values.num_rows, dtype=bool)
+        result[kept] = True
+        return pa.array(result)
+
+    # --- parsing ------------------------------------------------------------------------
+
+    def _peek(self) -> tuple[str, str] | None:
+        return self._tokens[self._position] if self._position < len(self._tokens) else None
+
+    def _take(self) -> tuple[str, str]:
+        token = self._peek()
+        if token is None:
+            raise self._error("unexpected end")
+        self._position += 1
+        return token
+
+    def _accept(self, *words: str) -> bool:
+        token = self._peek()
+        if token is not None and token[0] in ("word", "punct", "op") and token[1].upper() in words:
+            self._position += 1
+            return True
+        return False
+
+    def _expect(self, word: str) -> None:
+        if not self._accept(word):
+            found = self._peek()
+            raise self._error(f"expected {word} but found {found[1] if found else 'the end'!r}")
+
+    def _error(self, what: str) -> PredicateError:
+        return PredicateError(
+            f"Cannot parse the predicate {self.text!r}: {what}. Use a SQL condition on partition "
+            f"columns, e.g. \"ds = '2024-01-01' AND region IN ('eu', 'us')\"."
+        )
+
+    def _parse_or(self) -> Any:
+        node = self._parse_and()
+        while self._accept("OR"):
+            node = _Node("or", (node, self._parse_and()))
+        return node
+
+    def _parse_and(self) -> Any:
+        node = self._parse_not()
+        while self._accept("AND"):
+            node = _Node("and", (node, self._parse_not()))
+        return node
+
+    def _parse_not(self) -> Any:
+        if self._accept("NOT"):
+            return _Node("not", (self._parse_not(),))
+        if self._accept("("):
+            node = self._parse_or()
+            self._expect(")")
+            return node
+        return self._parse_condition()
+
+    def _parse_condition(self) -> Any:
+        column = self._parse_column()
+        if self._accept("IS"):
+            negated = self._accept("NOT")
+            self._expect("NULL")
+            node = _Node("is_null", (column,))
+            return _Node("not", (node,)) if negated else node
+        negated = self._accept("NOT")
+        if self._accept("IN"):
+            self._expect("(")
+            values = [self._parse_literal()]
+            while self._accept(","):
+                values.append(self._parse_literal())
+            self._expect(")")
+            node = _Node("in", (column, tuple(values)))
+            return _Node("not", (node,)) if negated else node
+        if self._accept("BETWEEN"):
+            low = self._parse_literal()
+            self._expect("AND")
+            high = self._parse_literal()
+            node = _Node("and", (_Node(">=", (column, low)), _Node("<=", (column, high))))
+            return _Node("not", (node,)) if negated else node
+        if negated:
+            raise self._error("NOT must be followed by IN or BETWEEN here")
+        kind, op = self._take()
+        if kind != "op":
+            raise self._error(f"expected a comparison after {column.name!r}, found {op!r}")
+        op = {"==": "=", "<>": "!=", "<=>": "<=>"}.get(op, op)
+        return _Node(op, (column, self._parse_literal()))
+
+    def _parse_column(self) -> _Column:
+        kind, text = self._take()
+        if kind == "quoted":
+            name = text[1:-1].replace("``", "`")
+        elif kind == "word" and text.upper() not in _KEYWORDS:
+            name = text
+        else:
+            raise self._error(f"expected a column name, found {text!r}")
+        column = self._by_key.get(name.lower())
+        if column is None:
+            raise PredicateError(
+                f"The predicate {self.text!r} uses column {name!r}, which is not a partition column "
+                f"(partition columns: {sorted(self._by_key.values()) or 'none'}). replaceWhere in this "
+                f"provider can only select whole partitions."
+            )
+        self.columns.add(column)
+        return _Column(column)
+
+    def _parse_literal(self) -> _Literal:
+        kind, text = self._take()
+        if kind == "string":
+            return _Literal(text[1:-1].replace("''", "'"), "string")
+        if kind == "number":
+            return _Literal(Decimal(text), "number")
+        if kind == "word":
+            upper = text.upper()
+            if upper in ("TRUE", "FALSE"):
+                return _Literal(upper == "TRUE", "boolean")
+            if upper == "NULL":
+                return _Literal(None, "null")
+            if upper in ("DATE", "TIMESTAMP"):
+                inner_kind, inner = self._take()
+                if inner_kind != "string":
+                    raise self._error(f"{upper} must be followed by a quoted string")
+                return _Literal(inner[1:-1], upper.lower())
+        raise self._error(f"expected a literal value, found {text!r}")
+
+
+def _tokenize(text: str) -> list[tuple[str, str]]:
+    tokens, position = [], 0
+    while position < len(text):
+        if text[position:].strip() == "":
+            break
+        match = _TOKEN.match(text, position)
+        if match is None or match.end() == position:
+            raise PredicateError(f"Cannot parse the predicate {text!r} at {text[position:]!r}.")
+        kind = match.lastgroup
+        assert kind is not None
+        tokens.append((kind, match.group(kind)))
+        position = match.end()
+    return tokens
+
+
+def _to_expression(node: Any, schema: pa.Schema) -> pc.Expression:
+    if node.op == "and":
+        return reduce(lambda a, b: a & b, (_to_expression(a, schema) for a in node.args))
+    if node.op == "or":
+        return reduce(lambda a, b: a | b, (_to_expression(a, schema) for a in node.args))
+    if node.op == "not":
+        return ~_to_expression(node.args[0], schema)
+    column: _Column = node.args[0]
+    field = pc.field(column.name)
+    arrow_type = schema.field(column.name).type
+    if node.op == "is_null":
+        return field.is_null()
+    if node.op == "in":
+        values = [_scalar(v, arrow_type, column.name) for v in node.args[1]]
+        non_null = [v for v in values if v.is_valid]
+        expression = field.isin(pa.array([v.as_py() for v in non_null], arrow_type))
+        if len(non_null) != len(values):
+            # x IN (..., NULL) is never false, only true or unknown: unknown rows don't match.
+            expression = expression & field.is_valid()
+        return expression
+    value = _scalar(node.args[1], arrow_type, column.name)
+    if node.op == "<=>":
+        return field.is_null() if not value.is_valid else (field == value) & field.is_valid()
+    if not value.is_valid:
+        return pc.scalar(False)  # comparisons with NULL are unknown
+    return {
+        "=": field == value,
+        "!=": field != value,
+        "<": field < value,
+        "<=": field <= value,
+        ">": field > value,
+        ">=": field >= value,
+    }[node.op]
+
+
+def _scalar(literal: _Literal, arrow_type: pa.DataType, column: str) -> pa.Scalar:
+    if literal.kind == "null":
+        return pa.scalar(None, arrow_type)
+    delta_type = arrow_type_to_delta(arrow_type)
+    text = literal.value
+    if literal.kind == "boolean":
+        text = "true" if literal.value else "false"
+    elif literal.kind == "number":
+        text = str(literal.value)
+    try:
+        value = (
+            parse_partition_value(str(text), delta_type, column=column)
+            if isinstance(delta_type, str)
+            else None
+        )
+    except DeltaError as err:
+        raise PredicateError(
+            f"The value {literal.value!r} does not fit partition column {column!r} ({delta_type}): {err}"
+        ) from None
+    if literal.kind == "number" and delta_type in ("string",):
+        value = str(literal.value)
+    return pa.scalar(value, arrow_type)

@@ -1,0 +1,437 @@
+"""Per-file statistics for ``add`` actions, read from Parquet footers.
+
+Delta's data skipping reads ``add.stats``: ``numRecords`` and, per column, ``minValues``,
+``maxValues`` and ``nullCount``. Spark computes them while writing; here the files already
+exist, so they come from the Parquet footer (one ranged read per file, no data read).
+What the footer cannot tell exactly is left out, which readers take as "unknown":
+
+* min/max only for the types Delta skips on (numbers, dates, timestamps, strings), and
+  only when every row group that holds a value has them;
+* nothing for columns inside arrays and maps (the footer counts null *elements* there,
+  not null arrays);
+* strings are truncated the way Delta does (``truncateMinStringAgg`` /
+  ``truncateMaxStringAgg``, prefix 32), timestamps to milliseconds (Delta's precision).
+
+Which columns get statistics follows ``delta.dataSkippingStatsColumns`` or else the first
+``delta.dataSkippingNumIndexedCols`` (default 32, ``-1`` for all) leaf columns of the
+table's data schema, as in Delta.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import math
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from airflow_delta_provider.core.errors import DeltaError, SchemaError
+
+if TYPE_CHECKING:
+    from airflow_delta_provider.core.storage import TableStorage
+
+log = logging.getLogger(__name__)
+
+NUM_INDEXED_COLS = "delta.dataSkippingNumIndexedCols"
+STATS_COLUMNS = "delta.dataSkippingStatsColumns"
+DEFAULT_NUM_INDEXED_COLS = 32
+#: Delta's ``spark.databricks.delta.stats.truncateStringLength``.
+STRING_PREFIX_LENGTH = 32
+
+_ASCII_MAX = "\x7f"
+_UTF8_MAX = "\U0010ffff"
+
+
+class InvalidDataFileError(DeltaError):
+    """A file to commit is not a readable Parquet file."""
+
+
+@dataclass(frozen=True)
+class FooterInfo:
+    """What one Parquet footer says about a data file.
+
+    :param num_records: rows in the file.
+    :param schema: the file's schema as Delta sees it (INT96 read as UTC timestamps,
+        columns without nulls marked non-nullable).
+    :param stats: the ``add.stats`` JSON.
+    """
+
+    num_records: int
+    schema: pa.Schema
+    stats: str
+
+
+# --- which columns --------------------------------------------------------------------
+
+
+def indexed_columns(data_schema: pa.Schema, properties: Mapping[str, str]) -> list[tuple[str, ...]]:
+    """The leaf column paths that get statistics, in schema order.
+
+    :param data_schema: the table schema without partition columns.
+    :param properties: table properties (``delta.dataSkippingStatsColumns``,
+        ``delta.dataSkippingNumIndexedCols``).
+    :raises SchemaError: a property has an invalid value.
+    """
+    leaves = list(_leaf_paths(data_schema))
+    listed = properties.get(STATS_COLUMNS)
+    if listed:
+        wanted = [tuple(_split_column(name.strip())) for name in listed.split(",") if name.strip()]
+        chosen = []
+        for prefix in wanted:
+            key = tuple(p.lower() for p in prefix)
+            chosen += [leaf for leaf in leaves if tuple(p.lower() for p in leaf[: len(key)]) == key]
+        return list(dict.fromkeys(chosen))
+    raw = properties.get(NUM_INDEXED_COLS)
+    try:
+        limit = int(raw) if raw is not None else DEFAULT_NUM_INDEXED_COLS
+    except ValueError:
+        raise SchemaError(
+            f"{NUM_INDEXED_COLS}={raw!r} is not an integer; use -1 (all columns) or a count >= 0."
+        ) from None
+    if limit < -1:
+        raise SchemaError(f"{NUM_INDEXED_COLS}={raw!r}; use -1 (all columns) or a count >= 0.")
+    return leaves if limit == -1 else leaves[:limit]
+
+
+def _leaf_paths(schema: pa.Schema | pa.StructType, parent: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    fields = (
+        list(schema) if isinstance(schema, pa.Schema) else [schema.field(i) for i in range(schema.num_fields)]
+    )
+    for field in fields:
+        path = (*parent, field.name)
+        if pa.types.is_struct(field.type):
+            yield from _leaf_paths(field.type, path)
+        else:
+            yield path
+
+
+def _split_column(name: str) -> list[str]:
+    """``a.b`` -> ``[a, b]``; backticks quote names with dots (```a.b`.c``)."""
+    parts, current, quoted, i = [], [], False, 0
+    while i < len(name):
+        char = name[i]
+        if char == "`":
+            if quoted and name[i + 1 : i + 2] == "`":
+                current.append("`")
+                i += 1
+            else:
+                quoted = not quoted
+        elif char == "." and not quoted:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+        i += 1
+    parts.append("".join(current))
+    return parts
+
+
+# --- string truncation (Delta's StatisticsCollection) ------------------------------------
+
+
+def truncate_min_string(value: str, prefix_length: int = STRING_PREFIX_LENGTH) -> str:
+    """A lower bound of ``value`` at most ``prefix_length`` characters long."""
+    return value if len(value) <= prefix_length else value[:prefix_length]
+
+
+def truncate_max_string(value: str, prefix_length: int = STRING_PREFIX_LENGTH) -> str | None:
+    """An upper bound of ``value`` at most about ``prefix_length`` characters long, or None.
+
+    Like Delta: keep the prefix and append a tie-breaker larger than the character cut off
+    (``U+007F`` when that suffices, else ``U+10FFFF``), extending the prefix over characters
+    that are already ``U+10FFFF``, up to twice the prefix length.
+    """
+    if len(value) <= prefix_length:
+        return value
+    length = prefix_length
+    while length <= 2 * prefix_length:
+        if length >= len(value):
+            return value
+        if value[length] == _UTF8_MAX:
+            length += 1
+        elif value[length] < _ASCII_MAX:
+            return value[:length] + _ASCII_MAX
+        else:
+            return value[:length] + _UTF8_MAX
+    return None
+
+
+# --- footers -> stats -------------------------------------------------------------------
+
+
+def read_footer(
+    storage: TableStorage,
+    path: str,
+    *,
+    stats_columns: list[tuple[str, ...]],
+    size: int | None = None,
+) -> FooterInfo:
+    """Read one file's footer and build its ``add.stats``.
+
+    :param storage: the table's storage.
+    :param path: filesystem path of the file.
+    :param stats_columns: leaf column paths (table spelling) to collect statistics for.
+    :param size: the file size when already known (saves a request on object stores).
+    :raises InvalidDataFileError: the file is not Parquet or its footer is unreadable.
+    """
+    try:
+        if storage.is_local:
+            metadata = pq.read_metadata(path)
+        else:
+            options = {"size": size} if size is not None else {}
+            with storage.fs.open(path, "rb", **options) as f:
+                metadata = pq.read_metadata(f)
+    except (OSError, pa.ArrowException, ValueError) as err:
+        raise InvalidDataFileError(
+            f"{storage.to_uri(path)} is not a readable Parquet file ({err}). Only Parquet data files "
+            f"can be committed to a Delta table; remove the file or exclude it."
+        ) from None
+    return footer_info(metadata, stats_columns)
+
+
+def footer_info(metadata: pq.FileMetaData, stats_columns: list[tuple[str, ...]]) -> FooterInfo:
+    """:func:`read_footer` for a footer already read."""
+    arrow_schema = metadata.schema.to_arrow_schema()
+    columns = _footer_columns(metadata, arrow_schema)
+    num_records = metadata.num_rows
+    schema = _delta_view(arrow_schema, columns)
+
+    min_values: dict[str, Any] = {}
+    max_values: dict[str, Any] = {}
+    null_count: dict[str, Any] = {}
+    by_key = {tuple(p.lower() for p in path): column for path, column in columns.items()}
+    for path in stats_columns:
+        column = by_key.get(tuple(p.lower() for p in path))
+        if column is None:
+            if not _present(arrow_schema, path):
+                # Delta: a column missing from the file is null in every row of it.
+                _put(null_count, path, num_records)
+            continue
+        if column.null_count is not None:
+            _put(null_count, path, column.null_count)
+        if column.min_value is not None:
+            _put(min_values, path, column.min_value)
+            _put(max_values, path, column.max_value)
+    stats: dict[str, Any] = {"numRecords": num_records}
+    if min_values:
+        stats["minValues"] = min_values
+        stats["maxValues"] = max_values
+    if null_count:
+        stats["nullCount"] = null_count
+    return FooterInfo(num_records=num_records, schema=schema, stats=stats_json(stats))
+
+
+@dataclass
+class _ColumnStats:
+    """The file-level statistics of one primitive column (not inside a list or map)."""
+
+    arrow_type: pa.DataType
+    int96: bool
+    null_count: int | None = 0
+    min_value: Any = None
+    max_value: Any = None
+    has_bounds: bool = True
+
+
+def _footer_columns(
+    metadata: pq.FileMetaData, arrow_schema: pa.Schema
+) -> dict[tuple[str, ...], _ColumnStats]:
+    """Aggregate row-group statistics per primitive column path (outside lists and maps)."""
+    leaves = list(_parquet_leaves(arrow_schema))
+    columns: dict[tuple[str, ...], _ColumnStats] = {}
+    for index, (path, arrow_type) in enumerate(leaves):
+        if path is None:
+            continue
+        int96 = metadata.schema.column(index).physical_type == "INT96"
+        columns[path] = _ColumnStats(arrow_type=arrow_type, int96=int96)
+    if len(leaves) != metadata.num_columns:
+        # A layout this reader does not map: claim nothing rather than misattribute stats.
+        return {
+            path: _ColumnStats(c.arrow_type, c.int96, None, has_bounds=False) for path, c in columns.items()
+        }
+    for group in range(metadata.num_row_groups):
+        row_group = metadata.row_group(group)
+        for index, (path, _) in enumerate(leaves):
+            if path is None:
+                continue
+            column = columns[path]
+            statistics = row_group.column(index).statistics
+            if statistics is None or not statistics.has_null_count:
+                column.null_count = None
+                column.has_bounds = False
+                continue
+            if column.null_count is not None:
+                column.null_count += statistics.null_count
+            if statistics.null_count == row_group.num_rows:
+                continue  # only nulls: no bounds needed from this group
+            if not statistics.has_min_max or column.int96:
+                column.has_bounds = False
+                continue
+            low, high = statistics.min, statistics.max
+            column.min_value = low if column.min_value is None else min(column.min_value, low)
+            column.max_value = high if column.max_value is None else max(column.max_value, high)
+    for column in columns.values():
+        bounds = _delta_bounds(column) if column.has_bounds else None
+        column.min_value, column.max_value = bounds if bounds is not None else (None, None)
+    return columns
+
+
+def _parquet_leaves(
+    schema: pa.Schema | pa.StructType, parent: tuple[str, ...] = (), nested: bool = False
+) -> Iterator[tuple[tuple[str, ...] | None, pa.DataType]]:
+    """Parquet leaf columns in order: their path, or None inside lists and maps."""
+    fields = (
+        list(schema) if isinstance(schema, pa.Schema) else [schema.field(i) for i in range(schema.num_fields)]
+    )
+    for field in fields:
+        yield from _leaves_of(field.type, (*parent, field.name), nested)
+
+
+def _leaves_of(
+    arrow_type: pa.DataType, path: tuple[str, ...], nested: bool
+) -> Iterator[tuple[tuple[str, ...] | None, pa.DataType]]:
+    if pa.types.is_struct(arrow_type):
+        yield from _parquet_leaves(arrow_type, path, nested)
+    elif pa.types.is_map(arrow_type):
+        yield from _leaves_of(arrow_type.key_type, path, True)
+        yield from _leaves_of(arrow_type.item_type, path, True)
+    elif (
+        pa.types.is_list(arrow_type)
+        or pa.types.is_large_list(arrow_type)
+        or pa.types.is_fixed_size_list(arrow_type)
+    ):
+        yield from _leaves_of(arrow_type.value_type, path, True)
+    else:
+        yield (None if nested else path), arrow_type
+
+
+def _delta_bounds(column: _ColumnStats) -> tuple[Any, Any] | None:
+    """Footer min/max as Delta stats values, or None when Delta keeps no bounds for the type."""
+    low, high, arrow_type = column.min_value, column.max_value, column.arrow_type
+    if low is None or high is None:
+        return None
+    types = pa.types
+    if types.is_string(arrow_type) or types.is_large_string(arrow_type):
+        high = truncate_max_string(high)
+        return (truncate_min_string(low), high) if high is not None else None
+    if types.is_integer(arrow_type):
+        return int(low), int(high)
+    if types.is_floating(arrow_type):
+        if math.isnan(low) or math.isnan(high) or math.isinf(low) or math.isinf(high):
+            return None  # not representable in JSON; Delta readers then just don't skip
+        return float(low), float(high)
+    if types.is_decimal(arrow_type):
+        return Decimal(low), Decimal(high)
+    if types.is_date(arrow_type):
+        return low.isoformat(), high.isoformat()
+    if types.is_timestamp(arrow_type):
+        return _timestamp_text(low, arrow_type), _timestamp_text(high, arrow_type)
+    return None  # boolean, binary, time ...: Delta keeps no min/max
+
+
+def _timestamp_text(value: dt.datetime, arrow_type: pa.TimestampType) -> str:
+    """Delta's JSON form of a timestamp bound: milliseconds, ``Z`` for UTC-adjusted values."""
+    if not isinstance(value, dt.datetime):  # nanosecond values come back as pandas-free ints
+        value = dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=int(value) // 1000)
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.UTC).replace(tzinfo=None)
+    text = value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}"
+    return text + "Z" if arrow_type.tz is not None else text
+
+
+def _delta_view(arrow_schema: pa.Schema, columns: Mapping[tuple[str, ...], _ColumnStats]) -> pa.Schema:
+    """The file schema as Delta means it: INT96 is a UTC timestamp; no nulls means NOT NULL."""
+
+    def convert(field: pa.Field, path: tuple[str, ...]) -> pa.Field:
+        if pa.types.is_struct(field.type):
+            children = [
+                convert(field.type.field(i), (*path, field.type.field(i).name))
+                for i in range(field.type.num_fields)
+            ]
+            return field.with_type(pa.struct(children))
+        column = columns.get(path)
+        if column is None:
+            return field
+        if column.int96:
+            field = field.with_type(pa.timestamp("us", tz="UTC"))
+        if field.nullable and column.null_count == 0:
+            field = field.with_nullable(False)
+        return field
+
+    return pa.schema([convert(f, (f.name,)) for f in arrow_schema], metadata=arrow_schema.metadata)
+
+
+def _present(schema: pa.Schema, path: tuple[str, ...]) -> bool:
+    current: Any = schema
+    for name in path:
+        names = (
+            [current.field(i).name for i in range(current.num_fields)]
+            if isinstance(current, pa.StructType)
+            else current.names
+        )
+        match = next((n for n in names if n.lower() == name.lower()), None)
+        if match is None:
+            return False
+        field = current.field(match)
+        current = field.type
+    return True
+
+
+def _put(target: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    for name in path[:-1]:
+        target = target.setdefault(name, {})
+    target[path[-1]] = value
+
+
+def stats_json(stats: Mapping[str, Any]) -> str:
+    """Compact JSON with decimals written as exact numbers (``json`` would need floats)."""
+    if isinstance(stats, Mapping):
+        return (
+            "{"
+            + ",".join(f"{json.dumps(k, ensure_ascii=False)}:{stats_json(v)}" for k, v in stats.items())
+            + "}"
+        )
+    if isinstance(stats, Decimal):
+        return format(stats, "f")
+    return json.dumps(stats, ensure_ascii=False)
+
+
+def read_footers(
+    storage: TableStorage,
+    paths: list[str],
+    *,
+    stats_columns: list[tuple[str, ...]],
+    sizes: list[int | None] | None = None,
+    max_workers: int | None = None,
+) -> list[FooterInfo]:
+    """:func:`read_footer` for many files, in parallel threads (I/O bound on object stores).
+
+    :param max_workers: threads; default 8 for local files, 32 for remote storage.
+    """
+    if not paths:
+        return []
+    workers = max_workers or (8 if storage.is_local else 32)
+    sizes = sizes or [None] * len(paths)
+    if len(paths) == 1 or workers <= 1:
+        return [
+            read_footer(storage, p, stats_columns=stats_columns, size=s)
+            for p, s in zip(paths, sizes, strict=True)
+        ]
+    with ThreadPoolExecutor(max_workers=min(workers, len(paths)), thread_name_prefix="delta-footer") as pool:
+        futures = [
+            pool.submit(read_footer, storage, p, stats_columns=stats_columns, size=s)
+            for p, s in zip(paths, sizes, strict=True)
+        ]
+        done = []
+        for index, future in enumerate(futures, 1):
+            done.append(future.result())
+            if index % 1000 == 0:
+                log.info("Read %d of %d Parquet footers.", index, len(paths))
+        return done

@@ -1,0 +1,650 @@
+"""Creating tables and committing existing Parquet files into them (Delta's WRITE).
+
+The data is already written (by Spark, typically); a commit adds the files to the log
+with their statistics and partition values, and in overwrite modes removes the files it
+replaces, all in one atomic, conflict-checked :class:`~.transaction.OptimisticTransaction`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from typing import TYPE_CHECKING, Any, Literal
+
+import pyarrow as pa
+
+from airflow_delta_provider.core.actions import AddFile, Metadata, Protocol, RemoveFile, Transaction
+from airflow_delta_provider.core.datafiles import DataFile, collect_files, partition_values_of
+from airflow_delta_provider.core.errors import (
+    DeltaError,
+    ProtocolChangedError,
+    SchemaError,
+    SchemaMismatchError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    UnsupportedFeatureError,
+)
+from airflow_delta_provider.core.partitions import parse_partition_value
+from airflow_delta_provider.core.predicate import Predicate, PredicateError
+from airflow_delta_provider.core.protocol import Operation
+from airflow_delta_provider.core.schema import (
+    arrow_type_to_delta,
+    check_schema_compatible,
+    merge_schemas,
+    schema_from_delta,
+    schema_to_delta_json,
+)
+from airflow_delta_provider.core.stats import indexed_columns, read_footers
+from airflow_delta_provider.core.transaction import DEFAULT_MAX_ATTEMPTS, CommitResult, OptimisticTransaction
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.table import DeltaTable
+
+log = logging.getLogger(__name__)
+
+WriteMode = Literal["append", "overwrite"]
+CreateMode = Literal["error", "ignore", "append", "overwrite"]
+SchemaMode = Literal["enforce", "merge"]
+
+#: Spark's default protocol for new tables.
+_BASE_READER, _BASE_WRITER = 1, 2
+#: Properties that switch on features this core cannot write, with what to do instead.
+_REFUSED_PROPERTIES = {
+    "delta.columnMapping.mode": "columnMapping",
+    "delta.enableRowTracking": "rowTracking",
+    "delta.enableIcebergCompatV1": "icebergCompatV1",
+    "delta.enableIcebergCompatV2": "icebergCompatV2",
+    "delta.enableIcebergCompatV3": "icebergCompatV3",
+    "delta.universalFormat.enabledFormats": "icebergCompatV2",
+    "delta.enableTypeWidening": "typeWidening",
+}
+
+
+# --- table creation -------------------------------------------------------------------
+
+
+def minimum_protocol(schema: pa.Schema, properties: Mapping[str, str]) -> Protocol:
+    """The lowest protocol a new table with this schema and these properties needs.
+
+    Legacy versions where they suffice ((1, 2) is Spark's default), table features
+    (reader 3 / writer 7) as soon as a feature needs them.
+
+    :raises UnsupportedFeatureError: a property enables a feature this core cannot write.
+    """
+    for key, feature in _REFUSED_PROPERTIES.items():
+        value = (properties.get(key) or "").lower()
+        if value and value not in ("false", "none"):
+            raise UnsupportedFeatureError(
+                f"The table property {key}={properties[key]!r} enables the {feature!r} feature, which "
+                f"this core cannot write. Create the table without it (or with Spark, if you need it).",
+                feature=feature,
+                operation=Operation.WRITE.value,
+            )
+    constraints = [k for k in properties if k.startswith("delta.constraints.")]
+    if constraints:
+        raise UnsupportedFeatureError(
+            f"CHECK constraints ({constraints[0]}) cannot be enforced by this core; create the table "
+            f"without them.",
+            feature="checkConstraints",
+            operation=Operation.WRITE.value,
+        )
+
+    def enabled(key: str) -> bool:
+        return (properties.get(key) or "").lower() == "true"
+
+    legacy_writer = _BASE_WRITER
+    if enabled("delta.enableChangeDataFeed"):
+        legacy_writer = 4
+    reader_writer: set[str] = set()
+    writer_only: set[str] = set()
+    if _has_timestamp_ntz(schema):
+        reader_writer.add("timestampNtz")
+    if enabled("delta.enableDeletionVectors"):
+        reader_writer.add("deletionVectors")
+    if (properties.get("delta.checkpointPolicy") or "classic").lower() == "v2":
+        reader_writer.add("v2Checkpoint")
+    if enabled("delta.enableInCommitTimestamps"):
+        writer_only.add("inCommitTimestamp")
+    for key, value in properties.items():
+        if key.startswith("delta.feature.") and value.lower() in ("supported", "enabled"):
+            feature = key.removeprefix("delta.feature.")
+            (reader_writer if feature in _READER_WRITER_FEATURES else writer_only).add(feature)
+    if not reader_writer and not writer_only:
+        return Protocol(_BASE_READER, legacy_writer)
+    writer = set(reader_writer) | writer_only
+    if enabled("delta.appendOnly"):
+        writer.add("appendOnly")
+    if legacy_writer >= 4:
+        writer.add("changeDataFeed")
+    if reader_writer:
+        return Protocol(3, 7, frozenset(reader_writer), frozenset(writer))
+    return Protocol(_BASE_READER, 7, None, frozenset(writer))
+
+
+_READER_WRITER_FEATURES = frozenset(
+    {
+        "columnMapping",
+        "deletionVectors",
+        "timestampNtz",
+        "v2Checkpoint",
+        "typeWidening",
+        "variantType",
+        "vacuumProtocolCheck",
+    }
+)
+
+
+def _has_timestamp_ntz(schema: pa.Schema) -> bool:
+    return '"timestamp_ntz"' in schema_to_delta_json(schema)
+
+
+def _normalize_properties(properties: Mapping[str, Any] | None) -> dict[str, str]:
+    out = {}
+    for key, value in (properties or {}).items():
+        if not isinstance(key, str) or not key:
+            raise SchemaError(f"Table property names must be non-empty strings, got {key!r}.")
+        out[key] = str(value).lower() if isinstance(value, bool) else str(value)
+    return out
+
+
+def _as_schema(schema: pa.Schema | str) -> pa.Schema:
+    if isinstance(schema, pa.Schema):
+        return schema
+    if isinstance(schema, str | dict):  # Delta's (and Spark's df.schema.json()) schema JSON
+        return schema_from_delta(schema)
+    raise TypeError(
+        f"schema must be a pyarrow.Schema or a Delta schema JSON string, got {type(schema).__name__}."
+    )
+
+
+def new_metadata(
+    schema: pa.Schema,
+    partition_by: Sequence[str],
+    properties: Mapping[str, str],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    table_id: str | None = None,
+) -> Metadata:
+    """The ``metaData`` action of a new table, after checking partition columns against the schema.
+
+    :raises SchemaError: a partition column is not in the schema, listed twice, or of a
+        type that cannot partition (struct, array, map).
+    """
+    partition_by = list(partition_by)
+    names = {f.name.lower(): f for f in schema}
+    seen: set[str] = set()
+    for column in partition_by:
+        field = names.get(column.lower())
+        if field is None:
+            raise SchemaError(f"Partition column {column!r} is not in the schema (columns: {schema.names}).")
+        if column.lower() in seen:
+            raise SchemaError(f"Partition column {column!r} is listed twice.")
+        seen.add(column.lower())
+        if not isinstance(arrow_type_to_delta(field.type), str):
+            raise SchemaError(f"Column {column!r} has type {field.type}, which cannot be a partition column.")
+    if len(partition_by) == len(schema):
+        raise SchemaError("Every column is a partition column; a Delta table needs at least one data column.")
+    canonical = [names[c.lower()].name for c in partition_by]
+    return Metadata(
+        id=table_id or str(uuid.uuid4()),
+        schema_string=schema_to_delta_json(schema),
+        partition_columns=tuple(canonical),
+        configuration=dict(properties),
+        name=name,
+        description=description,
+        created_time=int(time.time() * 1000),
+    )
+
+
+def create_table(
+    table: DeltaTable,
+    schema: pa.Schema | str,
+    partition_by: Sequence[str] = (),
+    properties: Mapping[str, Any] | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    mode: CreateMode = "error",
+    user_metadata: str | None = None,
+    tags: Mapping[str, str] | None = None,
+) -> CommitResult | None:
+    """Create the table (version 0), or apply ``mode`` when it exists.
+
+    :param mode: ``error`` (refuse an existing table), ``ignore`` (keep it as it is),
+        ``append`` (keep it, after checking the schema and partitioning fit), ``overwrite``
+        (replace schema, partitioning and properties and remove every file: Delta's
+        ``CREATE OR REPLACE TABLE``).
+    :returns: the commit, or None when nothing was written.
+    :raises TableAlreadyExistsError: ``mode="error"`` and the table exists.
+    """
+    if mode not in ("error", "ignore", "append", "overwrite"):
+        raise ValueError(f"mode must be 'error', 'ignore', 'append' or 'overwrite', got {mode!r}.")
+    arrow_schema = _as_schema(schema)
+    props = _normalize_properties(properties)
+    protocol = minimum_protocol(arrow_schema, props)
+    metadata = new_metadata(arrow_schema, partition_by, props, name=name, description=description)
+    parameters = {
+        "isManaged": "false",
+        "description": description,
+        "partitionBy": list(metadata.partition_columns),
+        "properties": json.dumps(props, separators=(",", ":")),
+    }
+    for _ in range(2):  # a second round after losing a race to create the table
+        try:
+            snapshot = table.snapshot()
+        except TableNotFoundError:
+            transaction = OptimisticTransaction(table, new_table=True)
+            try:
+                return transaction.commit(
+                    [protocol, metadata],
+                    operation="CREATE TABLE",
+                    operation_parameters=parameters,
+                    user_metadata=user_metadata,
+                    tags=tags,
+                )
+            except ProtocolChangedError:
+                log.info("%s was created concurrently; applying mode=%r to it.", table.uri, mode)
+                continue
+        if mode == "error":
+            raise TableAlreadyExistsError(
+                f"A Delta table already exists at {table.uri} (version {snapshot.version}). Use "
+                f"mode='ignore' to keep it, 'append' to write into it, or 'overwrite' to replace it."
+            )
+        if mode == "ignore":
+            return None
+        if mode == "append":
+            _check_same_layout(snapshot, arrow_schema, metadata.partition_columns)
+            return None
+        return _replace_table(table, snapshot, protocol, metadata, parameters, user_metadata, tags)
+    raise TableAlreadyExistsError(f"The table at {table.uri} keeps changing concurrently; retry.")
+
+
+def _check_same_layout(snapshot: Snapshot, schema: pa.Schema, partition_by: Sequence[str]) -> None:
+    if [c.lower() for c in snapshot.partition_columns] != [c.lower() for c in partition_by]:
+        raise SchemaMismatchError(
+            f"The table is partitioned by {snapshot.partition_columns}, not {list(partition_by)}. Use "
+            f"mode='overwrite' to change its partitioning."
+        )
+    check_schema_compatible(snapshot.schema, schema)
+
+
+def _replace_table(
+    table: DeltaTable,
+    snapshot: Snapshot,
+    protocol: Protocol,
+    metadata: Metadata,
+    parameters: dict[str, Any],
+    user_metadata: str | None,
+    tags: Mapping[str, str] | None,
+) -> CommitResult:
+    current = snapshot.protocol
+    # Delta never downgrades a protocol on REPLACE.
+    if (current.min_reader_version, current.min_writer_version) >= (
+        protocol.min_reader_version,
+        protocol.min_writer_version,
+    ):
+        protocol = current
+    transaction = OptimisticTransaction(table, read_snapshot=snapshot)
+    files = snapshot.files()
+    transaction.read_files(None, files.column("path").to_pylist())
+    removes = _removes(files, int(time.time() * 1000))
+    actions: list[Any] = [metadata] if protocol is current else [protocol, metadata]
+    metadata = Metadata(**{**metadata.__dict__, "id": snapshot.metadata.id})  # the table keeps its identity
+    actions = [a if not isinstance(a, Metadata) else metadata for a in actions]
+    return transaction.commit(
+        [*actions, *removes],
+        operation="CREATE OR REPLACE TABLE",
+        operation_parameters=parameters,
+        operation_metrics={
+            "numRemovedFiles": len(removes),
+            "numRemovedBytes": sum(r.size or 0 for r in removes),
+        },
+        user_metadata=user_metadata,
+        tags=tags,
+    )
+
+
+# --- commits of existing files -----------------------------------------------------------
+
+
+def commit_files(
+    table: DeltaTable,
+    files: Sequence[str] | None = None,
+    *,
+    prefix: str | None = None,
+    mode: WriteMode = "append",
+    replace_where: str | None = None,
+    partition_values: Mapping[str, str | None] | None = None,
+    schema_mode: SchemaMode = "enforce",
+    app_id: str | None = None,
+    app_version: int | None = None,
+    user_metadata: str | None = None,
+    tags: Mapping[str, str] | None = None,
+    schema: pa.Schema | str | None = None,
+    partition_by: Sequence[str] | None = None,
+    properties: Mapping[str, Any] | None = None,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    max_workers: int | None = None,
+    isolation_level: str | None = None,
+) -> CommitResult:
+    """Commit Parquet files that already exist under the table root. See :meth:`DeltaTable.commit_files`."""
+    if mode not in ("append", "overwrite"):
+        raise ValueError(f"mode must be 'append' or 'overwrite', got {mode!r}.")
+    if replace_where is not None and mode != "overwrite":
+        raise ValueError(
+            "replace_where selects the partitions an overwrite replaces; use it with mode='overwrite'."
+        )
+    if schema_mode not in ("enforce", "merge"):
+        raise ValueError(f"schema_mode must be 'enforce' or 'merge', got {schema_mode!r}.")
+    if (app_id is None) != (app_version is None):
+        raise ValueError(
+            "Invalid options for idempotent writes: both app_id and app_version must be given (Delta's "
+            "txnAppId and txnVersion), or neither."
+        )
+    if app_version is not None and (
+        not isinstance(app_version, int) or isinstance(app_version, bool) or app_version < 0
+    ):
+        raise ValueError(f"app_version must be a non-negative integer, got {app_version!r}.")
+    if app_id is not None and (not isinstance(app_id, str) or not app_id):
+        raise ValueError(f"app_id must be a non-empty string, got {app_id!r}.")
+
+    try:
+        snapshot: Snapshot | None = table.snapshot()
+    except TableNotFoundError:
+        snapshot = None
+        if (
+            schema is None
+            and partition_by is None
+            and properties is None
+            and files is None
+            and prefix is None
+        ):
+            raise
+    transaction = OptimisticTransaction(
+        table,
+        read_snapshot=snapshot,
+        new_table=snapshot is None,
+        isolation_level=isolation_level,
+        max_attempts=max_attempts,
+    )
+    if app_id is not None and snapshot is not None:
+        current = transaction.app_transaction_version(app_id)
+        if current is not None and current >= app_version:  # type: ignore[operator]
+            recorded = _version_recording(snapshot, app_id)
+            log.info(
+                "Application %r already committed version %d (>= %d) to %s%s; nothing to commit.",
+                app_id,
+                current,
+                app_version,
+                table.uri,
+                f" at table version {recorded}" if recorded is not None else "",
+            )
+            return CommitResult(
+                version=recorded if recorded is not None else snapshot.version,
+                committed=False,
+                operation="WRITE",
+                read_version=snapshot.version,
+                app_id=app_id,
+                app_version=app_version,
+            )
+
+    if snapshot is not None:
+        table_schema = snapshot.schema
+        partition_columns = list(snapshot.partition_columns)
+        metadata = snapshot.metadata
+        if partition_by is not None and [c.lower() for c in partition_by] != [
+            c.lower() for c in partition_columns
+        ]:
+            raise SchemaMismatchError(
+                f"partition_by={list(partition_by)} differs from the table's partition columns "
+                f"{partition_columns}; a write cannot change a table's partitioning."
+            )
+    else:
+        partition_columns = list(partition_by or ())
+        table_schema = _as_schema(schema) if schema is not None else None
+        metadata = None
+
+    data_files = collect_files(table.storage, files=files, prefix=prefix, partition_columns=partition_columns)
+    values_per_file = [partition_values_of(f, partition_columns, partition_values) for f in data_files]
+    log.info("Reading the Parquet footers of %d file(s) to commit to %s.", len(data_files), table.uri)
+
+    if (
+        table_schema is None
+    ):  # a new table without a given schema: the first file's, partition columns as strings
+        first = read_footers(table.storage, [data_files[0].path], stats_columns=[])[0]
+        table_schema = pa.schema(
+            [f.with_nullable(True) for f in first.schema if f.name not in partition_columns]
+            + [pa.field(c, pa.string()) for c in partition_columns]
+        )
+    data_schema = pa.schema([f for f in table_schema if f.name not in partition_columns])
+    props = dict(metadata.configuration) if metadata else _normalize_properties(properties)
+    stats_columns = indexed_columns(data_schema, props)
+    footers = read_footers(
+        table.storage,
+        [f.path for f in data_files],
+        stats_columns=stats_columns,
+        sizes=[f.size for f in data_files],
+        max_workers=max_workers,
+    )
+    _check_partition_values(table_schema, partition_columns, data_files, values_per_file)
+
+    new_schema = table_schema
+    for data_file, footer in zip(data_files, footers, strict=True):
+        file_schema = pa.schema(
+            [f for f in footer.schema if f.name.lower() not in {c.lower() for c in partition_columns}]
+        )
+        try:
+            if schema_mode == "merge":
+                merged = merge_schemas(
+                    pa.schema([f for f in new_schema if f.name not in partition_columns]), file_schema
+                )
+                new_schema = pa.schema(list(merged) + [new_schema.field(c) for c in partition_columns])
+            else:
+                check_schema_compatible(data_schema, file_schema)
+        except SchemaError as err:
+            raise type(err)(f"{table.storage.to_uri(data_file.path)}: {err}") from None
+
+    now = int(time.time() * 1000)
+    adds = [
+        AddFile(
+            path=f.add_path,
+            partition_values=values,
+            size=f.size,
+            modification_time=f.modification_time,
+            data_change=True,
+            stats=footer.stats,
+        )
+        for f, values, footer in zip(data_files, values_per_file, footers, strict=True)
+    ]
+    actions: list[Any] = []
+    if snapshot is None:
+        props = _normalize_properties(properties)
+        actions.append(minimum_protocol(new_schema, props))
+        actions.append(new_metadata(new_schema, partition_columns, props))
+    elif not new_schema.equals(table_schema, check_metadata=False):
+        assert metadata is not None
+        actions.append(Metadata(**{**metadata.__dict__, "schema_string": schema_to_delta_json(new_schema)}))
+        log.info("Merging new columns into the schema of %s.", table.uri)
+    if app_id is not None:
+        actions.append(Transaction(app_id, app_version, last_updated=now))  # type: ignore[arg-type]
+
+    removes: list[RemoveFile] = []
+    predicate = None
+    if mode == "overwrite" and snapshot is not None:
+        existing = snapshot.files()
+        if replace_where is not None:
+            predicate = Predicate(replace_where, partition_columns)
+            mask = predicate.mask(snapshot.partition_values()) if partition_columns else None
+            existing = existing.filter(mask) if mask is not None else existing
+            _check_matches(predicate, table_schema, partition_columns, data_files, values_per_file)
+        transaction.read_files(predicate, existing.column("path").to_pylist())
+        removes = _removes(existing, now)
+    elif replace_where is not None:
+        predicate = Predicate(replace_where, partition_columns)  # validate even on a new table
+        _check_matches(predicate, table_schema, partition_columns, data_files, values_per_file)
+
+    num_rows = sum(f.num_records for f in footers)
+    metrics: dict[str, Any] = {
+        "numFiles": len(adds),
+        "numOutputRows": num_rows,
+        "numOutputBytes": sum(a.size for a in adds),
+    }
+    if mode == "overwrite":
+        metrics["numRemovedFiles"] = len(removes)
+        metrics["numRemovedBytes"] = sum(r.size or 0 for r in removes)
+    if snapshot is None:
+        operation = "CREATE TABLE AS SELECT"
+        parameters: dict[str, Any] = {
+            "isManaged": "false",
+            "description": None,
+            "partitionBy": partition_columns,
+            "properties": json.dumps(_normalize_properties(properties), separators=(",", ":")),
+        }
+    else:
+        operation = "WRITE"
+        parameters = {
+            "mode": "Overwrite" if mode == "overwrite" else "Append",
+            "partitionBy": partition_columns,
+        }
+    if predicate is not None:
+        parameters["predicate"] = [predicate.text]
+    try:
+        return transaction.commit(
+            [*actions, *removes, *adds],
+            operation=operation,
+            operation_parameters=parameters,
+            operation_metrics=metrics,
+            user_metadata=user_metadata,
+            tags=tags,
+        )
+    except ProtocolChangedError:
+        if snapshot is not None:
+            raise
+        # Another writer created the table first: commit into it as a normal write.
+        log.info("%s was created concurrently; committing into the new table.", table.uri)
+        return commit_files(
+            table,
+            files,
+            prefix=prefix,
+            mode=mode,
+            replace_where=replace_where,
+            partition_values=partition_values,
+            schema_mode=schema_mode,
+            app_id=app_id,
+            app_version=app_version,
+            user_metadata=user_metadata,
+            tags=tags,
+            max_attempts=max_attempts,
+            max_workers=max_workers,
+            isolation_level=isolation_level,
+        )
+
+
+def _removes(files: pa.Table, now: int) -> list[RemoveFile]:
+    """Tombstones for active files (from :meth:`Snapshot.files`), carrying their deletion vectors."""
+    columns = files.select(
+        [
+            c
+            for c in (
+                "path",
+                "partition_values",
+                "size",
+                "tags",
+                "deletion_vector",
+                "base_row_id",
+                "default_row_commit_version",
+            )
+            if c in files.column_names
+        ]
+    ).to_pylist()
+    removes = []
+    for row in columns:
+        values = row.get("partition_values")
+        removes.append(
+            RemoveFile(
+                path=row["path"],
+                deletion_timestamp=now,
+                data_change=True,
+                partition_values=dict(values) if values is not None else {},
+                size=row.get("size"),
+                tags=dict(row["tags"]) if row.get("tags") else None,
+                deletion_vector=_drop_nulls(row.get("deletion_vector")),
+                base_row_id=row.get("base_row_id"),
+                default_row_commit_version=row.get("default_row_commit_version"),
+            )
+        )
+    return removes
+
+
+def _drop_nulls(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if not value:
+        return None
+    cleaned = {k: v for k, v in value.items() if v is not None}
+    return cleaned or None
+
+
+def _typed_partition_table(
+    schema: pa.Schema, columns: Sequence[str], values: Sequence[Mapping[str, str | None]]
+) -> pa.Table:
+    arrays = {}
+    for column in columns:
+        field = schema.field(column)
+        delta_type = arrow_type_to_delta(field.type)
+        arrays[column] = pa.array(
+            [parse_partition_value(v[column], delta_type, column=column) for v in values],
+            field.type,  # type: ignore[arg-type]
+        )
+    return pa.table(arrays)
+
+
+def _check_partition_values(
+    schema: pa.Schema,
+    columns: Sequence[str],
+    files: Sequence[DataFile],
+    values: Sequence[Mapping[str, str | None]],
+) -> None:
+    for column in columns:
+        delta_type = arrow_type_to_delta(schema.field(column).type)
+        for data_file, file_values in zip(files, values, strict=True):
+            try:
+                parse_partition_value(file_values[column], delta_type, column=column)  # type: ignore[arg-type]
+            except DeltaError:
+                raise SchemaMismatchError(
+                    f"{data_file.relative_path}: partition value {file_values[column]!r} of column "
+                    f"{column!r} is not a valid {delta_type}."
+                ) from None
+
+
+def _check_matches(
+    predicate: Predicate,
+    schema: pa.Schema,
+    columns: Sequence[str],
+    files: Sequence[DataFile],
+    values: Sequence[Mapping[str, str | None]],
+) -> None:
+    """Delta's DELTA_REPLACE_WHERE_MISMATCH: every written file must match the replaceWhere predicate."""
+    if not files:
+        return
+    mask = predicate.mask(_typed_partition_table(schema, columns, values)).to_pylist()
+    outside = [f.relative_path for f, ok in zip(files, mask, strict=True) if not ok]
+    if outside:
+        raise PredicateError(
+            f"Written data does not conform to the replaceWhere predicate {predicate.text!r}: "
+            f"{len(outside)} file(s) lie outside it, e.g. {outside[0]!r}. Write only the partitions the "
+            f"predicate selects, or widen the predicate."
+        )
+
+
+def _version_recording(snapshot: Snapshot, app_id: str) -> int | None:
+    """The version of the commit (since the last checkpoint) that recorded ``app_id``'s transaction."""
+    for commit in reversed(snapshot._commits):
+        for action in commit.actions:
+            if "txn" in action and action["txn"].get("appId") == app_id:
+                return commit.version
+    return snapshot.segment.checkpoint_version
