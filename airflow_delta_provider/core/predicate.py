@@ -258,18 +258,20 @@ def _to_expression(node: Any, schema: pa.Schema) -> pc.Expression:
     if node.op == "is_null":
         return field.is_null()
     if node.op == "in":
-        values = [_scalar(v, arrow_type, column.name) for v in node.args[1]]
-        non_null = [v for v in values if v.is_valid]
-        expression = field.isin(pa.array([v.as_py() for v in non_null], arrow_type))
-        if len(non_null) != len(values):
-            # x IN (..., NULL) is never false, only true or unknown: unknown rows don't match.
-            expression = expression & field.is_valid()
-        return expression
+        # An OR of equalities keeps SQL's three-valued logic (``isin`` would call NULL "not in").
+        return reduce(
+            lambda a, b: a | b,
+            (_compare("=", field, _scalar(v, arrow_type, column.name)) for v in node.args[1]),
+        )
     value = _scalar(node.args[1], arrow_type, column.name)
     if node.op == "<=>":
         return field.is_null() if not value.is_valid else (field == value) & field.is_valid()
+    return _compare(node.op, field, value)
+
+
+def _compare(op: str, field: pc.Expression, value: pa.Scalar) -> pc.Expression:
     if not value.is_valid:
-        return pc.scalar(False)  # comparisons with NULL are unknown
+        return pc.scalar(pa.scalar(None, pa.bool_()))  # comparisons with NULL are unknown
     return {
         "=": field == value,
         "!=": field != value,
@@ -277,7 +279,7 @@ def _to_expression(node: Any, schema: pa.Schema) -> pc.Expression:
         "<=": field <= value,
         ">": field > value,
         ">=": field >= value,
-    }[node.op]
+    }[op]
 
 
 def _scalar(literal: _Literal, arrow_type: pa.DataType, column: str) -> pa.Scalar:

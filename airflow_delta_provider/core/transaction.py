@@ -405,7 +405,7 @@ class OptimisticTransaction:
         storage = self.table.storage
         versions = sorted(
             f.version
-            for f in (parse_log_file(i.name) for i in storage.list_log(version_prefix(first)))
+            for f in (parse_log_file(i) for i in storage.list_log(version_prefix(first)))
             if f is not None and f.kind is LogFileKind.COMMIT and f.version >= first
         )
         winners: list[CommitActions] = []

@@ -7,6 +7,7 @@ replaces, all in one atomic, conflict-checked :class:`~.transaction.OptimisticTr
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -88,8 +89,8 @@ def minimum_protocol(schema: pa.Schema, properties: Mapping[str, str]) -> Protoc
     constraints = [k for k in properties if k.startswith("delta.constraints.")]
     if constraints:
         raise UnsupportedFeatureError(
-            f"CHECK constraints ({constraints[0]}) cannot be enforced by this core; create the table "
-            f"without them.",
+            f"CHECK constraints ({constraints[0]}, the 'checkConstraints' feature) cannot be enforced by "
+            f"this core; create the table without them.",
             feature="checkConstraints",
             operation=Operation.WRITE.value,
         )
@@ -294,9 +295,8 @@ def _replace_table(
     files = snapshot.files()
     transaction.read_files(None, files.column("path").to_pylist())
     removes = _removes(files, int(time.time() * 1000))
+    metadata = dataclasses.replace(metadata, id=snapshot.metadata.id)  # the table keeps its identity
     actions: list[Any] = [metadata] if protocol is current else [protocol, metadata]
-    metadata = Metadata(**{**metadata.__dict__, "id": snapshot.metadata.id})  # the table keeps its identity
-    actions = [a if not isinstance(a, Metadata) else metadata for a in actions]
     return transaction.commit(
         [*actions, *removes],
         operation="CREATE OR REPLACE TABLE",
@@ -441,10 +441,7 @@ def commit_files(
         )
         try:
             if schema_mode == "merge":
-                merged = merge_schemas(
-                    pa.schema([f for f in new_schema if f.name not in partition_columns]), file_schema
-                )
-                new_schema = pa.schema(list(merged) + [new_schema.field(c) for c in partition_columns])
+                new_schema = merge_schemas(new_schema, file_schema)
             else:
                 check_schema_compatible(data_schema, file_schema)
         except SchemaError as err:
@@ -469,7 +466,7 @@ def commit_files(
         actions.append(new_metadata(new_schema, partition_columns, props))
     elif not new_schema.equals(table_schema, check_metadata=False):
         assert metadata is not None
-        actions.append(Metadata(**{**metadata.__dict__, "schema_string": schema_to_delta_json(new_schema)}))
+        actions.append(dataclasses.replace(metadata, schema_string=schema_to_delta_json(new_schema)))
         log.info("Merging new columns into the schema of %s.", table.uri)
     if app_id is not None:
         actions.append(Transaction(app_id, app_version, last_updated=now))  # type: ignore[arg-type]

@@ -1,0 +1,205 @@
+"""Footer statistics: what Delta's data skipping reads, computed from Parquet footers."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from decimal import Decimal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_delta_provider.core.errors import SchemaError
+from airflow_delta_provider.core.stats import (
+    InvalidDataFileError,
+    indexed_columns,
+    read_footer,
+    read_footers,
+    stats_json,
+    truncate_max_string,
+    truncate_min_string,
+)
+from airflow_delta_provider.core.storage import TableStorage
+
+
+def _stats(tmp_path, table: pa.Table, columns=None, **write_options) -> dict:
+    path = tmp_path / "f.parquet"
+    pq.write_table(table, path, **write_options)
+    storage = TableStorage(str(tmp_path))
+    footer = read_footer(storage, str(path), stats_columns=columns or [(n,) for n in table.schema.names])
+    return json.loads(footer.stats)
+
+
+def test_numbers_dates_and_strings_match_the_data(tmp_path):
+    table = pa.table(
+        {
+            "i": pa.array([5, -3, None, 12], pa.int32()),
+            "f": [1.5, -2.25, 3.0, None],
+            "s": ["b", "a", None, "c"],
+            "d": [dt.date(2024, 1, 2), dt.date(2023, 12, 31), None, None],
+        }
+    )
+    stats = _stats(tmp_path, table, row_group_size=2)  # two row groups: bounds are aggregated
+    assert stats["numRecords"] == 4
+    for name in ("i", "f", "s"):
+        assert stats["minValues"][name] == pc.min(table[name]).as_py()
+        assert stats["maxValues"][name] == pc.max(table[name]).as_py()
+        assert stats["nullCount"][name] == table[name].null_count
+    assert stats["minValues"]["d"] == "2023-12-31"
+    assert stats["maxValues"]["d"] == "2024-01-02"
+
+
+def test_timestamps_are_milliseconds_with_zone_only_when_adjusted(tmp_path):
+    value = dt.datetime(2024, 5, 6, 7, 8, 9, 987654)
+    table = pa.table(
+        {
+            "ts": pa.array([value], pa.timestamp("us", tz="UTC")),
+            "ntz": pa.array([value], pa.timestamp("us")),
+        }
+    )
+    stats = _stats(tmp_path, table)
+    assert stats["minValues"]["ts"] == "2024-05-06T07:08:09.987Z"
+    assert stats["maxValues"]["ntz"] == "2024-05-06T07:08:09.987"
+
+
+def test_int96_timestamps_have_no_bounds_and_read_as_utc(tmp_path):
+    table = pa.table({"ts": pa.array([dt.datetime(2024, 1, 1)], pa.timestamp("us"))})
+    path = tmp_path / "f.parquet"
+    pq.write_table(table, path, use_deprecated_int96_timestamps=True)
+    footer = read_footer(TableStorage(str(tmp_path)), str(path), stats_columns=[("ts",)])
+    assert footer.schema.field("ts").type == pa.timestamp("us", tz="UTC")
+    stats = json.loads(footer.stats)
+    assert "minValues" not in stats  # INT96 has no defined order; its footer bounds are not used
+    assert stats["numRecords"] == 1
+
+
+def test_decimals_are_exact_json_numbers(tmp_path):
+    big = Decimal("12345678901234567890.123456789")
+    table = pa.table({"x": pa.array([big, Decimal("-1.5")], pa.decimal128(38, 9))})
+    path = tmp_path / "f.parquet"
+    pq.write_table(table, path)
+    footer = read_footer(TableStorage(str(tmp_path)), str(path), stats_columns=[("x",)])
+    assert '"maxValues":{"x":12345678901234567890.123456789}' in footer.stats
+    assert json.loads(footer.stats, parse_float=Decimal)["minValues"]["x"] == Decimal("-1.500000000")
+
+
+def test_nested_structs_lists_and_types_without_bounds(tmp_path):
+    table = pa.table(
+        {
+            "st": [{"a": 1, "b": "x"}, {"a": 3, "b": None}],
+            "l": [[1, 2], None],
+            "flag": [True, False],
+            "bin": [b"\x00", b"\xff"],
+        }
+    )
+    stats = _stats(tmp_path, table, columns=[("st", "a"), ("st", "b"), ("l",), ("flag",), ("bin",)])
+    assert stats["minValues"] == {"st": {"a": 1, "b": "x"}}
+    assert stats["maxValues"] == {"st": {"a": 3, "b": "x"}}
+    # No bounds for booleans and binary; no null count for lists (the footer counts elements).
+    assert stats["nullCount"] == {"st": {"a": 0, "b": 1}, "flag": 0, "bin": 0}
+
+
+def test_a_column_missing_from_the_file_counts_as_all_nulls(tmp_path):
+    stats = _stats(tmp_path, pa.table({"a": [1, 2, 3]}), columns=[("a",), ("added_later",)])
+    assert stats["nullCount"] == {"a": 0, "added_later": 3}
+
+
+def test_all_null_column_has_a_null_count_but_no_bounds(tmp_path):
+    stats = _stats(tmp_path, pa.table({"a": pa.array([None, None], pa.int64()), "b": [1, 2]}))
+    assert stats["nullCount"]["a"] == 2
+    assert "a" not in stats["minValues"]
+
+
+def test_nan_and_infinity_leave_no_bounds(tmp_path):
+    stats = _stats(tmp_path, pa.table({"f": [1.0, float("inf")]}))
+    assert "minValues" not in stats
+
+
+def test_long_strings_are_truncated_like_delta(tmp_path):
+    long_value = "a" * 40
+    stats = _stats(tmp_path, pa.table({"s": [long_value, "0"]}))
+    assert stats["minValues"]["s"] == "0"
+    assert stats["maxValues"]["s"] == "a" * 32 + "\x7f"
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("short", "short"),
+        ("x" * 32, "x" * 32),
+        ("x" * 33, "x" * 32 + "\x7f"),  # the cut character is below U+007F
+        ("x" * 32 + "é" + "y", "x" * 32 + "\U0010ffff"),  # above it: the largest code point
+        ("x" * 32 + "\U0010ffff" * 3 + "z", "x" * 32 + "\U0010ffff" * 3 + "\x7f"),
+        ("x" * 32 + "\U0010ffff" * 33, None),  # cannot be bounded within twice the prefix
+    ],
+)
+def test_truncate_max_string(value, expected):
+    assert truncate_max_string(value) == expected
+    if expected is not None:
+        assert expected.encode() >= value.encode()[: len(expected.encode())]
+
+
+def test_truncate_min_string_is_a_prefix():
+    assert truncate_min_string("z" * 50) == "z" * 32
+    assert truncate_min_string("abc") == "abc"
+
+
+def test_indexed_columns_counts_leaves_and_honours_properties():
+    schema = pa.schema(
+        [("a", pa.int64()), ("s", pa.struct([("x", pa.int64()), ("y", pa.string())])), ("b", pa.int64())]
+    )
+    assert indexed_columns(schema, {}) == [("a",), ("s", "x"), ("s", "y"), ("b",)]
+    assert indexed_columns(schema, {"delta.dataSkippingNumIndexedCols": "2"}) == [("a",), ("s", "x")]
+    assert indexed_columns(schema, {"delta.dataSkippingNumIndexedCols": "-1"})[-1] == ("b",)
+    assert indexed_columns(schema, {"delta.dataSkippingStatsColumns": "b, S"}) == [
+        ("b",),
+        ("s", "x"),
+        ("s", "y"),
+    ]
+    with pytest.raises(SchemaError, match="dataSkippingNumIndexedCols='many'"):
+        indexed_columns(schema, {"delta.dataSkippingNumIndexedCols": "many"})
+
+
+def test_default_limit_is_32_leaf_columns(tmp_path):
+    table = pa.table({f"c{i}": [i] for i in range(40)})
+    path = tmp_path / "wide.parquet"
+    pq.write_table(table, path)
+    columns = indexed_columns(table.schema, {})
+    stats = json.loads(read_footer(TableStorage(str(tmp_path)), str(path), stats_columns=columns).stats)
+    assert list(stats["minValues"]) == [f"c{i}" for i in range(32)]
+
+
+def test_columns_are_matched_case_insensitively_and_named_as_the_table(tmp_path):
+    stats = _stats(tmp_path, pa.table({"Value": [3, 4]}), columns=[("value",)])
+    assert stats["minValues"] == {"value": 3}
+
+
+def test_a_file_without_nulls_is_non_nullable_in_the_delta_view(tmp_path):
+    path = tmp_path / "f.parquet"
+    pq.write_table(pa.table({"a": [1, 2], "b": [None, 1]}), path)
+    footer = read_footer(TableStorage(str(tmp_path)), str(path), stats_columns=[])
+    assert not footer.schema.field("a").nullable
+    assert footer.schema.field("b").nullable
+
+
+def test_non_parquet_files_are_refused_by_name(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("not parquet")
+    with pytest.raises(InvalidDataFileError, match=r"notes\.txt is not a readable Parquet file"):
+        read_footer(TableStorage(str(tmp_path)), str(path), stats_columns=[])
+
+
+def test_read_footers_in_parallel_keeps_order(tmp_path):
+    paths = []
+    for i in range(20):
+        path = tmp_path / f"p{i}.parquet"
+        pq.write_table(pa.table({"a": list(range(i + 1))}), path)
+        paths.append(str(path))
+    footers = read_footers(TableStorage(str(tmp_path)), paths, stats_columns=[("a",)], max_workers=4)
+    assert [f.num_records for f in footers] == list(range(1, 21))
+
+
+def test_stats_json_writes_decimals_without_exponent():
+    assert stats_json({"a": {"b": Decimal("1E-7")}, "n": 1}) == '{"a":{"b":0.0000001},"n":1}'

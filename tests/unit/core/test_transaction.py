@@ -1,0 +1,201 @@
+"""Optimistic concurrency: Delta's conflict rules when another writer commits first.
+
+A "stale" writer is a table object whose transaction reads a snapshot taken before the
+winner committed, exactly the state a concurrent writer is in when its put-if-absent
+finds the version taken.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_delta_provider.core import DeltaTable
+from airflow_delta_provider.core.actions import AddFile, RemoveFile
+from airflow_delta_provider.core.errors import (
+    CommitFileExistsError,
+    ConcurrentAppendError,
+    ConcurrentDeleteDeleteError,
+    ConcurrentDeleteReadError,
+    ConcurrentTransactionError,
+    MaxCommitAttemptsExceededError,
+    MetadataChangedError,
+    ProtocolChangedError,
+)
+from airflow_delta_provider.core.transaction import OptimisticTransaction
+
+SCHEMA = pa.schema([("id", pa.int64()), ("ds", pa.string())])
+
+
+def part(table: DeltaTable, ds: str, ids: list[int], extra: dict | None = None) -> str:
+    relative = f"w-{uuid.uuid4().hex[:8]}/ds={ds}/part-0.parquet"
+    path = os.path.join(table.storage.root, relative)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    pq.write_table(pa.table({"id": pa.array(ids, pa.int64()), **(extra or {})}), path)
+    return relative
+
+
+@pytest.fixture
+def table(tmp_path):
+    table = DeltaTable.create(str(tmp_path / "t"), SCHEMA, partition_by=["ds"])
+    table.commit_files([part(table, "a", [1]), part(table, "b", [2])])
+    return table
+
+
+def stale(table: DeltaTable, monkeypatch) -> DeltaTable:
+    """Another handle on the table that keeps reading the current version, whatever is committed after."""
+    other = DeltaTable(table.uri)
+    snapshot = other.snapshot()
+    monkeypatch.setattr(other, "snapshot", lambda *a, **k: snapshot)
+    return other
+
+
+def ids(table: DeltaTable) -> list[int]:
+    return sorted(table.snapshot().to_pyarrow_table()["id"].to_pylist())
+
+
+def test_blind_appends_never_conflict(table, monkeypatch):
+    loser = stale(table, monkeypatch)
+    table.commit_files([part(table, "a", [3])])
+    result = loser.commit_files([part(loser, "a", [4])])
+    assert (result.version, result.attempts, result.read_version) == (3, 2, 1)
+    assert ids(table) == [1, 2, 3, 4]
+
+
+def test_replace_where_conflicts_with_an_append_to_its_partition(table, monkeypatch):
+    loser = stale(table, monkeypatch)
+    table.commit_files([part(table, "a", [3])])
+    with pytest.raises(ConcurrentAppendError, match="committed at version 2") as info:
+        loser.commit_files([part(loser, "a", [9])], mode="overwrite", replace_where="ds = 'a'")
+    assert (info.value.version, info.value.operation) == (2, "WRITE")
+    assert info.value.delta_error_class == "DELTA_CONCURRENT_APPEND"
+    assert ids(table) == [1, 2, 3]  # nothing lost
+
+
+def test_replace_where_ignores_appends_to_other_partitions(table, monkeypatch):
+    loser = stale(table, monkeypatch)
+    table.commit_files([part(table, "b", [3])])
+    loser.commit_files([part(loser, "a", [9])], mode="overwrite", replace_where="ds = 'a'")
+    assert ids(table) == [2, 3, 9]
+
+
+def test_write_serializable_lets_blind_appends_through(table, monkeypatch):
+    loser = stale(table, monkeypatch)
+    table.commit_files([part(table, "a", [3])])
+    loser.commit_files(
+        [part(loser, "a", [9])],
+        mode="overwrite",
+        replace_where="ds = 'a'",
+        isolation_level="WriteSerializable",
+    )
+    assert ids(table) == [2, 3, 9]  # Delta's WriteSerializable: the concurrent blind append survives
+
+
+def test_full_overwrite_conflicts_with_any_append(table, monkeypatch):
+    loser = stale(table, monkeypatch)
+    table.commit_files([part(table, "z", [3])])
+    with pytest.raises(ConcurrentAppendError):
+        loser.commit_files([part(loser, "a", [9])], mode="overwrite")
+
+
+def test_files_removed_under_a_reader_raise_delete_read(table, monkeypatch):
+    loser = stale(table, monkeypatch)
+    # The winner removes partition a (and writes only b), so nothing it adds matches ds = 'a'.
+    table.commit_files([part(table, "b", [5])], mode="overwrite", replace_where="ds = 'a' OR ds = 'b'")
+    with pytest.raises(ConcurrentDeleteReadError, match="removed data"):
+        loser.commit_files([part(loser, "a", [9])], mode="overwrite", replace_where="ds = 'a'")
+
+
+def test_removing_the_same_file_twice_raises_delete_delete(table, monkeypatch):
+    loser = stale(table, monkeypatch)
+    victim = table.snapshot().files().to_pylist()[0]
+    table.commit_files([part(table, "c", [5])], mode="overwrite")
+    transaction = OptimisticTransaction(loser)
+    remove = RemoveFile(path=victim["path"], deletion_timestamp=1, data_change=False, size=victim["size"])
+    with pytest.raises(ConcurrentDeleteDeleteError):
+        transaction.commit([remove], operation="OPTIMIZE", data_change=False)
+
+
+def test_metadata_change_by_the_winner(table, monkeypatch):
+    loser = stale(table, monkeypatch)
+    table.commit_files([part(table, "a", [3], {"extra": [1.0]})], schema_mode="merge")
+    with pytest.raises(MetadataChangedError, match="metadata of the Delta table has been changed"):
+        loser.commit_files([part(loser, "a", [4])])
+
+
+def test_protocol_change_by_the_winner_to_an_unsupported_feature(table, monkeypatch):
+    loser = stale(table, monkeypatch)
+    protocol = {"protocol": {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["rowTracking"]}}
+    with open(os.path.join(table.storage.log_dir, f"{2:020d}.json"), "w") as f:
+        f.write(
+            json.dumps({"commitInfo": {"operation": "UPGRADE PROTOCOL"}}) + "\n" + json.dumps(protocol) + "\n"
+        )
+    with pytest.raises(ProtocolChangedError, match="rowTracking") as info:
+        loser.commit_files([part(loser, "a", [4])])
+    assert info.value.operation == "UPGRADE PROTOCOL"
+
+
+def test_a_winner_with_our_app_transaction_makes_us_skip(table, monkeypatch):
+    loser = stale(table, monkeypatch)
+    table.commit_files([part(table, "a", [3])], app_id="job", app_version=5)
+    result = loser.commit_files([part(loser, "a", [3])], app_id="job", app_version=5)
+    assert (result.committed, result.version) == (False, 2)
+    assert ids(table) == [1, 2, 3]
+
+
+def test_a_winner_with_an_older_app_version_makes_us_recheck_and_commit(table, monkeypatch):
+    loser = stale(table, monkeypatch)
+    table.commit_files([part(table, "a", [3])], app_id="job", app_version=5)
+    result = loser.commit_files([part(loser, "a", [4])], app_id="job", app_version=6)
+    assert result.committed and result.version == 3
+    assert table.snapshot().app_transaction_version("job") == 6
+
+
+def test_a_winner_with_an_app_id_we_only_read_conflicts(table, monkeypatch):
+    loser = stale(table, monkeypatch)
+    table.commit_files([part(table, "a", [3])], app_id="stream", app_version=1)
+    transaction = OptimisticTransaction(loser)
+    assert transaction.app_transaction_version("stream") is None
+    add = AddFile(path=part(loser, "a", [4]), partition_values={"ds": "a"}, size=1, modification_time=1)
+    with pytest.raises(ConcurrentTransactionError):
+        transaction.commit([add], operation="WRITE")
+
+
+def test_max_attempts(table, monkeypatch):
+    loser = stale(table, monkeypatch)
+    table.commit_files([part(table, "a", [3])])
+    with pytest.raises(MaxCommitAttemptsExceededError, match="after 1 attempts"):
+        loser.commit_files([part(loser, "a", [4])], max_attempts=1)
+
+
+def test_racing_creators(tmp_path):
+    uri = str(tmp_path / "t")
+    DeltaTable.create(uri, SCHEMA)
+    late = OptimisticTransaction(DeltaTable(uri), new_table=True)
+    with pytest.raises(ProtocolChangedError, match="multiple writers are writing to an empty directory"):
+        late.commit([], operation="CREATE TABLE")
+
+
+def test_lost_response_is_recognised_by_txn_id(table, monkeypatch):
+    """The put landed but the writer was told it failed (an S3 retry answered 412).
+
+    A fault that cannot be produced for real on a local filesystem, so the storage call
+    is wrapped to first write, then report the conflict a retried request would.
+    """
+    storage = table.storage
+    real_put = storage.put_if_absent
+
+    def put_then_report_exists(path: str, data: bytes) -> None:
+        real_put(path, data)
+        raise CommitFileExistsError(f"{path} already exists.")
+
+    monkeypatch.setattr(storage, "put_if_absent", put_then_report_exists)
+    result = table.commit_files([part(table, "a", [3])])
+    assert (result.committed, result.version, result.attempts) == (True, 2, 1)
+    assert table.version() == 2
+    assert ids(table) == [1, 2, 3]
