@@ -257,13 +257,14 @@ class OptimisticTransaction:
 
         storage = self.table.storage
         version = self.read_version + 1
-        previous_ict = None if version == 0 else self._commit_ict(version - 1)
+        ict_enabled = (metadata.configuration.get(ICT_ENABLED) or "").lower() == "true"
+        previous_ict = self._commit_ict(version - 1) if ict_enabled and version > 0 else None
         attempts = 0
         while True:
             attempts += 1
             now = int(time.time() * 1000)
             ict = None
-            if (metadata.configuration.get(ICT_ENABLED) or "").lower() == "true":
+            if ict_enabled:
                 ict = max(now, previous_ict + 1) if previous_ict is not None else now
             commit_info = self._commit_info(
                 operation,

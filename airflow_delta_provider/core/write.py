@@ -29,7 +29,7 @@ from airflow_delta_provider.core.errors import (
 )
 from airflow_delta_provider.core.partitions import parse_partition_value
 from airflow_delta_provider.core.predicate import Predicate, PredicateError
-from airflow_delta_provider.core.protocol import Operation
+from airflow_delta_provider.core.protocol import Operation, check_writable
 from airflow_delta_provider.core.schema import (
     arrow_type_to_delta,
     check_schema_compatible,
@@ -395,6 +395,8 @@ def commit_files(
             )
 
     if snapshot is not None:
+        # Refuse a table this core cannot write before looking at a single file.
+        check_writable(snapshot.protocol, snapshot.metadata)
         table_schema = snapshot.schema
         partition_columns = list(snapshot.partition_columns)
         metadata = snapshot.metadata
