@@ -488,9 +488,8 @@ def write_checkpoint(
     small = replay_small_state(storage, segment, commits, now_ms=now)
     files = replay_files(storage, segment, commits, small, tombstones=True, now_ms=now)
     state = _State(small=small, adds=files.adds, removes=files.removes)
-    large = state.adds.num_rows >= PROGRESS_THRESHOLD
     log.log(
-        logging.INFO if large else logging.DEBUG,
+        _progress_level(state),
         "Checkpoint of %s at version %d: replayed %d files, %d tombstones, %d txns in %.2f s.",
         storage.root_uri,
         version,
@@ -538,7 +537,7 @@ def write_checkpoint(
         storage.put(storage.log_path(LAST_CHECKPOINT), json.dumps(last, separators=(",", ":")).encode())
         last_written = True
     log.log(
-        logging.INFO if large else logging.DEBUG,
+        _progress_level(state),
         "Wrote the %s checkpoint of %s at version %d (%d actions, %d files, %d bytes) in %.2f s.",
         kind,
         storage.root_uri,
@@ -557,6 +556,11 @@ def write_checkpoint(
         size_in_bytes=size_in_bytes,
         last_checkpoint_written=last_written,
     )
+
+
+def _progress_level(state: _State) -> int:
+    """INFO for the steps of large checkpoints (they take seconds to minutes), DEBUG otherwise."""
+    return logging.INFO if state.adds.num_rows >= PROGRESS_THRESHOLD else logging.DEBUG
 
 
 def _validate_against_checksum(storage: TableStorage, version: int, state: _State) -> None:
@@ -733,8 +737,11 @@ def _parse_stats(stats: pa.ChunkedArray, stats_type: pa.StructType) -> pa.Array:
     if count == 0:
         return pa.array([], stats_type)
     # One line per file: a null becomes {} and then a null struct.
-    lines = pc.binary_join_element_wise(pc.fill_null(stats, "{}"), "\n", "")
-    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32)[lines.offset : lines.offset + count + 1]
+    # large_string: the joined lines of many millions of files may pass 2 GiB.
+    newline = pa.scalar("\n", pa.large_string())
+    empty = pa.scalar("", pa.large_string())
+    lines = pc.binary_join_element_wise(pc.fill_null(stats.cast(pa.large_string()), "{}"), newline, empty)
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)[lines.offset : lines.offset + count + 1]
     body = pa.py_buffer(lines.buffers()[2])[int(offsets[0]) : int(offsets[-1])]
     longest = int(np.max(np.diff(offsets)))
     read_type = _json_read_type(stats_type)
@@ -975,7 +982,7 @@ def _write_multipart(
         total_bytes += _put(storage, name, _parquet(tables, schema))
         total_rows += sum(t.num_rows for t in tables)
         names.append(name)
-        log.debug("Wrote checkpoint part %d of %d (%s).", part + 1, parts, name)
+        log.log(_progress_level(state), "Wrote checkpoint part %d of %d (%s).", part + 1, parts, name)
     return "multipart", names, total_rows, total_bytes
 
 
@@ -1031,7 +1038,7 @@ def _write_v2(
         )
         names.append(name)
         total_bytes += size
-        log.debug("Wrote checkpoint sidecar %d of %d (%s).", part + 1, parts, name)
+        log.log(_progress_level(state), "Wrote checkpoint sidecar %d of %d (%s).", part + 1, parts, name)
     rows += [{"sidecar": sidecar} for sidecar in sidecars]
     small = _small_table(rows, schema)
     top = f"{version:020d}.checkpoint.{uuid.uuid4()}.parquet"
