@@ -50,7 +50,11 @@ import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 from airflow_delta_provider.core.deletion_vectors import deletion_vector_unique_id
-from airflow_delta_provider.core.errors import CorruptLogError, DeltaError, UnsupportedFeatureError
+from airflow_delta_provider.core.errors import (
+    CorruptLogError,
+    InvalidTablePropertyError,
+    UnsupportedFeatureError,
+)
 from airflow_delta_provider.core.logfiles import (
     LAST_CHECKPOINT,
     SIDECAR_DIR,
@@ -198,12 +202,6 @@ _ADD_FIELDS = (
     "clusteringProvider",
 )
 _REMOVE_FIELDS = tuple(REMOVE_SCHEMA.names)
-
-
-class InvalidTablePropertyError(DeltaError, ValueError):
-    """A table property has a value Delta would not accept (e.g. ``delta.checkpointInterval=0``)."""
-
-    delta_error_class = "DELTA_INVALID_TABLE_PROPERTY_VALUE"
 
 
 @dataclass(frozen=True)

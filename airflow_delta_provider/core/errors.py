@@ -21,6 +21,7 @@ __all__ = [
     "DeletionVectorError",
     "DeltaError",
     "InvalidPathError",
+    "InvalidTablePropertyError",
     "MaxCommitAttemptsExceededError",
     "MetadataChangedError",
     "MissingCheckpointError",
@@ -133,6 +134,12 @@ class UnsupportedFeatureError(DeltaError):
         super().__init__(message)
         self.feature = feature
         self.operation = operation
+
+
+class InvalidTablePropertyError(DeltaError, ValueError):
+    """A table property has a value Delta would not accept (e.g. ``delta.checkpointInterval=0``)."""
+
+    delta_error_class = "DELTA_INVALID_TABLE_PROPERTY_VALUE"
 
 
 class SchemaError(DeltaError, ValueError):

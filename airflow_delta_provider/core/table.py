@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     import fsspec
     import pyarrow as pa
 
+    from airflow_delta_provider.core.checkpoint import CheckpointResult
     from airflow_delta_provider.core.transaction import CommitResult
     from airflow_delta_provider.core.write import CreateMode, SchemaMode, WriteMode
 
@@ -288,6 +289,22 @@ class DeltaTable:
         )
         return table
 
+    # --- maintenance ---------------------------------------------------------------------
+
+    def checkpoint(self, version: int | None = None, *, parts: int | None = None) -> CheckpointResult:
+        """Write a checkpoint of ``version`` (default: the latest) and then ``_last_checkpoint``.
+
+        Classic single-file checkpoints, multi-part when ``parts`` > 1, V2 (with sidecars for
+        large tables) when the table has the ``v2Checkpoint`` feature. See
+        :func:`airflow_delta_provider.core.checkpoint.write_checkpoint`.
+
+        :raises UnsupportedFeatureError: the table uses a writer feature a checkpoint cannot carry.
+        :raises CorruptLogError: the replayed state contradicts the version's ``.crc``.
+        """
+        from airflow_delta_provider.core.checkpoint import write_checkpoint
+
+        return write_checkpoint(self, version, parts=parts)
+
     def commit_files(
         self,
         files: Sequence[str] | None = None,
@@ -307,6 +324,7 @@ class DeltaTable:
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         max_workers: int | None = None,
         isolation_level: str | None = None,
+        auto_checkpoint: bool = True,
     ) -> CommitResult:
         """Commit Parquet files that already exist under the table root, in one atomic commit.
 
@@ -340,6 +358,8 @@ class DeltaTable:
         :param max_attempts: commit attempts when concurrent writers keep winning.
         :param max_workers: threads reading footers.
         :param isolation_level: ``Serializable`` (default) or ``WriteSerializable``.
+        :param auto_checkpoint: checkpoint after the commit when Delta's policy says so
+            (every ``delta.checkpointInterval`` versions, default 10), as Spark does.
         :raises InvalidPathError: a file is outside the root, hidden, missing or listed twice.
         :raises InvalidDataFileError: a file is not Parquet.
         :raises SchemaMismatchError: a file's schema or partition values do not fit the table.
@@ -366,6 +386,7 @@ class DeltaTable:
             max_attempts=max_attempts,
             max_workers=max_workers,
             isolation_level=isolation_level,
+            auto_checkpoint=auto_checkpoint,
         )
 
 

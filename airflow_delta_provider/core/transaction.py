@@ -141,6 +141,8 @@ class OptimisticTransaction:
     :param new_table: the transaction creates the table (reads nothing; commits version 0).
     :param isolation_level: ``Serializable`` (Delta's default) or ``WriteSerializable``.
     :param max_attempts: commit attempts before :class:`MaxCommitAttemptsExceededError`.
+    :param auto_checkpoint: after committing version ``v``, write a checkpoint when Delta's
+        policy says so (``v % delta.checkpointInterval == 0``), as Spark does.
     """
 
     def __init__(
@@ -151,6 +153,7 @@ class OptimisticTransaction:
         new_table: bool = False,
         isolation_level: str | None = None,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        auto_checkpoint: bool = True,
     ) -> None:
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be at least 1, got {max_attempts!r}.")
@@ -159,6 +162,7 @@ class OptimisticTransaction:
         self.new_table = new_table
         self._isolation_level = isolation_level
         self.max_attempts = max_attempts
+        self.auto_checkpoint = auto_checkpoint
         self.txn_id = str(uuid.uuid4())
         self._read_app_ids: set[str] = set()
         self._read_predicates: list[Predicate] = []
@@ -319,6 +323,8 @@ class OptimisticTransaction:
             break
         log.info("Committed %s to %s at version %d.", operation, self.table.uri, version)
         self._write_checksum(version, actions, protocol, metadata, ict)
+        if self.auto_checkpoint:
+            self._post_commit_checkpoint(version, metadata)
         return self._result(version, True, operation, metrics, actions, attempts, committed=True)
 
     # --- helpers ----------------------------------------------------------------------
@@ -423,6 +429,26 @@ class OptimisticTransaction:
                 raise CommitError(f"Version {first} of {self.table.uri} exists but cannot be read; retry.")
             winners.append(commit)
         return winners
+
+    def _post_commit_checkpoint(self, version: int, metadata: Metadata) -> None:
+        """Delta's post-commit hook: checkpoint every ``delta.checkpointInterval`` versions.
+
+        Like Spark, a failed checkpoint is logged and the commit stands: the table is
+        readable without it.
+        """
+        from airflow_delta_provider.core.checkpoint import should_checkpoint, write_checkpoint
+
+        try:
+            if not should_checkpoint(version, metadata.configuration):
+                return
+            write_checkpoint(self.table, version)
+        except DeltaError as err:
+            log.warning(
+                "The checkpoint after version %d of %s failed (the commit stands): %s",
+                version,
+                self.table.uri,
+                err,
+            )
 
     def _write_checksum(
         self, version: int, actions: Sequence[Action], protocol: Protocol, metadata: Metadata, ict: int | None

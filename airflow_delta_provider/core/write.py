@@ -332,6 +332,7 @@ def commit_files(
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     max_workers: int | None = None,
     isolation_level: str | None = None,
+    auto_checkpoint: bool = True,
 ) -> CommitResult:
     """Commit Parquet files that already exist under the table root. See :meth:`DeltaTable.commit_files`."""
     if mode not in ("append", "overwrite"):
@@ -372,6 +373,7 @@ def commit_files(
         new_table=snapshot is None,
         isolation_level=isolation_level,
         max_attempts=max_attempts,
+        auto_checkpoint=auto_checkpoint,
     )
     if app_id is not None and snapshot is not None:
         current = transaction.app_transaction_version(app_id)
@@ -542,6 +544,7 @@ def commit_files(
             max_attempts=max_attempts,
             max_workers=max_workers,
             isolation_level=isolation_level,
+            auto_checkpoint=auto_checkpoint,
         )
 
 

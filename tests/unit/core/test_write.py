@@ -457,3 +457,35 @@ def test_no_checksum_without_the_previous_one(table):
     os.remove(os.path.join(table.storage.log_dir, "00000000000000000000.crc"))
     table.commit_files([batch(table.storage.root, "a", [1])])
     assert read_checksum(table.storage, 1) is None
+
+
+# --- post-commit checkpoints ------------------------------------------------------------------
+
+
+def test_every_tenth_version_is_checkpointed_like_spark(tmp_path):
+    table = DeltaTable.create(str(tmp_path / "t"), SCHEMA, partition_by=["ds"])
+    for i in range(10):
+        table.commit_files([batch(table.storage.root, "a", [i])])
+    with open(os.path.join(table.storage.log_dir, "_last_checkpoint")) as f:
+        assert json.load(f)["version"] == 10
+    assert table.snapshot().segment.checkpoint_version == 10
+    assert len(rows(table)) == 10
+
+
+def test_checkpoint_interval_property_and_opt_out(tmp_path):
+    table = DeltaTable.create(
+        str(tmp_path / "t"), SCHEMA, partition_by=["ds"], properties={"delta.checkpointInterval": "2"}
+    )
+    table.commit_files([batch(table.storage.root, "a", [1])])
+    table.commit_files([batch(table.storage.root, "a", [2])], auto_checkpoint=False)
+    assert not os.path.exists(os.path.join(table.storage.log_dir, "_last_checkpoint"))
+    table.commit_files([batch(table.storage.root, "a", [3])])
+    table.commit_files([batch(table.storage.root, "a", [4])])
+    assert table.snapshot().segment.checkpoint_version == 4
+
+
+def test_explicit_checkpoint(table):
+    table.commit_files([batch(table.storage.root, "a", [1])])
+    result = table.checkpoint()
+    assert result.version == 1 and result.num_add_files == 1
+    assert table.snapshot().segment.checkpoint_version == 1
