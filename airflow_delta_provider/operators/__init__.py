@@ -1,0 +1,1 @@
+"""Operators: idempotent commits of PySpark output and Delta table maintenance."""

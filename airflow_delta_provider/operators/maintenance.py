@@ -1,0 +1,921 @@
+"""Delta table maintenance from Airflow: checkpoints, log cleanup, VACUUM, and a policy over many tables.
+
+The operators are thin: they open the table through
+:class:`~airflow_delta_provider.hooks.delta.DeltaTableHook` (so credentials come from Airflow
+connections), pass the provider-wide ``[delta]`` retention defaults to the core as
+``provider_defaults``, and call the core's ``DeltaTable.checkpoint``, ``cleanup_logs`` and ``vacuum``.
+Every rule about what may be deleted lives in the core; nothing here decides it again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, is_dataclass
+from datetime import UTC, datetime, timedelta
+from enum import Enum
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowException
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.table import DeltaTable
+    from airflow_delta_provider.hooks.delta import DeltaTableHook
+
+__all__ = [
+    "DeltaCheckpointOperator",
+    "DeltaLogCleanupOperator",
+    "DeltaMaintenanceError",
+    "DeltaMaintenanceOperator",
+    "DeltaVacuumOperator",
+]
+
+#: VACUUM modes the core implements (Delta's VACUUM FULL and VACUUM LITE).
+VACUUM_MODES = ("full", "lite")
+#: At most this many file paths go into an XCom; a VACUUM of 100,000 files would otherwise
+#: push megabytes into the metadata database. The counts are always complete.
+MAX_XCOM_FILES = 1000
+#: Log at most this many paths of a dry run; the rest is summarised.
+MAX_LOGGED_FILES = 50
+#: Table property that gates Delta's automatic log cleanup (default true).
+ENABLE_EXPIRED_LOG_CLEANUP = "delta.enableExpiredLogCleanup"
+#: The ``[delta]`` config key for the checkpoint interval, as ``retention_defaults()`` maps it.
+CHECKPOINT_INTERVAL = "delta.checkpointInterval"
+#: Default time between two VACUUMs of one table by :class:`DeltaMaintenanceOperator`.
+DEFAULT_VACUUM_INTERVAL = timedelta(days=7)
+#: Commit operation names of Delta's VACUUM logging commits.
+VACUUM_END = "VACUUM END"
+LAST_VACUUM_INFO = "_last_vacuum_info"
+
+
+class DeltaMaintenanceError(AirflowException):
+    """Maintenance failed for some tables; the others were maintained.
+
+    :param message: names the failed tables and their errors.
+    :param report: the full per-table report (also pushed to XCom as ``maintenance_report``).
+    """
+
+    def __init__(self, message: str, *, report: Mapping[str, Any]) -> None:
+        super().__init__(message)
+        self.report = dict(report)
+
+
+# --- argument helpers --------------------------------------------------------------------
+
+
+def _is_template(value: Any) -> bool:
+    """Whether a value is only known at run time (Jinja, an XComArg); such values are validated then."""
+    if isinstance(value, str):
+        return "{{" in value or "{%" in value
+    # XComArg and other lazily resolved arguments (``ResolveMixin``) resolve before execute().
+    return callable(getattr(value, "resolve", None))
+
+
+def _to_bool(value: Any, name: str) -> bool:
+    """A bool from a bool or the string a rendered template gives (``"True"``, ``"false"``, ``"1"``...)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in ("true", "1", "yes", "on"):
+            return True
+        if text in ("false", "0", "no", "off", ""):
+            return False
+    raise ValueError(f"{name} must be true or false, got {value!r}.")
+
+
+def _to_optional_int(value: Any, name: str, *, minimum: int = 0) -> int | None:
+    """An int (or None) from an int or a rendered template string, at least ``minimum``."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
+        return None
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
+    try:
+        number = int(value.strip()) if isinstance(value, str) else int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.") from None
+    if number < minimum or (not isinstance(value, str) and number != value):
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
+    return number
+
+
+def _to_mode(value: Any) -> str:
+    text = value.strip().lower() if isinstance(value, str) else value
+    if text not in VACUUM_MODES:
+        raise ValueError(f"mode must be one of {', '.join(map(repr, VACUUM_MODES))}, got {value!r}.")
+    return text
+
+
+def _to_retention(value: Any, name: str) -> timedelta | str | None:
+    """Pass a retention through to the core, which parses it; reject only what is surely wrong.
+
+    Rendered templates give strings; an empty one or ``"None"`` means "use the table's".
+    """
+    if value is None or isinstance(value, timedelta):
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        return None if text.lower() in ("", "none") else text
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        # Number of hours, as delta-rs' ``retention_hours`` and Spark's ``RETAIN n HOURS``.
+        if value < 0:
+            raise ValueError(f"{name} must not be negative, got {value!r}.")
+        return timedelta(hours=value)
+    raise ValueError(
+        f"{name} must be a timedelta, a Delta interval such as 'interval 7 days', or a number of hours; "
+        f"got {value!r}."
+    )
+
+
+def _to_interval(value: Any, name: str) -> timedelta | None:
+    """A timedelta from a timedelta, a Delta interval string or a number of hours (None: no interval)."""
+    from airflow_delta_provider.core.retention import parse_interval
+
+    retention = _to_retention(value, name)
+    if retention is None or isinstance(retention, timedelta):
+        return retention
+    try:
+        return timedelta(hours=float(retention))
+    except ValueError:
+        return parse_interval(retention, name=name)
+
+
+def _to_list(value: Any, name: str) -> list[str]:
+    """A list of strings from a list, a JSON list rendered by a template, or one string."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return []
+        if text.startswith("["):
+            try:
+                value = json.loads(text)
+            except ValueError:
+                raise ValueError(f"{name} is not a valid JSON list: {value!r}.") from None
+        else:
+            return [text]
+    if not isinstance(value, Sequence) or not all(isinstance(item, str) and item.strip() for item in value):
+        raise ValueError(f"{name} must be a string or a list of non-empty strings, got {value!r}.")
+    seen: dict[str, None] = {}
+    for item in value:
+        seen.setdefault(item.strip())
+    return list(seen)
+
+
+def _jsonable(value: Any) -> Any:
+    """A JSON-native copy of a core result (datetimes as ISO-8601, timedeltas as seconds)."""
+    if is_dataclass(value) and not isinstance(value, type):
+        value = value.to_dict() if hasattr(value, "to_dict") else asdict(value)
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, Enum):
+        return value.value
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)
+
+
+def _cap_files(result: dict[str, Any]) -> dict[str, Any]:
+    """Keep at most :data:`MAX_XCOM_FILES` paths in ``result["files"]`` and say when some were left out."""
+    files = result.get("files")
+    if isinstance(files, list) and len(files) > MAX_XCOM_FILES:
+        result["files"] = files[:MAX_XCOM_FILES]
+        result["files_truncated"] = True
+    return result
+
+
+def provider_defaults() -> dict[str, str]:
+    """The provider-wide ``[delta]`` defaults, keyed by Delta property (``delta.logRetentionDuration``)."""
+    try:
+        from airflow_delta_provider.config import retention_defaults
+    except ImportError:  # TEMPORARY until config.py lands
+        return {}
+    return dict(retention_defaults())
+
+
+def _hook(
+    delta_conn_id: str | None = None,
+    *,
+    table_uri: str | None = None,
+    storage_conn_id: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> DeltaTableHook:
+    try:
+        from airflow_delta_provider.hooks.delta import DeltaTableHook
+    except ImportError:  # TEMPORARY until hooks/delta.py lands
+        return _FallbackHook(table_uri, storage_options)  # type: ignore[return-value]
+    return DeltaTableHook(
+        delta_conn_id, table_uri=table_uri, storage_conn_id=storage_conn_id, storage_options=storage_options
+    )
+
+
+class _FallbackHook:  # TEMPORARY
+    def __init__(self, uri: Any, options: Any) -> None:
+        from airflow_delta_provider.core.table import DeltaTable
+
+        self._table = DeltaTable(uri, options)
+        self.table_uri = self._table.uri
+
+    def get_table(self) -> Any:
+        return self._table
+
+
+def _redact(uri: str) -> str:
+    """The URI without a ``user:password@`` part, for reports about tables the hook could not open."""
+    parts = urlsplit(uri)
+    if parts.scheme and "@" in parts.netloc:
+        return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+    return uri
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+# --- single-table operators --------------------------------------------------------------
+
+
+class _DeltaTableOperator(BaseOperator):
+    """Shared parameters of the single-table maintenance operators.
+
+    :param table_uri: the table root (``s3://bucket/path``, a local path...). (templated)
+    :param delta_conn_id: a ``delta`` connection naming the table and its storage. (templated)
+    :param storage_conn_id: an Airflow storage connection (aws, google, azure) for ``table_uri``. (templated)
+    :param storage_options: fsspec options for the storage, when no connection holds them.
+    """
+
+    template_fields: Sequence[str] = ("table_uri", "delta_conn_id", "storage_conn_id")
+
+    def __init__(
+        self,
+        *,
+        table_uri: str | None = None,
+        delta_conn_id: str | None = None,
+        storage_conn_id: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if not table_uri and not delta_conn_id:
+            raise ValueError(
+                f"{type(self).__name__} needs table_uri or delta_conn_id to know which table to maintain; "
+                "got neither."
+            )
+        self.table_uri = table_uri
+        self.delta_conn_id = delta_conn_id
+        self.storage_conn_id = storage_conn_id
+        self.storage_options = dict(storage_options) if storage_options else None
+
+    @cached_property
+    def hook(self) -> DeltaTableHook:
+        """The hook that opens the table (built on first use, never in ``__init__``)."""
+        return _hook(
+            self.delta_conn_id,
+            table_uri=self.table_uri,
+            storage_conn_id=self.storage_conn_id,
+            storage_options=self.storage_options,
+        )
+
+
+class DeltaCheckpointOperator(_DeltaTableOperator):
+    """Write a checkpoint of a Delta table (and ``_last_checkpoint``).
+
+    A checkpoint is a Parquet snapshot of the log at one version; readers start from it instead
+    of replaying every commit. It deletes nothing.
+
+    :param table_uri: the table root. (templated)
+    :param delta_conn_id: a ``delta`` connection naming the table. (templated)
+    :param storage_conn_id: an Airflow storage connection for ``table_uri``. (templated)
+    :param storage_options: fsspec options for the storage.
+    :param version: the version to checkpoint; None (default) for the latest. (templated)
+    :param parts: spread the file actions over this many files (multi-part for classic tables,
+        sidecars for ``v2Checkpoint`` tables); None lets the core decide by size.
+    :param only_if_due: write the checkpoint only when Delta's policy says one is due (the latest
+        version has none and at least ``delta.checkpointInterval`` commits were made since the last).
+
+    Returns (XCom) the table URI and what was written: version, kind, files, actions, bytes; or
+    ``{"written": False, "reason": ...}`` when ``only_if_due`` found nothing to do.
+    """
+
+    template_fields: Sequence[str] = (*_DeltaTableOperator.template_fields, "version")
+    ui_color = "#e8f4fd"
+
+    def __init__(
+        self,
+        *,
+        version: int | str | None = None,
+        parts: int | None = None,
+        only_if_due: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if not _is_template(version):
+            _to_optional_int(version, "version")
+        _to_optional_int(parts, "parts", minimum=1)
+        self.version = version
+        self.parts = parts
+        self.only_if_due = only_if_due
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        version = _to_optional_int(self.version, "version")
+        table = self.hook.get_table()
+        uri = self.hook.table_uri
+        if self.only_if_due:
+            due, reason = checkpoint_due(table.snapshot(), provider_defaults())
+            if not due:
+                self.log.info("No checkpoint of %s: %s.", uri, reason)
+                return {"table_uri": uri, "written": False, "reason": reason}
+        result = table.checkpoint(version, parts=self.parts)
+        self.log.info(
+            "Wrote a %s checkpoint of %s at version %d: %d file(s), %d actions, %d live files, %d bytes.",
+            result.kind,
+            uri,
+            result.version,
+            len(result.files),
+            result.num_actions,
+            result.num_add_files,
+            result.size_in_bytes,
+        )
+        return {"table_uri": uri, "written": True, **_jsonable(result)}
+
+
+class DeltaLogCleanupOperator(_DeltaTableOperator):
+    """Delete expired ``_delta_log`` files the way Delta's metadata cleanup does.
+
+    Only log files older than the log retention (``delta.logRetentionDuration``, default 30 days,
+    measured from UTC midnight) and older than a complete checkpoint go, so every version from the
+    earliest retained checkpoint on stays readable. Data files are never touched.
+
+    :param table_uri: the table root. (templated)
+    :param delta_conn_id: a ``delta`` connection naming the table. (templated)
+    :param storage_conn_id: an Airflow storage connection for ``table_uri``. (templated)
+    :param storage_options: fsspec options for the storage.
+    :param retention: overrides the log retention: a ``timedelta``, a Delta interval such as
+        ``"interval 30 days"``, or a number of hours. None (default): the table's property, else
+        the ``[delta] log_retention_duration`` config, else Delta's 30 days. (templated)
+    :param dry_run: only report what would be deleted. (templated)
+
+    Returns (XCom) the table URI and the cleanup result: cutoff, files (at most 1000 listed), number
+    of files and bytes, the earliest retained version, and the reason when nothing was done.
+    """
+
+    template_fields: Sequence[str] = (*_DeltaTableOperator.template_fields, "retention", "dry_run")
+    ui_color = "#fdf6e3"
+
+    def __init__(
+        self,
+        *,
+        retention: timedelta | str | float | None = None,
+        dry_run: bool | str = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if not _is_template(retention):
+            _to_retention(retention, "retention")
+        if not _is_template(dry_run):
+            _to_bool(dry_run, "dry_run")
+        self.retention = retention
+        self.dry_run = dry_run
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_delta_provider.core.cleanup import cleanup_logs
+
+        dry_run = _to_bool(self.dry_run, "dry_run")
+        table = self.hook.get_table()
+        uri = self.hook.table_uri
+        result = cleanup_logs(
+            table,
+            retention=_to_retention(self.retention, "retention"),
+            dry_run=dry_run,
+            provider_defaults=provider_defaults(),
+        )
+        summary = _jsonable(result)
+        _log_cleanup(self.log, uri, summary)
+        return _cap_files({"table_uri": uri, **summary})
+
+
+class DeltaVacuumOperator(_DeltaTableOperator):
+    """VACUUM a Delta table: delete data files no version within the retention needs.
+
+    Safe by default: the retention is the table's ``delta.deletedFileRetentionDuration`` (Delta's
+    default 7 days), and a shorter ``retention`` is refused unless ``enforce_retention_duration``
+    is turned off, because files younger than the retention may still be read by running queries
+    or be written by in-flight jobs. Nothing outside the table root is deleted.
+
+    :param table_uri: the table root. (templated)
+    :param delta_conn_id: a ``delta`` connection naming the table. (templated)
+    :param storage_conn_id: an Airflow storage connection for ``table_uri``. (templated)
+    :param storage_options: fsspec options for the storage.
+    :param retention: overrides the deleted-file retention: a ``timedelta``, a Delta interval such
+        as ``"interval 7 days"``, or a number of hours. None (default): the table's property, else
+        the ``[delta] deleted_file_retention_duration`` config, else Delta's 7 days. (templated)
+    :param dry_run: only list the files that would be deleted. (templated)
+    :param mode: ``"full"`` (default; lists the table directory and also finds files no commit
+        ever referenced) or ``"lite"`` (reads only the log; cheaper on object stores). (templated)
+    :param enforce_retention_duration: refuse a retention shorter than the table's (default True).
+        Turn it off only when no reader or writer can be using the table.
+    :param max_workers: threads deleting files in parallel; None for the core's default.
+
+    Returns (XCom) the table URI and the VACUUM result: mode, retention, files (at most 1000 listed),
+    number of files, bytes and directories, the START/END commit versions, status.
+    """
+
+    template_fields: Sequence[str] = (
+        *_DeltaTableOperator.template_fields,
+        "retention",
+        "dry_run",
+        "mode",
+    )
+    ui_color = "#fde8e8"
+
+    def __init__(
+        self,
+        *,
+        retention: timedelta | str | float | None = None,
+        dry_run: bool | str = False,
+        mode: str = "full",
+        enforce_retention_duration: bool = True,
+        max_workers: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if not _is_template(retention):
+            _to_retention(retention, "retention")
+        if not _is_template(dry_run):
+            _to_bool(dry_run, "dry_run")
+        if not _is_template(mode):
+            _to_mode(mode)
+        if not isinstance(enforce_retention_duration, bool):
+            raise ValueError(
+                f"enforce_retention_duration must be True or False, got {enforce_retention_duration!r}."
+            )
+        _to_optional_int(max_workers, "max_workers", minimum=1)
+        self.retention = retention
+        self.dry_run = dry_run
+        self.mode = mode
+        self.enforce_retention_duration = enforce_retention_duration
+        self.max_workers = max_workers
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_delta_provider.core.vacuum import vacuum
+
+        dry_run = _to_bool(self.dry_run, "dry_run")
+        table = self.hook.get_table()
+        uri = self.hook.table_uri
+        if not self.enforce_retention_duration:
+            self.log.warning(
+                "VACUUM of %s runs with the retention safety check off: files younger than the table's "
+                "deleted-file retention may be deleted while readers or writers still need them.",
+                uri,
+            )
+        result = vacuum(
+            table,
+            retention=_to_retention(self.retention, "retention"),
+            dry_run=dry_run,
+            mode=_to_mode(self.mode),
+            enforce_retention_duration=self.enforce_retention_duration,
+            max_workers=self.max_workers,
+            provider_defaults=provider_defaults(),
+        )
+        summary = _jsonable(result)
+        _log_vacuum(self.log, uri, summary)
+        return _cap_files({"table_uri": uri, **summary})
+
+
+def _log_cleanup(logger: Any, uri: str, summary: Mapping[str, Any]) -> None:
+    files = summary.get("files") or []
+    verb = "Would delete" if summary.get("dry_run") else "Deleted"
+    reason = summary.get("skipped_reason")
+    if reason:
+        logger.info("Log cleanup of %s did nothing: %s", uri, reason)
+        return
+    logger.info(
+        "%s %d expired log file(s) (%d bytes) of %s older than %s; earliest retained version: %s.",
+        verb,
+        summary.get("num_files", len(files)),
+        summary.get("bytes", 0),
+        uri,
+        summary.get("cutoff"),
+        summary.get("earliest_retained_version"),
+    )
+    if summary.get("dry_run"):
+        _log_paths(logger, files)
+
+
+def _log_vacuum(logger: Any, uri: str, summary: Mapping[str, Any]) -> None:
+    files = summary.get("files") or []
+    verb = "would delete" if summary.get("dry_run") else "deleted"
+    logger.info(
+        "VACUUM %s of %s %s %d file(s) (%d bytes) and %d director(y/ies) not needed since %s; status %s.",
+        str(summary.get("mode", "")).upper(),
+        uri,
+        verb,
+        summary.get("num_files", len(files)),
+        summary.get("num_bytes", 0),
+        summary.get("num_directories", 0),
+        summary.get("delete_before"),
+        summary.get("status"),
+    )
+    if summary.get("dry_run"):
+        _log_paths(logger, files)
+
+
+def _log_paths(logger: Any, files: Sequence[str]) -> None:
+    for path in files[:MAX_LOGGED_FILES]:
+        logger.info("  %s", path)
+    if len(files) > MAX_LOGGED_FILES:
+        logger.info("  ... and %d more.", len(files) - MAX_LOGGED_FILES)
+
+
+# --- the policy ----------------------------------------------------------------------------
+
+
+def checkpoint_due(snapshot: Snapshot, defaults: Mapping[str, str] | None = None) -> tuple[bool, str]:
+    """Whether a checkpoint is due, and why (not).
+
+    Due when the latest version has no checkpoint and at least ``delta.checkpointInterval`` commits
+    were made since the last checkpoint (since version 0 when there is none). The interval comes
+    from the table property, else the provider default, else Delta's 10.
+
+    :param snapshot: the table's latest snapshot.
+    :param defaults: the provider-wide defaults (``delta.checkpointInterval``).
+    """
+    from airflow_delta_provider.core.checkpoint import checkpoint_interval
+
+    properties: dict[str, str | None] = {}
+    if defaults and defaults.get(CHECKPOINT_INTERVAL) is not None:
+        properties[CHECKPOINT_INTERVAL] = defaults[CHECKPOINT_INTERVAL]
+    # The table's own property wins over the provider-wide default.
+    properties.update(snapshot.properties)
+    interval = checkpoint_interval(properties)
+    version = snapshot.version
+    last = snapshot.segment.checkpoint_version
+    if last == version:
+        return False, f"version {version} already has a checkpoint"
+    since = version - (last if last is not None else 0)
+    where = f"the checkpoint at version {last}" if last is not None else "version 0 (no checkpoint yet)"
+    if since < interval:
+        return False, f"{since} commit(s) since {where}, fewer than the checkpoint interval {interval}"
+    return True, f"{since} commit(s) since {where}, checkpoint interval {interval}"
+
+
+def last_vacuum(table: DeltaTable, since: datetime) -> tuple[datetime, str] | None:
+    """When the table was last vacuumed, if at or after ``since``; None otherwise.
+
+    Reads only the commits made since ``since`` (a ``VACUUM END`` commit with status COMPLETED,
+    as Delta writes on most storage), then falls back to ``_delta_log/_last_vacuum_info``'s
+    modification time: Delta writes no VACUUM commits on S3 by default.
+
+    :param table: the table.
+    :param since: the start of the window to look in.
+    """
+    since_ms = int(since.timestamp() * 1000)
+    recent = sum(1 for stamp in table.commit_timestamps() if stamp.timestamp >= since_ms)
+    for entry in table.history(limit=recent) if recent else []:
+        if entry.get("operation") != VACUUM_END or entry.get("timestamp", 0) < since_ms:
+            continue
+        status = str((entry.get("operationParameters") or {}).get("status", "COMPLETED")).strip('"')
+        if status.upper() == "COMPLETED":
+            stamp = datetime.fromtimestamp(entry["timestamp"] / 1000, tz=UTC)
+            return stamp, f"VACUUM END at version {entry['version']} ({stamp.isoformat(timespec='seconds')})"
+    info = table.storage.info(table.storage.log_path(LAST_VACUUM_INFO))
+    if info is not None and info.modification_time >= since_ms:
+        stamp = datetime.fromtimestamp(info.modification_time / 1000, tz=UTC)
+        return stamp, f"{LAST_VACUUM_INFO} written {stamp.isoformat(timespec='seconds')}"
+    return None
+
+
+class DeltaMaintenanceOperator(BaseOperator):
+    """Run the maintenance policy over one or many Delta tables.
+
+    For each table, in Delta's order (checkpoint before cleanup, VACUUM last because it is the
+    destructive one):
+
+    1. **checkpoint** when due: the latest version has none and at least ``delta.checkpointInterval``
+       commits were made since the last checkpoint;
+    2. **log cleanup** when due: log files older than the log retention and older than a complete
+       checkpoint exist (skipped when the table sets ``delta.enableExpiredLogCleanup=false``);
+    3. **VACUUM** when due: no completed VACUUM within ``vacuum_interval``.
+
+    Tables are maintained one after the other; a failing table does not stop the others, and a step
+    that fails skips the table's later steps. The per-table report (what ran and why or why not,
+    files and bytes removed, versions retained) is logged, pushed to XCom as ``maintenance_report``
+    and returned. When any table failed, the task fails at the end naming them.
+
+    :param tables: table URIs (a list, one URI, or a JSON list rendered by a template such as
+        ``"{{ var.value.delta_tables }}"``). (templated)
+    :param delta_conn_ids: ``delta`` connections naming further tables. (templated)
+    :param storage_conn_id: an Airflow storage connection for the URIs in ``tables``. (templated)
+    :param storage_options: fsspec options for the URIs in ``tables``.
+    :param run_checkpoint: consider checkpoints (default True).
+    :param run_cleanup: consider log cleanup (default True).
+    :param run_vacuum: consider VACUUM (default True).
+    :param log_retention: overrides every table's log retention (see
+        :class:`DeltaLogCleanupOperator`). (templated)
+    :param vacuum_retention: overrides every table's deleted-file retention (see
+        :class:`DeltaVacuumOperator`). (templated)
+    :param vacuum_interval: the time between two VACUUMs of a table (default 7 days; a timedelta, an
+        interval string or a number of hours). None vacuums on every run. (templated)
+    :param vacuum_mode: ``"full"`` (default) or ``"lite"``. (templated)
+    :param enforce_retention_duration: VACUUM's retention safety check (default True).
+    :param dry_run: write and delete nothing; report what would be done. (templated)
+    :param max_workers: threads deleting files in parallel, per table.
+    """
+
+    template_fields: Sequence[str] = (
+        "tables",
+        "delta_conn_ids",
+        "storage_conn_id",
+        "log_retention",
+        "vacuum_retention",
+        "vacuum_interval",
+        "vacuum_mode",
+        "dry_run",
+    )
+    ui_color = "#e8fde8"
+
+    def __init__(
+        self,
+        *,
+        tables: str | Sequence[str] = (),
+        delta_conn_ids: str | Sequence[str] = (),
+        storage_conn_id: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        run_checkpoint: bool = True,
+        run_cleanup: bool = True,
+        run_vacuum: bool = True,
+        log_retention: timedelta | str | float | None = None,
+        vacuum_retention: timedelta | str | float | None = None,
+        vacuum_interval: timedelta | str | float | None = DEFAULT_VACUUM_INTERVAL,
+        vacuum_mode: str = "full",
+        enforce_retention_duration: bool = True,
+        dry_run: bool | str = False,
+        max_workers: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if (
+            not _is_template(tables)
+            and not _is_template(delta_conn_ids)
+            and not _to_list(tables, "tables")
+            and not _to_list(delta_conn_ids, "delta_conn_ids")
+        ):
+            raise ValueError(
+                "DeltaMaintenanceOperator needs tables (URIs) or delta_conn_ids to maintain; got neither."
+            )
+        for name, value in (("log_retention", log_retention), ("vacuum_retention", vacuum_retention)):
+            if not _is_template(value):
+                _to_retention(value, name)
+        if not _is_template(vacuum_interval):
+            _to_interval(vacuum_interval, "vacuum_interval")
+        if not _is_template(vacuum_mode):
+            _to_mode(vacuum_mode)
+        if not _is_template(dry_run):
+            _to_bool(dry_run, "dry_run")
+        for name, flag in (
+            ("run_checkpoint", run_checkpoint),
+            ("run_cleanup", run_cleanup),
+            ("run_vacuum", run_vacuum),
+            ("enforce_retention_duration", enforce_retention_duration),
+        ):
+            if not isinstance(flag, bool):
+                raise ValueError(f"{name} must be True or False, got {flag!r}.")
+        _to_optional_int(max_workers, "max_workers", minimum=1)
+        self.tables = tables
+        self.delta_conn_ids = delta_conn_ids
+        self.storage_conn_id = storage_conn_id
+        self.storage_options = dict(storage_options) if storage_options else None
+        self.run_checkpoint = run_checkpoint
+        self.run_cleanup = run_cleanup
+        self.run_vacuum = run_vacuum
+        self.log_retention = log_retention
+        self.vacuum_retention = vacuum_retention
+        self.vacuum_interval = vacuum_interval
+        self.vacuum_mode = vacuum_mode
+        self.enforce_retention_duration = enforce_retention_duration
+        self.dry_run = dry_run
+        self.max_workers = max_workers
+
+    def get_hook(self, *, table_uri: str | None = None, delta_conn_id: str | None = None) -> DeltaTableHook:
+        """The hook for one table: a URI from ``tables`` or a connection from ``delta_conn_ids``."""
+        if delta_conn_id is not None:
+            return _hook(delta_conn_id)
+        return _hook(
+            table_uri=table_uri, storage_conn_id=self.storage_conn_id, storage_options=self.storage_options
+        )
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        uris = _to_list(self.tables, "tables")
+        conn_ids = _to_list(self.delta_conn_ids, "delta_conn_ids")
+        if not uris and not conn_ids:
+            raise ValueError(
+                f"No table to maintain: tables rendered to {self.tables!r} and delta_conn_ids to "
+                f"{self.delta_conn_ids!r}."
+            )
+        dry_run = _to_bool(self.dry_run, "dry_run")
+        settings = _Settings(
+            dry_run=dry_run,
+            log_retention=_to_retention(self.log_retention, "log_retention"),
+            vacuum_retention=_to_retention(self.vacuum_retention, "vacuum_retention"),
+            vacuum_interval=_to_interval(self.vacuum_interval, "vacuum_interval"),
+            vacuum_mode=_to_mode(self.vacuum_mode),
+            defaults=provider_defaults(),
+        )
+        targets: list[tuple[str, dict[str, str]]] = [(_redact(uri), {"table_uri": uri}) for uri in uris]
+        targets += [(f"connection {conn_id!r}", {"delta_conn_id": conn_id}) for conn_id in conn_ids]
+        self.log.info(
+            "Maintaining %d Delta table(s)%s: checkpoint=%s, cleanup=%s, vacuum=%s (interval %s, mode %s).",
+            len(targets),
+            " (dry run)" if dry_run else "",
+            self.run_checkpoint,
+            self.run_cleanup,
+            self.run_vacuum,
+            settings.vacuum_interval,
+            settings.vacuum_mode,
+        )
+        reports = [self._maintain(label, target, settings) for label, target in targets]
+        failed = [r["table"] for r in reports if r["status"] == "failed"]
+        report = {
+            "dry_run": dry_run,
+            "tables": reports,
+            "failed": failed,
+            "totals": {
+                key: sum(r[key] for r in reports)
+                for key in ("files_removed", "bytes_removed", "log_files_removed", "log_bytes_removed")
+            },
+        }
+        ti = context.get("ti") if isinstance(context, Mapping) else None
+        if ti is not None:
+            # Pushed under its own key too: when a table fails the task raises, and a return
+            # value would never reach XCom.
+            ti.xcom_push(key="maintenance_report", value=report)
+        if failed:
+            errors = "; ".join(f"{r['table']}: {r['error']}" for r in reports if r["status"] == "failed")
+            raise DeltaMaintenanceError(
+                f"Maintenance failed for {len(failed)} of {len(reports)} table(s): {errors}. The other "
+                "tables were maintained; see the task log and the 'maintenance_report' XCom.",
+                report=report,
+            )
+        return report
+
+    def _maintain(self, label: str, target: Mapping[str, str], settings: _Settings) -> dict[str, Any]:
+        report: dict[str, Any] = {
+            "table": label,
+            "status": "success",
+            "version": None,
+            "steps": {},
+            "files_removed": 0,
+            "bytes_removed": 0,
+            "log_files_removed": 0,
+            "log_bytes_removed": 0,
+            "earliest_retained_version": None,
+            "versions_retained": None,
+            "error": None,
+        }
+        steps: dict[str, dict[str, Any]] = report["steps"]
+        planned = [
+            ("checkpoint", self.run_checkpoint, self._checkpoint),
+            ("cleanup", self.run_cleanup, self._cleanup),
+            ("vacuum", self.run_vacuum, self._vacuum),
+        ]
+        try:
+            hook = self.get_hook(**target)
+            report["table"] = label = hook.table_uri
+            table = hook.get_table()
+            report["version"] = table.version()
+        except Exception as err:
+            return self._failed(report, "open", err, [name for name, *_ in planned])
+        for index, (name, enabled, step) in enumerate(planned):
+            if not enabled:
+                steps[name] = {"status": "disabled", "reason": f"run_{name}=False"}
+                continue
+            try:
+                steps[name] = step(table, settings)
+            except Exception as err:
+                return self._failed(report, name, err, [n for n, *_ in planned[index + 1 :]])
+            self.log.info("%s: %s %s (%s).", label, name, steps[name]["status"], steps[name]["reason"])
+        self._summarise(report)
+        return report
+
+    def _failed(
+        self, report: dict[str, Any], step: str, err: Exception, later: Sequence[str]
+    ) -> dict[str, Any]:
+        message = f"{type(err).__name__}: {err}"
+        self.log.error("%s: %s failed: %s", report["table"], step, message, exc_info=err)
+        report["status"] = "failed"
+        report["error"] = f"{step} failed: {message}"
+        if step != "open":
+            report["steps"][step] = {"status": "failed", "reason": message}
+        for name in later:
+            report["steps"][name] = {"status": "skipped", "reason": f"{step} failed"}
+        self._summarise(report)
+        return report
+
+    @staticmethod
+    def _summarise(report: dict[str, Any]) -> None:
+        steps = report["steps"]
+        cleanup = (steps.get("cleanup") or {}).get("result") or {}
+        vacuum = (steps.get("vacuum") or {}).get("result") or {}
+        report["log_files_removed"] = int(cleanup.get("num_files") or 0)
+        report["log_bytes_removed"] = int(cleanup.get("bytes") or 0)
+        report["files_removed"] = int(vacuum.get("num_files") or 0)
+        report["bytes_removed"] = int(vacuum.get("num_bytes") or 0)
+        earliest = cleanup.get("earliest_retained_version")
+        report["earliest_retained_version"] = earliest
+        if earliest is not None and report["version"] is not None:
+            report["versions_retained"] = report["version"] - earliest + 1
+
+    def _checkpoint(self, table: DeltaTable, settings: _Settings) -> dict[str, Any]:
+        due, reason = checkpoint_due(table.snapshot(), settings.defaults)
+        if not due:
+            return {"status": "not due", "reason": reason}
+        if settings.dry_run:
+            return {"status": "due", "reason": f"{reason}; dry run, nothing written"}
+        result = _jsonable(table.checkpoint())
+        return {"status": "ran", "reason": reason, "result": _cap_files(result)}
+
+    def _cleanup(self, table: DeltaTable, settings: _Settings) -> dict[str, Any]:
+        from airflow_delta_provider.core.cleanup import cleanup_logs
+
+        enabled = table.snapshot().properties.get(ENABLE_EXPIRED_LOG_CLEANUP, "true")
+        if enabled.strip().lower() == "false":
+            # Delta's property gates automatic cleanup; a scheduled policy is automatic. An explicit
+            # DeltaLogCleanupOperator still cleans such a table.
+            return {"status": "disabled", "reason": f"the table sets {ENABLE_EXPIRED_LOG_CLEANUP}=false"}
+        result = _cap_files(
+            _jsonable(
+                cleanup_logs(
+                    table,
+                    retention=settings.log_retention,
+                    dry_run=settings.dry_run,
+                    provider_defaults=settings.defaults,
+                )
+            )
+        )
+        if result.get("num_files"):
+            verb = "would delete" if settings.dry_run else "deleted"
+            reason = (
+                f"{verb} {result['num_files']} log file(s) older than {result.get('cutoff')}; earliest "
+                f"retained version {result.get('earliest_retained_version')}"
+            )
+            return {"status": "due" if settings.dry_run else "ran", "reason": reason, "result": result}
+        reason = result.get("skipped_reason") or f"no expired log files before {result.get('cutoff')}"
+        return {"status": "not due", "reason": reason, "result": result}
+
+    def _vacuum(self, table: DeltaTable, settings: _Settings) -> dict[str, Any]:
+        from airflow_delta_provider.core.vacuum import vacuum
+
+        if settings.vacuum_interval is not None:
+            since = _now() - settings.vacuum_interval
+            last = last_vacuum(table, since)
+            if last is not None:
+                stamp, what = last
+                return {
+                    "status": "not due",
+                    "reason": f"last vacuumed by {what}; next due after "
+                    f"{(stamp + settings.vacuum_interval).isoformat(timespec='seconds')}",
+                }
+            reason = f"no completed VACUUM since {since.isoformat(timespec='seconds')}"
+        else:
+            reason = "vacuum_interval is None: VACUUM on every run"
+        result = _cap_files(
+            _jsonable(
+                vacuum(
+                    table,
+                    retention=settings.vacuum_retention,
+                    dry_run=settings.dry_run,
+                    mode=settings.vacuum_mode,
+                    enforce_retention_duration=self.enforce_retention_duration,
+                    max_workers=self.max_workers,
+                    provider_defaults=settings.defaults,
+                )
+            )
+        )
+        verb = "would delete" if settings.dry_run else "deleted"
+        reason = f"{reason}; {verb} {result.get('num_files', 0)} file(s), {result.get('num_bytes', 0)} bytes"
+        return {"status": "due" if settings.dry_run else "ran", "reason": reason, "result": result}
+
+
+@dataclass(frozen=True, slots=True)
+class _Settings:
+    """The rendered, validated policy of one :class:`DeltaMaintenanceOperator` run."""
+
+    dry_run: bool
+    log_retention: timedelta | str | None
+    vacuum_retention: timedelta | str | None
+    vacuum_interval: timedelta | None
+    vacuum_mode: str
+    defaults: dict[str, str]

@@ -1,0 +1,89 @@
+"""Nightly maintenance of several Delta tables: checkpoint, expired-log cleanup and VACUUM when due.
+
+Which tables: the Airflow Variable ``delta_maintenance_tables`` (a JSON list of table URIs), or,
+when it is unset, every Delta table directly under the demo root (``$DELTA_DEMO_ROOT``, default
+``.demo/`` beside this folder), so ``make demo`` maintains the tables the other example DAGs wrote.
+
+Trigger with ``{"dry_run": true}`` to see what would be done without writing or deleting anything.
+The per-table report is in the ``maintenance_report`` XCom of ``maintain_tables`` and in the log of
+``report``, which runs even when some tables failed.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import DAG, Param, Variable, task
+from airflow.sdk.exceptions import AirflowSkipException
+
+from airflow_delta_provider.operators.maintenance import DeltaMaintenanceOperator
+
+#: Where the example DAGs keep their tables when no Variable names any.
+DEMO_ROOT = Path(os.environ.get("DELTA_DEMO_ROOT", Path(__file__).resolve().parent.parent / ".demo"))
+#: The Variable holding the tables to maintain (a JSON list of URIs).
+TABLES_VARIABLE = "delta_maintenance_tables"
+
+# [START howto_operator_delta_maintenance]
+with DAG(
+    dag_id="delta_nightly_maintenance",
+    description="Checkpoint, clean up expired logs and VACUUM Delta tables when due.",
+    schedule="0 3 * * *",
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    # Two runs of maintenance on the same tables would only race each other. No retries: a failed
+    # table is reported by name, and the next night's run tries it again.
+    max_active_runs=1,
+    params={
+        "dry_run": Param(False, type="boolean", description="Report what would be done; change nothing."),
+        "vacuum_retention": Param(
+            None,
+            type=["null", "string"],
+            description="Override the tables' deleted-file retention, e.g. 'interval 14 days'.",
+        ),
+    },
+    render_template_as_native_obj=True,
+    tags=["delta", "maintenance", "example"],
+    doc_md=__doc__,
+) as dag:
+
+    @task
+    def tables_to_maintain() -> list[str]:
+        """The Variable's tables, else the Delta tables under the demo root (read at run, not parse, time)."""
+        configured = Variable.get(TABLES_VARIABLE, default=None, deserialize_json=True)
+        if configured:
+            return list(configured)
+        found = sorted(str(log.parent) for log in DEMO_ROOT.glob("*/_delta_log") if log.is_dir())
+        if not found:
+            raise AirflowSkipException(
+                f"No Variable {TABLES_VARIABLE!r} and no Delta table under {DEMO_ROOT}; nothing to maintain."
+            )
+        return found
+
+    maintain = DeltaMaintenanceOperator(
+        task_id="maintain_tables",
+        tables=tables_to_maintain(),
+        vacuum_interval="interval 7 days",
+        vacuum_retention="{{ params.vacuum_retention }}",
+        dry_run="{{ params.dry_run }}",
+    )
+
+    @task(trigger_rule="all_done")
+    def report(ti: Any = None) -> dict[str, Any] | None:
+        """Log one line per table; runs when some tables failed too, so the report is never lost."""
+        result = ti.xcom_pull(task_ids="maintain_tables", key="maintenance_report")
+        if not result:
+            return None
+        for entry in result["tables"]:
+            steps = ", ".join(f"{name} {step['status']}" for name, step in entry["steps"].items())
+            print(
+                f"{entry['table']}: {entry['status']} ({steps}); {entry['files_removed']} data file(s) "
+                f"and {entry['log_files_removed']} log file(s) removed, {entry['bytes_removed']} bytes; "
+                f"versions retained: {entry['versions_retained']}"
+            )
+        return result["totals"]
+
+    maintain >> report()
+# [END howto_operator_delta_maintenance]
