@@ -618,3 +618,72 @@ def test_reports_never_show_credentials_in_uris(uri: str, shown: str) -> None:
     from airflow_delta_provider.operators.maintenance import _redact
 
     assert _redact(uri) == shown
+
+
+# --- S3 (a real moto server on loopback) ---------------------------------------------------------
+
+SECRET = "s3cr3t-maintenance-7f3a"
+
+
+def s3_table(bucket: str, endpoint: str, *, commits: int, **kwargs: Any) -> tuple[str, dict[str, Any]]:
+    """A delta-rs table on the moto server, and the fsspec options the operators use for it."""
+    uri = f"s3://{bucket}/events"
+    rs_options = {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "AKIAMAINTENANCE",
+        "AWS_SECRET_ACCESS_KEY": SECRET,
+        "AWS_REGION": "us-east-1",
+        "AWS_ALLOW_HTTP": "true",
+    }
+    for version in range(commits):
+        write_deltalake(
+            uri,
+            pa.table({"id": pa.array([version], pa.int64())}),
+            mode="overwrite" if version in kwargs.get("overwrite_at", ()) else "append",
+            configuration=kwargs.get("properties") if version == 0 else None,
+            storage_options=rs_options,
+            post_commithook_properties=NO_HOOKS,
+        )
+    options = {
+        "key": "AKIAMAINTENANCE",
+        "secret": SECRET,
+        "client_kwargs": {"endpoint_url": endpoint, "region_name": "us-east-1"},
+    }
+    return uri, options
+
+
+@pytest.mark.s3
+def test_checkpoint_on_s3_keeps_secrets_out_of_xcom_and_logs(
+    s3_bucket: str, s3_endpoint: str, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    uri, options = s3_table(s3_bucket, s3_endpoint, commits=3)
+    result = DeltaCheckpointOperator(task_id="t", table_uri=uri, storage_options=options).execute({})
+    assert result["version"] == 2
+    assert result["table_uri"] == uri
+    assert DeltaTable(uri, options).snapshot().segment.checkpoint_version == 2
+    output = capsys.readouterr()
+    assert SECRET not in json.dumps(result) + output.out + output.err + caplog.text
+
+
+@NEEDS_CLEANUP
+@NEEDS_VACUUM
+@pytest.mark.s3
+def test_maintenance_on_s3(
+    s3_bucket: str, s3_endpoint: str, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    uri, options = s3_table(
+        s3_bucket, s3_endpoint, commits=12, overwrite_at=(11,), properties=ZERO_FILE_RETENTION
+    )
+    missing = f"s3://{s3_bucket}/missing"
+    operator = DeltaMaintenanceOperator(task_id="m", tables=[uri, missing], storage_options=options)
+    with pytest.raises(DeltaMaintenanceError) as caught:
+        operator.execute({})
+    report = caught.value.report
+    by_table = {entry["table"]: entry for entry in report["tables"]}
+    assert by_table[uri]["status"] == "success"
+    assert by_table[uri]["steps"]["checkpoint"]["status"] == "ran"
+    assert by_table[uri]["files_removed"] == 11
+    assert by_table[missing]["status"] == "failed"
+    assert DeltaTable(uri, options).snapshot().to_pyarrow_table()["id"].to_pylist() == [11]
+    output = capsys.readouterr()
+    assert SECRET not in json.dumps(report) + str(caught.value) + output.out + output.err + caplog.text
