@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow.sdk import DAG, Param, Variable, task
-from airflow.sdk.exceptions import AirflowSkipException
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from airflow_delta_provider.operators.maintenance import DeltaMaintenanceOperator
 
@@ -72,7 +72,11 @@ with DAG(
 
     @task(trigger_rule="all_done")
     def report(ti: Any = None) -> dict[str, Any] | None:
-        """Log one line per table; runs when some tables failed too, so the report is never lost."""
+        """Log one line per table; runs when some tables failed too, so the report is never lost.
+
+        It fails when a table failed: as the DAG's last task it decides the run's state, and a night
+        with a failed table must not show green.
+        """
         result = ti.xcom_pull(task_ids="maintain_tables", key="maintenance_report")
         if not result:
             return None
@@ -83,6 +87,8 @@ with DAG(
                 f"and {entry['log_files_removed']} log file(s) removed, {entry['bytes_removed']} bytes; "
                 f"versions retained: {entry['versions_retained']}"
             )
+        if result["failed"]:
+            raise AirflowFailException(f"Maintenance failed for: {', '.join(result['failed'])}.")
         return result["totals"]
 
     maintain >> report()

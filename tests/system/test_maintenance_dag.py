@@ -183,8 +183,9 @@ def test_a_failing_table_fails_the_task_after_the_others_are_maintained(
     assert str(dag_run.state) == "failed"
     states = task_states(dag_run)
     assert states["maintain_tables"] == "failed"
-    # The report task runs anyway (trigger rule all_done), so the night's report is not lost.
-    assert states["report"] == "success"
+    # The report task runs anyway (trigger rule all_done), so the night's report is not lost, and
+    # fails too: as the last task it decides the run's state.
+    assert states["report"] == "failed"
     report = xcoms(dag_run.run_id)[("maintain_tables", "maintenance_report")]
     assert [Path(t).name for t in report["failed"]] == ["missing"]
     assert report["totals"]["files_removed"] == 11
