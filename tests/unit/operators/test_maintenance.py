@@ -11,7 +11,7 @@ import importlib.util
 import json
 import os
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -687,3 +687,62 @@ def test_maintenance_on_s3(
     assert DeltaTable(uri, options).snapshot().to_pyarrow_table()["id"].to_pylist() == [11]
     output = capsys.readouterr()
     assert SECRET not in json.dumps(report) + str(caught.value) + output.out + output.err + caplog.text
+
+
+# --- when was the table last vacuumed ------------------------------------------------------------
+
+
+def vacuum_commit(root: str, status: str) -> None:
+    """A VACUUM START / VACUUM END pair as Delta writes them (empty commits, dataChange false)."""
+    from airflow_delta_provider.core.transaction import OptimisticTransaction
+
+    table = DeltaTable(root)
+    OptimisticTransaction(table).commit([], operation="VACUUM START", data_change=False)
+    OptimisticTransaction(table).commit(
+        [], operation="VACUUM END", operation_parameters={"status": status}, data_change=False
+    )
+
+
+def test_last_vacuum_reads_the_newest_completed_vacuum_end(tmp_path: Path) -> None:
+    from airflow_delta_provider.operators.maintenance import last_vacuum
+
+    root = write_table(tmp_path / "t", commits=3)
+    week_ago = datetime.now(UTC) - timedelta(days=7)
+    assert last_vacuum(DeltaTable(root), week_ago) is None
+
+    vacuum_commit(root, "FAILED")
+    # A VACUUM that failed part-way did not vacuum the table.
+    assert last_vacuum(DeltaTable(root), week_ago) is None
+
+    vacuum_commit(root, "COMPLETED")
+    write_table(tmp_path / "t", commits=2)  # later writes do not hide it
+    found = last_vacuum(DeltaTable(root), week_ago)
+    assert found is not None
+    stamp, reason = found
+    assert reason.startswith("VACUUM END at version 6 (")
+    assert abs((datetime.now(UTC) - stamp).total_seconds()) < 600
+
+
+def test_last_vacuum_ignores_a_vacuum_older_than_the_window(tmp_path: Path) -> None:
+    from airflow_delta_provider.operators.maintenance import last_vacuum
+
+    root = write_table(tmp_path / "t", commits=2)
+    vacuum_commit(root, "COMPLETED")
+    age_log(root, days=10)
+    assert last_vacuum(DeltaTable(root), datetime.now(UTC) - timedelta(days=7)) is None
+    assert last_vacuum(DeltaTable(root), datetime.now(UTC) - timedelta(days=11)) is not None
+
+
+def test_last_vacuum_falls_back_to_last_vacuum_info(tmp_path: Path) -> None:
+    """On S3 Delta writes no VACUUM commits; ``_last_vacuum_info`` still says when VACUUM last ran."""
+    from airflow_delta_provider.operators.maintenance import last_vacuum
+
+    root = write_table(tmp_path / "t", commits=2)
+    info = Path(root) / "_delta_log" / "_last_vacuum_info"
+    info.write_text(json.dumps({"latestCommitVersionOutsideOfRetentionWindow": 0}))
+    found = last_vacuum(DeltaTable(root), datetime.now(UTC) - timedelta(days=7))
+    assert found is not None
+    assert found[1].startswith("_last_vacuum_info written ")
+    old = time.time() - 8 * DAY
+    os.utime(info, (old, old))
+    assert last_vacuum(DeltaTable(root), datetime.now(UTC) - timedelta(days=7)) is None
