@@ -189,11 +189,12 @@ def _jsonable(value: Any) -> Any:
 
 
 def _cap_files(result: dict[str, Any]) -> dict[str, Any]:
-    """Keep at most :data:`MAX_XCOM_FILES` paths in ``result["files"]`` and say when some were left out."""
-    files = result.get("files")
-    if isinstance(files, list) and len(files) > MAX_XCOM_FILES:
-        result["files"] = files[:MAX_XCOM_FILES]
-        result["files_truncated"] = True
+    """Keep at most :data:`MAX_XCOM_FILES` paths per list (``files``, ``directories``); say when cut."""
+    for key in ("files", "directories"):
+        paths = result.get(key)
+        if isinstance(paths, list) and len(paths) > MAX_XCOM_FILES:
+            result[key] = paths[:MAX_XCOM_FILES]
+            result[f"{key}_truncated"] = True
     return result
 
 
