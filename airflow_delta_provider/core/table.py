@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.core.errors import (
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
     from airflow_delta_provider.core.checkpoint import CheckpointResult
     from airflow_delta_provider.core.transaction import CommitResult
+    from airflow_delta_provider.core.vacuum import VacuumResult
     from airflow_delta_provider.core.write import CreateMode, SchemaMode, WriteMode
 
 log = logging.getLogger(__name__)
@@ -304,6 +305,44 @@ class DeltaTable:
         from airflow_delta_provider.core.checkpoint import write_checkpoint
 
         return write_checkpoint(self, version, parts=parts)
+
+    def vacuum(
+        self,
+        *,
+        retention: timedelta | str | None = None,
+        dry_run: bool = False,
+        mode: str = "full",
+        enforce_retention_duration: bool = True,
+        max_workers: int | None = None,
+        now: datetime | int | None = None,
+        provider_defaults: Mapping[str, Any] | None = None,
+        log_commits: bool | None = None,
+    ) -> VacuumResult:
+        """Delete files the table no longer references that are older than the retention (Delta's VACUUM).
+
+        Never deletes a live file, an unexpired tombstone, their deletion vectors, hidden
+        files, young untracked files (in-flight writes) or anything outside the table root.
+        A retention shorter than the table's ``delta.deletedFileRetentionDuration`` (default
+        7 days) is refused unless ``enforce_retention_duration=False``. See
+        :func:`airflow_delta_provider.core.vacuum.vacuum` for every parameter.
+
+        :param dry_run: only report what would be deleted.
+        :param mode: ``full`` (list the table root, Delta's default) or ``lite`` (read removes
+            from the log).
+        """
+        from airflow_delta_provider.core.vacuum import vacuum
+
+        return vacuum(
+            self,
+            retention=retention,
+            dry_run=dry_run,
+            mode=mode,
+            enforce_retention_duration=enforce_retention_duration,
+            max_workers=max_workers,
+            now=now,
+            provider_defaults=provider_defaults,
+            log_commits=log_commits,
+        )
 
     def commit_files(
         self,

@@ -489,3 +489,17 @@ def test_explicit_checkpoint(table):
     result = table.checkpoint()
     assert result.version == 1 and result.num_add_files == 1
     assert table.snapshot().segment.checkpoint_version == 1
+
+
+def test_vacuum_through_the_table_deletes_only_the_replaced_file(table):
+    old = batch(table.storage.root, "a", [1])
+    table.commit_files([old])
+    new = batch(table.storage.root, "a", [2])
+    table.commit_files([new], mode="overwrite")
+    with pytest.raises(Exception, match="retention"):
+        table.vacuum(retention="0 hours")
+    result = table.vacuum(retention="0 hours", enforce_retention_duration=False)
+    assert result.num_files == 1
+    assert not os.path.exists(os.path.join(table.storage.root, old))
+    assert os.path.exists(os.path.join(table.storage.root, new))
+    assert rows(table) == [(2, "a")]
