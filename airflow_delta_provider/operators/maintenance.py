@@ -471,8 +471,6 @@ class DeltaVacuumOperator(_DeltaTableOperator):
         self.max_workers = max_workers
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow_delta_provider.core.vacuum import vacuum
-
         dry_run = _to_bool(self.dry_run, "dry_run")
         table = self.hook.get_table()
         uri = self.hook.table_uri
@@ -482,8 +480,7 @@ class DeltaVacuumOperator(_DeltaTableOperator):
                 "deleted-file retention may be deleted while readers or writers still need them.",
                 uri,
             )
-        result = vacuum(
-            table,
+        result = table.vacuum(
             retention=_to_retention(self.retention, "retention"),
             dry_run=dry_run,
             mode=_to_mode(self.mode),
@@ -877,8 +874,6 @@ class DeltaMaintenanceOperator(BaseOperator):
         return {"status": "not due", "reason": reason, "result": result}
 
     def _vacuum(self, table: DeltaTable, settings: _Settings) -> dict[str, Any]:
-        from airflow_delta_provider.core.vacuum import vacuum
-
         if settings.vacuum_interval is not None:
             since = _now() - settings.vacuum_interval
             last = last_vacuum(table, since)
@@ -894,8 +889,7 @@ class DeltaMaintenanceOperator(BaseOperator):
             reason = "vacuum_interval is None: VACUUM on every run"
         result = _cap_files(
             _jsonable(
-                vacuum(
-                    table,
+                table.vacuum(
                     retention=settings.vacuum_retention,
                     dry_run=settings.dry_run,
                     mode=settings.vacuum_mode,

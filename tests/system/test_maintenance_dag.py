@@ -24,11 +24,9 @@ if TYPE_CHECKING:
     from types import ModuleType
 
 pytestmark = pytest.mark.system
-# TEMPORARY: core/cleanup.py and core/vacuum.py are being written in parallel (agreed API).
+# TEMPORARY: core/cleanup.py is being written in parallel (agreed API).
 NEEDS_CORE = pytest.mark.skipif(
-    importlib.util.find_spec("airflow_delta_provider.core.cleanup") is None
-    or importlib.util.find_spec("airflow_delta_provider.core.vacuum") is None,
-    reason="core.cleanup / core.vacuum not landed",
+    importlib.util.find_spec("airflow_delta_provider.core.cleanup") is None, reason="core.cleanup not landed"
 )
 
 DAG_FILE = Path(__file__).resolve().parents[2] / "dags_examples" / "nightly_maintenance.py"

@@ -30,12 +30,9 @@ from airflow_delta_provider.operators.maintenance import (
     checkpoint_due,
 )
 
-# TEMPORARY: core/cleanup.py and core/vacuum.py are being written in parallel (agreed API).
+# TEMPORARY: core/cleanup.py is being written in parallel (agreed API).
 NEEDS_CLEANUP = pytest.mark.skipif(
     importlib.util.find_spec("airflow_delta_provider.core.cleanup") is None, reason="core.cleanup not landed"
-)
-NEEDS_VACUUM = pytest.mark.skipif(
-    importlib.util.find_spec("airflow_delta_provider.core.vacuum") is None, reason="core.vacuum not landed"
 )
 
 DAY = 86_400
@@ -363,7 +360,6 @@ def removed_files(root: str) -> set[str]:
     return {p.name for p in Path(root).glob("*.parquet")} - live
 
 
-@NEEDS_VACUUM
 def test_vacuum_refuses_a_retention_shorter_than_the_table_s(tmp_path: Path) -> None:
     root = overwritten_table(tmp_path / "t")
     before = tree(root)
@@ -372,7 +368,6 @@ def test_vacuum_refuses_a_retention_shorter_than_the_table_s(tmp_path: Path) -> 
     assert tree(root) == before
 
 
-@NEEDS_VACUUM
 def test_vacuum_default_retention_keeps_fresh_tombstones(tmp_path: Path) -> None:
     root = overwritten_table(tmp_path / "t")
     before = tree(root)
@@ -383,7 +378,6 @@ def test_vacuum_default_retention_keeps_fresh_tombstones(tmp_path: Path) -> None
     }
 
 
-@NEEDS_VACUUM
 def test_vacuum_with_the_safety_check_off_deletes_only_unreferenced_files(tmp_path: Path) -> None:
     root = overwritten_table(tmp_path / "t")
     removed = removed_files(root)
@@ -400,7 +394,6 @@ def test_vacuum_with_the_safety_check_off_deletes_only_unreferenced_files(tmp_pa
     json.dumps(result)
 
 
-@NEEDS_VACUUM
 def test_vacuum_dry_run_lists_and_keeps(tmp_path: Path) -> None:
     root = overwritten_table(tmp_path / "t", properties=ZERO_FILE_RETENTION)
     removed = removed_files(root)
@@ -411,7 +404,6 @@ def test_vacuum_dry_run_lists_and_keeps(tmp_path: Path) -> None:
     assert tree(root) == before
 
 
-@NEEDS_VACUUM
 def test_vacuum_lite_mode_reads_the_log(tmp_path: Path) -> None:
     root = overwritten_table(tmp_path / "t", properties=ZERO_FILE_RETENTION)
     # A stray file no commit ever named: FULL finds it, LITE (log only) cannot.
@@ -440,7 +432,6 @@ def neglected_table(root: Path) -> str:
 
 
 @NEEDS_CLEANUP
-@NEEDS_VACUUM
 def test_maintenance_runs_each_step_when_due(tmp_path: Path) -> None:
     root = neglected_table(tmp_path / "neglected")
     removed_bytes = sum((Path(root) / name).stat().st_size for name in removed_files(root))
@@ -473,7 +464,6 @@ def test_maintenance_runs_each_step_when_due(tmp_path: Path) -> None:
 
 
 @NEEDS_CLEANUP
-@NEEDS_VACUUM
 def test_maintenance_second_run_finds_nothing_due(tmp_path: Path) -> None:
     root = neglected_table(tmp_path / "neglected")
     DeltaMaintenanceOperator(task_id="m", tables=root).execute({})
@@ -491,7 +481,6 @@ def test_maintenance_second_run_finds_nothing_due(tmp_path: Path) -> None:
 
 
 @NEEDS_CLEANUP
-@NEEDS_VACUUM
 def test_maintenance_without_vacuum_interval_vacuums_every_run(tmp_path: Path) -> None:
     root = neglected_table(tmp_path / "neglected")
     DeltaMaintenanceOperator(task_id="m", tables=root).execute({})
@@ -503,7 +492,6 @@ def test_maintenance_without_vacuum_interval_vacuums_every_run(tmp_path: Path) -
 
 
 @NEEDS_CLEANUP
-@NEEDS_VACUUM
 def test_maintenance_dry_run_changes_nothing(tmp_path: Path) -> None:
     root = neglected_table(tmp_path / "neglected")
     before = tree(root)
@@ -539,7 +527,6 @@ def test_maintenance_respects_disabled_log_cleanup(tmp_path: Path) -> None:
 
 
 @NEEDS_CLEANUP
-@NEEDS_VACUUM
 def test_one_failing_table_does_not_stop_the_others(tmp_path: Path) -> None:
     neglected = neglected_table(tmp_path / "neglected")
     fresh = write_table(tmp_path / "fresh", commits=3)
@@ -585,7 +572,6 @@ def test_a_failing_step_skips_the_table_s_later_steps(tmp_path: Path) -> None:
 
 
 @NEEDS_CLEANUP
-@NEEDS_VACUUM
 def test_tables_rendered_as_a_json_list_are_deduplicated(tmp_path: Path) -> None:
     a = write_table(tmp_path / "a", commits=2)
     b = write_table(tmp_path / "b", commits=2)
@@ -666,7 +652,6 @@ def test_checkpoint_on_s3_keeps_secrets_out_of_xcom_and_logs(
 
 
 @NEEDS_CLEANUP
-@NEEDS_VACUUM
 @pytest.mark.s3
 def test_maintenance_on_s3(
     s3_bucket: str, s3_endpoint: str, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
