@@ -80,7 +80,7 @@ from airflow_delta_provider.core.segment import list_log_files
 from airflow_delta_provider.core.storage import LOG_DIR, _file_info, has_scheme, resolve_path
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 
     import pyarrow as pa
 
@@ -345,7 +345,9 @@ def vacuum(
     )
 
     plan = plan_vacuum(table, snapshot, delete_before_ms, mode=mode_name)
-    _check_under_root(storage, [p for p, _ in plan.files] + plan.directories)
+    _check_under_root(
+        storage, [p for p, _ in plan.files] + plan.directories, resolve_links=mode_name == "lite"
+    )
     files = tuple(storage.to_uri(p) for p, _ in plan.files)
     directories = tuple(storage.to_uri(p) for p in plan.directories)
     result = VacuumResult(
@@ -767,7 +769,7 @@ def _commit_stamps(table: DeltaTable, snapshot: Snapshot) -> list[tuple[int, int
 def _plan_full(
     storage: TableStorage, delete_before_ms: int, protected: set[str], hidden: Callable[[str], bool]
 ) -> VacuumPlan:
-    listing = list_table(storage, hidden)
+    listing = list_table(storage, hidden, protected)
     plan = VacuumPlan(listed_directories=len(listing.directories))
     root_prefix = storage.root.rstrip("/") + "/"
     for relative, size, mtime in listing.files:
@@ -785,7 +787,8 @@ def _plan_full(
 class TableListing:
     """The visible content of a table root.
 
-    :param files: ``(relative path, size, modification ms)``.
+    :param files: ``(relative path, size, modification ms)`` (local listings leave out the
+        files they were asked to skip).
     :param directories: relative paths of the visible directories.
     :param empty_directories: those with nothing at all (not even hidden entries) below them.
     """
@@ -795,51 +798,76 @@ class TableListing:
     empty_directories: list[str]
 
 
-def list_table(storage: TableStorage, hidden: Callable[[str], bool]) -> TableListing:
-    """List the table root recursively, skipping hidden names at every level."""
+def list_table(
+    storage: TableStorage, hidden: Callable[[str], bool], skip: Container[str] = frozenset()
+) -> TableListing:
+    """List the table root recursively, skipping hidden names at every level.
+
+    :param skip: relative paths of files that need no size or age (protected ones); local
+        listings leave them out and save their ``stat`` calls.
+    """
     if storage.is_local:
-        return _list_local(storage.root, hidden)
+        return _list_local(storage.root, hidden, skip)
     return _list_fsspec(storage, hidden)
 
 
-def _list_local(root: str, hidden: Callable[[str], bool]) -> TableListing:
+def _list_local(root: str, hidden: Callable[[str], bool], skip: Container[str] = frozenset()) -> TableListing:
+    """Scan the root level by level. Files in ``skip`` (protected ones) are seen but not
+    ``stat``-ed: on a large live table most files are protected and cost no system call."""
     files: list[tuple[str, int, int]] = []
     directories: list[str] = []
     # Per directory: has it any entry that is not a visible directory, and its visible subdirs.
     occupied: dict[str, bool] = {}
     children: dict[str, list[str]] = {}
-    stack = [""]
-    while stack:
-        relative = stack.pop()
+
+    def scan(relative: str) -> tuple[str, list[tuple[str, int, int]], list[str], bool] | None:
         absolute = f"{root}/{relative}" if relative else root
+        prefix = f"{relative}/" if relative else ""
+        found: list[tuple[str, int, int]] = []
         subdirs: list[str] = []
         has_other = False
         try:
             entries = os.scandir(absolute)
-        except FileNotFoundError:
-            continue
+        except (FileNotFoundError, NotADirectoryError):
+            return None
         with entries:
             for entry in entries:
                 name = entry.name
-                if hidden(name):
+                # Only `_`/`.` names and UniForm's `metadata` can be hidden: skip the call for others.
+                if (name[0] in "._" or name == "metadata") and hidden(name):
                     has_other = True
                     continue
-                path = f"{relative}/{name}" if relative else name
+                path = prefix + name
                 try:
                     # Symlinks are never followed: a link to a directory must not lead the listing
                     # (and the deletions) out of the table root; the link itself is a file.
                     if entry.is_dir(follow_symlinks=False):
                         subdirs.append(path)
                         continue
+                    has_other = True
+                    if path in skip:
+                        continue
                     stat = entry.stat(follow_symlinks=False)
                 except FileNotFoundError:  # deleted while listing
                     continue
-                has_other = True
-                files.append((path, stat.st_size, int(stat.st_mtime * 1000)))
-        occupied[relative] = has_other
-        children[relative] = subdirs
-        directories.extend(subdirs)
-        stack.extend(subdirs)
+                found.append((path, stat.st_size, int(stat.st_mtime * 1000)))
+        return relative, found, subdirs, has_other
+
+    # Breadth first. (Threads do not help: the per-entry work holds the GIL longer than the
+    # ``stat`` call releases it; measured slower with 2-8 threads on 100,000 files.)
+    level = [""]
+    while level:
+        results = [scan(directory) for directory in level]
+        level = []
+        for item in results:
+            if item is None:
+                continue
+            relative, found, subdirs, has_other = item
+            files.extend(found)
+            occupied[relative] = has_other
+            children[relative] = subdirs
+            directories.extend(subdirs)
+            level.extend(subdirs)
     empty = _empty_directories(directories, occupied, children)
     return TableListing(files, directories, empty)
 
@@ -938,11 +966,18 @@ def _plan_lite(
     for relative, (size, stamp) in newest.items():
         if stamp >= delete_before_ms or relative in protected:
             continue
-        if relative.startswith("../") or any(hidden(part) for part in relative.split("/")):
+        if relative.startswith("../") or _has_hidden_part(relative, hidden):
             continue
         plan.files.append((root_prefix + relative, size))
     plan.files.sort()
     return plan
+
+
+def _has_hidden_part(relative: str, hidden: Callable[[str], bool]) -> bool:
+    slashed = "/" + relative
+    if "/_" not in slashed and "/." not in slashed and "/metadata" not in slashed:
+        return False  # the common case, without splitting
+    return any(hidden(part) for part in relative.split("/"))
 
 
 def _removed_files(storage: TableStorage, paths: Sequence[str]) -> list[tuple[str, int, int]]:
@@ -1036,21 +1071,28 @@ def write_last_vacuum_info(storage: TableStorage, version: int | None) -> int | 
 # --- deleting --------------------------------------------------------------------------------
 
 
-def _check_under_root(storage: TableStorage, paths: Iterable[str]) -> None:
+def _check_under_root(storage: TableStorage, paths: Iterable[str], *, resolve_links: bool) -> None:
     """Refuse the whole run when any candidate is not strictly below the table root.
 
-    Locally the real location of each parent directory is checked too: a log path through a
+    With ``resolve_links`` (candidates from the log, not from a listing that never follows links)
+    the real location of each parent directory is checked too, locally: a log path through a
     symbolic link to a directory elsewhere must not make VACUUM delete outside the root.
     """
     prefix = storage.root.rstrip("/") + "/"
-    real_root = os.path.realpath(storage.root) if storage.is_local else None
+    log_prefix = prefix + LOG_DIR + "/"
+    real_root = os.path.realpath(storage.root) if storage.is_local and resolve_links else None
     checked: dict[str, bool] = {}
     for path in paths:
-        relative = path[len(prefix) :] if path.startswith(prefix) else ""
-        inside = bool(relative) and not relative.startswith(LOG_DIR + "/")
-        inside = inside and ".." not in relative.split("/") and "." not in relative.split("/")
+        inside = (
+            path.startswith(prefix)
+            and len(path) > len(prefix)
+            and not path.startswith(log_prefix)
+            and "/../" not in path
+            and "/./" not in path
+            and not path.endswith(("/..", "/."))
+        )
         if inside and real_root is not None:
-            parent = os.path.dirname(path)
+            parent = path.rpartition("/")[0]
             if parent not in checked:
                 real = os.path.realpath(parent)
                 checked[parent] = real == real_root or real.startswith(real_root + os.sep)
