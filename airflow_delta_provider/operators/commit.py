@@ -1,0 +1,699 @@
+"""Idempotent commits of Parquet output into Delta tables, keyed on the Airflow run identity.
+
+Every commit carries a Delta ``txn`` action (``txnAppId`` / ``txnVersion``). By default:
+
+* ``app_id`` is the task instance: ``airflow/<dag_id>/<task_id>/<run_id>[/<map_index>]``. Each
+  run and each mapped instance has its own, so runs in any order, overlapping runs and
+  backfills each commit exactly once.
+* ``app_version`` says which executions count as "the same":
+
+  - ``append``: always ``0``. Any re-execution of a task instance that already committed
+    (a retry at any try, or a clear) commits nothing: appending twice would duplicate rows.
+  - ``overwrite`` / ``replace_where``: the first try number of the current clear generation,
+    ``max_tries - retries + 1``, as Airflow computes it. Retries share it, so a retry after the
+    commit landed commits nothing; a clear raises ``max_tries`` and so the version, so the
+    re-run replaces its slice again.
+
+Users with their own sequencing pass ``app_id`` / ``app_version`` (templated). The run identity
+(dag, task, run, map index, try) goes into commitInfo ``tags`` and ``userMetadata``. See
+``docs/idempotency.md``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import AssetAlias, BaseOperator
+
+from airflow_delta_provider.assets.delta import (
+    asset_event_extra,
+    delta_table_asset,
+    is_template,
+    table_asset_uri,
+)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from airflow.sdk import Context
+
+    from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.table import DeltaTable
+    from airflow_delta_provider.core.transaction import CommitResult
+    from airflow_delta_provider.hooks.delta import DeltaTableHook
+
+__all__ = [
+    "DEFAULT_SET_TRANSACTION_RETENTION",
+    "DeltaCommitOperator",
+    "RunIdentity",
+    "default_app_version",
+]
+
+#: Write modes; ``replace_where`` turns an overwrite into a replace of the partitions it selects.
+MODES = ("append", "overwrite")
+#: Table property bounding the table's set of txns (Delta keeps no expiry by default).
+SET_TRANSACTION_RETENTION = "delta.setTransactionRetentionDuration"
+#: What tables the provider creates get when ``[delta] set_transaction_retention_duration`` is unset.
+DEFAULT_SET_TRANSACTION_RETENTION = "interval 90 days"
+#: Prefix of the commitInfo tags holding the Airflow run identity.
+TAG_PREFIX = "airflow."
+
+
+# --- the run identity and the idempotency key ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """Who is committing: one execution of one task instance.
+
+    :param dag_id: the DAG.
+    :param task_id: the task.
+    :param run_id: the DAG run.
+    :param map_index: the mapped instance (-1 when not mapped).
+    :param try_number: this try.
+    :param first_try: the first try of the current clear generation (Airflow's
+        ``max_tries - retries + 1``): equal for all retries, higher after each clear.
+    """
+
+    dag_id: str
+    task_id: str
+    run_id: str
+    map_index: int
+    try_number: int
+    first_try: int
+
+    @classmethod
+    def from_context(cls, context: Context | Mapping[str, Any]) -> RunIdentity:
+        """The identity of the running task instance.
+
+        :raises ValueError: the context has no task instance (``ti``).
+        """
+        ti = context.get("ti") or context.get("task_instance")
+        if ti is None:
+            raise ValueError(
+                "The context has no task instance ('ti'); a Delta commit operator takes its idempotency key "
+                "from the run identity. Run it as an Airflow task, or pass app_id and app_version."
+            )
+        task = context.get("task") or getattr(ti, "task", None)
+        retries = int(getattr(task, "retries", 0) or 0)
+        try_number = int(getattr(ti, "try_number", 1) or 1)
+        max_tries = getattr(ti, "max_tries", None)
+        # max_tries = try_number_at_clear + retries after a clear, = retries before any clear.
+        first_try = int(max_tries) - retries + 1 if isinstance(max_tries, int) and max_tries >= 0 else 1
+        map_index = getattr(ti, "map_index", -1)
+        return cls(
+            dag_id=str(ti.dag_id),
+            task_id=str(ti.task_id),
+            run_id=str(ti.run_id),
+            map_index=int(map_index) if map_index is not None else -1,
+            try_number=try_number,
+            first_try=max(1, min(first_try, try_number)),
+        )
+
+    @property
+    def app_id(self) -> str:
+        """The default ``txnAppId``: one per task instance (run and map index)."""
+        base = f"airflow/{self.dag_id}/{self.task_id}/{self.run_id}"
+        return base if self.map_index < 0 else f"{base}/{self.map_index}"
+
+    def tags(self) -> dict[str, str]:
+        """The commitInfo ``tags`` recording this execution."""
+        return {
+            f"{TAG_PREFIX}dag_id": self.dag_id,
+            f"{TAG_PREFIX}task_id": self.task_id,
+            f"{TAG_PREFIX}run_id": self.run_id,
+            f"{TAG_PREFIX}map_index": str(self.map_index),
+            f"{TAG_PREFIX}try_number": str(self.try_number),
+        }
+
+    def user_metadata(self) -> str:
+        """A compact JSON of the identity, for commitInfo ``userMetadata`` (shown by ``DESCRIBE HISTORY``)."""
+        return json.dumps(
+            {
+                "airflow": {
+                    "dag_id": self.dag_id,
+                    "task_id": self.task_id,
+                    "run_id": self.run_id,
+                    "map_index": self.map_index,
+                    "try_number": self.try_number,
+                }
+            },
+            separators=(",", ":"),
+        )
+
+
+def default_app_version(identity: RunIdentity, mode: str) -> int:
+    """The default ``txnVersion`` of a commit (see the module docstring).
+
+    :param identity: the running task instance.
+    :param mode: ``append`` or ``overwrite``.
+    """
+    return 0 if mode == "append" else identity.first_try
+
+
+# --- argument checks ---------------------------------------------------------------------
+
+
+def _deferred(value: Any) -> bool:
+    """Whether a value is only known at run time (Jinja, an XComArg); such values are checked then."""
+    return is_template(value) or callable(getattr(value, "resolve", None))
+
+
+def _to_mode(value: Any) -> str:
+    text = value.strip().lower() if isinstance(value, str) else value
+    if text not in MODES:
+        raise ValueError(f"mode must be 'append' or 'overwrite', got {value!r}.")
+    return text
+
+
+def _to_app_version(value: Any) -> int | None:
+    """A txnVersion from an int or a rendered template (``"42"``); None or ``""`` for the default."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
+        return None
+    if isinstance(value, bool):
+        raise ValueError(f"app_version must be a non-negative integer, got {value!r}.")
+    try:
+        number = int(value.strip()) if isinstance(value, str) else int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"app_version must be a non-negative integer, got {value!r}.") from None
+    if number < 0 or (not isinstance(value, str) and number != value):
+        raise ValueError(f"app_version must be a non-negative integer, got {value!r}.")
+    return number
+
+
+def _to_app_id(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"app_id must be a string, got {value!r}.")
+    text = value.strip()
+    if not text or text.lower() == "none":
+        return None
+    return text
+
+
+def _to_partition_by(value: Any) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, Sequence) or not all(isinstance(c, str) and c.strip() for c in value):
+        raise ValueError(f"partition_by must be a column name or a list of column names, got {value!r}.")
+    return [c.strip() for c in value]
+
+
+def _to_bool(value: Any, name: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ValueError(f"{name} must be true or false, got {value!r}.")
+
+
+def provider_table_properties(properties: Mapping[str, Any] | None) -> dict[str, str]:
+    """Properties of a table the provider creates: the user's, plus a bounded txn retention.
+
+    ``delta.setTransactionRetentionDuration`` comes from ``[delta] set_transaction_retention_duration``
+    (default ``interval 90 days``) unless the user set it; without it every task instance's txn
+    would stay in the table's state forever.
+    """
+    result = {
+        str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in (properties or {}).items()
+    }
+    if SET_TRANSACTION_RETENTION not in result:
+        result[SET_TRANSACTION_RETENTION] = _configured_txn_retention()
+    return result
+
+
+def _configured_txn_retention() -> str:
+    try:
+        from airflow_delta_provider.config import retention_defaults
+    except ImportError:  # config.py is written in parallel; its default is the same
+        return DEFAULT_SET_TRANSACTION_RETENTION
+    return str(retention_defaults().get(SET_TRANSACTION_RETENTION) or DEFAULT_SET_TRANSACTION_RETENTION)
+
+
+def open_hook(
+    delta_conn_id: str | None,
+    *,
+    table_uri: str | None,
+    storage_conn_id: str | None,
+    storage_options: Mapping[str, Any] | None,
+) -> DeltaTableHook:
+    """The provider's :class:`DeltaTableHook` for a table (credentials from Airflow connections)."""
+    try:
+        from airflow_delta_provider.hooks.delta import DeltaTableHook
+    except ImportError:  # hooks/delta.py is written in parallel; plain URIs work meanwhile
+        if delta_conn_id or storage_conn_id:
+            raise
+        return _PlainHook(table_uri, storage_options)  # type: ignore[return-value]
+    return DeltaTableHook(
+        delta_conn_id,
+        table_uri=table_uri,
+        storage_conn_id=storage_conn_id,
+        storage_options=dict(storage_options) if storage_options else None,
+    )
+
+
+class _PlainHook:
+    """A table from a URI and fsspec options, until the hook module lands."""
+
+    def __init__(self, table_uri: str | None, storage_options: Mapping[str, Any] | None) -> None:
+        from airflow_delta_provider.core.table import DeltaTable
+
+        if not table_uri:
+            raise ValueError("table_uri is required without a delta connection.")
+        self._table = DeltaTable(table_uri, storage_options)
+        self.table_uri = table_asset_uri(table_uri)
+
+    def get_table(self) -> DeltaTable:
+        return self._table
+
+
+def already_committed(
+    table: DeltaTable, app_id: str, app_version: int, *, snapshot: Snapshot | None = None
+) -> CommitResult | None:
+    """The core's "nothing to commit" result when the table holds ``app_id`` at ``app_version`` or later.
+
+    Reads only protocol, metadata and txns of the latest snapshot (no file list). None when the
+    table does not exist or the application has not committed that version yet.
+
+    :param snapshot: the latest snapshot, when the caller has it.
+    """
+    from airflow_delta_provider.core.errors import TableNotFoundError
+    from airflow_delta_provider.core.transaction import CommitResult
+    from airflow_delta_provider.core.write import _version_recording
+
+    if snapshot is None:
+        try:
+            snapshot = table.snapshot()
+        except TableNotFoundError:
+            return None
+    current = snapshot.app_transaction_version(app_id)
+    if current is None or current < app_version:
+        return None
+    recorded = _version_recording(snapshot, app_id)
+    return CommitResult(
+        version=recorded if recorded is not None else snapshot.version,
+        committed=False,
+        operation="WRITE",
+        read_version=snapshot.version,
+        app_id=app_id,
+        app_version=app_version,
+    )
+
+
+# --- the shared behaviour of the commit operators ---------------------------------------------
+
+
+class DeltaCommitMixin:
+    """What :class:`DeltaCommitOperator` and ``DeltaPySparkOperator`` share: the table, the
+    idempotency key, the commit, the asset event and the lineage.
+
+    Subclasses call :meth:`_init_commit_args` from ``__init__`` (before ``super().__init__`` so
+    the default outlet is in the kwargs) and :meth:`_commit` from ``execute``.
+    """
+
+    commit_template_fields: tuple[str, ...] = (
+        "table_uri",
+        "delta_conn_id",
+        "storage_conn_id",
+        "mode",
+        "replace_where",
+        "app_id",
+        "app_version",
+        "user_metadata",
+    )
+
+    table_uri: str | None
+    delta_conn_id: str | None
+    storage_conn_id: str | None
+    storage_options: dict[str, Any] | None
+    mode: str
+    replace_where: str | None
+    partition_by: list[str] | None
+    merge_schema: bool
+    table_properties: dict[str, Any] | None
+    app_id: str | None
+    app_version: int | str | None
+    user_metadata: str | None
+    commit_tags: dict[str, str] | None
+    log: Any
+
+    @staticmethod
+    def _default_outlets(kwargs: dict[str, Any], table_uri: str | None) -> None:
+        """Make the table an outlet unless the user chose outlets (call before ``super().__init__``)."""
+        if (
+            "outlets" not in kwargs
+            and isinstance(table_uri, str)
+            and table_uri
+            and not is_template(table_uri)
+        ):
+            # The asset must be known at parse time; a templated table can use an AssetAlias outlet.
+            kwargs["outlets"] = [delta_table_asset(table_uri)]
+
+    def _init_commit_args(
+        self,
+        *,
+        table_uri: str | None,
+        delta_conn_id: str | None,
+        storage_conn_id: str | None,
+        storage_options: Mapping[str, Any] | None,
+        mode: str,
+        replace_where: str | None,
+        partition_by: Sequence[str] | str | None,
+        merge_schema: bool,
+        table_properties: Mapping[str, Any] | None,
+        app_id: str | None,
+        app_version: int | str | None,
+        user_metadata: str | None,
+        tags: Mapping[str, str] | None,
+    ) -> None:
+        """Check and store the commit arguments (call after ``super().__init__``)."""
+        name = type(self).__name__
+        if not table_uri and not delta_conn_id:
+            raise ValueError(
+                f"{name} needs table_uri or delta_conn_id to know which table to write; got neither."
+            )
+        if not _deferred(mode):
+            mode = _to_mode(mode)
+        if replace_where is not None and not isinstance(replace_where, str) and not _deferred(replace_where):
+            raise ValueError(f"replace_where must be a SQL predicate string, got {replace_where!r}.")
+        if isinstance(replace_where, str) and not replace_where.strip():
+            raise ValueError(
+                "replace_where is empty; give a predicate such as \"ds = '{{ ds }}'\" or leave it out."
+            )
+        if replace_where is not None and not _deferred(mode) and mode != "overwrite":
+            raise ValueError(
+                "replace_where selects the partitions an overwrite replaces; use it with mode='overwrite' "
+                f"(got mode={mode!r})."
+            )
+        if not _deferred(app_version):
+            _to_app_version(app_version)
+        if app_id is not None and not isinstance(app_id, str) and not _deferred(app_id):
+            raise ValueError(f"app_id must be a string, got {app_id!r}.")
+        if tags is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in tags.items()):
+            raise ValueError(f"tags must map strings to strings, got {tags!r}.")
+        self.table_uri = table_uri
+        self.delta_conn_id = delta_conn_id
+        self.storage_conn_id = storage_conn_id
+        self.storage_options = dict(storage_options) if storage_options else None
+        self.mode = mode
+        self.replace_where = replace_where
+        self.partition_by = _to_partition_by(partition_by)
+        self.merge_schema = _to_bool(merge_schema, "merge_schema")
+        self.table_properties = dict(table_properties) if table_properties else None
+        self.app_id = app_id
+        self.app_version = app_version
+        self.user_metadata = user_metadata
+        self.commit_tags = dict(tags) if tags else None
+
+    # --- the table -------------------------------------------------------------------------
+
+    @cached_property
+    def hook(self) -> DeltaTableHook:
+        """The hook that opens the table (built on first use, never in ``__init__``)."""
+        return open_hook(
+            self.delta_conn_id,
+            table_uri=self.table_uri,
+            storage_conn_id=self.storage_conn_id,
+            storage_options=self.storage_options,
+        )
+
+    def _resolved_mode(self) -> str:
+        mode = _to_mode(self.mode)
+        if self.replace_where is not None and mode != "overwrite":
+            raise ValueError(
+                f"replace_where={self.replace_where!r} needs mode='overwrite' "
+                f"(the rendered mode is {mode!r})."
+            )
+        return mode
+
+    def idempotency_key(self, context: Context | Mapping[str, Any]) -> tuple[RunIdentity, str, int]:
+        """The run identity and the ``(app_id, app_version)`` this execution commits with."""
+        identity = RunIdentity.from_context(context)
+        mode = self._resolved_mode()
+        app_id = _to_app_id(self.app_id) or identity.app_id
+        app_version = _to_app_version(self.app_version)
+        if app_version is None:
+            app_version = default_app_version(identity, mode)
+        return identity, app_id, app_version
+
+    # --- the commit ------------------------------------------------------------------------
+
+    def _commit(
+        self,
+        table: DeltaTable,
+        identity: RunIdentity,
+        app_id: str,
+        app_version: int,
+        *,
+        files: Sequence[str] | None = None,
+        prefix: str | None = None,
+        schema: pa.Schema | str | None = None,
+        partition_values: Mapping[str, str | None] | None = None,
+    ) -> CommitResult:
+        """Commit the files with the core, recording the txn and the run identity."""
+        tags = {**(self.commit_tags or {}), **identity.tags()}
+        return table.commit_files(
+            files,
+            prefix=prefix,
+            mode=self._resolved_mode(),  # type: ignore[arg-type]
+            replace_where=self.replace_where,
+            partition_values=partition_values,
+            schema_mode="merge" if self.merge_schema else "enforce",
+            app_id=app_id,
+            app_version=app_version,
+            user_metadata=self.user_metadata or identity.user_metadata(),
+            tags=tags,
+            schema=schema,
+            partition_by=self.partition_by,
+            properties=provider_table_properties(self.table_properties),
+        )
+
+    def _report(
+        self,
+        context: Context | Mapping[str, Any],
+        result: CommitResult,
+        identity: RunIdentity,
+        **more: Any,
+    ) -> dict[str, Any]:
+        """Log the outcome, emit the asset event and build the XCom value."""
+        uri = self.hook.table_uri
+        if result.skipped:
+            self.log.info(
+                "Nothing to commit: %s already holds this task instance's commit "
+                "(appId=%r, txnVersion=%d) at table version %d; try %d of task %r did not run the job again.",
+                uri,
+                result.app_id,
+                result.app_version,
+                result.version,
+                identity.try_number,
+                identity.task_id,
+            )
+        else:
+            self.log.info(
+                "Committed %d file(s), %d row(s), %d byte(s) to %s as version %d "
+                "(%s, appId=%r, txnVersion=%d, %d file(s) removed).",
+                result.num_added_files,
+                result.num_output_rows,
+                result.num_output_bytes,
+                uri,
+                result.version,
+                result.operation,
+                result.app_id,
+                result.app_version,
+                result.num_removed_files,
+            )
+        value: dict[str, Any] = {
+            "table_uri": uri,
+            "version": result.version,
+            "committed": result.committed,
+            "skipped": result.skipped,
+            "operation": result.operation,
+            "mode": self._resolved_mode(),
+            "app_id": result.app_id,
+            "app_version": result.app_version,
+            "read_version": result.read_version,
+            "attempts": result.attempts,
+            "files": result.num_added_files,
+            "rows": result.num_output_rows,
+            "bytes": result.num_output_bytes,
+            "removed_files": result.num_removed_files,
+            "removed_bytes": result.num_removed_bytes,
+            **more,
+        }
+        self._emit_asset_event(context, result, uri)
+        self._lineage_result = value
+        return value
+
+    def _emit_asset_event(self, context: Context | Mapping[str, Any], result: CommitResult, uri: str) -> None:
+        """Attach the commit to the table's asset event (or to an alias naming the rendered table)."""
+        events = context.get("outlet_events")
+        if events is None:
+            return
+        extra = asset_event_extra(result, uri)
+        outlets = getattr(self, "outlets", None) or []
+        asset_uri = table_asset_uri(uri)
+        for outlet in outlets:
+            if isinstance(outlet, AssetAlias):
+                events[outlet].add(delta_table_asset(asset_uri), extra=extra)
+            elif getattr(outlet, "uri", None) == asset_uri:
+                events[outlet].extra = extra
+
+    # --- OpenLineage -----------------------------------------------------------------------
+
+    _lineage_result: dict[str, Any] | None = None
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The table as the output dataset: storage, version, schema and output statistics facets."""
+        from airflow_delta_provider.openlineage import operator_lineage
+
+        uri = self.hook.table_uri
+        schema = None
+        result = self._lineage_result
+        if result is not None:
+            try:
+                schema = self.hook.get_table().snapshot(version=result["version"]).schema
+            except Exception as err:  # lineage must never fail the task
+                self.log.debug("No schema for the lineage of %s: %s", uri, err)
+        return operator_lineage(uri, result, schema)
+
+
+class DeltaCommitOperator(DeltaCommitMixin, BaseOperator):
+    """Commit Parquet files that are already under a Delta table's root, idempotently.
+
+    For output written elsewhere, e.g. by a ``SparkSubmitOperator`` job on a cluster that wrote
+    ``df.write.partitionBy("ds").parquet("s3://lake/events/run=…")``: this task commits those
+    files in one atomic Delta commit, with the txn of its run identity, so retries and re-runs
+    never add them twice. The files must be under the table root, outside hidden (``_``/``.``)
+    directories; hidden files in the prefix (``_SUCCESS``, ``.crc``) are ignored.
+
+    .. seealso:: ``docs/operators.md`` and ``docs/idempotency.md``
+
+    :param table_uri: the table root (``s3://bucket/path``, a local path...). (templated)
+    :param prefix: the directory, relative to the table root or as a URI under it, whose
+        files are committed. (templated)
+    :param files: instead of ``prefix``: the files to commit. (templated)
+    :param delta_conn_id: a ``delta`` connection naming the table and its storage. (templated)
+    :param storage_conn_id: an Airflow storage connection (aws, google, azure). (templated)
+    :param storage_options: fsspec options, when no connection holds them.
+    :param mode: ``append`` (default) or ``overwrite``. (templated)
+    :param replace_where: with ``overwrite``: replace only the partitions this predicate on
+        partition columns selects, e.g. ``"ds = '{{ ds }}'"``. (templated)
+    :param partition_by: partition columns (of a new table; must match an existing one).
+    :param partition_values: partition values of all the files when their paths carry none.
+    :param merge_schema: add new nullable columns of the files to the table schema.
+    :param table_properties: properties of a table created by this commit; the provider adds
+        ``delta.setTransactionRetentionDuration`` (``[delta] set_transaction_retention_duration``).
+    :param schema: the schema of a table created by this commit (pyarrow schema or Delta / Spark
+        schema JSON); default: the first file's.
+    :param app_id: Delta ``txnAppId``; default: the task instance. (templated)
+    :param app_version: Delta ``txnVersion``; default: see ``docs/idempotency.md``. (templated)
+    :param user_metadata: commitInfo ``userMetadata``; default: the run identity as JSON. (templated)
+    :param tags: extra commitInfo tags (the run identity is always added).
+
+    Returns (XCom): ``table_uri``, ``version``, ``skipped``, ``committed``, ``operation``, ``mode``,
+    ``app_id``, ``app_version``, ``files``, ``rows``, ``bytes``, ``removed_files``, ``removed_bytes``.
+    """
+
+    template_fields: Sequence[str] = (*DeltaCommitMixin.commit_template_fields, "prefix", "files")
+    ui_color = "#dff5e1"
+
+    def __init__(
+        self,
+        *,
+        table_uri: str | None = None,
+        prefix: str | None = None,
+        files: Sequence[str] | str | None = None,
+        delta_conn_id: str | None = None,
+        storage_conn_id: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        mode: str = "append",
+        replace_where: str | None = None,
+        partition_by: Sequence[str] | str | None = None,
+        partition_values: Mapping[str, str | None] | None = None,
+        merge_schema: bool = False,
+        table_properties: Mapping[str, Any] | None = None,
+        schema: pa.Schema | str | None = None,
+        app_id: str | None = None,
+        app_version: int | str | None = None,
+        user_metadata: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if (prefix is None) == (files is None):
+            raise ValueError(
+                "DeltaCommitOperator needs exactly one of prefix (a directory of Parquet files under the "
+                f"table root) or files (a list of them); got prefix={prefix!r}, files={files!r}."
+            )
+        self._default_outlets(kwargs, table_uri)
+        super().__init__(**kwargs)
+        self._init_commit_args(
+            table_uri=table_uri,
+            delta_conn_id=delta_conn_id,
+            storage_conn_id=storage_conn_id,
+            storage_options=storage_options,
+            mode=mode,
+            replace_where=replace_where,
+            partition_by=partition_by,
+            merge_schema=merge_schema,
+            table_properties=table_properties,
+            app_id=app_id,
+            app_version=app_version,
+            user_metadata=user_metadata,
+            tags=tags,
+        )
+        self.prefix = prefix
+        self.files = files
+        self.partition_values = dict(partition_values) if partition_values is not None else None
+        self.schema = schema
+
+    def _files(self) -> list[str] | None:
+        files = self.files
+        if files is None:
+            return None
+        if isinstance(files, str):  # a rendered template: a JSON list, or one path
+            text = files.strip()
+            if text.startswith("["):
+                try:
+                    files = json.loads(text)
+                except ValueError:
+                    raise ValueError(f"files is not a JSON list of paths: {files!r}.") from None
+            else:
+                files = [text]
+        if not isinstance(files, Sequence) or not all(isinstance(f, str) and f for f in files):
+            raise ValueError(f"files must be a list of paths, got {self.files!r}.")
+        return list(files)
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        identity, app_id, app_version = self.idempotency_key(context)
+        table = self.hook.get_table()
+        prefix = self.prefix.strip() if isinstance(self.prefix, str) else self.prefix
+        if self.prefix is not None and not prefix:
+            raise ValueError(
+                "prefix rendered to an empty string; it must name a directory under the table root."
+            )
+        self.log.info(
+            "Committing %s to %s (mode=%s%s, appId=%r, txnVersion=%d).",
+            f"the files under {prefix!r}" if prefix is not None else f"{len(self._files() or [])} file(s)",
+            self.hook.table_uri,
+            self._resolved_mode(),
+            f", replace_where={self.replace_where!r}" if self.replace_where else "",
+            app_id,
+            app_version,
+        )
+        result = self._commit(
+            table,
+            identity,
+            app_id,
+            app_version,
+            files=self._files(),
+            prefix=prefix,
+            schema=self.schema,
+            partition_values=self.partition_values,
+        )
+        return self._report(context, result, identity)
