@@ -1,0 +1,353 @@
+"""Run a PySpark callable and commit the DataFrame it returns into a Delta table, idempotently.
+
+Built on the spark provider's :class:`~airflow.providers.apache.spark.operators.spark_pyspark.PySparkOperator`
+(``local[*]`` by default, a ``spark`` connection for a cluster, a ``spark_connect`` connection for
+Spark Connect). One execution:
+
+1. works out its idempotency key (see :mod:`airflow_delta_provider.operators.commit`) and, when
+   the table already holds it, reports the version holding it **without starting Spark**;
+2. runs the callable, which receives ``spark`` and returns a DataFrame;
+3. writes the DataFrame as Parquet to a fresh, non-hidden directory under the table root, one
+   per attempt (``<root>/airflow/<dag>__<task>/<run>__try<n>__<uuid>/<col=value>/part-...``),
+   in the table's partition layout, and removes Spark's hidden litter (``_SUCCESS``, ``.crc``);
+4. commits exactly those files with the core, with the txn of step 1.
+
+Files an attempt wrote but did not commit (it failed before the commit) are deleted when the
+attempt can tell; otherwise VACUUM removes them once they are older than the retention.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.apache.spark.operators.spark_pyspark import PySparkOperator
+from airflow.providers.common.compat.standard.operators import PythonOperator
+
+from airflow_delta_provider.operators.commit import DeltaCommitMixin, RunIdentity, already_committed
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
+    from airflow.sdk import Context
+
+    from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.table import DeltaTable
+
+__all__ = ["DEFAULT_WRITE_OPTIONS", "DeltaPySparkOperator"]
+
+#: Options of every Parquet write (Hadoop job settings go into the write's Hadoop conf). They keep
+#: Spark's marker and summary files out of the table; the user's ``write_options`` win.
+DEFAULT_WRITE_OPTIONS: dict[str, str] = {
+    "mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
+    "parquet.enable.summary-metadata": "false",
+    "parquet.summary.metadata.level": "NONE",
+    "compression": "snappy",
+}
+#: Characters kept in directory names made from run identities; the rest become ``-``. Hadoop
+#: paths refuse ``:`` (run ids hold timestamps), and ``=`` would read as a partition directory.
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]+")
+
+
+def _safe(text: str) -> str:
+    cleaned = _UNSAFE.sub("-", text).strip("-._")
+    return cleaned or "x"
+
+
+def spark_path(table_uri: str) -> str:
+    """Where Spark (Hadoop filesystems) finds a table the core knows by ``table_uri``.
+
+    Local roots become ``file:///abs``; ``s3://`` becomes Hadoop's ``s3a://``; other schemes are
+    used as they are.
+    """
+    if table_uri.startswith("s3://"):
+        return "s3a://" + table_uri[len("s3://") :]
+    return table_uri
+
+
+@dataclass
+class _Pending:
+    """What the execution found before starting Spark, for the write and commit inside the session."""
+
+    table: DeltaTable
+    snapshot: Snapshot | None
+    identity: RunIdentity
+    app_id: str
+    app_version: int
+    partition_columns: list[str]
+    context: Context
+
+
+class _DataFrameWriter(PythonOperator):
+    """Writes what the callable returned while the Spark session is still up.
+
+    ``PySparkOperator.execute_callable`` opens the session, calls ``super().execute_callable()``
+    and stops the session in ``finally``. Placed after it in the MRO of
+    :class:`DeltaPySparkOperator`, this class is that ``super()``: it runs the callable and writes
+    its DataFrame before the session stops. Not usable on its own.
+    """
+
+    def execute_callable(self) -> Any:
+        frame = super().execute_callable()
+        return self._write_frame(frame)  # type: ignore[attr-defined]
+
+
+class DeltaPySparkOperator(DeltaCommitMixin, PySparkOperator, _DataFrameWriter):
+    """Run a PySpark callable and commit the DataFrame it returns to a Delta table, exactly once.
+
+    .. code-block:: python
+
+        def daily(spark, ds):
+            return spark.read.json(f"/landing/{ds}/*.json").withColumn("ds", F.lit(ds))
+
+
+        DeltaPySparkOperator(
+            task_id="ingest",
+            python_callable=daily,
+            table_uri="s3://lake/events",
+            partition_by=["ds"],
+            mode="overwrite",
+            replace_where="ds = '{{ ds }}'",
+        )
+
+    .. seealso:: ``docs/operators.md`` and ``docs/idempotency.md``
+
+    :param python_callable: receives ``spark`` (a ``SparkSession``) and any context values it
+        names; returns the DataFrame to commit.
+    :param table_uri: the table root. (templated)
+    :param delta_conn_id: a ``delta`` connection naming the table. (templated)
+    :param storage_conn_id: an Airflow storage connection for ``table_uri``. (templated)
+    :param storage_options: fsspec options for the core's access to the table.
+    :param mode: ``append`` (default) or ``overwrite``. (templated)
+    :param replace_where: with ``overwrite``: replace only the partitions this predicate on
+        partition columns selects, e.g. ``"ds = '{{ ds }}'"``; every written row must match it. (templated)
+    :param partition_by: partition columns of a table created by the first write; an existing
+        table's partitioning is used (and must equal this when given).
+    :param merge_schema: add new nullable columns of the DataFrame to the table schema.
+    :param table_properties: properties of a table created by the first write (the provider adds
+        ``delta.setTransactionRetentionDuration``).
+    :param app_id: Delta ``txnAppId``; default: the task instance. (templated)
+    :param app_version: Delta ``txnVersion``; default: see ``docs/idempotency.md``. (templated)
+    :param user_metadata: commitInfo ``userMetadata``; default: the run identity as JSON. (templated)
+    :param tags: extra commitInfo tags (the run identity is always added).
+    :param spark_table_uri: where Spark writes the table, when its Hadoop path differs from
+        ``table_uri`` (default: ``table_uri`` with ``s3://`` as ``s3a://``). (templated)
+    :param write_subdir: the directory under the table root holding each attempt's output;
+        must not be hidden (``_``/``.``). Default ``airflow``.
+    :param write_options: extra Spark ``DataFrameWriter`` options (override the defaults in
+        :data:`DEFAULT_WRITE_OPTIONS`).
+    :param conn_id: a ``spark`` or ``spark_connect`` connection; default ``local[*]``. (templated)
+    :param config_kwargs: Spark configuration. (templated)
+
+    Returns (XCom): ``table_uri``, ``version``, ``skipped``, ``committed``, ``operation``, ``mode``,
+    ``app_id``, ``app_version``, ``files``, ``rows``, ``bytes``, ``removed_files``, ``removed_bytes``
+    and ``write_dir`` (the attempt's directory, relative to the root; None when skipped).
+    """
+
+    template_fields: Sequence[str] = (
+        *PySparkOperator.template_fields,
+        *DeltaCommitMixin.commit_template_fields,
+        "spark_table_uri",
+    )
+    ui_color = "#fce8d5"
+
+    def __init__(
+        self,
+        *,
+        python_callable: Callable[..., Any],
+        table_uri: str | None = None,
+        delta_conn_id: str | None = None,
+        storage_conn_id: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        mode: str = "append",
+        replace_where: str | None = None,
+        partition_by: Sequence[str] | str | None = None,
+        merge_schema: bool = False,
+        table_properties: Mapping[str, Any] | None = None,
+        app_id: str | None = None,
+        app_version: int | str | None = None,
+        user_metadata: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        spark_table_uri: str | None = None,
+        write_subdir: str = "airflow",
+        write_options: Mapping[str, str] | None = None,
+        conn_id: str | None = None,
+        config_kwargs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._default_outlets(kwargs, table_uri)
+        super().__init__(
+            python_callable=python_callable, conn_id=conn_id, config_kwargs=config_kwargs, **kwargs
+        )
+        self._init_commit_args(
+            table_uri=table_uri,
+            delta_conn_id=delta_conn_id,
+            storage_conn_id=storage_conn_id,
+            storage_options=storage_options,
+            mode=mode,
+            replace_where=replace_where,
+            partition_by=partition_by,
+            merge_schema=merge_schema,
+            table_properties=table_properties,
+            app_id=app_id,
+            app_version=app_version,
+            user_metadata=user_metadata,
+            tags=tags,
+        )
+        self.spark_table_uri = spark_table_uri
+        self.write_subdir = _check_subdir(write_subdir)
+        self.write_options = dict(write_options) if write_options else None
+        self._pending: _Pending | None = None
+
+    # --- execution -------------------------------------------------------------------------
+
+    def execute(self, context: Context) -> Any:
+        from airflow_delta_provider.core.errors import SchemaMismatchError, TableNotFoundError
+
+        identity, app_id, app_version = self.idempotency_key(context)
+        table = self.hook.get_table()
+        try:
+            snapshot: Snapshot | None = table.snapshot()
+        except TableNotFoundError:
+            snapshot = None
+            self.log.info("No Delta table at %s yet; the first write creates it.", self.hook.table_uri)
+        # Before Spark starts: a retry whose commit already landed must not run the job again.
+        if snapshot is not None:
+            done = already_committed(table, app_id, app_version, snapshot=snapshot)
+            if done is not None:
+                return self._report(context, done, identity, write_dir=None)
+            columns = list(snapshot.partition_columns)
+            if self.partition_by is not None and [c.lower() for c in self.partition_by] != [
+                c.lower() for c in columns
+            ]:
+                raise SchemaMismatchError(
+                    f"partition_by={self.partition_by} differs from the partition columns {columns} of "
+                    f"{self.hook.table_uri}; a write cannot change a table's partitioning. Drop partition_by "
+                    f"or write to a new table."
+                )
+        else:
+            columns = list(self.partition_by or [])
+        self._pending = _Pending(table, snapshot, identity, app_id, app_version, columns, context)
+        try:
+            # PythonOperator.execute → PySparkOperator.execute_callable (session) → _write_frame.
+            return super().execute(context)
+        finally:
+            self._pending = None
+
+    def _attempt_dir(self, identity: RunIdentity) -> str:
+        """A fresh directory for this attempt's files, relative to the table root."""
+        run = _safe(identity.run_id)
+        if identity.map_index >= 0:
+            run = f"{run}__{identity.map_index}"
+        return (
+            f"{self.write_subdir}/{_safe(identity.dag_id)}__{_safe(identity.task_id)}/"
+            f"{run}__try{identity.try_number}__{uuid.uuid4().hex[:12]}"
+        )
+
+    def _write_frame(self, frame: Any) -> dict[str, Any]:
+        """Write the DataFrame under the table root and commit it (runs inside the Spark session)."""
+        pending = self._pending
+        if pending is None:  # pragma: no cover - only reachable by calling execute_callable directly
+            raise RuntimeError("DeltaPySparkOperator.execute_callable runs only from execute().")
+        if frame is None or not hasattr(frame, "write") or not hasattr(frame, "schema"):
+            raise TypeError(
+                f"The callable of {self.task_id!r} must return a Spark DataFrame to commit to "
+                f"{self.hook.table_uri}, got {type(frame).__name__}."
+            )
+        table = pending.table
+        attempt = self._attempt_dir(pending.identity)
+        root = (self.spark_table_uri or spark_path(table.uri)).rstrip("/")
+        target = f"{root}/{attempt}"
+        options = {**DEFAULT_WRITE_OPTIONS, **(self.write_options or {})}
+        committing = False
+        try:
+            writer = frame.write.format("parquet").mode("errorifexists").options(**options)
+            if pending.partition_columns:
+                writer = writer.partitionBy(*pending.partition_columns)
+            self.log.info("Writing the DataFrame to %s.", target)
+            writer.save(target)
+            files = _collect_output(table, attempt, pending.partition_columns)
+            self.log.info("Spark wrote %d file(s) under %s.", len(files), attempt)
+            committing = True
+            result = self._commit(
+                table,
+                pending.identity,
+                pending.app_id,
+                pending.app_version,
+                files=files,
+                schema=frame.schema.json() if pending.snapshot is None else None,
+            )
+        except BaseException:
+            # Remove the attempt's files now rather than leave them to VACUUM, but only when no commit
+            # can reference them: the failure came before the commit, or the table does not hold our
+            # txn (a refused commit: schema, predicate, conflict). A failure after the commit landed
+            # (e.g. in its post-commit checkpoint) keeps them.
+            if not committing or not _landed(table, pending.app_id, pending.app_version):
+                _discard(table, attempt, self.log)
+            raise
+        if result.skipped:
+            # A concurrent attempt (a zombie of an earlier try) committed first; ours are orphans.
+            _discard(table, attempt, self.log)
+        return self._report(
+            pending.context, result, pending.identity, write_dir=None if result.skipped else attempt
+        )
+
+
+def _check_subdir(value: str) -> str:
+    text = value.strip("/") if isinstance(value, str) else ""
+    parts = text.split("/")
+    if not text or any(p in ("", ".", "..") or p.startswith(("_", ".")) or "=" in p for p in parts):
+        raise ValueError(
+            f"write_subdir must be a non-hidden relative directory (no '_'/'.' prefixes, '..' or '='), "
+            f"got {value!r}: Delta hides '_'/'.' names, and '=' reads as a partition directory."
+        )
+    return text
+
+
+def _collect_output(table: DeltaTable, attempt: str, partition_columns: Sequence[str]) -> list[str]:
+    """The data files Spark wrote under ``attempt`` (relative to the root); its hidden litter deleted."""
+    from airflow_delta_provider.core.datafiles import is_hidden
+
+    storage = table.storage
+    root = storage.root.rstrip("/") + "/"
+    files: list[str] = []
+    litter: list[str] = []
+    for info in storage.walk(storage.join(attempt)):
+        relative = info.path[len(root) :] if info.path.startswith(root) else None
+        if relative is None:
+            continue
+        if any(is_hidden(part, partition_columns) for part in relative.split("/")):
+            litter.append(info.path)
+        else:
+            files.append(relative)
+    if litter:
+        storage.delete(litter)
+    return sorted(files)
+
+
+def _landed(table: DeltaTable, app_id: str, app_version: int) -> bool:
+    """Whether the table holds the txn; True when that cannot be read (then nothing is deleted)."""
+    try:
+        return already_committed(table, app_id, app_version) is not None
+    except Exception:
+        return True
+
+
+def _discard(table: DeltaTable, attempt: str, log: Any) -> None:
+    """Delete an attempt's uncommitted files (inside the table root only); never raises."""
+    import os
+
+    storage = table.storage
+    directory = storage.join(attempt)
+    try:
+        paths = [info.path for info in storage.walk(directory)]
+        if paths:
+            storage.delete(paths)
+        if storage.is_local:
+            for dirpath, _dirs, _files in sorted(os.walk(directory), key=lambda e: -len(e[0])):
+                os.rmdir(dirpath)
+        log.info("Removed %d uncommitted file(s) under %s.", len(paths), storage.to_uri(directory))
+    except Exception as err:  # the task's own error matters more; VACUUM removes what stays
+        log.warning("Could not remove the uncommitted files under %s (%s); VACUUM will.", directory, err)
