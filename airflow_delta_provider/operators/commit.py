@@ -2,7 +2,9 @@
 
 Every commit carries a Delta ``txn`` action (``txnAppId`` / ``txnVersion``). By default:
 
-* ``app_id`` is the task instance: ``airflow/<dag_id>/<task_id>/<run_id>[/<map_index>]``. Each
+* ``app_id`` is the task instance: ``airflow/<dag_id>/<task_id>/<run>[/<map_index>]``, where
+  ``<run>`` is the run's logical date (a DAG has one run per logical date, and a run deleted and
+  created again for the same date is the same run) or, for runs without one, the run id. Each
   run and each mapped instance has its own, so runs in any order, overlapping runs and
   backfills each commit exactly once.
 * ``app_version`` says which executions count as "the same":
@@ -72,6 +74,7 @@ class RunIdentity:
     :param dag_id: the DAG.
     :param task_id: the task.
     :param run_id: the DAG run.
+    :param logical_date: the run's logical date (ISO-8601), None for runs without one.
     :param map_index: the mapped instance (-1 when not mapped).
     :param try_number: this try.
     :param first_try: the first try of the current clear generation (Airflow's
@@ -84,6 +87,7 @@ class RunIdentity:
     map_index: int
     try_number: int
     first_try: int
+    logical_date: str | None = None
 
     @classmethod
     def from_context(cls, context: Context | Mapping[str, Any]) -> RunIdentity:
@@ -104,7 +108,9 @@ class RunIdentity:
         # max_tries = try_number_at_clear + retries after a clear, = retries before any clear.
         first_try = int(max_tries) - retries + 1 if isinstance(max_tries, int) and max_tries >= 0 else 1
         map_index = getattr(ti, "map_index", -1)
+        logical_date = context.get("logical_date")
         return cls(
+            logical_date=logical_date.isoformat() if hasattr(logical_date, "isoformat") else None,
             dag_id=str(ti.dag_id),
             task_id=str(ti.task_id),
             run_id=str(ti.run_id),
@@ -115,8 +121,8 @@ class RunIdentity:
 
     @property
     def app_id(self) -> str:
-        """The default ``txnAppId``: one per task instance (run and map index)."""
-        base = f"airflow/{self.dag_id}/{self.task_id}/{self.run_id}"
+        """The default ``txnAppId``: one per task instance (logical date or run id, and map index)."""
+        base = f"airflow/{self.dag_id}/{self.task_id}/{self.logical_date or self.run_id}"
         return base if self.map_index < 0 else f"{base}/{self.map_index}"
 
     def tags(self) -> dict[str, str]:
@@ -127,6 +133,7 @@ class RunIdentity:
             f"{TAG_PREFIX}run_id": self.run_id,
             f"{TAG_PREFIX}map_index": str(self.map_index),
             f"{TAG_PREFIX}try_number": str(self.try_number),
+            **({f"{TAG_PREFIX}logical_date": self.logical_date} if self.logical_date else {}),
         }
 
     def user_metadata(self) -> str:
@@ -137,6 +144,7 @@ class RunIdentity:
                     "dag_id": self.dag_id,
                     "task_id": self.task_id,
                     "run_id": self.run_id,
+                    "logical_date": self.logical_date,
                     "map_index": self.map_index,
                     "try_number": self.try_number,
                 }

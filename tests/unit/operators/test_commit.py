@@ -116,6 +116,21 @@ def test_identity_names_the_task_instance_and_maps_each_index_apart(tmp_path: Pa
     assert json.loads(plain.user_metadata())["airflow"]["run_id"] == RUN_1
 
 
+def test_the_logical_date_names_the_run_when_there_is_one(tmp_path: Path) -> None:
+    """A run deleted and created again for its date (a new run id) is the same run for Delta."""
+    from datetime import UTC, datetime
+
+    op = operator(tmp_path / "t")
+    day = datetime(2026, 11, 1, tzinfo=UTC)
+    first = RunIdentity.from_context({**context_for(op, run_id="manual__a"), "logical_date": day})
+    again = RunIdentity.from_context({**context_for(op, run_id="manual__b"), "logical_date": day})
+    assert first.app_id == again.app_id == "airflow/ingest_dag/commit/2026-11-01T00:00:00+00:00"
+    assert first.tags()["airflow.logical_date"] == "2026-11-01T00:00:00+00:00"
+    assert first.tags()["airflow.run_id"] == "manual__a"
+    without = RunIdentity.from_context({**context_for(op, run_id="asset_triggered__x"), "logical_date": None})
+    assert without.app_id == "airflow/ingest_dag/commit/asset_triggered__x"
+
+
 def test_retries_share_the_version_and_a_clear_raises_it(tmp_path: Path) -> None:
     """Airflow's first try of the clear generation: max_tries - retries + 1."""
     op = operator(tmp_path / "t", retries=3)

@@ -1,0 +1,1 @@
+"""Task decorators: ``@task.delta_pyspark``."""

@@ -1,0 +1,91 @@
+"""``@task.delta_pyspark``: a PySpark task whose returned DataFrame is committed to a Delta table.
+
+.. code-block:: python
+
+    @task.delta_pyspark(
+        table_uri="s3://lake/events",
+        partition_by=["ds"],
+        mode="overwrite",
+        replace_where="ds = '{{ ds }}'",
+    )
+    def ingest(spark, ds=None):
+        return spark.read.json(f"s3a://landing/{ds}/").withColumn("ds", F.lit(ds))
+
+The task takes every argument of
+:class:`~airflow_delta_provider.operators.pyspark.DeltaPySparkOperator`; its XCom is the commit
+report (``version``, ``files``, ``rows``, ``bytes``, ``skipped``...), not the DataFrame.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.apache.spark.operators.spark_pyspark import SPARK_CONTEXT_KEYS
+from airflow.sdk.bases.decorator import DecoratedOperator, task_decorator_factory
+
+from airflow_delta_provider.operators.pyspark import DeltaPySparkOperator
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from airflow.sdk.bases.decorator import TaskDecorator
+
+__all__ = ["delta_pyspark_task"]
+
+
+class _DeltaPySparkDecoratedOperator(DecoratedOperator, DeltaPySparkOperator):
+    """The operator behind ``@task.delta_pyspark``."""
+
+    custom_operator_name = "@task.delta_pyspark"
+    template_fields: Sequence[str] = DeltaPySparkOperator.template_fields
+
+    def __init__(
+        self,
+        *,
+        python_callable: Callable[..., Any],
+        op_args: Sequence[Any] | None = None,
+        op_kwargs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        kwargs_to_upstream = {
+            "python_callable": python_callable,
+            "op_args": op_args,
+            "op_kwargs": op_kwargs,
+        }
+        # As the spark provider's @task.pyspark: `spark` is injected, so the callable may leave it
+        # without a default and still be called as `ingest()` in the DAG.
+        signature = inspect.signature(python_callable)
+        parameters = [
+            p.replace(default=None) if p.name in SPARK_CONTEXT_KEYS else p
+            for p in signature.parameters.values()
+        ]
+        python_callable.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+        super().__init__(
+            kwargs_to_upstream=kwargs_to_upstream,
+            python_callable=python_callable,
+            op_args=op_args,
+            op_kwargs=op_kwargs,
+            **kwargs,
+        )
+
+
+def delta_pyspark_task(
+    python_callable: Callable[..., Any] | None = None,
+    multiple_outputs: bool | None = None,
+    **kwargs: Any,
+) -> TaskDecorator:
+    """Wrap a function returning a Spark DataFrame into a task committing it to a Delta table.
+
+    Registered as ``@task.delta_pyspark`` through the provider's ``task-decorators``.
+
+    :param python_callable: the function (receives ``spark``; returns a DataFrame).
+    :param multiple_outputs: push each key of the commit report as its own XCom.
+    :param kwargs: :class:`~airflow_delta_provider.operators.pyspark.DeltaPySparkOperator` arguments.
+    """
+    return task_decorator_factory(
+        python_callable=python_callable,
+        multiple_outputs=multiple_outputs,
+        decorated_operator_class=_DeltaPySparkDecoratedOperator,
+        **kwargs,
+    )
