@@ -55,8 +55,11 @@ def table_asset_uri(table_uri: str) -> str:
         )
     uri = TableStorage(table_uri).root_uri
     parts = urlsplit(uri)
-    if parts.scheme and "@" in parts.netloc:
-        uri = urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+    userinfo, at, host = parts.netloc.rpartition("@")
+    # ``user:password@`` is a credential; a bare ``name@`` is part of the location (ABFSS/WASB
+    # ``container@account``) and stays.
+    if parts.scheme and at and ":" in userinfo:
+        uri = urlunsplit(parts._replace(netloc=host))
     return uri
 
 
