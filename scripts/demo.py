@@ -1,50 +1,171 @@
-"""The main job, end to end on one machine: build a small Delta table, read it, show its history.
+"""The main job, end to end on one machine: the example DAGs on local files, local Spark and SQLite.
 
-Run it with ``make demo``. The table lives under ``.demo/`` in the repository.
+Run it with ``make demo``. Everything lives under ``.demo/`` in the repository: the Airflow home
+(a SQLite metadata DB) and the Delta tables. Each run starts afresh. It:
+
+1. runs ``delta_daily_ingest`` (``dags_examples/daily_ingest.py``, ``@task.delta_pyspark``) for
+   three days, then the second day again (the same run: nothing is committed twice), then a
+   fourth day whose task fails *after* its commit, so Airflow retries it (the retry commits
+   nothing and does not start Spark);
+2. runs ``delta_events_downstream`` (scheduled on the table's asset), which reads the version
+   the last commit produced;
+3. runs ``delta_nightly_maintenance`` over the tables under ``.demo/`` (checkpoint and log
+   cleanup when due, VACUUM when due);
+4. prints the table's history and its rows per day.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute
-from deltalake import write_deltalake
-
-from airflow_delta_provider.core import DeltaTable
-
-ROOT = Path(__file__).resolve().parent.parent / ".demo" / "events"
+REPO = Path(__file__).resolve().parent.parent
+DEMO = REPO / ".demo"
+EXAMPLES = REPO / "dags_examples"
+DAYS = [datetime(2026, 11, d, tzinfo=UTC) for d in (1, 2, 3)]
+FAILING_DAY = datetime(2026, 11, 4, tzinfo=UTC)
 
 
-def build_table(root: Path) -> None:
-    """Three commits written by delta-rs: create, append, overwrite of one partition."""
-    shutil.rmtree(root, ignore_errors=True)
-    day1 = pa.table({"ds": ["2026-11-01"] * 3, "user": ["a", "b", "c"], "clicks": [1, 2, 3]})
-    day2 = pa.table({"ds": ["2026-11-02"] * 2, "user": ["a", "d"], "clicks": [5, 8]})
-    write_deltalake(str(root), day1, partition_by=["ds"])
-    write_deltalake(str(root), day2, partition_by=["ds"], mode="append")
-    fixed = pa.table({"ds": ["2026-11-01"] * 2, "user": ["a", "b"], "clicks": [1, 2]})
-    write_deltalake(str(root), fixed, partition_by=["ds"], mode="overwrite", predicate="ds = '2026-11-01'")
+def prepare_environment() -> None:
+    """An Airflow home under .demo/ whose dags folder is dags_examples/ (set before airflow is imported)."""
+    if "airflow" in sys.modules:
+        raise RuntimeError("Run the demo as a script: Airflow must not be imported before its home is set.")
+    shutil.rmtree(DEMO, ignore_errors=True)  # .demo/ is the demo's own; nothing else lives there
+    (DEMO / "airflow").mkdir(parents=True)
+    os.environ["AIRFLOW_HOME"] = str(DEMO / "airflow")
+    os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(EXAMPLES)
+    os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+    os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "WARNING")
+    os.environ["DELTA_DEMO_ROOT"] = str(DEMO)
+    os.environ.pop("DELTA_EVENTS_TABLE", None)
+
+
+def load(name: str) -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"demo_{Path(name).stem}", EXAMPLES / name)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def ensure_decorator() -> None:
+    """``@task.delta_pyspark`` comes from the provider info's task-decorators; register it if missing."""
+    from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
+
+    manager = ProvidersManagerTaskRuntime()
+    if "delta_pyspark" not in manager.taskflow_decorators:
+        manager._add_taskflow_decorator(
+            "delta_pyspark",
+            "airflow_delta_provider.decorators.pyspark.delta_pyspark_task",
+            "airflow-delta-provider",
+        )
+
+
+def return_value(dag_run: Any, task_id: str) -> Any:
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = session.scalars(
+            XComModel.get_many(
+                run_id=dag_run.run_id, dag_ids=dag_run.dag_id, task_ids=task_id, key="return_value"
+            )
+        ).all()
+        return XComModel.deserialize_value(rows[-1]) if rows else None
+
+
+def describe(result: dict[str, Any] | None) -> str:
+    if not result:
+        return "no result"
+    if result.get("skipped"):
+        return f"nothing committed: version {result['version']} already holds this run's commit"
+    return (
+        f"committed version {result['version']} ({result['operation']}): {result['rows']} rows in "
+        f"{result['files']} file(s), {result['removed_files']} file(s) replaced"
+    )
 
 
 def main() -> None:
-    build_table(ROOT)
-    table = DeltaTable(str(ROOT))
+    prepare_environment()
+    from airflow.utils import db
+
+    print(f"Airflow home and tables under {DEMO}")
+    db.initdb()
+    ensure_decorator()
+    ingest = load("daily_ingest.py")
+    table_uri = ingest.EVENTS_TABLE
+
+    print("\n== delta_daily_ingest ==")
+    for day in [*DAYS, DAYS[1]]:
+        dag_run = ingest.dag.test(logical_date=day)
+        print(f"  {day.date()}: run {dag_run.state}; {describe(return_value(dag_run, 'ingest_events'))}")
+
+    (task,) = ingest.dag.tasks
+    failures: list[int] = []
+
+    def fail_after_commit(context: Any, result: Any) -> None:
+        if context["ti"].try_number == 1:
+            failures.append(result["version"])
+            raise RuntimeError("simulated worker loss after the commit")
+
+    print(f"  {FAILING_DAY.date()}: the task will fail after its commit (the traceback below is expected)")
+    saved = (task._post_execute_hook, task.retry_delay)
+    task._post_execute_hook, task.retry_delay = fail_after_commit, timedelta(0)
+    try:
+        dag_run = ingest.dag.test(logical_date=FAILING_DAY)
+    finally:
+        task._post_execute_hook, task.retry_delay = saved
+    print(
+        f"  {FAILING_DAY.date()}: try 1 committed version {failures[0] if failures else '?'} and then "
+        f"failed; the retry: {describe(return_value(dag_run, 'ingest_events'))}; run {dag_run.state}"
+    )
+
+    print("\n== delta_events_downstream (scheduled on the table's asset) ==")
+    downstream = load("downstream.py")
+    dag_run = downstream.downstream_dag.test()
+    summary = return_value(dag_run, "report_new_version") or {}
+    print(f"  run {dag_run.state}; saw version {summary.get('version')} with {summary.get('rows')} rows")
+
+    print("\n== delta_nightly_maintenance ==")
+    try:
+        maintenance = load("nightly_maintenance.py")
+        dag_run = maintenance.dag.test()
+        report = return_value(dag_run, "report")
+        print(f"  run {dag_run.state}; {report if report is not None else 'no report'}")
+    except Exception as err:  # the demo still shows the table
+        print(f"  could not run: {err}")
+
+    from airflow_delta_provider.core import DeltaTable
+
+    table = DeltaTable(table_uri)
     snapshot = table.snapshot()
-    print(f"Table {table.uri} at version {snapshot.version}")
-    print(f"  schema: {', '.join(f'{f.name} {f.type}' for f in snapshot.schema)}")
-    print(f"  partitioned by: {snapshot.partition_columns}")
-    files = snapshot.files()
-    print(f"  {files.num_rows} active files, {pa.compute.sum(files.column('size')).as_py()} bytes")
-    rows = snapshot.to_pyarrow_table().sort_by([("ds", "ascending"), ("user", "ascending")])
-    print(f"  {rows.num_rows} rows:")
-    for row in rows.to_pylist():
-        print(f"    {row['ds']}  {row['user']:<3} clicks={row['clicks']}")
+    print(f"\nTable {table.uri} at version {snapshot.version}, partitioned by {snapshot.partition_columns}")
     print("History (newest first):")
     for entry in table.history():
-        params = entry.get("operationParameters", {})
-        print(f"  version {entry['version']}: {entry.get('operation', '?'):<12} {params}")
+        metrics = entry.get("operationMetrics") or {}
+        tags = entry.get("tags") or {}
+        day = tags.get("airflow.logical_date", "")[:10]
+        print(
+            f"  version {entry['version']:>2}  {entry.get('operation', '?'):<24} "
+            f"{'run ' + day if day else '':<15} +{metrics.get('numOutputRows', 0)} rows "
+            f"-{metrics.get('numRemovedFiles', 0)} files  try {tags.get('airflow.try_number', '-')}"
+        )
+    rows = snapshot.to_pyarrow_table(columns=["ds", "clicks"])
+    per_day = rows.group_by("ds").aggregate([("clicks", "count"), ("clicks", "sum")]).sort_by("ds")
+    print(f"Rows: {rows.num_rows}")
+    for day, count, clicks in zip(
+        per_day.column("ds").to_pylist(),
+        per_day.column("clicks_count").to_pylist(),
+        per_day.column("clicks_sum").to_pylist(),
+        strict=True,
+    ):
+        print(f"  ds={day}: {count} rows, {clicks} clicks")
 
 
 if __name__ == "__main__":

@@ -42,7 +42,6 @@ __all__ = ["DEFAULT_WRITE_OPTIONS", "DeltaPySparkOperator"]
 #: Spark's marker and summary files out of the table; the user's ``write_options`` win.
 DEFAULT_WRITE_OPTIONS: dict[str, str] = {
     "mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
-    "parquet.enable.summary-metadata": "false",
     "parquet.summary.metadata.level": "NONE",
     "compression": "snappy",
 }
