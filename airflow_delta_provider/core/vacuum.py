@@ -84,6 +84,7 @@ if TYPE_CHECKING:
 
     import pyarrow as pa
 
+    from airflow_delta_provider.core.actions import Protocol
     from airflow_delta_provider.core.snapshot import Snapshot
     from airflow_delta_provider.core.storage import TableStorage
     from airflow_delta_provider.core.table import DeltaTable
@@ -326,7 +327,7 @@ def vacuum(
     storage = table.storage
 
     snapshot = table.snapshot()
-    check_vacuumable(snapshot)
+    check_vacuumable(snapshot.protocol)
     resolved = resolve_vacuum_retention(
         retention, properties=snapshot.properties, provider_defaults=provider_defaults
     )
@@ -444,7 +445,7 @@ def _now_millis(now: datetime | int | None) -> int:
     return int(now.timestamp() * 1000)
 
 
-def check_vacuumable(snapshot: Snapshot) -> None:
+def check_vacuumable(protocol: Protocol) -> None:
     """Refuse to VACUUM a table whose protocol asks for something this core cannot honour.
 
     Delta runs the full writer-protocol check before VACUUM (``deltaLog.protocolWrite``); the
@@ -452,10 +453,10 @@ def check_vacuumable(snapshot: Snapshot) -> None:
     that only constrain the data a commit adds (invariants, column mapping...) do not bind a
     VACUUM, which adds none. Catalog-managed tables may be vacuumed only through their catalog.
 
+    :param protocol: the table's protocol.
     :raises UnsupportedFeatureError: naming the feature, and ``vacuumProtocolCheck`` when the
         table has it.
     """
-    protocol = snapshot.protocol
     check_readable(protocol)
     features = writer_features(protocol)
     why = (
