@@ -439,3 +439,44 @@ def test_a_prefix_outside_the_root_or_hidden_is_refused(tmp_path: Path) -> None:
         with pytest.raises(InvalidPathError):
             op.execute(context_for(op))
     assert not (root / "_delta_log").exists()
+
+
+# --- S3 (a real moto server on loopback) ----------------------------------------------------------
+
+
+@pytest.mark.s3
+def test_commit_on_s3_names_the_table_by_its_s3_uri_and_keeps_secrets_out(
+    s3_bucket: str, s3_storage_options: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from airflow_delta_provider.core.storage import TableStorage
+
+    uri = f"s3://{s3_bucket}/lake/events"
+    storage = TableStorage(uri, s3_storage_options)
+    with storage.fs.open(f"{s3_bucket}/lake/events/incoming/ds=2026-11-01/part-0.parquet", "wb") as out:
+        pq.write_table(pa.table({"id": pa.array([1, 2], pa.int64())}), out)
+    options = {**s3_storage_options, "secret": "do-not-leak-me"}  # moto accepts any secret
+    op = DeltaCommitOperator(
+        task_id="commit", table_uri=uri, prefix="incoming", storage_options=options, partition_by=["ds"]
+    )
+    assert op.outlets == [Asset(uri=uri)]
+    context = context_for(op)
+    result = op.execute(context)
+    assert (result["version"], result["rows"], result["table_uri"]) == (0, 2, uri)
+    assert op.execute(context_for(op, try_number=2))["skipped"]
+    snapshot = DeltaTable(uri, s3_storage_options).snapshot()
+    assert snapshot.files().column("path").to_pylist()[0].startswith("incoming/ds=2026-11-01/")
+    (dataset,) = op.get_openlineage_facets_on_complete(None).outputs
+    assert (dataset.namespace, dataset.name) == (f"s3://{s3_bucket}", "lake/events")
+    extra = context["outlet_events"][Asset(uri=uri)].extra
+    history = DeltaTable(uri, s3_storage_options).history()
+    leaked = [
+        where
+        for where, text in (
+            ("xcom", json.dumps(result)),
+            ("asset event", json.dumps(extra)),
+            ("commitInfo", json.dumps(history)),
+            ("task log", capsys.readouterr().out),
+        )
+        if "do-not-leak-me" in text
+    ]
+    assert leaked == []
