@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shutil
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +19,7 @@ from deltalake import DeltaTable as RsDeltaTable
 from deltalake import PostCommitHookProperties, write_deltalake
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable
     from types import ModuleType
 
 pytestmark = pytest.mark.system
@@ -35,25 +34,12 @@ NO_HOOKS = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_log
 
 
 @pytest.fixture(scope="module")
-def maintenance_dag() -> Iterator[ModuleType]:
-    """The example DAG, loaded from inside the configured dags folder of a migrated SQLite DB.
+def maintenance_dag(load_example: Callable[[str], ModuleType]) -> ModuleType:
+    """The example DAG, loaded from the dags folder of a migrated SQLite DB (``tests/system/conftest.py``).
 
-    ``dag.test()`` syncs the DAG's bundle (the dags folder) to the DB, so the file must live there.
+    The fixture points ``DELTA_DEMO_ROOT`` at an empty temporary directory for this module.
     """
-    from airflow.configuration import conf
-    from airflow.utils import db
-
-    db.initdb()
-    dags_folder = Path(conf.get("core", "dags_folder"))
-    dags_folder.mkdir(parents=True, exist_ok=True)
-    target = dags_folder / DAG_FILE.name
-    shutil.copy(DAG_FILE, target)
-    spec = importlib.util.spec_from_file_location("nightly_maintenance_under_test", target)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    yield module
-    target.unlink(missing_ok=True)
+    return load_example(DAG_FILE.name)
 
 
 def write_table(root: Path, commits: int, *, overwrite_last: bool = False) -> str:
@@ -110,6 +96,7 @@ def task_states(dag_run: Any) -> dict[str, str]:
 
 
 def test_the_dag_loads(maintenance_dag: ModuleType) -> None:
+    """The DAG parses without touching any table (it reads its table list at run time)."""
     dag = maintenance_dag.dag
     assert dag.dag_id == DAG_ID
     assert set(dag.task_ids) == {"tables_to_maintain", "maintain_tables", "report"}
@@ -188,3 +175,28 @@ def test_a_failing_table_fails_the_task_after_the_others_are_maintained(
     assert [Path(t).name for t in report["failed"]] == ["missing"]
     assert report["totals"]["files_removed"] == 11
     assert RsDeltaTable(neglected).to_pyarrow_table()["id"].to_pylist() == [11]
+
+
+@NEEDS_CORE
+def test_without_the_variable_the_demo_tables_are_maintained(
+    maintenance_dag: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AIRFLOW_VAR_DELTA_MAINTENANCE_TABLES", raising=False)
+    demo_root = Path(os.environ["DELTA_DEMO_ROOT"])
+    assert demo_root == maintenance_dag.DEMO_ROOT
+
+    # Nothing under the demo root yet: the run skips maintenance instead of failing.
+    dag_run = maintenance_dag.dag.test()
+    assert str(dag_run.state) == "success"
+    states = task_states(dag_run)
+    assert states["tables_to_maintain"] == "skipped"
+    assert states["maintain_tables"] == "skipped"
+
+    neglected = write_table(demo_root / "events", 12, overwrite_last=True)
+    age(neglected, days=40)
+    (demo_root / "notes").mkdir(exist_ok=True)  # not a table: not picked up
+    dag_run = maintenance_dag.dag.test()
+    assert str(dag_run.state) == "success"
+    report = xcoms(dag_run.run_id)[("maintain_tables", "maintenance_report")]
+    assert [Path(entry["table"]).name for entry in report["tables"]] == ["events"]
+    assert report["totals"]["files_removed"] == 11
