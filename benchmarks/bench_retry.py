@@ -1,0 +1,103 @@
+"""What a retried commit task costs before it knows it has nothing to do, against delta-rs.
+
+A retry of ``DeltaPySparkOperator`` / ``DeltaCommitOperator`` whose commit already landed must
+find its txn and the version holding it, without starting Spark. On table ``a`` of
+``generate.py`` (1,000,000 files in a checkpoint, then 100 commits each with a txn) each run, in a
+fresh process (imports excluded from the timing), answers "has ``bench-app-3`` committed version
+93, and in which table version?":
+
+- ``core``: ``already_committed(DeltaTable(uri), app_id, 93)``, the operators' own check
+  (protocol, metadata and txns of the latest snapshot; the recording commit from the tail).
+- ``delta-rs``: ``deltalake.DeltaTable(uri).transaction_version(app_id)`` (the txn version only;
+  delta-rs has no "which version recorded it").
+
+Usage: ``python benchmarks/bench_retry.py [--repeat 5]`` (run ``generate.py`` first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TABLE = HERE / "data" / "a"
+APP_ID, APP_VERSION = "bench-app-3", 93
+
+_PRELUDE = """
+import json, os, sys, time
+def rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+uri, app_id, app_version = sys.argv[1], sys.argv[2], int(sys.argv[3])
+"""
+
+CHECKS = {
+    "core": """
+from airflow_delta_provider.core import DeltaTable
+from airflow_delta_provider.operators.commit import already_committed
+before = rss_mb(); start = time.perf_counter()
+done = already_committed(DeltaTable(uri), app_id, app_version)
+answer = [done.version, done.app_version] if done else None
+""",
+    "delta-rs": """
+import deltalake
+before = rss_mb(); start = time.perf_counter()
+answer = [None, deltalake.DeltaTable(uri).transaction_version(app_id)]
+""",
+}
+
+_REPORT = """
+elapsed = time.perf_counter() - start
+import resource
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({"seconds": elapsed, "peak_mb": max(0.0, peak - before), "answer": answer}))
+"""
+
+
+def run_once(name: str) -> dict[str, float]:
+    code = _PRELUDE + CHECKS[name] + _REPORT
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(TABLE), APP_ID, str(APP_VERSION)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    if not (TABLE / "_delta_log").is_dir():
+        raise SystemExit(f"No table at {TABLE}; run benchmarks/generate.py first.")
+    results: dict[str, dict[str, float]] = {}
+    for name in CHECKS:
+        runs = [run_once(name) for _ in range(args.repeat)]
+        answers = {json.dumps(r["answer"]) for r in runs}
+        results[name] = {
+            "seconds": statistics.median(r["seconds"] for r in runs),
+            "peak_mb": statistics.median(r["peak_mb"] for r in runs),
+            "answer": json.loads(answers.pop()),
+        }
+    base = results["delta-rs"]["seconds"]
+    print(
+        f"Machine: {platform.machine()}, Python {platform.python_version()}; "
+        f"median of {args.repeat} processes."
+    )
+    print("| contender | median s | peak MB | vs delta-rs | answer (recording version, txn version) |")
+    print("|---|---:|---:|---:|---|")
+    for name, r in results.items():
+        print(
+            f"| {name} | {r['seconds']:.3f} | {r['peak_mb']:.0f} | {r['seconds'] / base:.2f}x "
+            f"| {r['answer']} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
