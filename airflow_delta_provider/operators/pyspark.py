@@ -139,6 +139,11 @@ class DeltaPySparkOperator(DeltaCommitMixin, PySparkOperator, _DataFrameWriter):
         :data:`DEFAULT_WRITE_OPTIONS`).
     :param conn_id: a ``spark`` or ``spark_connect`` connection; default ``local[*]``. (templated)
     :param config_kwargs: Spark configuration. (templated)
+    :param openlineage_inject_parent_job_info: add the task's OpenLineage run as the parent of the
+        Spark job's lineage (``spark.openlineage.parent*``), so the Spark listener's events link to
+        this task; default ``[openlineage] spark_inject_parent_job_info``.
+    :param openlineage_inject_transport_info: pass the OpenLineage transport to the Spark job;
+        default ``[openlineage] spark_inject_transport_info``.
 
     Returns (XCom): ``table_uri``, ``version``, ``skipped``, ``committed``, ``operation``, ``mode``,
     ``app_id``, ``app_version``, ``files``, ``rows``, ``bytes``, ``removed_files``, ``removed_bytes``
@@ -174,6 +179,8 @@ class DeltaPySparkOperator(DeltaCommitMixin, PySparkOperator, _DataFrameWriter):
         write_options: Mapping[str, str] | None = None,
         conn_id: str | None = None,
         config_kwargs: dict[str, Any] | None = None,
+        openlineage_inject_parent_job_info: bool | None = None,
+        openlineage_inject_transport_info: bool | None = None,
         **kwargs: Any,
     ) -> None:
         self._default_outlets(kwargs, table_uri)
@@ -198,6 +205,8 @@ class DeltaPySparkOperator(DeltaCommitMixin, PySparkOperator, _DataFrameWriter):
         self.spark_table_uri = spark_table_uri
         self.write_subdir = _check_subdir(write_subdir)
         self.write_options = dict(write_options) if write_options else None
+        self.openlineage_inject_parent_job_info = openlineage_inject_parent_job_info
+        self.openlineage_inject_transport_info = openlineage_inject_transport_info
         self._pending: _Pending | None = None
 
     # --- execution -------------------------------------------------------------------------
@@ -229,11 +238,43 @@ class DeltaPySparkOperator(DeltaCommitMixin, PySparkOperator, _DataFrameWriter):
         else:
             columns = list(self.partition_by or [])
         self._pending = _Pending(table, snapshot, identity, app_id, app_version, columns, context)
+        self.config_kwargs = self.spark_config(context)
         try:
             # PythonOperator.execute → PySparkOperator.execute_callable (session) → _write_frame.
             return super().execute(context)
         finally:
             self._pending = None
+
+    def spark_config(self, context: Context) -> dict[str, Any]:
+        """``config_kwargs`` plus, when enabled, OpenLineage's parent-job and transport properties.
+
+        As the spark provider's ``SparkSubmitOperator`` does, so Airflow's and Spark's lineage of
+        one write are one run tree. Lineage never fails the task: on an error the job runs without.
+        """
+        config = dict(self.config_kwargs or {})
+        parent, transport = self.openlineage_inject_parent_job_info, self.openlineage_inject_transport_info
+        if parent is None or transport is None:
+            from airflow.sdk.configuration import conf
+
+            if parent is None:
+                parent = conf.getboolean("openlineage", "spark_inject_parent_job_info", fallback=False)
+            if transport is None:
+                transport = conf.getboolean("openlineage", "spark_inject_transport_info", fallback=False)
+        if not parent and not transport:
+            return config
+        try:
+            from airflow.providers.common.compat.openlineage.utils.spark import (
+                inject_parent_job_information_into_spark_properties,
+                inject_transport_information_into_spark_properties,
+            )
+
+            if parent:
+                config = inject_parent_job_information_into_spark_properties(config, context)
+            if transport:
+                config = inject_transport_information_into_spark_properties(config, context)
+        except Exception as err:
+            self.log.warning("Could not add OpenLineage properties to the Spark job: %s", err)
+        return config
 
     def _attempt_dir(self, identity: RunIdentity) -> str:
         """A fresh directory for this attempt's files, relative to the table root."""

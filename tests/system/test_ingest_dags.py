@@ -152,6 +152,31 @@ def test_a_failure_after_the_commit_is_retried_without_duplicating(ingest: Modul
     assert rows_per_day(table_uri)["2026-11-03"] == expected_rows(day)
 
 
+def test_the_spark_job_lineage_names_the_task_as_its_parent(ingest: ModuleType) -> None:
+    """With OpenLineage parent injection on, the Spark session carries the task's lineage run."""
+    from airflow.utils.state import DagRunState
+
+    (task,) = ingest.dag.tasks
+    seen: list[dict[str, str | None]] = []
+    original = task.python_callable
+
+    def recording(spark: Any = None, ds: str | None = None) -> Any:
+        keys = ("spark.openlineage.parentJobName", "spark.openlineage.parentRunId")
+        seen.append({k: spark.conf.get(k, None) for k in keys})
+        return original(spark=spark, ds=ds)
+
+    saved = (task.python_callable, task.openlineage_inject_parent_job_info)
+    task.python_callable, task.openlineage_inject_parent_job_info = recording, True
+    try:
+        dag_run = ingest.dag.test(logical_date=datetime(2026, 11, 5, tzinfo=UTC))
+    finally:
+        task.python_callable, task.openlineage_inject_parent_job_info = saved
+    assert dag_run.state == DagRunState.SUCCESS
+    assert len(seen) == 1
+    assert seen[0]["spark.openlineage.parentJobName"] == "delta_daily_ingest.ingest_events"
+    assert seen[0]["spark.openlineage.parentRunId"]
+
+
 def test_the_asset_scheduled_dag_sees_the_new_version(ingest: ModuleType, downstream: ModuleType) -> None:
     from airflow.utils.state import DagRunState
 

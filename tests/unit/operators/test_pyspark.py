@@ -205,3 +205,12 @@ def test_hidden_or_partition_like_write_dirs_are_refused(tmp_path: Path, subdir:
 def test_spark_paths_use_hadoop_schemes() -> None:
     assert spark_path("s3://bucket/lake/events") == "s3a://bucket/lake/events"
     assert spark_path("file:///data/events") == "file:///data/events"
+
+
+def test_openlineage_injection_is_off_by_default_and_never_fails_the_task(tmp_path: Path) -> None:
+    """With the Airflow run unknown to OpenLineage, the job runs with the user's settings (the positive
+    path, with a real task context, is in tests/system/test_ingest_dags.py)."""
+    on = make(tmp_path / "t", Job(tmp_path / "runs", [1]), openlineage_inject_parent_job_info=True)
+    off = make(tmp_path / "t", Job(tmp_path / "runs", [1]), task_id="other")
+    assert off.spark_config(context_for(off)) == SPARK_CONF
+    assert on.spark_config(context_for(on)) == SPARK_CONF
