@@ -244,6 +244,15 @@ def _configured_txn_retention() -> str:
     return str(retention_defaults().get(SET_TRANSACTION_RETENTION) or DEFAULT_SET_TRANSACTION_RETENTION)
 
 
+def _configured_max_attempts() -> int | None:
+    """``[delta] max_commit_attempts`` (None: the core's default)."""
+    try:
+        from airflow_delta_provider.config import max_commit_attempts
+    except ImportError:  # config.py is written in parallel
+        return None
+    return max_commit_attempts()
+
+
 def open_hook(
     delta_conn_id: str | None,
     *,
@@ -466,6 +475,8 @@ class DeltaCommitMixin:
     ) -> CommitResult:
         """Commit the files with the core, recording the txn and the run identity."""
         tags = {**(self.commit_tags or {}), **identity.tags()}
+        max_attempts = _configured_max_attempts()
+        extra: dict[str, Any] = {"max_attempts": max_attempts} if max_attempts is not None else {}
         return table.commit_files(
             files,
             prefix=prefix,
@@ -480,6 +491,7 @@ class DeltaCommitMixin:
             schema=schema,
             partition_by=self.partition_by,
             properties=provider_table_properties(self.table_properties),
+            **extra,
         )
 
     def _report(
