@@ -53,7 +53,7 @@ import posixpath
 import threading
 import time
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
@@ -407,7 +407,7 @@ def vacuum(
         result.num_bytes,
         delete_before.isoformat(timespec="seconds"),
     )
-    return _replace(
+    return replace(
         result,
         num_deleted=deleted,
         start_version=start_version,
@@ -415,12 +415,6 @@ def vacuum(
         status=VacuumStatus.COMPLETED.value,
         last_vacuum_version=last_vacuum,
     )
-
-
-def _replace(result: VacuumResult, **changes: Any) -> VacuumResult:
-    from dataclasses import replace
-
-    return replace(result, **changes)
 
 
 # --- checks ----------------------------------------------------------------------------------
