@@ -230,7 +230,13 @@ class OptimisticTransaction:
         new_metadata = next((a for a in actions if isinstance(a, Metadata)), None)
         protocol = new_protocol or self.snapshot.protocol
         metadata = new_metadata or self.snapshot.metadata
-        check_writable(protocol, metadata, _operation_kind(operation))
+        if _operation_kind(operation) is Operation.VACUUM and not actions:
+            # VACUUM's empty START/END records only need what VACUUM itself needs.
+            from airflow_delta_provider.core.vacuum import check_vacuumable
+
+            check_vacuumable(protocol)
+        else:
+            check_writable(protocol, metadata, _operation_kind(operation))
         self._check_append_only(actions, metadata)
         our_txns = {a.app_id: a.version for a in actions if isinstance(a, Transaction)}
         self._read_app_ids.update(our_txns)

@@ -24,3 +24,30 @@ def test_provider_manager_lists_the_package():
 
 def test_provider_info_versions_match_the_package():
     assert get_provider_info()["versions"] == [__version__]
+
+
+def test_every_listed_module_and_class_imports():
+    import importlib
+
+    info = get_provider_info()
+    for kind in ("operators", "sensors", "triggers", "hooks"):
+        for entry in info[kind]:
+            for module in entry["python-modules"]:
+                importlib.import_module(module)
+    for path in [d["class-name"] for d in info["task-decorators"]] + [
+        c["hook-class-name"] for c in info["connection-types"]
+    ]:
+        module, _, name = path.rpartition(".")
+        assert getattr(importlib.import_module(module), name)
+
+
+def test_provider_manager_sees_hook_trigger_decorator_and_config():
+    from airflow.configuration import conf
+    from airflow.providers_manager import ProvidersManager
+
+    manager = ProvidersManager()
+    assert manager.hooks["delta"].hook_class_name == "airflow_delta_provider.hooks.delta.DeltaTableHook"
+    assert "airflow_delta_provider.triggers.delta" in {t.trigger_class_name for t in manager.trigger}
+    assert "delta_pyspark" in manager.taskflow_decorators
+    assert conf.get("delta", "set_transaction_retention_duration") == "interval 90 days"
+    assert conf.getfloat("delta", "poll_interval") == 60.0

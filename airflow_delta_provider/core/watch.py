@@ -1,0 +1,201 @@
+"""Watching a table for new commits, at a cost that does not grow with the log.
+
+A poll with a known cursor costs one GET (``_delta_log/<cursor+1>.json``) when nothing is
+new, plus one for ``_last_checkpoint`` to notice a cursor that log cleanup has outrun.
+New commits are read one file each; only their commitInfo and file actions' partition
+values are looked at. The sensor and the trigger of the Airflow layer share this module.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from airflow_delta_provider.core.errors import TableNotFoundError
+from airflow_delta_provider.core.logfiles import commit_name
+from airflow_delta_provider.core.replay import parse_commit
+from airflow_delta_provider.core.segment import read_last_checkpoint
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from airflow_delta_provider.core.table import DeltaTable
+
+log = logging.getLogger(__name__)
+
+#: Commits read per poll at most; a poll that finds more resumes from there next time.
+MAX_COMMITS_PER_POLL = 1000
+
+
+@dataclass(frozen=True)
+class CommitSummary:
+    """What a watcher needs to know about one commit."""
+
+    version: int
+    #: milliseconds since the epoch: the in-commit timestamp, else commitInfo.timestamp, else the file's mtime
+    timestamp: int
+    operation: str | None
+    #: the commit adds or removes data (``dataChange=true``); OPTIMIZE, VACUUM ... do not
+    data_change: bool
+    #: partition values of the files the commit adds
+    added_partitions: list[dict[str, str | None]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "timestamp": self.timestamp,
+            "operation": self.operation,
+            "data_change": self.data_change,
+        }
+
+
+@dataclass(frozen=True)
+class CommitFilter:
+    """Which commits count.
+
+    :param data_changes_only: only commits that add or remove data.
+    :param operations: only these commitInfo operations (``WRITE``, ``MERGE`` ...), case-insensitive.
+    :param partition_values: only commits adding files whose partition values include all of these.
+    :param after_timestamp: only commits at or after this time (milliseconds since the epoch).
+    """
+
+    data_changes_only: bool = False
+    operations: Sequence[str] | None = None
+    partition_values: Mapping[str, str | None] | None = None
+    after_timestamp: int | None = None
+
+    def matches(self, commit: CommitSummary) -> bool:
+        if self.after_timestamp is not None and commit.timestamp < self.after_timestamp:
+            return False
+        if self.data_changes_only and not commit.data_change:
+            return False
+        if self.operations and (commit.operation or "").upper() not in {o.upper() for o in self.operations}:
+            return False
+        if self.partition_values:
+            wanted = {k: (None if v is None else str(v)) for k, v in self.partition_values.items()}
+            return any(all(p.get(k) == v for k, v in wanted.items()) for p in commit.added_partitions)
+        return True
+
+
+@dataclass(frozen=True)
+class PollResult:
+    """The outcome of one poll.
+
+    :param cursor: the last version examined (the next poll starts after it); None when the
+        table does not exist yet.
+    :param matched: the commits after the previous cursor that pass the filter, oldest first.
+    """
+
+    cursor: int | None
+    matched: list[CommitSummary]
+    table_exists: bool = True
+
+
+def read_commit_summary(table: DeltaTable, version: int) -> CommitSummary | None:
+    """The summary of one commit, or None when its file does not exist.
+
+    :raises CorruptLogError: the commit file is not valid JSON lines.
+    """
+    storage = table.storage
+    path = storage.log_path(commit_name(version))
+    try:
+        data = storage.read_bytes(path)
+    except FileNotFoundError:
+        return None
+    commit = parse_commit(version, storage.to_uri(path), data)
+    info = commit.commit_info or {}
+    data_change = False
+    partitions: list[dict[str, str | None]] = []
+    for action in commit.file_actions():
+        body = action.get("add") or action.get("remove") or {}
+        if body.get("dataChange", True):
+            data_change = True
+        if "add" in action:
+            partitions.append(dict(body.get("partitionValues") or {}))
+    timestamp = info.get("inCommitTimestamp") or info.get("timestamp")
+    if not isinstance(timestamp, int | float):
+        stat = storage.info(path)
+        timestamp = stat.modification_time if stat else 0
+    return CommitSummary(
+        version=version,
+        timestamp=int(timestamp),
+        operation=info.get("operation"),
+        data_change=data_change,
+        added_partitions=partitions,
+    )
+
+
+def poll(table: DeltaTable, cursor: int | None, commit_filter: CommitFilter | None = None) -> PollResult:
+    """New commits after ``cursor`` that pass ``commit_filter``.
+
+    :param cursor: the last version already seen; None to start from the table's
+        beginning (with ``after_timestamp``, from the latest commit at or after it).
+    :returns: the new cursor and the matching commits. A missing table is not an error:
+        ``table_exists=False`` and the cursor stays.
+    """
+    commit_filter = commit_filter or CommitFilter()
+    if cursor is None:
+        try:
+            latest = table.version()
+        except TableNotFoundError:
+            return PollResult(cursor=None, matched=[], table_exists=False)
+        start = _first_candidate(table, latest, commit_filter.after_timestamp)
+    else:
+        start = cursor + 1
+    matched: list[CommitSummary] = []
+    version = start
+    last_seen = start - 1
+    while version - start < MAX_COMMITS_PER_POLL:
+        summary = read_commit_summary(table, version)
+        if summary is None:
+            break
+        last_seen = version
+        if commit_filter.matches(summary):
+            matched.append(summary)
+        version += 1
+    if last_seen < start and cursor is not None:
+        # Nothing at cursor + 1. Log cleanup may have removed it while the table moved on.
+        hint = read_last_checkpoint(table.storage)
+        if hint is not None and hint.version > start:
+            log.warning(
+                "Version %d of %s is gone (log cleanup) but the table is at version %d or later; resuming "
+                "from the latest version.",
+                start,
+                table.uri,
+                hint.version,
+            )
+            latest = table.version()
+            summary = read_commit_summary(table, latest)
+            if summary is not None and commit_filter.matches(summary):
+                matched.append(summary)
+            last_seen = latest
+    return PollResult(cursor=last_seen if last_seen >= 0 else cursor, matched=matched)
+
+
+def _first_candidate(table: DeltaTable, latest: int, after_timestamp: int | None) -> int:
+    """Where a cursor-less poll starts: version 0, or the oldest commit at or after ``after_timestamp``."""
+    if after_timestamp is None:
+        return 0
+    version = latest
+    while version >= 0:
+        summary = read_commit_summary(table, version)
+        if summary is None or summary.timestamp < after_timestamp:
+            return version + 1
+        version -= 1
+    return 0
+
+
+def payload(table_uri: str, result: PollResult, previous: int | None) -> dict[str, Any]:
+    """The JSON-native event/XCom payload for a poll that matched."""
+    last = result.matched[-1]
+    return {
+        "status": "success",
+        "table_uri": table_uri,
+        "version": last.version,
+        "versions": [c.version for c in result.matched],
+        "previous_version": previous,
+        "commit_timestamp": last.timestamp,
+        "operation": last.operation,
+        "commits": [c.to_dict() for c in result.matched][-100:],
+    }

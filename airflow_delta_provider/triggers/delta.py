@@ -1,0 +1,171 @@
+"""DeltaTableVersionTrigger: fires when a Delta table gets matching new commits.
+
+Used by :class:`~airflow_delta_provider.sensors.delta.DeltaTableVersionSensor` when it
+defers, and by an ``AssetWatcher`` to schedule DAGs on commits made by any writer::
+
+    from airflow.sdk import Asset, AssetWatcher
+
+    events = Asset(
+        "s3://lake/events",
+        watchers=[AssetWatcher(name="events_commits", trigger=DeltaTableVersionTrigger(
+            table_uri="s3://lake/events", storage_conn_id="aws_default", data_changes_only=True))],
+    )
+
+Each poll costs one storage request when nothing is new (see :mod:`.core.watch`); the
+blocking reads run in a thread, off the triggerer's event loop. Under an ``AssetWatcher``
+on Airflow 3.3+ the cursor (last version seen) lives in the asset's state store, so a
+triggerer restart does not emit a version twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from airflow.triggers.base import BaseEventTrigger, TriggerEvent
+
+from airflow_delta_provider.core.errors import DeltaError
+from airflow_delta_provider.core.watch import CommitFilter, PollResult, payload, poll
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Mapping, Sequence
+
+log = logging.getLogger(__name__)
+
+#: The key of the cursor in the asset state store.
+CURSOR_KEY = "delta_version"
+
+
+class DeltaTableVersionTrigger(BaseEventTrigger):
+    """Poll a Delta table's log and emit an event per batch of matching new commits.
+
+    :param table_uri: the table location (or set it in the ``delta`` connection).
+    :param delta_conn_id: a ``delta`` connection.
+    :param storage_conn_id: an Airflow storage connection with the credentials.
+    :param storage_options: fsspec options (serialised with the trigger: keep secrets in
+        connections, not here).
+    :param after_version: only commits after this version; None: from the start (or
+        from ``after_timestamp``).
+    :param after_timestamp: only commits at or after this time (milliseconds since the epoch).
+    :param data_changes_only: ignore commits that change no data (OPTIMIZE, VACUUM ...).
+    :param operations: only these operations (``WRITE``, ``MERGE``, ...).
+    :param partition_values: only commits adding files to this partition (``{"ds": "2024-01-01"}``).
+    :param poll_interval: seconds between polls.
+    """
+
+    def __init__(
+        self,
+        *,
+        table_uri: str | None = None,
+        delta_conn_id: str | None = None,
+        storage_conn_id: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        after_version: int | None = None,
+        after_timestamp: int | None = None,
+        data_changes_only: bool = False,
+        operations: Sequence[str] | None = None,
+        partition_values: Mapping[str, str | None] | None = None,
+        poll_interval: float = 60.0,
+    ) -> None:
+        super().__init__()
+        self.table_uri = table_uri
+        self.delta_conn_id = delta_conn_id
+        self.storage_conn_id = storage_conn_id
+        self.storage_options = dict(storage_options) if storage_options else None
+        self.after_version = after_version
+        self.after_timestamp = after_timestamp
+        self.data_changes_only = data_changes_only
+        self.operations = list(operations) if operations else None
+        self.partition_values = dict(partition_values) if partition_values else None
+        self.poll_interval = poll_interval
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "table_uri": self.table_uri,
+                "delta_conn_id": self.delta_conn_id,
+                "storage_conn_id": self.storage_conn_id,
+                "storage_options": self.storage_options,
+                "after_version": self.after_version,
+                "after_timestamp": self.after_timestamp,
+                "data_changes_only": self.data_changes_only,
+                "operations": self.operations,
+                "partition_values": self.partition_values,
+                "poll_interval": self.poll_interval,
+            },
+        )
+
+    def _hook(self) -> Any:
+        from airflow_delta_provider.hooks.delta import DeltaTableHook
+
+        return DeltaTableHook(
+            self.delta_conn_id,
+            table_uri=self.table_uri,
+            storage_conn_id=self.storage_conn_id,
+            storage_options=self.storage_options,
+        )
+
+    def _filter(self) -> CommitFilter:
+        return CommitFilter(
+            data_changes_only=self.data_changes_only,
+            operations=self.operations,
+            partition_values=self.partition_values,
+            after_timestamp=self.after_timestamp,
+        )
+
+    async def _load_cursor(self) -> int | None:
+        store = getattr(self, "asset_state_store", None)
+        if store is None:
+            return self.after_version
+        try:
+            stored = await store.aget(CURSOR_KEY)
+        except ValueError as err:
+            if "inlets and outlets" not in str(err):
+                raise
+            log.warning("No asset state store for this trigger (%s); a restart may re-emit a version.", err)
+            return self.after_version
+        if stored is None:
+            return self.after_version
+        return max(int(stored), self.after_version if self.after_version is not None else -1)
+
+    async def _save_cursor(self, cursor: int) -> None:
+        store = getattr(self, "asset_state_store", None)
+        if store is None:
+            return
+        try:
+            await store.aset(CURSOR_KEY, str(cursor))
+        except ValueError as err:
+            if "inlets and outlets" not in str(err):
+                raise
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        hook = self._hook()
+        table = await asyncio.to_thread(hook.get_table)
+        cursor = await self._load_cursor()
+        commit_filter = self._filter()
+        while True:
+            try:
+                result: PollResult = await asyncio.to_thread(poll, table, cursor, commit_filter)
+            except DeltaError as err:
+                yield TriggerEvent(
+                    {
+                        "status": "error",
+                        "table_uri": hook.table_uri,
+                        "message": f"The Delta table at {hook.table_uri} cannot be read: {err}",
+                    }
+                )
+                return
+            previous = cursor
+            if result.cursor is not None and result.cursor != cursor:
+                # Saved before the event goes out: a restart must not emit a version twice.
+                cursor = result.cursor
+                await self._save_cursor(cursor)
+            if not result.table_exists:
+                self.log.debug("No Delta table at %s yet; waiting.", hook.table_uri)
+            elif result.matched:
+                event = payload(hook.table_uri, result, previous)
+                self.log.info("New version(s) %s of %s.", event["versions"], hook.table_uri)
+                yield TriggerEvent(event)
+            await asyncio.sleep(self.poll_interval)

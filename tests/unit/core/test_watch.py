@@ -1,0 +1,110 @@
+"""Polling a table for new commits: filters, cost, cleanup-outrun cursors."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_delta_provider.core import CorruptLogError, DeltaTable
+from airflow_delta_provider.core.watch import CommitFilter, poll
+
+SCHEMA = pa.schema([("id", pa.int64()), ("ds", pa.string())])
+
+
+def commit(table: DeltaTable, ds: str, **kwargs) -> None:
+    relative = f"w-{uuid.uuid4().hex[:8]}/ds={ds}/p.parquet"
+    os.makedirs(os.path.dirname(os.path.join(table.storage.root, relative)))
+    pq.write_table(pa.table({"id": [1]}), os.path.join(table.storage.root, relative))
+    table.commit_files([relative], **kwargs)
+
+
+@pytest.fixture
+def table(tmp_path):
+    return DeltaTable.create(str(tmp_path / "t"), SCHEMA, partition_by=["ds"])
+
+
+class CountingStorage:
+    """Counts the storage calls a poll makes (a spy around the real storage)."""
+
+    def __init__(self, storage):
+        self.storage, self.calls = storage, []
+
+    def __getattr__(self, name):
+        attr = getattr(self.storage, name)
+        if name in ("read_bytes", "list_from", "list_log", "info", "exists", "walk"):
+
+            def counted(*args, **kwargs):
+                self.calls.append(name)
+                return attr(*args, **kwargs)
+
+            return counted
+        return attr
+
+
+def test_nothing_new_costs_two_reads_and_no_listing(table):
+    commit(table, "a")
+    spy = CountingStorage(table.storage)
+    table.storage = spy
+    result = poll(table, 1)
+    assert result.matched == [] and result.cursor == 1
+    assert spy.calls == ["read_bytes", "read_bytes"]  # 2.json (missing) and _last_checkpoint
+
+
+def test_new_commits_are_returned_oldest_first(table):
+    commit(table, "a")
+    commit(table, "b")
+    result = poll(table, 0)
+    assert [c.version for c in result.matched] == [1, 2]
+    assert result.cursor == 2
+    assert result.matched[0].operation == "WRITE" and result.matched[0].data_change
+
+
+def test_filters(table):
+    commit(table, "a")
+    commit(table, "b", app_id="x", app_version=1)
+    table.checkpoint()
+    assert [c.version for c in poll(table, 0, CommitFilter(partition_values={"ds": "b"})).matched] == [2]
+    assert poll(table, 0, CommitFilter(operations=["MERGE"])).matched == []
+    assert [c.version for c in poll(table, -1, CommitFilter(operations=["create table"])).matched] == [0]
+    assert [c.version for c in poll(table, -1, CommitFilter(data_changes_only=True)).matched] == [1, 2]
+
+
+def test_vacuum_commits_are_not_data_changes(table):
+    commit(table, "a")
+    table.vacuum(retention="0 hours", enforce_retention_duration=False)
+    versions = [c.version for c in poll(table, 1, CommitFilter(data_changes_only=True)).matched]
+    assert versions == []
+    assert len(poll(table, 1).matched) == 2  # VACUUM START and END
+
+
+def test_after_timestamp_without_a_cursor(table):
+    commit(table, "a")
+    newest = poll(table, 0).matched[-1].timestamp
+    result = poll(table, None, CommitFilter(after_timestamp=newest))
+    assert [c.version for c in result.matched] == [1]
+
+
+def test_a_missing_table_waits(tmp_path):
+    result = poll(DeltaTable(str(tmp_path / "nothing")), None)
+    assert not result.table_exists and result.cursor is None
+
+
+def test_a_cursor_outrun_by_log_cleanup_resumes_at_the_latest(table):
+    for ds in "abc":
+        commit(table, ds)
+    table.checkpoint()
+    for v in range(0, 3):
+        os.remove(os.path.join(table.storage.log_dir, f"{v:020d}.json"))
+    result = poll(table, 0)
+    assert result.cursor == 3 and [c.version for c in result.matched] == [3]
+
+
+def test_a_corrupt_commit_raises_with_its_name(table):
+    with open(os.path.join(table.storage.log_dir, f"{1:020d}.json"), "w") as f:
+        f.write("{not json\n")
+    with pytest.raises(CorruptLogError, match=r"00000000000000000001\.json"):
+        poll(table, 0)

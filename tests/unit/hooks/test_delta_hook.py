@@ -1,0 +1,89 @@
+"""DeltaTableHook: tables from delta connections or URIs plus storage connections, no secret leaks."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pyarrow as pa
+import pytest
+
+from airflow_delta_provider.core import DeltaTable
+from airflow_delta_provider.hooks.delta import DeltaTableHook
+
+SCHEMA = pa.schema([("id", pa.int64())])
+
+
+def _conn(monkeypatch, conn_id: str, **fields) -> None:
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(fields))
+
+
+def test_table_from_a_plain_uri(tmp_path):
+    DeltaTable.create(str(tmp_path / "t"), SCHEMA)
+    hook = DeltaTableHook(table_uri=str(tmp_path / "t"))
+    assert hook.get_table().version() == 0
+    assert hook.table_uri == str(tmp_path / "t")
+
+
+def test_table_from_a_delta_connection(tmp_path, monkeypatch):
+    DeltaTable.create(str(tmp_path / "t"), SCHEMA)
+    _conn(monkeypatch, "lake", conn_type="delta", host=str(tmp_path / "t"))
+    hook = DeltaTableHook("lake")
+    assert hook.get_table().version() == 0
+    assert hook.test_connection() == (True, f"Delta table at {tmp_path / 't'} is at version 0.")
+
+
+def test_missing_location_is_a_clear_error(monkeypatch):
+    _conn(monkeypatch, "empty", conn_type="delta")
+    with pytest.raises(ValueError, match="No table location"):
+        DeltaTableHook("empty").get_table()
+
+
+def test_create_table_sets_the_provider_txn_retention(tmp_path):
+    table = DeltaTableHook(table_uri=str(tmp_path / "t")).create_table(SCHEMA, partition_by=())
+    assert table.snapshot().properties["delta.setTransactionRetentionDuration"] == "interval 90 days"
+
+
+@pytest.mark.s3
+def test_s3_credentials_come_from_the_storage_connection(s3_endpoint, s3_bucket, monkeypatch, caplog):
+    _conn(
+        monkeypatch,
+        "minio",
+        conn_type="aws",
+        login="testing",
+        password="the-secret-key",
+        extra={"endpoint_url": s3_endpoint, "region_name": "us-east-1"},
+    )
+    _conn(
+        monkeypatch,
+        "lake",
+        conn_type="delta",
+        host=f"s3://{s3_bucket}/events",
+        extra={"storage_conn_id": "minio"},
+    )
+    caplog.set_level(logging.DEBUG)
+    hook = DeltaTableHook("lake")
+    hook.create_table(SCHEMA)
+    assert hook.get_table().version() == 0
+    assert hook.test_connection()[0]
+    assert "the-secret-key" not in repr(hook)
+    assert all("the-secret-key" not in r.getMessage() for r in caplog.records)
+
+
+def test_storage_options_from_the_connection_are_used_but_never_shown(tmp_path, monkeypatch):
+    DeltaTable.create(str(tmp_path / "t"), SCHEMA)
+    _conn(
+        monkeypatch,
+        "lake",
+        conn_type="delta",
+        host=str(tmp_path / "t"),
+        extra={"storage_options": '{"x": "s3cr3t"}'},
+    )
+    hook = DeltaTableHook("lake")
+    assert hook._settings[2] == {"x": "s3cr3t"}
+    assert "s3cr3t" not in repr(hook) and "s3cr3t" not in hook.table_uri
+
+
+def test_credentials_in_the_uri_are_not_shown():
+    hook = DeltaTableHook(table_uri="s3://AKIA:s3cr3t@bucket/events")
+    assert hook.table_uri == "s3://bucket/events"
