@@ -27,6 +27,8 @@ from airflow_delta_provider.core.logfiles import LogFileKind, parse_log_file
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from airflow_delta_provider.core.snapshot import Snapshot
+
 pytestmark = pytest.mark.slow
 
 PROCESSES = 8
@@ -258,6 +260,8 @@ def test_eight_writers_append_idempotently_at_once(backend):
     for app_id, app_version in keys:
         assert snapshot.app_transaction_version(app_id) == app_version
 
+    assert_checksums_match(table, log)
+
     theirs = rs_table(table, backend)
     assert theirs.version() == snapshot.version
     their_rows = pa.table(theirs.to_pyarrow_table())
@@ -265,6 +269,27 @@ def test_eight_writers_append_idempotently_at_once(backend):
     assert rows_by_key(their_rows) == by_key
     for app_id, app_version in sorted(keys)[:: len(keys) // 10]:
         assert theirs.transaction_version(app_id) == app_version
+
+
+def assert_checksums_match(table: DeltaTable, log: dict[int, list[dict[str, Any]]]) -> None:
+    """Every ``.crc`` the racing writers left belongs to its commit and matches that version's state."""
+    checked = 0
+    for info in table.storage.list_log():
+        log_file = parse_log_file(info)
+        if log_file is None or log_file.kind is not LogFileKind.CHECKSUM:
+            continue
+        version = log_file.version
+        checksum = json.loads(table.storage.read_bytes(table.storage.log_path(info.name)))
+        commit_info = next(a["commitInfo"] for a in log[version] if "commitInfo" in a)
+        assert checksum["txnId"] == commit_info["txnId"], version
+        snapshot = table.snapshot(version)
+        files = snapshot.files()
+        assert checksum["numFiles"] == files.num_rows, version
+        assert checksum["tableSizeBytes"] == sum(files["size"].to_pylist()), version
+        their_txns = {t["appId"]: t["version"] for t in checksum.get("setTransactions", [])}
+        assert their_txns == {app: t.version for app, t in snapshot.transactions.items()}, version
+        checked += 1
+    assert checked >= 1  # at least version 0's; later ones only while the chain was unbroken
 
 
 # --- replaceWhere racing other writes -------------------------------------------------------
@@ -285,7 +310,7 @@ class Interloper(DeltaTable):
         super().__init__(table.uri, options)
         self._then: Callable[[], None] | None = then
 
-    def snapshot(self, *args: Any, **kwargs: Any):  # type: ignore[no-untyped-def]
+    def snapshot(self, *args: Any, **kwargs: Any) -> Snapshot:
         snapshot = super().snapshot(*args, **kwargs)
         then, self._then = self._then, None
         if then is not None:
