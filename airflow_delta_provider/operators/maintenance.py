@@ -200,10 +200,8 @@ def _cap_files(result: dict[str, Any]) -> dict[str, Any]:
 
 def provider_defaults() -> dict[str, str]:
     """The provider-wide ``[delta]`` defaults, keyed by Delta property (``delta.logRetentionDuration``)."""
-    try:
-        from airflow_delta_provider.config import retention_defaults
-    except ImportError:  # TEMPORARY until config.py lands
-        return {}
+    from airflow_delta_provider.config import retention_defaults
+
     return dict(retention_defaults())
 
 
@@ -214,24 +212,11 @@ def _hook(
     storage_conn_id: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> DeltaTableHook:
-    try:
-        from airflow_delta_provider.hooks.delta import DeltaTableHook
-    except ImportError:  # TEMPORARY until hooks/delta.py lands
-        return _FallbackHook(table_uri, storage_options)  # type: ignore[return-value]
+    from airflow_delta_provider.hooks.delta import DeltaTableHook
+
     return DeltaTableHook(
         delta_conn_id, table_uri=table_uri, storage_conn_id=storage_conn_id, storage_options=storage_options
     )
-
-
-class _FallbackHook:  # TEMPORARY
-    def __init__(self, uri: Any, options: Any) -> None:
-        from airflow_delta_provider.core.table import DeltaTable
-
-        self._table = DeltaTable(uri, options)
-        self.table_uri = self._table.uri
-
-    def get_table(self) -> Any:
-        return self._table
 
 
 def _redact(uri: str) -> str:

@@ -743,3 +743,77 @@ def test_xcom_path_lists_are_capped_but_counts_stay_complete() -> None:
     assert capped["num_files"] == MAX_XCOM_FILES + 5
     assert capped["directories"] == ["s3://b/t/x"]
     assert "directories_truncated" not in capped
+
+
+# --- tables from `delta` connections --------------------------------------------------------------
+
+
+def delta_connection(monkeypatch: pytest.MonkeyPatch, conn_id: str, table_uri: str) -> None:
+    """A real Airflow connection from the environment (``AIRFLOW_CONN_*``), as a deployment defines it."""
+    monkeypatch.setenv(
+        f"AIRFLOW_CONN_{conn_id.upper()}",
+        json.dumps({"conn_type": "delta", "extra": {"table_uri": table_uri}}),
+    )
+
+
+def test_checkpoint_of_a_table_named_by_a_delta_connection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = write_table(tmp_path / "t", commits=3)
+    delta_connection(monkeypatch, "delta_events", root)
+    result = DeltaCheckpointOperator(task_id="t", delta_conn_id="delta_events").execute({})
+    assert result["version"] == 2
+    assert Path(result["table_uri"]).name == "t"
+
+
+def test_maintenance_over_uris_and_delta_connections(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    by_uri = write_table(tmp_path / "by_uri", commits=12)
+    by_conn = write_table(tmp_path / "by_conn", commits=12)
+    delta_connection(monkeypatch, "delta_orders", by_conn)
+    report = DeltaMaintenanceOperator(
+        task_id="m", tables=[by_uri], delta_conn_ids=["delta_orders"], run_cleanup=False, run_vacuum=False
+    ).execute({})
+    assert [Path(entry["table"]).name for entry in report["tables"]] == ["by_uri", "by_conn"]
+    assert [entry["steps"]["checkpoint"]["status"] for entry in report["tables"]] == ["ran", "ran"]
+    assert DeltaTable(by_conn).snapshot().segment.checkpoint_version == 11
+
+
+def test_an_unknown_delta_connection_fails_only_its_table(tmp_path: Path) -> None:
+    root = write_table(tmp_path / "t", commits=12)
+    operator = DeltaMaintenanceOperator(
+        task_id="m", tables=[root], delta_conn_ids=["delta_nowhere"], run_cleanup=False, run_vacuum=False
+    )
+    with pytest.raises(DeltaMaintenanceError, match="connection 'delta_nowhere'") as caught:
+        operator.execute({})
+    first, second = caught.value.report["tables"]
+    assert first["status"] == "success"
+    assert second["table"] == "connection 'delta_nowhere'"
+    assert second["status"] == "failed"
+    assert "delta_nowhere" in second["error"]
+
+
+# --- provider-wide defaults ([delta] configuration) ----------------------------------------------
+
+
+def test_the_delta_config_section_sets_the_checkpoint_interval(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = write_table(tmp_path / "t", commits=4)
+    monkeypatch.setenv("AIRFLOW__DELTA__CHECKPOINT_INTERVAL", "3")
+    result = DeltaCheckpointOperator(task_id="t", table_uri=root, only_if_due=True).execute({})
+    assert result["written"] is True
+    assert result["version"] == 3
+
+
+def test_the_delta_config_section_sets_the_vacuum_retention(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = overwritten_table(tmp_path / "t")
+    removed = removed_files(root)
+    # Without the provider default, the tombstones are younger than Delta's 7 days.
+    assert DeltaVacuumOperator(task_id="t", table_uri=root, dry_run=True).execute({})["num_files"] == 0
+    monkeypatch.setenv("AIRFLOW__DELTA__DELETED_FILE_RETENTION_DURATION", "interval 0 hours")
+    result = DeltaVacuumOperator(task_id="t", table_uri=root).execute({})
+    assert result["retention_source"] != "argument"
+    assert {Path(f).name for f in result["files"]} == removed
+    assert rows(root) == [2]
