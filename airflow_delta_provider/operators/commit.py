@@ -502,7 +502,7 @@ class DeltaCommitMixin:
         **more: Any,
     ) -> dict[str, Any]:
         """Log the outcome, emit the asset event and build the XCom value."""
-        uri = self.hook.table_uri
+        uri = table_asset_uri(self.hook.table_uri)  # normalised, never with credentials
         if result.skipped:
             self.log.info(
                 "Nothing to commit: %s already holds this task instance's commit "

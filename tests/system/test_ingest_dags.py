@@ -206,8 +206,13 @@ def test_the_deferrable_sensor_dag_waits_for_a_new_version(
     committed: list[int] = []
 
     def commit_once_deferred() -> None:
-        """Another writer: runs the ingest for a new day once the sensor is deferred."""
-        deadline = time.monotonic() + 300
+        """Another writer: appends a row once the sensor has poked and deferred.
+
+        dag.test() runs the trigger inline and marks the task instance QUEUED meanwhile, so
+        "deferred" is seen as: it ran, and then stopped running.
+        """
+        deadline = time.monotonic() + 120
+        seen_running = False
         while time.monotonic() < deadline:
             with create_session() as session:
                 state = session.scalar(
@@ -216,9 +221,10 @@ def test_the_deferrable_sensor_dag_waits_for_a_new_version(
                         TaskInstance.task_id == "wait_for_new_version",
                     )
                 )
-            if state == TaskInstanceState.DEFERRED:
+            if state == TaskInstanceState.DEFERRED or (seen_running and state != TaskInstanceState.RUNNING):
                 break
-            time.sleep(0.2)
+            seen_running = seen_running or state == TaskInstanceState.RUNNING
+            time.sleep(0.05)
         import pyarrow as pa
         from deltalake import write_deltalake
 
