@@ -489,7 +489,7 @@ def _log_cleanup(logger: Any, uri: str, summary: Mapping[str, Any]) -> None:
         "%s %d expired log file(s) (%d bytes) of %s older than %s; earliest retained version: %s.",
         verb,
         summary.get("num_files", len(files)),
-        summary.get("bytes", 0),
+        summary.get("num_bytes", 0),
         uri,
         summary.get("cutoff"),
         summary.get("earliest_retained_version"),
@@ -813,7 +813,7 @@ class DeltaMaintenanceOperator(BaseOperator):
         cleanup = (steps.get("cleanup") or {}).get("result") or {}
         vacuum = (steps.get("vacuum") or {}).get("result") or {}
         report["log_files_removed"] = int(cleanup.get("num_files") or 0)
-        report["log_bytes_removed"] = int(cleanup.get("bytes") or 0)
+        report["log_bytes_removed"] = int(cleanup.get("num_bytes") or 0)
         report["files_removed"] = int(vacuum.get("num_files") or 0)
         report["bytes_removed"] = int(vacuum.get("num_bytes") or 0)
         earliest = cleanup.get("earliest_retained_version")
