@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from airflow_delta_provider.core.checkpoint import CheckpointResult
+    from airflow_delta_provider.core.cleanup import CleanupResult
     from airflow_delta_provider.core.transaction import CommitResult
     from airflow_delta_provider.core.vacuum import VacuumResult
     from airflow_delta_provider.core.write import CreateMode, SchemaMode, WriteMode
@@ -305,6 +306,30 @@ class DeltaTable:
         from airflow_delta_provider.core.checkpoint import write_checkpoint
 
         return write_checkpoint(self, version, parts=parts)
+
+    def cleanup_logs(
+        self,
+        *,
+        retention: timedelta | str | float | None = None,
+        dry_run: bool = False,
+        now: datetime | int | None = None,
+        provider_defaults: Mapping[str, Any] | None = None,
+    ) -> CleanupResult:
+        """Delete expired log files exactly as Delta's MetadataCleanup does.
+
+        Only whole groups of log files before a complete checkpoint whose preceding log is
+        older than the cutoff (``now - delta.logRetentionDuration``, default 30 days, at UTC
+        midnight) are deleted, so every version from the earliest retained checkpoint on
+        stays readable. See :func:`airflow_delta_provider.core.cleanup.cleanup_logs`.
+
+        :param retention: overrides the table's ``delta.logRetentionDuration``.
+        :param dry_run: only report what would be deleted.
+        """
+        from airflow_delta_provider.core.cleanup import cleanup_logs
+
+        return cleanup_logs(
+            self, retention=retention, dry_run=dry_run, now=now, provider_defaults=provider_defaults
+        )
 
     def vacuum(
         self,

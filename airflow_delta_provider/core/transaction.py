@@ -76,6 +76,7 @@ SNAPSHOT_ISOLATION = "SnapshotIsolation"
 ISOLATION_LEVEL = "delta.isolationLevel"
 APPEND_ONLY = "delta.appendOnly"
 ICT_ENABLED = "delta.enableInCommitTimestamps"
+ENABLE_EXPIRED_LOG_CLEANUP = "delta.enableExpiredLogCleanup"
 #: Attempts before giving up; each retry follows a commit that did not conflict with ours.
 DEFAULT_MAX_ATTEMPTS = 100
 
@@ -437,7 +438,7 @@ class OptimisticTransaction:
         return winners
 
     def _post_commit_checkpoint(self, version: int, metadata: Metadata) -> None:
-        """Delta's post-commit hook: checkpoint every ``delta.checkpointInterval`` versions.
+        """Delta's post-commit hook: checkpoint every ``delta.checkpointInterval`` versions, then clean up.
 
         Like Spark, a failed checkpoint is logged and the commit stands: the table is
         readable without it.
@@ -448,6 +449,11 @@ class OptimisticTransaction:
             if not should_checkpoint(version, metadata.configuration):
                 return
             write_checkpoint(self.table, version)
+            # Delta's checkpointAndCleanUpDeltaLog: expired logs go right after a checkpoint.
+            if (metadata.configuration.get(ENABLE_EXPIRED_LOG_CLEANUP) or "true").lower() != "false":
+                from airflow_delta_provider.core.cleanup import cleanup_logs
+
+                cleanup_logs(self.table)
         except DeltaError as err:
             log.warning(
                 "The checkpoint after version %d of %s failed (the commit stands): %s",
