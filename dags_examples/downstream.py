@@ -18,6 +18,7 @@ from typing import Any
 from airflow.sdk import DAG, Param, task
 
 from airflow_delta_provider.assets.delta import delta_table_asset
+from airflow_delta_provider.sensors.delta import DeltaTableVersionSensor
 
 DEMO_ROOT = Path(os.environ.get("DELTA_DEMO_ROOT", Path(__file__).resolve().parent.parent / ".demo"))
 EVENTS_TABLE = os.environ.get("DELTA_EVENTS_TABLE", str(DEMO_ROOT / "events"))
@@ -79,38 +80,32 @@ with DAG(
 # [END howto_asset_scheduled_delta]
 
 
-try:  # the sensor module is part of this provider; the guard only keeps this file loadable alone
-    from airflow_delta_provider.sensors.delta import DeltaTableVersionSensor
-except ImportError:  # pragma: no cover
-    DeltaTableVersionSensor = None  # type: ignore[assignment,misc]
+# [START howto_sensor_delta_version_deferrable]
+with DAG(
+    dag_id="delta_events_wait_for_version",
+    description="Waits (deferred) for a commit newer than params.after_version, then summarises it.",
+    schedule=None,
+    start_date=datetime(2026, 11, 1),
+    catchup=False,
+    params={"after_version": Param(-1, type="integer", description="Wait for a version after this.")},
+    render_template_as_native_obj=True,
+    tags=["delta", "example"],
+    doc_md=__doc__,
+) as wait_dag:
+    wait = DeltaTableVersionSensor(
+        task_id="wait_for_new_version",
+        table_uri=EVENTS_TABLE,
+        after_version="{{ params.after_version }}",
+        deferrable=True,
+        poke_interval=5,
+        timeout=60 * 60,
+    )
 
-if DeltaTableVersionSensor is not None:
-    # [START howto_sensor_delta_version_deferrable]
-    with DAG(
-        dag_id="delta_events_wait_for_version",
-        description="Waits (deferred) for a commit newer than params.after_version, then summarises it.",
-        schedule=None,
-        start_date=datetime(2026, 11, 1),
-        catchup=False,
-        params={"after_version": Param(-1, type="integer", description="Wait for a version after this.")},
-        render_template_as_native_obj=True,
-        tags=["delta", "example"],
-        doc_md=__doc__,
-    ) as wait_dag:
-        wait = DeltaTableVersionSensor(
-            task_id="wait_for_new_version",
-            table_uri=EVENTS_TABLE,
-            after_version="{{ params.after_version }}",
-            deferrable=True,
-            poke_interval=5,
-            timeout=60 * 60,
-        )
+    @task
+    def summarize_new_version(ti: Any = None) -> dict[str, Any]:
+        found = ti.xcom_pull(task_ids="wait_for_new_version")
+        version = found["version"] if isinstance(found, dict) else int(found)
+        return summarize_version(EVENTS_TABLE, version)
 
-        @task
-        def summarize_new_version(ti: Any = None) -> dict[str, Any]:
-            found = ti.xcom_pull(task_ids="wait_for_new_version")
-            version = found["version"] if isinstance(found, dict) else int(found)
-            return summarize_version(EVENTS_TABLE, version)
-
-        wait >> summarize_new_version()
-    # [END howto_sensor_delta_version_deferrable]
+    wait >> summarize_new_version()
+# [END howto_sensor_delta_version_deferrable]

@@ -54,19 +54,6 @@ def load(name: str) -> Any:
     return module
 
 
-def ensure_decorator() -> None:
-    """``@task.delta_pyspark`` comes from the provider info's task-decorators; register it if missing."""
-    from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
-
-    manager = ProvidersManagerTaskRuntime()
-    if "delta_pyspark" not in manager.taskflow_decorators:
-        manager._add_taskflow_decorator(
-            "delta_pyspark",
-            "airflow_delta_provider.decorators.pyspark.delta_pyspark_task",
-            "airflow-delta-provider",
-        )
-
-
 def return_value(dag_run: Any, task_id: str) -> Any:
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
@@ -97,7 +84,6 @@ def main() -> None:
 
     print(f"Airflow home and tables under {DEMO}")
     db.initdb()
-    ensure_decorator()
     ingest = load("daily_ingest.py")
     table_uri = ingest.EVENTS_TABLE
 

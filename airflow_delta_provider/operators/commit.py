@@ -237,19 +237,15 @@ def provider_table_properties(properties: Mapping[str, Any] | None) -> dict[str,
 
 
 def _configured_txn_retention() -> str:
-    try:
-        from airflow_delta_provider.config import retention_defaults
-    except ImportError:  # config.py is written in parallel; its default is the same
-        return DEFAULT_SET_TRANSACTION_RETENTION
+    from airflow_delta_provider.config import retention_defaults
+
     return str(retention_defaults().get(SET_TRANSACTION_RETENTION) or DEFAULT_SET_TRANSACTION_RETENTION)
 
 
-def _configured_max_attempts() -> int | None:
-    """``[delta] max_commit_attempts`` (None: the core's default)."""
-    try:
-        from airflow_delta_provider.config import max_commit_attempts
-    except ImportError:  # config.py is written in parallel
-        return None
+def _configured_max_attempts() -> int:
+    """``[delta] max_commit_attempts``: how often a commit is retried while concurrent writers win."""
+    from airflow_delta_provider.config import max_commit_attempts
+
     return max_commit_attempts()
 
 
@@ -261,33 +257,14 @@ def open_hook(
     storage_options: Mapping[str, Any] | None,
 ) -> DeltaTableHook:
     """The provider's :class:`DeltaTableHook` for a table (credentials from Airflow connections)."""
-    try:
-        from airflow_delta_provider.hooks.delta import DeltaTableHook
-    except ImportError:  # hooks/delta.py is written in parallel; plain URIs work meanwhile
-        if delta_conn_id or storage_conn_id:
-            raise
-        return _PlainHook(table_uri, storage_options)  # type: ignore[return-value]
+    from airflow_delta_provider.hooks.delta import DeltaTableHook
+
     return DeltaTableHook(
         delta_conn_id,
         table_uri=table_uri,
         storage_conn_id=storage_conn_id,
         storage_options=dict(storage_options) if storage_options else None,
     )
-
-
-class _PlainHook:
-    """A table from a URI and fsspec options, until the hook module lands."""
-
-    def __init__(self, table_uri: str | None, storage_options: Mapping[str, Any] | None) -> None:
-        from airflow_delta_provider.core.table import DeltaTable
-
-        if not table_uri:
-            raise ValueError("table_uri is required without a delta connection.")
-        self._table = DeltaTable(table_uri, storage_options)
-        self.table_uri = table_asset_uri(table_uri)
-
-    def get_table(self) -> DeltaTable:
-        return self._table
 
 
 def already_committed(
@@ -475,8 +452,6 @@ class DeltaCommitMixin:
     ) -> CommitResult:
         """Commit the files with the core, recording the txn and the run identity."""
         tags = {**(self.commit_tags or {}), **identity.tags()}
-        max_attempts = _configured_max_attempts()
-        extra: dict[str, Any] = {"max_attempts": max_attempts} if max_attempts is not None else {}
         return table.commit_files(
             files,
             prefix=prefix,
@@ -491,7 +466,7 @@ class DeltaCommitMixin:
             schema=schema,
             partition_by=self.partition_by,
             properties=provider_table_properties(self.table_properties),
-            **extra,
+            max_attempts=_configured_max_attempts(),
         )
 
     def _report(

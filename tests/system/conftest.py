@@ -18,8 +18,6 @@ if TYPE_CHECKING:
     from types import ModuleType
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "dags_examples"
-DELTA_PYSPARK = "delta_pyspark"
-DECORATOR_CLASS = "airflow_delta_provider.decorators.pyspark.delta_pyspark_task"
 
 
 @pytest.fixture(scope="session")
@@ -28,20 +26,6 @@ def airflow_db() -> None:
     from airflow.utils import db
 
     db.initdb()
-
-
-def _ensure_delta_pyspark_decorator() -> None:
-    """Make ``@task.delta_pyspark`` resolvable.
-
-    It is registered through the ``task-decorators`` entry of the provider info; until that entry
-    is in ``get_provider_info`` this registers the same class the entry names, the way Airflow's
-    discovery would.
-    """
-    from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
-
-    manager = ProvidersManagerTaskRuntime()
-    if DELTA_PYSPARK not in manager.taskflow_decorators:  # TEMPORARY until the provider info lists it
-        manager._add_taskflow_decorator(DELTA_PYSPARK, DECORATOR_CLASS, "airflow-delta-provider")
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +41,6 @@ def load_example(
 
     from airflow.configuration import conf
 
-    _ensure_delta_pyspark_decorator()
     demo_root = tmp_path_factory.mktemp("demo")
     saved = {k: os.environ.get(k) for k in ("DELTA_DEMO_ROOT", "DELTA_EVENTS_TABLE")}
     os.environ["DELTA_DEMO_ROOT"] = str(demo_root)

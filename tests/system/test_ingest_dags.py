@@ -199,8 +199,6 @@ def test_the_deferrable_sensor_dag_waits_for_a_new_version(
     from airflow.utils.state import DagRunState, TaskInstanceState
     from sqlalchemy import select
 
-    if getattr(downstream, "wait_dag", None) is None:
-        pytest.skip("DeltaTableVersionSensor has not landed yet")
     table_uri = ingest.EVENTS_TABLE
     current = DeltaTable(table_uri).version()
     committed: list[int] = []
