@@ -3,7 +3,7 @@
 The operators are thin: they open the table through
 :class:`~airflow_delta_provider.hooks.delta.DeltaTableHook` (so credentials come from Airflow
 connections), pass the provider-wide ``[delta]`` retention defaults to the core as
-``provider_defaults``, and call the core's ``DeltaTable.checkpoint``, ``cleanup_logs`` and ``vacuum``.
+``provider_defaults``, and call the core's ``DeltaTable.checkpoint``, ``.cleanup_logs`` and ``.vacuum``.
 Every rule about what may be deleted lives in the core; nothing here decides it again.
 """
 
@@ -377,13 +377,10 @@ class DeltaLogCleanupOperator(_DeltaTableOperator):
         self.dry_run = dry_run
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow_delta_provider.core.cleanup import cleanup_logs
-
         dry_run = _to_bool(self.dry_run, "dry_run")
         table = self.hook.get_table()
         uri = self.hook.table_uri
-        result = cleanup_logs(
-            table,
+        result = table.cleanup_logs(
             retention=_to_retention(self.retention, "retention"),
             dry_run=dry_run,
             provider_defaults=provider_defaults(),
@@ -831,8 +828,6 @@ class DeltaMaintenanceOperator(BaseOperator):
         return {"status": "ran", "reason": reason, "result": _cap_files(result)}
 
     def _cleanup(self, table: DeltaTable, settings: _Settings) -> dict[str, Any]:
-        from airflow_delta_provider.core.cleanup import cleanup_logs
-
         enabled = table.snapshot().properties.get(ENABLE_EXPIRED_LOG_CLEANUP, "true")
         if enabled.strip().lower() == "false":
             # Delta's property gates automatic cleanup; a scheduled policy is automatic. An explicit
@@ -840,8 +835,7 @@ class DeltaMaintenanceOperator(BaseOperator):
             return {"status": "disabled", "reason": f"the table sets {ENABLE_EXPIRED_LOG_CLEANUP}=false"}
         result = _cap_files(
             _jsonable(
-                cleanup_logs(
-                    table,
+                table.cleanup_logs(
                     retention=settings.log_retention,
                     dry_run=settings.dry_run,
                     provider_defaults=settings.defaults,

@@ -6,7 +6,6 @@ DAG reads (``AIRFLOW_VAR_DELTA_MAINTENANCE_TABLES``, Airflow's environment-varia
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import time
@@ -23,10 +22,6 @@ if TYPE_CHECKING:
     from types import ModuleType
 
 pytestmark = pytest.mark.system
-# TEMPORARY: core/cleanup.py is being written in parallel (agreed API).
-NEEDS_CORE = pytest.mark.skipif(
-    importlib.util.find_spec("airflow_delta_provider.core.cleanup") is None, reason="core.cleanup not landed"
-)
 
 DAG_FILE = Path(__file__).resolve().parents[2] / "dags_examples" / "nightly_maintenance.py"
 DAG_ID = "delta_nightly_maintenance"
@@ -103,7 +98,6 @@ def test_the_dag_loads(maintenance_dag: ModuleType) -> None:
     assert dag.max_active_runs == 1
 
 
-@NEEDS_CORE
 def test_nightly_run_maintains_every_table(
     maintenance_dag: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -136,7 +130,6 @@ def test_nightly_run_maintains_every_table(
     assert (Path(neglected) / "_delta_log" / "_last_checkpoint").exists()
 
 
-@NEEDS_CORE
 def test_dry_run_changes_nothing(
     maintenance_dag: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -154,7 +147,6 @@ def test_dry_run_changes_nothing(
     assert tree(neglected) == before
 
 
-@NEEDS_CORE
 def test_a_failing_table_fails_the_task_after_the_others_are_maintained(
     maintenance_dag: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -177,7 +169,6 @@ def test_a_failing_table_fails_the_task_after_the_others_are_maintained(
     assert RsDeltaTable(neglected).to_pyarrow_table()["id"].to_pylist() == [11]
 
 
-@NEEDS_CORE
 def test_without_the_variable_the_demo_tables_are_maintained(
     maintenance_dag: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -7,7 +7,6 @@ is zero, or by turning VACUUM's safety check off, exactly as a user would.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import time
@@ -28,11 +27,6 @@ from airflow_delta_provider.operators.maintenance import (
     DeltaMaintenanceOperator,
     DeltaVacuumOperator,
     checkpoint_due,
-)
-
-# TEMPORARY: core/cleanup.py is being written in parallel (agreed API).
-NEEDS_CLEANUP = pytest.mark.skipif(
-    importlib.util.find_spec("airflow_delta_provider.core.cleanup") is None, reason="core.cleanup not landed"
 )
 
 DAY = 86_400
@@ -301,7 +295,6 @@ def checkpointed_old_table(root: Path, *, commits: int = 6, **kwargs: Any) -> st
     return uri
 
 
-@NEEDS_CLEANUP
 def test_log_cleanup_deletes_expired_logs_and_keeps_the_table_readable(tmp_path: Path) -> None:
     root = checkpointed_old_table(tmp_path / "t")
     before = rows(root)
@@ -318,7 +311,6 @@ def test_log_cleanup_deletes_expired_logs_and_keeps_the_table_readable(tmp_path:
     json.dumps(result)
 
 
-@NEEDS_CLEANUP
 def test_log_cleanup_dry_run_deletes_nothing(tmp_path: Path) -> None:
     root = checkpointed_old_table(tmp_path / "t")
     before = tree(root)
@@ -330,7 +322,6 @@ def test_log_cleanup_dry_run_deletes_nothing(tmp_path: Path) -> None:
     assert tree(root) == before
 
 
-@NEEDS_CLEANUP
 def test_log_cleanup_keeps_logs_within_retention(tmp_path: Path) -> None:
     root = write_table(tmp_path / "t", commits=6)
     DeltaCheckpointOperator(task_id="c", table_uri=root).execute({})
@@ -431,7 +422,6 @@ def neglected_table(root: Path) -> str:
     return uri
 
 
-@NEEDS_CLEANUP
 def test_maintenance_runs_each_step_when_due(tmp_path: Path) -> None:
     root = neglected_table(tmp_path / "neglected")
     removed_bytes = sum((Path(root) / name).stat().st_size for name in removed_files(root))
@@ -463,7 +453,6 @@ def test_maintenance_runs_each_step_when_due(tmp_path: Path) -> None:
     json.dumps(report)
 
 
-@NEEDS_CLEANUP
 def test_maintenance_second_run_finds_nothing_due(tmp_path: Path) -> None:
     root = neglected_table(tmp_path / "neglected")
     DeltaMaintenanceOperator(task_id="m", tables=root).execute({})
@@ -480,7 +469,6 @@ def test_maintenance_second_run_finds_nothing_due(tmp_path: Path) -> None:
     assert tree(root) == before
 
 
-@NEEDS_CLEANUP
 def test_maintenance_without_vacuum_interval_vacuums_every_run(tmp_path: Path) -> None:
     root = neglected_table(tmp_path / "neglected")
     DeltaMaintenanceOperator(task_id="m", tables=root).execute({})
@@ -491,7 +479,6 @@ def test_maintenance_without_vacuum_interval_vacuums_every_run(tmp_path: Path) -
     assert vacuum["result"]["num_files"] == 0
 
 
-@NEEDS_CLEANUP
 def test_maintenance_dry_run_changes_nothing(tmp_path: Path) -> None:
     root = neglected_table(tmp_path / "neglected")
     before = tree(root)
@@ -511,7 +498,6 @@ def test_maintenance_dry_run_changes_nothing(tmp_path: Path) -> None:
     assert steps["vacuum"]["result"]["num_files"] == 11
 
 
-@NEEDS_CLEANUP
 def test_maintenance_respects_disabled_log_cleanup(tmp_path: Path) -> None:
     root = write_table(tmp_path / "t", commits=12, properties={"delta.enableExpiredLogCleanup": "false"})
     age_log(root, days=40)
@@ -526,7 +512,6 @@ def test_maintenance_respects_disabled_log_cleanup(tmp_path: Path) -> None:
     assert len(commit_files(root)) == 12
 
 
-@NEEDS_CLEANUP
 def test_one_failing_table_does_not_stop_the_others(tmp_path: Path) -> None:
     neglected = neglected_table(tmp_path / "neglected")
     fresh = write_table(tmp_path / "fresh", commits=3)
@@ -571,7 +556,6 @@ def test_a_failing_step_skips_the_table_s_later_steps(tmp_path: Path) -> None:
     assert tree(root) == before
 
 
-@NEEDS_CLEANUP
 def test_tables_rendered_as_a_json_list_are_deduplicated(tmp_path: Path) -> None:
     a = write_table(tmp_path / "a", commits=2)
     b = write_table(tmp_path / "b", commits=2)
@@ -651,7 +635,6 @@ def test_checkpoint_on_s3_keeps_secrets_out_of_xcom_and_logs(
     assert SECRET not in json.dumps(result) + output.out + output.err + caplog.text
 
 
-@NEEDS_CLEANUP
 @pytest.mark.s3
 def test_maintenance_on_s3(
     s3_bucket: str, s3_endpoint: str, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
