@@ -8,7 +8,7 @@ Run it with ``make demo``. Everything lives under ``.demo/`` in the repository: 
    fourth day whose task fails *after* its commit, so Airflow retries it (the retry commits
    nothing and does not start Spark);
 2. runs ``delta_events_downstream`` (scheduled on the table's asset), which reads the version
-   the last commit produced;
+   the last commit produced, and ``delta_events_wait_for_version`` (the deferrable version sensor);
 3. runs ``delta_nightly_maintenance`` over the tables under ``.demo/`` (checkpoint and log
    cleanup when due, VACUUM when due);
 4. prints the table's history and its rows per day.
@@ -117,6 +117,12 @@ def main() -> None:
     dag_run = downstream.downstream_dag.test()
     summary = return_value(dag_run, "report_new_version") or {}
     print(f"  run {dag_run.state}; saw version {summary.get('version')} with {summary.get('rows')} rows")
+
+    print("\n== delta_events_wait_for_version (deferrable DeltaTableVersionSensor) ==")
+    after = int(summary.get("version") or 0) - 1
+    dag_run = downstream.wait_dag.test(run_conf={"after_version": after})
+    found = return_value(dag_run, "summarize_new_version") or {}
+    print(f"  waited for a version after {after}: run {dag_run.state}; found version {found.get('version')}")
 
     print("\n== delta_nightly_maintenance ==")
     try:
