@@ -21,6 +21,8 @@ from urllib.parse import urlsplit, urlunsplit
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
+from airflow_delta_provider.core.errors import DeltaError
+
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
@@ -756,6 +758,7 @@ class DeltaMaintenanceOperator(BaseOperator):
             "table": label,
             "status": "success",
             "version": None,
+            "latest_version": None,
             "steps": {},
             "files_removed": 0,
             "bytes_removed": 0,
@@ -788,7 +791,23 @@ class DeltaMaintenanceOperator(BaseOperator):
                 return self._failed(report, name, err, [n for n, *_ in planned[index + 1 :]])
             self.log.info("%s: %s %s (%s).", label, name, steps[name]["status"], steps[name]["reason"])
         self._summarise(report)
+        self._retained(report, table)
         return report
+
+    def _retained(self, report: dict[str, Any], table: DeltaTable) -> None:
+        """Fill in the latest version and how many versions time travel can still reach."""
+        try:
+            report["latest_version"] = latest = table.version()
+            earliest = report["earliest_retained_version"]
+            if earliest is None:
+                # Cleanup deleted nothing (or did not run): the oldest reconstructable version.
+                earliest = table.commit_timestamps()[0].version
+        except DeltaError as err:
+            # Only the report's counts are missing; the maintenance itself succeeded.
+            self.log.warning("%s: cannot count the retained versions: %s", report["table"], err)
+            return
+        report["earliest_retained_version"] = earliest
+        report["versions_retained"] = latest - earliest + 1
 
     def _failed(
         self, report: dict[str, Any], step: str, err: Exception, later: Sequence[str]
@@ -813,10 +832,7 @@ class DeltaMaintenanceOperator(BaseOperator):
         report["log_bytes_removed"] = int(cleanup.get("num_bytes") or 0)
         report["files_removed"] = int(vacuum.get("num_files") or 0)
         report["bytes_removed"] = int(vacuum.get("num_bytes") or 0)
-        earliest = cleanup.get("earliest_retained_version")
-        report["earliest_retained_version"] = earliest
-        if earliest is not None and report["version"] is not None:
-            report["versions_retained"] = report["version"] - earliest + 1
+        report["earliest_retained_version"] = cleanup.get("earliest_retained_version")
 
     def _checkpoint(self, table: DeltaTable, settings: _Settings) -> dict[str, Any]:
         due, reason = checkpoint_due(table.snapshot(), settings.defaults)

@@ -446,7 +446,9 @@ def test_maintenance_runs_each_step_when_due(tmp_path: Path) -> None:
     assert entry["bytes_removed"] == removed_bytes
     assert entry["log_files_removed"] >= 11
     assert entry["earliest_retained_version"] == 11
-    assert entry["versions_retained"] == 1
+    # Versions 11 (the checkpoint) to 13 (VACUUM START and END, which Delta writes on local storage).
+    assert entry["latest_version"] == 13
+    assert entry["versions_retained"] == 3
     assert report["totals"]["files_removed"] == 11
     assert rows(root) == [11]
     assert len(list(Path(root).glob("*.parquet"))) == 1
@@ -537,6 +539,9 @@ def test_one_failing_table_does_not_stop_the_others(tmp_path: Path) -> None:
     assert by_table["fresh"]["status"] == "success"
     assert by_table["fresh"]["steps"]["checkpoint"]["status"] == "not due"
     assert by_table["fresh"]["steps"]["cleanup"]["status"] == "not due"
+    # Nothing was cleaned up: every version from 0 on is retained.
+    assert by_table["fresh"]["earliest_retained_version"] == 0
+    assert by_table["fresh"]["versions_retained"] == by_table["fresh"]["latest_version"] + 1
     assert rows(neglected) == [11]
     assert rows(fresh) == [0, 1, 2]
 
