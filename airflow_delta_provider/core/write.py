@@ -378,7 +378,7 @@ def commit_files(
     if app_id is not None and snapshot is not None:
         current = transaction.app_transaction_version(app_id)
         if current is not None and current >= app_version:  # type: ignore[operator]
-            recorded = _version_recording(snapshot, app_id)
+            recorded = transaction_commit_version(snapshot, app_id)
             log.info(
                 "Application %r already committed version %d (>= %d) to %s%s; nothing to commit.",
                 app_id,
@@ -643,8 +643,12 @@ def _check_matches(
         )
 
 
-def _version_recording(snapshot: Snapshot, app_id: str) -> int | None:
-    """The version of the commit (since the last checkpoint) that recorded ``app_id``'s transaction."""
+def transaction_commit_version(snapshot: Snapshot, app_id: str) -> int | None:
+    """The version of the commit that recorded ``app_id``'s transaction.
+
+    Exact for commits since the last checkpoint (already read for the snapshot); for a
+    transaction recorded at or before the checkpoint, the checkpoint's version.
+    """
     for commit in reversed(snapshot._commits):
         for action in commit.actions:
             if "txn" in action and action["txn"].get("appId") == app_id:

@@ -112,7 +112,8 @@ class DeltaTableHook(BaseHook):
             return ""
         uri = self._settings[0]
         parts = urlsplit(uri)
-        if parts.scheme and "@" in parts.netloc:
+        # Only user:password@ is a credential; abfss://container@account is a location.
+        if parts.scheme and "@" in parts.netloc and ":" in parts.netloc.rsplit("@", 1)[0]:
             uri = urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
         return uri
 

@@ -279,7 +279,7 @@ def already_committed(
     """
     from airflow_delta_provider.core.errors import TableNotFoundError
     from airflow_delta_provider.core.transaction import CommitResult
-    from airflow_delta_provider.core.write import _version_recording
+    from airflow_delta_provider.core.write import transaction_commit_version
 
     if snapshot is None:
         try:
@@ -289,7 +289,7 @@ def already_committed(
     current = snapshot.app_transaction_version(app_id)
     if current is None or current < app_version:
         return None
-    recorded = _version_recording(snapshot, app_id)
+    recorded = transaction_commit_version(snapshot, app_id)
     return CommitResult(
         version=recorded if recorded is not None else snapshot.version,
         committed=False,

@@ -87,3 +87,8 @@ def test_storage_options_from_the_connection_are_used_but_never_shown(tmp_path, 
 def test_credentials_in_the_uri_are_not_shown():
     hook = DeltaTableHook(table_uri="s3://AKIA:s3cr3t@bucket/events")
     assert hook.table_uri == "s3://bucket/events"
+
+
+def test_azure_container_at_account_is_kept():
+    uri = "abfss://container@account.dfs.core.windows.net/events"
+    assert DeltaTableHook(table_uri=uri).table_uri == uri
