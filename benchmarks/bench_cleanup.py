@@ -41,9 +41,9 @@ RUNS = {
 
 def build(root: Path) -> None:
     sys.path.insert(0, str(HERE.parent))
-    from airflow_delta_provider.core import DeltaTable
-
     import pyarrow as pa
+
+    from airflow_delta_provider.core import DeltaTable
 
     table = DeltaTable.create(str(root), pa.schema([("id", pa.int64())]))
     log = root / "_delta_log"
