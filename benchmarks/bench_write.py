@@ -1,0 +1,433 @@
+"""Write benchmark: idempotent appends and footer statistics, the core against delta-rs in the same run.
+
+**Idempotent append of 10 files.** Two log-only tables built once into ``benchmarks/data/``
+with ``generate.py``'s helpers, shaped as real tables are: a classic checkpoint at version 1
+holding N active files (N = 1,000 and 1,000,000), then commits 2-10 of 10 adds and a
+``txn`` each. Ten real Parquet files (1,000 rows each) wait under ``part=7/`` for the
+append. Each contender appends them as application ``bench-airflow`` version 1, on a fresh
+copy of the table, in a fresh Python process (imports excluded from the timing):
+
+- ``core``: ``DeltaTable(uri).commit_files(files, app_id=..., app_version=1)``: reads
+  protocol, metadata and the appId's txn, the 10 footers (size, stats), commits version 11.
+- ``delta-rs``: ``deltalake.DeltaTable(uri)``, ``transaction_version(app_id)``, then
+  ``create_write_transaction(actions=[AddAction x 10], mode="append", ...)`` with the
+  ``txn`` in ``CommitProperties(app_transactions=...)``. Its AddActions carry the same
+  stats as the core's, computed before the timing: delta-rs does not read footers here.
+- ``core skip`` / ``delta-rs skip``: the same call once the append is committed (a retried
+  Airflow task): nothing is written.
+
+**Footer statistics of 1,000 files.** 1,000 Parquet files (one per ``part`` directory, 1,000
+rows each: id, value, name, ts) written once with pyarrow; then:
+
+- ``core``: ``DeltaTable(uri).commit_files(prefix="out", schema=..., partition_by=["part"])``:
+  lists the files, reads the 1,000 footers in parallel, creates the table with their stats.
+- ``delta-rs``: ``write_deltalake(uri, data, partition_by=["part"])`` of the same 1,000,000
+  rows (read into memory before the timing): writes 1,000 files and its own stats.
+- ``floor``: ``pyarrow.parquet.read_metadata`` of the 1,000 files, one after the other.
+
+Every run is checked (version, files, rows, the txn), and delta-rs reads the core's
+commits. Usage: ``python benchmarks/bench_write.py [--repeat 5] [--write]`` (``--write`` puts
+the tables into ``benchmarks/write.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE / "data"
+REPORT = HERE / "write.md"
+SIZES = {"1k": 1_000, "1M": 1_000_000}
+#: Where the checkpoint puts protocol, metadata and txns: it decides what reading them costs.
+LAYOUTS = {
+    "core": "checkpoint at version 10 written by the core (its post-commit checkpoint): the non-file "
+    "actions in a row group of their own, ahead of the adds",
+    "mixed": "checkpoint at version 1 from `generate.py`: protocol and metadata in the first 100,000-row "
+    "group with adds (Spark's and delta-rs's checkpoints mix them too), txns in the commits after it",
+}
+NEW_FILES = 10
+ROWS_PER_FILE = 1_000
+APP_ID = "bench-airflow"
+STATS_FILES = 1_000
+START = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+
+# The modules a commit imports lazily, imported before the timing like every other import.
+_CORE_IMPORTS = "import airflow_delta_provider.core.write, airflow_delta_provider.core.checkpoint"
+
+_PRELUDE = """
+import json, sys, time
+uri = sys.argv[1]
+spec = json.loads(open(sys.argv[2]).read())
+marks = {}
+"""
+
+APPEND_RUNS = {
+    "core": """
+from airflow_delta_provider.core import DeltaTable
+CORE_IMPORTS
+start = time.perf_counter()
+result = DeltaTable(uri).commit_files(spec["paths"], app_id=spec["app_id"], app_version=1)
+elapsed = time.perf_counter() - start
+out = {"version": result.version, "committed": result.committed}
+""",
+    "core skip": """
+from airflow_delta_provider.core import DeltaTable
+CORE_IMPORTS
+DeltaTable(uri).commit_files(spec["paths"], app_id=spec["app_id"], app_version=1)
+start = time.perf_counter()
+result = DeltaTable(uri).commit_files(spec["paths"], app_id=spec["app_id"], app_version=1)
+elapsed = time.perf_counter() - start
+out = {"version": result.version, "committed": result.committed}
+""",
+    "delta-rs": """
+import deltalake, pyarrow as pa
+from deltalake import CommitProperties, Transaction
+from deltalake.transaction import AddAction
+adds = [AddAction(a["path"], a["size"], a["partition_values"], a["modification_time"], True, a["stats"])
+        for a in spec["adds"]]
+schema = pa.schema([("part", pa.int32()), ("c0", pa.int64()), ("c1", pa.int64()), ("c2", pa.int64())])
+start = time.perf_counter()
+table = deltalake.DeltaTable(uri)
+marks["load"] = time.perf_counter() - start
+assert table.transaction_version(spec["app_id"]) is None
+table.create_write_transaction(
+    adds, mode="append", schema=schema, partition_by=["part"],
+    commit_properties=CommitProperties(app_transactions=[Transaction(spec["app_id"], 1)]),
+)
+elapsed = time.perf_counter() - start
+out = {"version": deltalake.DeltaTable(uri).version(), "committed": True}
+""",
+    "delta-rs skip": """
+import deltalake, pyarrow as pa
+from deltalake import CommitProperties, Transaction
+from deltalake.transaction import AddAction
+adds = [AddAction(a["path"], a["size"], a["partition_values"], a["modification_time"], True, a["stats"])
+        for a in spec["adds"]]
+schema = pa.schema([("part", pa.int32()), ("c0", pa.int64()), ("c1", pa.int64()), ("c2", pa.int64())])
+deltalake.DeltaTable(uri).create_write_transaction(
+    adds, mode="append", schema=schema, partition_by=["part"],
+    commit_properties=CommitProperties(app_transactions=[Transaction(spec["app_id"], 1)]),
+)
+start = time.perf_counter()
+table = deltalake.DeltaTable(uri)
+skipped = table.transaction_version(spec["app_id"]) == 1
+elapsed = time.perf_counter() - start
+out = {"version": table.version(), "committed": not skipped}
+""",
+}
+
+STATS_RUNS = {
+    "core": """
+import pyarrow as pa
+from airflow_delta_provider.core import DeltaTable
+CORE_IMPORTS
+schema = pa.schema([("part", pa.int64()), ("id", pa.int64()), ("value", pa.float64()),
+                    ("name", pa.string()), ("ts", pa.timestamp("us", tz="UTC"))])
+start = time.perf_counter()
+result = DeltaTable(uri).commit_files(prefix="out", schema=schema, partition_by=["part"])
+elapsed = time.perf_counter() - start
+out = {"files": result.num_added_files, "rows": result.num_output_rows}
+""",
+    "core 1 thread": """
+import pyarrow as pa
+from airflow_delta_provider.core import DeltaTable
+CORE_IMPORTS
+schema = pa.schema([("part", pa.int64()), ("id", pa.int64()), ("value", pa.float64()),
+                    ("name", pa.string()), ("ts", pa.timestamp("us", tz="UTC"))])
+start = time.perf_counter()
+result = DeltaTable(uri).commit_files(prefix="out", schema=schema, partition_by=["part"], max_workers=1)
+elapsed = time.perf_counter() - start
+out = {"files": result.num_added_files, "rows": result.num_output_rows}
+""",
+    "delta-rs": """
+import pyarrow.dataset as ds, deltalake
+data = ds.dataset(uri + "/out", format="parquet", partitioning="hive").to_table()
+target = uri + "/delta-rs"
+start = time.perf_counter()
+deltalake.write_deltalake(target, data, partition_by=["part"])
+elapsed = time.perf_counter() - start
+adds = deltalake.DeltaTable(target).get_add_actions(flatten=True)
+out = {"files": len(adds), "rows": data.num_rows}
+""",
+    "floor": """
+import glob, pyarrow.parquet as pq
+paths = sorted(glob.glob(uri + "/out/*/*.parquet"))
+start = time.perf_counter()
+rows = sum(pq.read_metadata(p).num_rows for p in paths)
+elapsed = time.perf_counter() - start
+out = {"files": len(paths), "rows": rows}
+""",
+}
+
+_EPILOGUE = """
+print(json.dumps({"seconds": elapsed, **marks, **out}))
+"""
+
+
+# --- tables ------------------------------------------------------------------------------
+
+
+def _generate() -> Any:
+    sys.path.insert(0, str(HERE))
+    import generate  # the read benchmark's log writers
+
+    return generate
+
+
+def build_append_table(layout: str, name: str, files: int) -> Path:
+    """Checkpoint of ``files`` adds at version 1, commits 2-10 (10 adds + a txn), 10 new data files.
+
+    With ``layout="core"``, the core then checkpoints version 10 and the version 1 checkpoint
+    is dropped.
+    """
+    root = DATA / f"write-{layout}-{name}"
+    if (root / ".complete").exists():
+        return root
+    generate = _generate()
+    shutil.rmtree(root, ignore_errors=True)
+    log = root / "_delta_log"
+    log.mkdir(parents=True)
+    generate._create(log, 3)
+    generate._write_checkpoint(log, 1, files, 3)
+    for version in range(2, 11):
+        txn = {
+            "txn": {"appId": f"bench-app-{version % 3}", "version": version, "lastUpdated": generate.NOW_MS}
+        }
+        generate._commit(log, version, [txn, *(generate._add(k, 3, version * 10 + k) for k in range(10))])
+    if layout == "core":
+        from airflow_delta_provider.core import DeltaTable
+
+        DeltaTable(str(root)).checkpoint(10)
+        (log / "00000000000000000001.checkpoint.parquet").unlink()
+    paths = []
+    for index in range(NEW_FILES):
+        relative = f"part=7/new-{index:02d}.parquet"
+        base = index * ROWS_PER_FILE
+        columns = {f"c{c}": pa.array(range(base + c, base + c + ROWS_PER_FILE), pa.int64()) for c in range(3)}
+        (root / "part=7").mkdir(exist_ok=True)
+        pq.write_table(pa.table(columns), root / relative)
+        paths.append(relative)
+    # The same adds for delta-rs, with the core's own stats: the commit is the only difference.
+    from airflow_delta_provider.core.stats import read_footers
+    from airflow_delta_provider.core.storage import TableStorage
+
+    storage = TableStorage(str(root))
+    columns = [(f"c{c}",) for c in range(3)]
+    footers = read_footers(storage, [storage.join(p) for p in paths], stats_columns=columns)
+    adds = [
+        {
+            "path": p,
+            "size": (root / p).stat().st_size,
+            "partition_values": {"part": "7"},
+            "modification_time": int((root / p).stat().st_mtime * 1000),
+            "stats": f.stats,
+        }
+        for p, f in zip(paths, footers, strict=True)
+    ]
+    spec = {"app_id": APP_ID, "paths": paths, "adds": adds, "active_files": files + 90}
+    (root / "spec.json").write_text(json.dumps(spec))
+    (root / ".complete").touch()
+    return root
+
+
+def build_stats_files() -> Path:
+    """1,000 Parquet files, one per ``part`` directory, 1,000 rows each (no Delta log)."""
+    root = DATA / "write-stats"
+    if (root / ".complete").exists():
+        return root
+    shutil.rmtree(root, ignore_errors=True)
+    for part in range(STATS_FILES):
+        directory = root / "out" / f"part={part}"
+        directory.mkdir(parents=True)
+        base = part * ROWS_PER_FILE
+        ids = range(base, base + ROWS_PER_FILE)
+        pq.write_table(
+            pa.table(
+                {
+                    "id": pa.array(ids, pa.int64()),
+                    "value": pa.array([i * 0.5 for i in ids], pa.float64()),
+                    "name": [f"name-{i:09d}" for i in ids],
+                    "ts": pa.array(
+                        [dt.datetime(2024, 1, 1, tzinfo=dt.UTC) + dt.timedelta(seconds=i) for i in ids],
+                        pa.timestamp("us", tz="UTC"),
+                    ),
+                }
+            ),
+            directory / "part-00000.parquet",
+        )
+    (root / "spec.json").write_text("{}")
+    (root / ".complete").touch()
+    return root
+
+
+# --- measuring ---------------------------------------------------------------------------
+
+
+def _run(code: str, root: Path, spec: Path) -> dict[str, Any]:
+    code = _PRELUDE + code.replace("CORE_IMPORTS", _CORE_IMPORTS) + _EPILOGUE
+    output = subprocess.run(
+        [sys.executable, "-c", code, str(root), str(spec)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return json.loads(output.strip().splitlines()[-1])
+
+
+def measure_append(source: Path, contender: str, repeat: int, check_with_delta_rs: bool) -> dict[str, float]:
+    runs = []
+    spec = json.loads((source / "spec.json").read_text())
+    # The core's runs take milliseconds and their fsyncs are noisy: three times as many.
+    for attempt in range(repeat if contender.startswith("delta-rs") else 3 * repeat):
+        with tempfile.TemporaryDirectory(prefix="bench-write-") as tmp:
+            root = Path(tmp) / "t"
+            shutil.copytree(source, root)
+            run = _run(APPEND_RUNS[contender], root, source / "spec.json")
+            expected = (11, not contender.endswith("skip"))
+            if (run["version"], run["committed"]) != expected:
+                raise SystemExit(
+                    f"{contender} on {source.name}: {run}, expected version/committed {expected}"
+                )
+            if check_with_delta_rs and attempt == 0 and contender == "core":
+                _check_append(root, spec)
+            runs.append(run)
+    keys = [k for k in runs[0] if isinstance(runs[0][k], float)]
+    medians = {k: statistics.median(r[k] for r in runs) for k in keys}
+    return {**medians, "min": min(r["seconds"] for r in runs)}
+
+
+def _check_append(root: Path, spec: dict[str, Any]) -> None:
+    """delta-rs reads the core's version 11: every file, the 10 new ones, the txn."""
+    import deltalake
+
+    table = deltalake.DeltaTable(str(root))
+    paths = set(pa.table(table.get_add_actions(flatten=True))["path"].to_pylist())
+    if table.version() != 11 or len(paths) != spec["active_files"] + NEW_FILES:
+        raise SystemExit(f"delta-rs reads the core's append as version {table.version()}, {len(paths)} files")
+    if not set(spec["paths"]) <= paths or table.transaction_version(APP_ID) != 1:
+        raise SystemExit("delta-rs does not see the core's 10 files or its txn")
+
+
+def measure_stats(source: Path, contender: str, repeat: int) -> dict[str, float]:
+    runs = []
+    for _ in range(repeat):
+        with tempfile.TemporaryDirectory(prefix="bench-write-stats-") as tmp:
+            root = Path(tmp) / "t"
+            shutil.copytree(source, root)
+            run = _run(STATS_RUNS[contender], root, source / "spec.json")
+            if (run["files"], run["rows"]) != (STATS_FILES, STATS_FILES * ROWS_PER_FILE):
+                raise SystemExit(f"{contender}: {run}")
+            if contender.startswith("core"):
+                import deltalake
+
+                table = deltalake.DeltaTable(str(root))
+                if table.version() != 0 or table.count() != STATS_FILES * ROWS_PER_FILE:
+                    raise SystemExit("delta-rs does not read the core's 1,000-file table")
+            runs.append(run)
+    return {"seconds": statistics.median(r["seconds"] for r in runs), "min": min(r["seconds"] for r in runs)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--part", choices=["all", "append", "stats"], default="all")
+    parser.add_argument("--write", action="store_true", help="write benchmarks/write.md (needs --part all)")
+    args = parser.parse_args()
+    if args.write and args.part != "all":
+        parser.error("--write needs --part all: the report holds both parts.")
+    lines = [
+        f"Machine: {platform.machine()}, {len(os.sched_getaffinity(0))} CPUs, Python "
+        f"{platform.python_version()}; median of {args.repeat} fresh processes ({3 * args.repeat} for the "
+        "core's appends), each on a fresh copy; ratios of medians.",
+    ]
+    if args.part in ("all", "append"):
+        lines += ["", *append_report(args.repeat)]
+    if args.part in ("all", "stats"):
+        lines += ["", *stats_report(args.repeat)]
+    report = "\n".join(lines)
+    print(report)
+    if args.write:
+        REPORT.write_text(
+            "# Write benchmark\n\n"
+            "`benchmarks/bench_write.py`, the core against delta-rs 1.6.6 in the same run. Goals (issue 3):\n"
+            "an idempotent append of 10 files costs the same (within 20%) at 1,000 and 1,000,000 active\n"
+            "files and at most a tenth of delta-rs's `create_write_transaction` append; footer stats of\n"
+            "1,000 files at or below delta-rs writing its own stats.\n\n" + report + "\n"
+        )
+
+
+def append_report(repeat: int) -> list[str]:
+    tables = {
+        (layout, name): build_append_table(layout, name, files)
+        for layout in LAYOUTS
+        for name, files in SIZES.items()
+    }
+    append = {
+        (*key, contender): measure_append(root, contender, repeat, check_with_delta_rs=True)
+        for key, root in tables.items()
+        for contender in APPEND_RUNS
+    }
+    lines = [
+        "Idempotent append of 10 files (commit version 11). Checkpoint layouts:",
+        "",
+        *(f"- **{layout}**: {text}." for layout, text in LAYOUTS.items()),
+        "",
+        "| checkpoint | active files | contender | median s | min s | vs delta-rs | vs same at 1k |",
+        "|---|---:|---|---:|---:|---:|---:|",
+    ]
+    for layout in LAYOUTS:
+        for name, files in SIZES.items():
+            for contender in APPEND_RUNS:
+                seconds = append[(layout, name, contender)]["seconds"]
+                rs_name = "delta-rs skip" if contender.endswith("skip") else "delta-rs"
+                rs = append[(layout, name, rs_name)]["seconds"]
+                at_1k = append[(layout, "1k", contender)]["seconds"]
+                ratios = f"{seconds / rs:.3f}x | {seconds / at_1k:.2f}x"
+                low = append[(layout, name, contender)]["min"]
+                row = f"| {layout} | {files + 90:,} | {contender} | {seconds:.4f} | {low:.4f} | {ratios} |"
+                lines.append(row)
+            load = append[(layout, name, "delta-rs")]["load"]
+            what = "delta-rs: `DeltaTable(uri)` alone"
+            lines.append(f"| {layout} | {files + 90:,} | {what} | {load:.4f} | | | |")
+    return lines
+
+
+def stats_report(repeat: int) -> list[str]:
+    source = build_stats_files()
+    stats = {contender: measure_stats(source, contender, repeat) for contender in STATS_RUNS}
+    lines = [
+        "Footer statistics of 1,000 files (1,000,000 rows, 4 columns):",
+        "",
+        "| contender | what is timed | median s | min s | vs delta-rs |",
+        "|---|---|---:|---:|---:|",
+    ]
+    what = {
+        "core": '`commit_files(prefix="out")`: list, read 1,000 footers (8 threads), create the table',
+        "core 1 thread": "the same with `max_workers=1`",
+        "delta-rs": "`write_deltalake` of the same rows: 1,000 files and their stats",
+        "floor": "`pq.read_metadata` of the 1,000 files, serially",
+    }
+    for contender, result in stats.items():
+        lines.append(
+            f"| {contender} | {what[contender]} | {result['seconds']:.3f} | {result['min']:.3f} | "
+            f"{result['seconds'] / stats['delta-rs']['seconds']:.2f}x |"
+        )
+    return lines
+
+
+if __name__ == "__main__":
+    main()
