@@ -20,6 +20,7 @@ __all__ = [
     "CorruptLogError",
     "DeletionVectorError",
     "DeltaError",
+    "InvalidDataFileError",
     "InvalidPathError",
     "InvalidTablePropertyError",
     "MaxCommitAttemptsExceededError",
@@ -134,6 +135,10 @@ class UnsupportedFeatureError(DeltaError):
         super().__init__(message)
         self.feature = feature
         self.operation = operation
+
+
+class InvalidDataFileError(DeltaError):
+    """A file to commit is not a readable Parquet file."""
 
 
 class InvalidTablePropertyError(DeltaError, ValueError):

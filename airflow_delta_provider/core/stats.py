@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from airflow_delta_provider.core.errors import DeltaError, SchemaError
+from airflow_delta_provider.core.errors import InvalidDataFileError, SchemaError
 
 if TYPE_CHECKING:
     from airflow_delta_provider.core.storage import TableStorage
@@ -47,10 +47,6 @@ STRING_PREFIX_LENGTH = 32
 
 _ASCII_MAX = "\x7f"
 _UTF8_MAX = "\U0010ffff"
-
-
-class InvalidDataFileError(DeltaError):
-    """A file to commit is not a readable Parquet file."""
 
 
 @dataclass(frozen=True)
@@ -413,11 +409,12 @@ def read_footers(
 ) -> list[FooterInfo]:
     """:func:`read_footer` for many files, in parallel threads (I/O bound on object stores).
 
-    :param max_workers: threads; default 8 for local files, 32 for remote storage.
+    :param max_workers: threads; default 2 for local files (the work after the read holds the
+        interpreter lock), 32 for remote storage (latency bound).
     """
     if not paths:
         return []
-    workers = max_workers or (8 if storage.is_local else 32)
+    workers = max_workers or (2 if storage.is_local else 32)
     sizes = sizes or [None] * len(paths)
     if len(paths) == 1 or workers <= 1:
         return [

@@ -342,7 +342,7 @@ class TableStorage:
         :raises CommitFileExistsError: the file exists (another writer got there first).
         :raises StorageError: this scheme has no safe put-if-absent.
         """
-        if self.is_local:
+        if self.is_local or self._is_local_filesystem():
             self._put_if_absent_local(path, data)
         elif self.scheme == "s3" or _is_s3fs(self.fs):
             self._put_if_absent_s3(path, data)
@@ -358,9 +358,15 @@ class TableStorage:
                 f"writers race. Use a local path, s3:// or memory://."
             )
 
+    def _is_local_filesystem(self) -> bool:
+        """An explicitly passed fsspec LocalFileSystem: local paths all the same."""
+        from fsspec.implementations.local import LocalFileSystem
+
+        return self.scheme == "file" and isinstance(self._filesystem, LocalFileSystem)
+
     def put(self, path: str, data: bytes) -> None:
         """Write ``path`` whole, replacing any previous content (readers see old or new, never half)."""
-        if self.is_local:
+        if self.is_local or self._is_local_filesystem():
             os.makedirs(os.path.dirname(path), exist_ok=True)
             tmp = self._write_local_temp(path, data)
             os.replace(tmp, path)

@@ -439,7 +439,11 @@ def commit_files(
     _check_partition_values(table_schema, partition_columns, data_files, values_per_file)
 
     new_schema = table_schema
+    checked: pa.Schema | None = None
     for data_file, footer in zip(data_files, footers, strict=True):
+        if schema_mode != "merge" and checked is not None and footer.schema.equals(checked):
+            continue  # Spark's files of one job share a schema: check it once
+        checked = footer.schema
         file_schema = pa.schema(
             [f for f in footer.schema if f.name.lower() not in {c.lower() for c in partition_columns}]
         )

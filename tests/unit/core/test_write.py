@@ -503,3 +503,13 @@ def test_vacuum_through_the_table_deletes_only_the_replaced_file(table):
     assert not os.path.exists(os.path.join(table.storage.root, old))
     assert os.path.exists(os.path.join(table.storage.root, new))
     assert rows(table) == [(2, "a")]
+
+
+def test_commits_through_an_explicit_local_filesystem(tmp_path):
+    import fsspec
+
+    table = DeltaTable.create(
+        str(tmp_path / "t"), SCHEMA, partition_by=["ds"], filesystem=fsspec.filesystem("file")
+    )
+    table.commit_files([batch(table.storage.root, "a", [1])])
+    assert table.version() == 1 and rows(table) == [(1, "a")]
