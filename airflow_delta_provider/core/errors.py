@@ -8,6 +8,11 @@ a condition, the class carries it (``ConcurrentAppendError`` for Delta's
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
 __all__ = [
     "AppendOnlyViolationError",
     "CommitError",
@@ -37,6 +42,10 @@ __all__ = [
     "TimestampEarlierThanRetentionError",
     "TimestampLaterThanLatestCommitError",
     "UnsupportedFeatureError",
+    "VacuumDeleteError",
+    "VacuumLiteError",
+    "VacuumRetentionNegativeError",
+    "VacuumRetentionTooShortError",
     "VersionGapError",
     "VersionNotFoundError",
 ]
@@ -216,3 +225,30 @@ class ProtocolChangedError(ConcurrentModificationError):
 
 class RetentionError(DeltaError, ValueError):
     """A retention setting is invalid or unsafe (Delta's ``DELTA_VACUUM_RETENTION_PERIOD_TOO_SHORT``)."""
+
+
+class VacuumRetentionTooShortError(RetentionError):
+    """The retention is shorter than the table's and the safety check is on."""
+
+    delta_error_class = "DELTA_VACUUM_RETENTION_PERIOD_TOO_SHORT"
+
+
+class VacuumRetentionNegativeError(RetentionError):
+    delta_error_class = "DELTA_VACUUM_RETENTION_PERIOD_NEGATIVE"
+
+
+class VacuumLiteError(DeltaError):
+    """LITE cannot see every file it would have to delete (the log was cleaned)."""
+
+    delta_error_class = "DELTA_CANNOT_VACUUM_LITE"
+
+
+class VacuumDeleteError(StorageError):
+    """The store refused to delete some files.
+
+    :param failed: ``(path, reason)`` of the files that could not be deleted.
+    """
+
+    def __init__(self, message: str, *, failed: Sequence[tuple[str, str]]) -> None:
+        super().__init__(message)
+        self.failed = list(failed)

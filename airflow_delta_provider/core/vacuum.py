@@ -60,11 +60,13 @@ from urllib.parse import urlsplit
 
 from airflow_delta_provider.core.deletion_vectors import deletion_vector_path
 from airflow_delta_provider.core.errors import (
-    DeltaError,
     InvalidPathError,
     RetentionError,
-    StorageError,
     UnsupportedFeatureError,
+    VacuumDeleteError,
+    VacuumLiteError,
+    VacuumRetentionNegativeError,
+    VacuumRetentionTooShortError,
 )
 from airflow_delta_provider.core.logfiles import LogFileKind
 from airflow_delta_provider.core.protocol import (
@@ -128,36 +130,6 @@ class VacuumStatus(enum.StrEnum):
     DRY_RUN = "DRY_RUN"
     COMPLETED = "COMPLETED"
     FAILED = "FAILED"
-
-
-# --- errors (Delta's names) ------------------------------------------------------------------
-
-
-class VacuumRetentionTooShortError(RetentionError):
-    """The retention is shorter than the table's and the safety check is on."""
-
-    delta_error_class = "DELTA_VACUUM_RETENTION_PERIOD_TOO_SHORT"
-
-
-class VacuumRetentionNegativeError(RetentionError):
-    delta_error_class = "DELTA_VACUUM_RETENTION_PERIOD_NEGATIVE"
-
-
-class VacuumLiteError(DeltaError):
-    """LITE cannot see every file it would have to delete (the log was cleaned)."""
-
-    delta_error_class = "DELTA_CANNOT_VACUUM_LITE"
-
-
-class VacuumDeleteError(StorageError):
-    """The store refused to delete some files.
-
-    :param failed: ``(path, reason)`` of the files that could not be deleted.
-    """
-
-    def __init__(self, message: str, *, failed: Sequence[tuple[str, str]]) -> None:
-        super().__init__(message)
-        self.failed = list(failed)
 
 
 # --- result ------------------------------------------------------------------------------
