@@ -1,60 +1,112 @@
 """Expired-log cleanup, exactly as Delta's ``MetadataCleanup`` does it.
 
-Delta deletes log files only in whole groups that end before a *complete* checkpoint,
-and only when the group's newest file is older than the cutoff, so that every version
-from that checkpoint on stays reconstructable:
+Delta walks the log in name order and deletes files only in whole groups that end right
+before a *complete* checkpoint, and only when the group's last file is past the cutoff,
+so that every version from that checkpoint on stays reconstructable
+(``MetadataCleanup.listExpiredDeltaLogs`` and ``BufferingLogDeletionIterator``):
 
 * the cutoff is ``now - delta.logRetentionDuration`` (default 30 days) truncated to UTC
   midnight;
-* nothing happens without ``_last_checkpoint``; only checkpoints up to the one it names count;
-* modification times are made monotonic first (a file not newer than the one before it
-  counts as one millisecond newer), so a copied or touched log cannot open a hole;
-* every kind of log file before the chosen checkpoint goes: commits, classic, multi-part
-  and UUID checkpoints, ``.crc`` files, compacted logs; the checkpoint's own version keeps
-  its commit, checkpoint and ``.crc``; sidecars no retained checkpoint references go when
-  older than the cutoff and a checkpoint was deleted;
-* a table with ``checkpointProtection`` is only cleaned when everything below
-  ``delta.requireCheckpointProtectionBeforeVersion`` goes in the same run.
+* nothing happens without ``_last_checkpoint``; no group whose last file is at or after
+  the version it names is deleted;
+* a file whose version is higher than the file listed before it but whose modification
+  time is not later counts as one millisecond newer than that file (files of one version
+  are not compared with each other), so a copied or touched log cannot open a hole;
+* a group runs from one complete checkpoint (single file, UUID-named, or every part of a
+  multi-part set) up to the next; it holds that checkpoint, ``.crc`` files and commits, so
+  the checkpoint that ends a deleted group keeps its own commit, checkpoint and ``.crc``;
+* compacted logs go separately once they are past the cutoff and start at or before the
+  ``_last_checkpoint`` version; staged commits (``_delta_log/_staged_commits``) go up to
+  the newest deleted commit; when a checkpoint was deleted, sidecars older than the
+  cutoff that no remaining checkpoint references go too;
+* with ``checkpointProtection`` the cleanup runs only when it removes every commit
+  below ``delta.requireCheckpointProtectionBeforeVersion``, or ends at a checkpoint, or
+  every protocol in the removed range (read from the ``.crc`` files) is supported.
 
 delta-rs differs (it leaves multi-part, UUID, ``.crc`` and compacted files, and does not
-make timestamps monotonic); this module follows Delta.
+make timestamps monotonic); this module follows Delta. See ``docs/maintenance.md``.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
+import re
+from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.errors import InvalidPathError, UnsupportedFeatureError
+from airflow_delta_provider.core.actions import Protocol
+from airflow_delta_provider.core.errors import (
+    DeltaError,
+    InvalidPathError,
+    RetentionError,
+    UnsupportedFeatureError,
+)
 from airflow_delta_provider.core.logfiles import SIDECAR_DIR, LogFileKind
-from airflow_delta_provider.core.protocol import MAX_WRITER_VERSION, Operation, writer_features
-from airflow_delta_provider.core.retention import LOG_RETENTION, ResolvedRetention, resolve_retention
-from airflow_delta_provider.core.segment import complete_checkpoints, list_log_files, read_last_checkpoint
+from airflow_delta_provider.core.protocol import (
+    MAX_WRITER_VERSION,
+    Operation,
+    check_readable,
+    reader_features,
+    writer_features,
+)
+from airflow_delta_provider.core.retention import (
+    LOG_RETENTION,
+    ResolvedRetention,
+    resolve_retention,
+)
+from airflow_delta_provider.core.segment import (
+    Checkpoint,
+    complete_checkpoints,
+    list_log_files,
+    read_last_checkpoint,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping, Sequence
 
-    from airflow_delta_provider.core.segment import Checkpoint, LogFile
+    from airflow_delta_provider.core.logfiles import LogFile
+    from airflow_delta_provider.core.storage import FileInfo, TableStorage
     from airflow_delta_provider.core.table import DeltaTable
 
 log = logging.getLogger(__name__)
 
-ENABLE_EXPIRED_LOG_CLEANUP = "delta.enableExpiredLogCleanup"
+
 PROTECTION_BEFORE_VERSION = "delta.requireCheckpointProtectionBeforeVersion"
+STAGED_COMMITS_DIR = "_staged_commits"
+#: Files handed to one delete call (one DeleteObjects request on S3 takes up to 1,000 keys).
 _BATCH = 1000
+_STAGED_COMMIT_RE = re.compile(r"^(\d{20})\.[0-9a-fA-F-]{36}\.json$")
+_BUFFERED_KINDS = frozenset(
+    {
+        LogFileKind.COMMIT,
+        LogFileKind.CHECKSUM,
+        LogFileKind.CLASSIC_CHECKPOINT,
+        LogFileKind.MULTIPART_CHECKPOINT,
+        LogFileKind.UUID_CHECKPOINT,
+    }
+)
 
 
 @dataclass(frozen=True)
 class CleanupResult:
     """What a log cleanup deleted (or, in a dry run, would delete).
 
-    :param cutoff: files at or before this time may go (UTC midnight).
-    :param files: the deleted log file names (relative to ``_delta_log``).
-    :param earliest_retained_version: the oldest version still reconstructable.
-    :param skipped_reason: why nothing could be deleted, when that is the case.
+    :param table_uri: the table.
+    :param cutoff: log files last modified at or before this time may go (a UTC midnight).
+    :param retention: the log retention used and where it came from.
+    :param dry_run: True when nothing was deleted, only planned.
+    :param files: the deleted (planned) names, relative to ``_delta_log``
+        (``_sidecars/<name>``, ``_staged_commits/<name>`` for those).
+    :param num_bytes: their total size.
+    :param earliest_retained_version: the oldest version that can still be loaded after the
+        cleanup (None when the log holds no commit).
+    :param checkpoint_version: the newest checkpoint the deleted groups ended at.
+    :param skipped_reason: why nothing was deleted, when nothing could be.
     """
 
     table_uri: str
@@ -72,6 +124,7 @@ class CleanupResult:
         return len(self.files)
 
     def to_dict(self) -> dict[str, Any]:
+        """The result as JSON-able values (for XCom)."""
         return {
             "table_uri": self.table_uri,
             "cutoff": self.cutoff.isoformat(),
@@ -86,10 +139,118 @@ class CleanupResult:
         }
 
 
+@dataclass(frozen=True)
+class CleanupPlan:
+    """The log files Delta's algorithm selects, before anything is deleted.
+
+    :param expired: the commits, checkpoints and ``.crc`` files of the deleted groups.
+    :param compacted: expired compacted logs.
+    :param checkpoint_version: the newest checkpoint a deleted group ended at.
+    """
+
+    expired: list[LogFile]
+    compacted: list[LogFile]
+    checkpoint_version: int | None
+
+
 def cutoff_for(now: datetime, retention: timedelta) -> datetime:
-    """Delta's cutoff: ``now - retention``, truncated to UTC midnight."""
+    """Delta's cutoff: ``now - retention``, truncated to UTC midnight.
+
+    :param now: the current time (a naive value is taken as UTC).
+    :param retention: the log retention.
+    """
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=UTC)
     moment = (now - retention).astimezone(UTC)
     return moment.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def plan_expired(files: Sequence[LogFile], cutoff_ms: int, last_checkpoint_version: int) -> CleanupPlan:
+    """Select expired log files as Delta's ``BufferingLogDeletionIterator`` does.
+
+    Files are buffered in name order; a complete checkpoint (with a non-empty file) closes
+    the buffer before it, which is deleted when its last file's adjusted modification time
+    is at or before the cutoff and its version is below ``last_checkpoint_version``. A file
+    whose version is higher than the previous file's but whose time is not later is adjusted
+    to one millisecond after it; such a file is buffered as is, even a checkpoint, as Delta
+    does. Parts of an incomplete multi-part checkpoint are never selected.
+
+    :param files: the listed ``_delta_log`` files, in name order.
+    :param cutoff_ms: the cutoff, milliseconds since the epoch.
+    :param last_checkpoint_version: the version ``_last_checkpoint`` names.
+    """
+    max_version = last_checkpoint_version - 1
+    expired: list[LogFile] = []
+    buffer: list[tuple[LogFile, int]] = []
+    parts: dict[tuple[int, int], list[tuple[LogFile, int]]] = defaultdict(list)
+    closing: int | None = None
+    last_version, last_mtime = -1, None
+
+    def flush(checkpoint: int) -> None:
+        nonlocal closing
+        if buffer:
+            last, mtime = buffer[-1]
+            if mtime <= cutoff_ms and last.version <= max_version:
+                expired.extend(f for f, _ in buffer)
+                closing = checkpoint
+            buffer.clear()
+
+    for f in files:
+        if f.kind not in _BUFFERED_KINDS:
+            continue
+        mtime = f.file.modification_time
+        if last_mtime is not None and last_version < f.version and last_mtime >= mtime:
+            mtime = last_mtime + 1
+            buffer.append((f, mtime))
+        elif f.is_checkpoint and f.file.size > 0:
+            if f.kind is not LogFileKind.MULTIPART_CHECKPOINT:
+                flush(f.version)
+                buffer.append((f, mtime))
+            else:
+                key = (f.version, f.num_parts)
+                parts[key].append((f, mtime))
+                if len(parts[key]) == f.num_parts:
+                    flush(f.version)
+                    buffer.extend(parts.pop(key))
+        else:
+            buffer.append((f, mtime))
+        last_version, last_mtime = f.version, mtime
+    compacted = [
+        f
+        for f in files
+        if f.kind is LogFileKind.COMPACTED
+        and f.file.modification_time <= cutoff_ms
+        and f.version <= last_checkpoint_version
+    ]
+    return CleanupPlan(expired, compacted, closing)
+
+
+def earliest_reconstructable(files: Iterable[LogFile]) -> int | None:
+    """The oldest version that can be loaded from these log files.
+
+    Version 0 when every commit from 0 is there; else, as Delta's
+    ``findEarliestReliableCheckpoint``, the oldest complete checkpoint that has its own
+    commit and contiguous commits after it up to the newest one.
+
+    :param files: the ``_delta_log`` files that remain.
+    """
+    files = list(files)
+    commits = sorted({f.version for f in files if f.kind is LogFileKind.COMMIT})
+    if not commits:
+        checkpoints = complete_checkpoints(files)
+        return checkpoints[-1].version if checkpoints else None
+    # The first version from which the commits run without a gap to the newest one.
+    index = len(commits) - 1
+    while index > 0 and commits[index - 1] == commits[index] - 1:
+        index -= 1
+    start = commits[index]
+    if start == 0:
+        return 0
+    present = set(commits)
+    for checkpoint in complete_checkpoints(files):
+        if checkpoint.version >= start and checkpoint.version in present:
+            return checkpoint.version
+    return None
 
 
 def cleanup_logs(
@@ -104,159 +265,220 @@ def cleanup_logs(
     """Delete expired log files the way Delta does (see the module docstring).
 
     An explicit call runs even when the table sets ``delta.enableExpiredLogCleanup=false``:
-    that property gates the *automatic* cleanup after checkpoints, as in Delta.
+    in Delta that property gates only the *automatic* cleanup after checkpoints, which the
+    commit path honours. Nothing outside ``_delta_log`` is ever deleted.
 
+    :param table: the table.
     :param retention: the log retention (``timedelta``, Delta interval or hours); default
         the table's ``delta.logRetentionDuration``, then the provider default, then 30 days.
     :param dry_run: only report what would be deleted.
-    :param now: the current time (datetime, or milliseconds); for tests and replays.
+    :param now: the current time (datetime, or milliseconds since the epoch); for tests and replays.
+    :param provider_defaults: provider-wide settings keyed by Delta property (``[delta]`` section).
+    :param max_workers: threads deleting in parallel (default 1 on local disks, 8 on object stores).
     :raises UnsupportedFeatureError: the table uses a writer feature the core does not know.
+    :raises RetentionError: the retention or ``now`` is not valid.
     """
     snapshot = table.snapshot()
-    _check_cleanable(snapshot.protocol)
+    protocol = snapshot.protocol
+    _check_cleanable(protocol)
+    properties = snapshot.properties
     resolved = resolve_retention(
-        LOG_RETENTION, explicit=retention, properties=snapshot.properties, provider_defaults=provider_defaults
+        LOG_RETENTION, explicit=retention, properties=properties, provider_defaults=provider_defaults
     )
-    moment = _as_datetime(now)
-    cutoff = cutoff_for(moment, resolved.value or timedelta(days=30))
+    window = resolved.value if resolved.value is not None else timedelta(days=30)
+    cutoff = cutoff_for(_as_datetime(now), window)
     cutoff_ms = int(cutoff.timestamp() * 1000)
     storage = table.storage
     result = CleanupResult(table.uri, cutoff, resolved, dry_run)
 
     hint = read_last_checkpoint(storage)
-    if hint is None:
-        return _replace(
-            result, skipped_reason="the table has no _last_checkpoint; Delta keeps every log file then"
-        )
     files = list_log_files(storage, 0)
-    checkpoints = [c for c in complete_checkpoints(files) if c.version <= hint.version]
-    boundary = _boundary(files, checkpoints, cutoff_ms)
-    earliest = min((f.version for f in files if f.kind is LogFileKind.COMMIT), default=None)
-    if boundary is None:
-        return _replace(
+    if hint is None:
+        return dataclasses.replace(
             result,
-            earliest_retained_version=earliest,
+            earliest_retained_version=earliest_reconstructable(files),
+            skipped_reason="the table has no _last_checkpoint; Delta deletes no log file then",
+        )
+    plan = plan_expired(files, cutoff_ms, hint.version)
+    if not plan.expired and not plan.compacted:
+        return dataclasses.replace(
+            result,
+            earliest_retained_version=earliest_reconstructable(files),
             skipped_reason=(
-                f"no complete checkpoint has all the log before it older than {cutoff.isoformat()}"
+                f"no complete checkpoint up to version {hint.version} has all the log before it "
+                f"older than {cutoff.isoformat()}"
             ),
         )
-    protected_before = snapshot.properties.get(PROTECTION_BEFORE_VERSION)
-    protected = "checkpointProtection" in writer_features(snapshot.protocol) and protected_before
-    if protected and boundary.version < int(protected_before):
-        return _replace(
-            result,
-            earliest_retained_version=earliest,
-            skipped_reason=(
-                f"checkpointProtection: versions below {protected_before} may only be removed all at "
-                f"once, and only those below {boundary.version} are expired"
-            ),
+    refusal = _protection_refusal(storage, protocol, properties, files, plan)
+    if refusal:
+        log.info("Log cleanup of %s skipped: %s", table.uri, refusal)
+        return dataclasses.replace(
+            result, earliest_retained_version=earliest_reconstructable(files), skipped_reason=refusal
         )
 
-    doomed = [f for f in files if _before(f, boundary.version)]
-    if any(f.is_checkpoint for f in doomed):
-        doomed += _unreferenced_sidecars(table, checkpoints, boundary, cutoff_ms)
-    names = [f.file.path[len(storage.log_dir) + 1 :] for f in doomed]
-    outside = [f.file.path for f in doomed if not f.file.path.startswith(storage.log_dir + "/")]
-    if outside:  # a listing that returned foreign paths: refuse rather than delete them
-        raise InvalidPathError(f"Refusing log cleanup: {outside[0]} is not in {storage.log_dir}.")
-    result = _replace(
+    doomed: list[FileInfo] = [f.file for f in plan.expired] + [f.file for f in plan.compacted]
+    gone = {info.path for info in doomed}
+    remaining = [f for f in files if f.file.path not in gone]
+    deleted_commits = [f.version for f in plan.expired if f.kind is LogFileKind.COMMIT]
+    if deleted_commits:
+        doomed += _staged_commits(storage, max(deleted_commits))
+    if any(f.is_checkpoint for f in plan.expired) and "v2Checkpoint" in (
+        reader_features(protocol) | writer_features(protocol)
+    ):
+        doomed += _unreferenced_sidecars(storage, remaining, cutoff_ms)
+    _check_inside_log(storage, doomed)
+    result = dataclasses.replace(
         result,
-        files=names,
-        num_bytes=sum(f.file.size for f in doomed),
-        earliest_retained_version=boundary.version,
-        checkpoint_version=boundary.version,
+        files=[f.path[len(storage.log_dir) + 1 :] for f in doomed],
+        num_bytes=sum(f.size for f in doomed),
+        earliest_retained_version=earliest_reconstructable(remaining),
+        checkpoint_version=plan.checkpoint_version,
     )
-    if dry_run or not doomed:
+    if dry_run:
         return result
     log.info(
-        "Deleting %d log file(s) of %s before the checkpoint at version %d (cutoff %s).",
+        "Deleting %d log file(s) of %s older than %s (groups up to the checkpoint at version %s).",
         len(doomed),
         table.uri,
-        boundary.version,
         cutoff.isoformat(),
+        plan.checkpoint_version,
     )
-    _delete(table, [f.file.path for f in doomed], max_workers)
+    _delete(storage, table.uri, [f.path for f in doomed], max_workers)
     return result
 
 
-def _boundary(files: list[LogFile], checkpoints: list[Checkpoint], cutoff_ms: int) -> Checkpoint | None:
-    """The newest complete checkpoint whose preceding log files are all at or before the cutoff."""
-    adjusted: dict[str, int] = {}
-    previous = None
-    for f in files:  # version order: monotonic modification times, as Delta adjusts them
-        mtime = f.file.modification_time
-        if previous is not None and mtime <= previous:
-            mtime = previous + 1
-        adjusted[f.file.path] = mtime
-        previous = mtime
-    chosen = None
-    for checkpoint in checkpoints:
-        before = [f for f in files if _before(f, checkpoint.version)]
-        if not before:
-            continue
-        if max(adjusted[f.file.path] for f in before) <= cutoff_ms:
-            chosen = checkpoint
-        else:
-            break  # monotonic: later checkpoints cannot qualify either
-    return chosen
+def _protection_refusal(
+    storage: TableStorage,
+    protocol: Protocol,
+    properties: Mapping[str, str | None],
+    files: Sequence[LogFile],
+    plan: CleanupPlan,
+) -> str | None:
+    """Why ``checkpointProtection`` forbids this cleanup (Delta's ``metadataCleanupAllowed``), or None."""
+    if "checkpointProtection" not in writer_features(protocol) or not plan.expired:
+        return None
+    raw = properties.get(PROTECTION_BEFORE_VERSION)
+    try:
+        protected = int(raw or 0)
+    except ValueError:
+        raise RetentionError(
+            f"{PROTECTION_BEFORE_VERSION}={raw!r} is not a version number; fix the table property."
+        ) from None
+    if protected <= 0:
+        return None
+    commits: list[int] = []
+    for f in plan.expired:  # name order; Delta stops at the first commit at or past the version
+        if f.kind is LogFileKind.COMMIT:
+            if f.version > protected - 1:
+                break
+            commits.append(f.version)
+    start, end = (min(commits), max(commits)) if commits else (0, 0)
+    if end >= protected - 1:
+        return None  # everything below the protected version goes in this one run
+    boundary = end + 1
+    if any(c.version == boundary for c in complete_checkpoints(files)):
+        return None
+    if _all_protocols_supported(storage, files, start, boundary):
+        return None
+    return (
+        f"checkpointProtection: the log below version {protected} may only be removed all at once, this "
+        f"run would stop at version {boundary} without a checkpoint there, and the protocols of versions "
+        f"{start}-{boundary} cannot all be confirmed from their .crc files"
+    )
 
 
-def _before(f: LogFile, version: int) -> bool:
-    if f.kind is LogFileKind.COMPACTED:
-        return f.end_version is not None and f.end_version < version
-    return f.version < version
+def _all_protocols_supported(storage: TableStorage, files: Sequence[LogFile], start: int, end: int) -> bool:
+    """Every version in ``[start, end]`` has a ``.crc`` with a protocol the core reads (and, at ``end``,
+    writes: Delta checkpoints that version)."""
+    checksums = {f.version: f for f in files if f.kind is LogFileKind.CHECKSUM and start <= f.version <= end}
+    if len(checksums) != end - start + 1:
+        return False
+    for version, f in checksums.items():
+        try:
+            payload = json.loads(storage.read_bytes(f.file.path))
+            protocol = Protocol.from_json(payload["protocol"])
+            check_readable(protocol)
+            if version == end:
+                _check_cleanable(protocol)
+        except (DeltaError, OSError, ValueError, KeyError, TypeError):
+            return False
+    return True
+
+
+def _staged_commits(storage: TableStorage, max_version: int) -> list[FileInfo]:
+    """Staged (unbackfilled) commits up to the newest deleted commit, as Delta deletes them."""
+    listed = storage.list_from(storage.log_path(STAGED_COMMITS_DIR))
+    selected = []
+    for info in listed:
+        match = _STAGED_COMMIT_RE.match(info.name)
+        if match and int(match[1]) <= max_version:
+            selected.append(info)
+    return selected
 
 
 def _unreferenced_sidecars(
-    table: DeltaTable, checkpoints: list[Checkpoint], boundary: Checkpoint, cutoff_ms: int
-) -> list[Any]:
-    from airflow_delta_provider.core.replay import read_checkpoint_small_actions
+    storage: TableStorage, remaining: Sequence[LogFile], cutoff_ms: int
+) -> list[FileInfo]:
+    """Sidecars older than the cutoff that no remaining checkpoint references.
 
-    storage = table.storage
-    directory = f"{storage.log_dir}/{SIDECAR_DIR}"
-    sidecars = storage.list_from(directory)
+    As Delta, every remaining single-file checkpoint (classic-named or UUID-named) is read,
+    whatever its version, and a sidecar is kept while its time is not strictly before the
+    cutoff, so an in-progress checkpoint's sidecars are never touched.
+    """
+    sidecars = storage.list_from(storage.log_path(SIDECAR_DIR))
     if not sidecars:
         return []
     referenced: set[str] = set()
-    for checkpoint in checkpoints:
-        if checkpoint.version < boundary.version:
-            continue
-        for action in read_checkpoint_small_actions(storage, checkpoint):
-            if action.get("sidecar"):
-                referenced.add(str(action["sidecar"].get("path", "")).rsplit("/", 1)[-1])
-    return [_Sidecar(s) for s in sidecars if s.name not in referenced and s.modification_time <= cutoff_ms]
+    for f in remaining:
+        if f.kind in (LogFileKind.CLASSIC_CHECKPOINT, LogFileKind.UUID_CHECKPOINT) and f.file.size > 0:
+            from airflow_delta_provider.core.replay import read_checkpoint_small_actions
+
+            for action in read_checkpoint_small_actions(storage, Checkpoint(f.version, (f,))):
+                sidecar = action.get("sidecar")
+                if sidecar and sidecar.get("path"):
+                    referenced.add(str(sidecar["path"]).rsplit("/", 1)[-1])
+    return [s for s in sidecars if s.modification_time < cutoff_ms and s.name not in referenced]
 
 
-@dataclass(frozen=True)
-class _Sidecar:
-    """A sidecar file, shaped like a log file for deletion."""
+def _check_inside_log(storage: TableStorage, doomed: Iterable[FileInfo]) -> None:
+    prefix = storage.log_dir + "/"
+    for info in doomed:
+        relative = info.path[len(prefix) :]
+        if not info.path.startswith(prefix) or ".." in relative.split("/"):
+            raise InvalidPathError(
+                f"Refusing log cleanup: {info.path} is not inside {storage.log_dir}; nothing was deleted."
+            )
 
-    file: Any
-    is_checkpoint: bool = False
 
-
-def _delete(table: DeltaTable, paths: list[str], max_workers: int | None) -> None:
-    storage = table.storage
+def _delete(storage: TableStorage, uri: str, paths: list[str], max_workers: int | None) -> None:
+    """Delete in batches, in bounded parallel on object stores, logging progress for long runs."""
     batches = [paths[i : i + _BATCH] for i in range(0, len(paths), _BATCH)]
-    workers = max_workers or (1 if storage.is_local else 8)
+    workers = max(1, min(max_workers or (1 if storage.is_local else 8), len(batches)))
     done = 0
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(batches)))) as pool:
-        for batch in pool.map(lambda b: (storage.delete(b), b)[1], batches):
-            done += len(batch)
-            if len(paths) > _BATCH:
-                log.info("Deleted %d of %d log files of %s.", done, len(paths), table.uri)
+
+    def delete(batch: list[str]) -> int:
+        storage.delete(batch)
+        return len(batch)
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for count in pool.map(delete, batches):
+            done += count
+            if len(batches) > 1:
+                log.info("Deleted %d of %d log files of %s.", done, len(paths), uri)
 
 
-def _check_cleanable(protocol: Any) -> None:
+def _check_cleanable(protocol: Protocol) -> None:
+    """Refuse protocols whose writer rules this core does not know (their log rules might differ)."""
     from airflow_delta_provider.core.checkpoint import CHECKPOINT_WRITER_FEATURES
 
     if protocol.min_writer_version > MAX_WRITER_VERSION:
         raise UnsupportedFeatureError(
-            f"The table requires Delta writer version {protocol.min_writer_version}; refusing log cleanup.",
+            f"The table requires Delta writer version {protocol.min_writer_version}; this core knows up to "
+            f"{MAX_WRITER_VERSION}. Refusing log cleanup; clean the log with an engine that supports it.",
             feature=f"minWriterVersion={protocol.min_writer_version}",
             operation=Operation.LOG_CLEANUP.value,
         )
-    unknown = sorted(writer_features(protocol) - CHECKPOINT_WRITER_FEATURES - {"checkpointProtection"})
+    unknown = sorted(writer_features(protocol) - CHECKPOINT_WRITER_FEATURES)
     if unknown:
         raise UnsupportedFeatureError(
             f"The table uses the writer feature {unknown[0]!r}, which this core does not implement; log "
@@ -269,12 +491,8 @@ def _check_cleanable(protocol: Any) -> None:
 def _as_datetime(now: datetime | int | None) -> datetime:
     if now is None:
         return datetime.now(UTC)
+    if isinstance(now, bool) or not isinstance(now, datetime | int):
+        raise RetentionError(f"now={now!r} is not a datetime or milliseconds since the epoch.")
     if isinstance(now, int):
         return datetime.fromtimestamp(now / 1000, UTC)
     return now if now.tzinfo is not None else now.replace(tzinfo=UTC)
-
-
-def _replace(result: CleanupResult, **changes: Any) -> CleanupResult:
-    import dataclasses
-
-    return dataclasses.replace(result, **changes)

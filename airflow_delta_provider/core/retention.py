@@ -45,6 +45,7 @@ _ALIASES = {
     "m": "minute",
     "min": "minute",
     "h": "hour",
+    "hr": "hour",
     "d": "day",
     "w": "week",
 }
@@ -70,8 +71,7 @@ def parse_interval(text: str, *, name: str = "interval") -> timedelta:
     for match in _TERM_RE.finditer(value):
         if value[position : match.start()].strip():
             break
-        number, unit = float(match[1]), match[2]
-        unit = _ALIASES.get(unit, unit.removesuffix("s") if unit.endswith("s") and len(unit) > 2 else unit)
+        number, unit = float(match[1]), _unit(match[2])
         if unit not in _UNITS:
             raise RetentionError(
                 f"{name}={text!r} uses the unit {match[2]!r}; use weeks, days, hours, minutes or seconds."
@@ -83,6 +83,14 @@ def parse_interval(text: str, *, name: str = "interval") -> timedelta:
     if total < timedelta():
         raise RetentionError(f"{name}={text!r} is negative.")
     return total
+
+
+def _unit(word: str) -> str:
+    """The unit a word names: ``days`` -> ``day``, ``mins`` -> ``minute``, ``ms`` -> ``millisecond``."""
+    unit = _ALIASES.get(word, word)
+    if unit not in _UNITS and word.endswith("s"):
+        unit = _ALIASES.get(word[:-1], word[:-1])
+    return unit
 
 
 def property_interval(configuration: dict[str, str | None] | None, key: str) -> timedelta | None:
@@ -177,41 +185,180 @@ def resolve_retention(
     return ResolvedRetention(name, DEFAULTS.get(name), DEFAULT)
 
 
+ENABLE_EXPIRED_LOG_CLEANUP = "delta.enableExpiredLogCleanup"
+DEFAULT_CHECKPOINT_INTERVAL = 10
+
+
+@dataclass(frozen=True)
+class ResolvedSetting:
+    """A non-interval table setting (checkpoint interval, cleanup switch) and where it came from.
+
+    :param name: the Delta property.
+    :param value: the resolved value.
+    :param source: ``argument``, ``table property``, ``provider config`` or ``default``.
+    """
+
+    name: str
+    value: Any
+    source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "value": self.value, "source": self.source}
+
+
+def _first(
+    name: str,
+    explicit: Any,
+    properties: Mapping[str, str | None] | None,
+    provider_defaults: Mapping[str, Any] | None,
+) -> tuple[Any, str] | None:
+    """The first value set, in precedence order, with its source; None when nothing sets it."""
+    for value, source in (
+        (explicit, ARGUMENT),
+        ((properties or {}).get(name), TABLE_PROPERTY),
+        ((provider_defaults or {}).get(name), PROVIDER_CONFIG),
+    ):
+        if value is not None and value != "":
+            return value, source
+    return None
+
+
+def _where(name: str, source: str) -> str:
+    return f"[delta] default for {name}" if source == PROVIDER_CONFIG else name
+
+
+def resolve_checkpoint_interval(
+    *,
+    explicit: int | str | None = None,
+    properties: Mapping[str, str | None] | None = None,
+    provider_defaults: Mapping[str, Any] | None = None,
+) -> ResolvedSetting:
+    """``delta.checkpointInterval`` (Delta's default 10): a positive whole number of commits.
+
+    :raises RetentionError: the value is not a positive integer; the message names key and value.
+    """
+    found = _first(CHECKPOINT_INTERVAL, explicit, properties, provider_defaults)
+    if found is None:
+        return ResolvedSetting(CHECKPOINT_INTERVAL, DEFAULT_CHECKPOINT_INTERVAL, DEFAULT)
+    value, source = found
+    try:
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise ValueError
+        number = int(str(value).strip()) if not isinstance(value, int | float) else int(value)
+    except ValueError:
+        number = 0
+    if number <= 0:
+        raise RetentionError(
+            f"{_where(CHECKPOINT_INTERVAL, source)}={value!r} is not a positive whole number of commits."
+        )
+    return ResolvedSetting(CHECKPOINT_INTERVAL, number, source)
+
+
+def resolve_expired_log_cleanup(
+    *,
+    explicit: bool | str | None = None,
+    properties: Mapping[str, str | None] | None = None,
+    provider_defaults: Mapping[str, Any] | None = None,
+) -> ResolvedSetting:
+    """``delta.enableExpiredLogCleanup`` (Delta's default true): whether cleanup follows checkpoints.
+
+    :raises RetentionError: the value is not ``true`` or ``false``.
+    """
+    found = _first(ENABLE_EXPIRED_LOG_CLEANUP, explicit, properties, provider_defaults)
+    if found is None:
+        return ResolvedSetting(ENABLE_EXPIRED_LOG_CLEANUP, True, DEFAULT)
+    value, source = found
+    if isinstance(value, bool):
+        return ResolvedSetting(ENABLE_EXPIRED_LOG_CLEANUP, value, source)
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise RetentionError(f"{_where(ENABLE_EXPIRED_LOG_CLEANUP, source)}={value!r} is not true or false.")
+    return ResolvedSetting(ENABLE_EXPIRED_LOG_CLEANUP, text == "true", source)
+
+
+@dataclass(frozen=True)
+class RetentionPolicy:
+    """Every maintenance setting of a table, resolved, with the source of each.
+
+    Indexing by Delta property works too: ``policy["delta.logRetentionDuration"]``.
+    """
+
+    log_retention: ResolvedRetention
+    deleted_file_retention: ResolvedRetention
+    set_transaction_retention: ResolvedRetention
+    checkpoint_interval: ResolvedSetting
+    enable_expired_log_cleanup: ResolvedSetting
+
+    def settings(self) -> dict[str, ResolvedRetention | ResolvedSetting]:
+        """The settings keyed by Delta property."""
+        return {
+            s.name: s
+            for s in (
+                self.log_retention,
+                self.deleted_file_retention,
+                self.set_transaction_retention,
+                self.checkpoint_interval,
+                self.enable_expired_log_cleanup,
+            )
+        }
+
+    def __getitem__(self, name: str) -> ResolvedRetention | ResolvedSetting:
+        return self.settings()[name]
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        return {name: setting.to_dict() for name, setting in self.settings().items()}
+
+
 def resolve_all(
     properties: Mapping[str, str | None] | None = None,
     provider_defaults: Mapping[str, Any] | None = None,
     *,
-    log_retention: timedelta | str | None = None,
-    deleted_file_retention: timedelta | str | None = None,
-) -> dict[str, ResolvedRetention]:
-    """Every retention setting of a table, resolved; warns as Delta does when the file
-    retention exceeds the log retention (time travel to versions whose files VACUUM keeps
-    would then fail for lack of their log)."""
-    resolved = {
-        LOG_RETENTION: resolve_retention(
-            LOG_RETENTION, explicit=log_retention, properties=properties, provider_defaults=provider_defaults
-        ),
-        DELETED_FILE_RETENTION: resolve_retention(
-            DELETED_FILE_RETENTION,
-            explicit=deleted_file_retention,
-            properties=properties,
-            provider_defaults=provider_defaults,
-        ),
-        SET_TRANSACTION_RETENTION: resolve_retention(
-            SET_TRANSACTION_RETENTION, properties=properties, provider_defaults=provider_defaults
-        ),
-    }
-    logs, files = resolved[LOG_RETENTION].value, resolved[DELETED_FILE_RETENTION].value
-    if logs is not None and files is not None and files > logs:
-        log.warning(
-            "%s (%s, from the %s) is longer than %s (%s, from the %s): versions whose data files VACUUM "
-            "keeps may already have lost their log. Delta requires the file retention to be at most the log "
-            "retention.",
-            DELETED_FILE_RETENTION,
-            files,
-            resolved[DELETED_FILE_RETENTION].source,
-            LOG_RETENTION,
-            logs,
-            resolved[LOG_RETENTION].source,
+    log_retention: timedelta | str | float | None = None,
+    deleted_file_retention: timedelta | str | float | None = None,
+    set_transaction_retention: timedelta | str | float | None = None,
+    checkpoint_interval: int | str | None = None,
+    enable_expired_log_cleanup: bool | str | None = None,
+) -> RetentionPolicy:
+    """Resolve every maintenance setting at once (explicit argument > table property > provider
+    config > Delta default).
+
+    Logs a warning, as Delta does, when the deleted-file retention exceeds the log retention:
+    VACUUM would then keep data files of versions whose log is already gone, so time travel to
+    them fails anyway (Delta refuses such properties when
+    ``vacuum.enforceDeletedFileAndLogRetentionDurationCompatibility`` is on).
+
+    :param properties: the table's properties.
+    :param provider_defaults: provider-wide values keyed by Delta property (the ``[delta]`` section).
+    :raises RetentionError: a value is not valid; the message names the key and the value.
+    """
+
+    def interval(name: str, explicit: timedelta | str | float | None) -> ResolvedRetention:
+        return resolve_retention(
+            name, explicit=explicit, properties=properties, provider_defaults=provider_defaults
         )
-    return resolved
+
+    policy = RetentionPolicy(
+        log_retention=interval(LOG_RETENTION, log_retention),
+        deleted_file_retention=interval(DELETED_FILE_RETENTION, deleted_file_retention),
+        set_transaction_retention=interval(SET_TRANSACTION_RETENTION, set_transaction_retention),
+        checkpoint_interval=resolve_checkpoint_interval(
+            explicit=checkpoint_interval, properties=properties, provider_defaults=provider_defaults
+        ),
+        enable_expired_log_cleanup=resolve_expired_log_cleanup(
+            explicit=enable_expired_log_cleanup, properties=properties, provider_defaults=provider_defaults
+        ),
+    )
+    logs, files = policy.log_retention, policy.deleted_file_retention
+    if logs.value is not None and files.value is not None and files.value > logs.value:
+        log.warning(
+            "%s (%s, from the %s) is longer than %s (%s, from the %s): VACUUM keeps data files for versions "
+            "whose log may already be cleaned up, so time travel to them fails anyway. Delta requires the "
+            "deleted-file retention to be at most the log retention.",
+            DELETED_FILE_RETENTION,
+            files.value,
+            files.source,
+            LOG_RETENTION,
+            logs.value,
+            logs.source,
+        )
+    return policy

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airflow_delta_provider.core import DeltaTable
+from airflow_delta_provider.core.segment import read_last_checkpoint
 
 pytestmark = pytest.mark.slow
 NOW = datetime(2026, 6, 15, tzinfo=UTC)
@@ -45,16 +46,23 @@ def test_cleanup_keeps_every_version_from_the_earliest_retained_checkpoint(histo
         log_dir = table.storage.log_dir
         for name in os.listdir(log_dir):
             if name[:20].isdigit():
-                stamp = (NOW - timedelta(days=ages.get(int(name[:20]), 0))).timestamp()
+                # Random ages, not monotonic in the version; a second apart so the checkpoints of
+                # a version written after it are not "adjusted" away (see test_cleanup.py).
+                version = int(name[:20])
+                stamp = (NOW - timedelta(days=ages.get(version, 0))).timestamp() + version
                 os.utime(os.path.join(log_dir, name), (stamp, stamp))
         latest = table.version()
         expected = {
             v: sorted(table.snapshot(v).to_pyarrow_table()["id"].to_pylist()) for v in range(latest + 1)
         }
+        last_checkpoint = read_last_checkpoint(table.storage)
+        hint = last_checkpoint.version if last_checkpoint else None
         for offset in clocks:
             result = table.cleanup_logs(now=NOW + timedelta(days=offset))
-            earliest = result.earliest_retained_version or 0
-            assert table.version() == latest
+            earliest = result.earliest_retained_version
+            assert earliest is not None and table.version() == latest
+            # Never beyond the checkpoint _last_checkpoint names: it and the log after it stay.
+            assert hint is None or earliest <= hint
             for version in range(earliest, latest + 1):
                 assert (
                     sorted(table.snapshot(version).to_pyarrow_table()["id"].to_pylist()) == expected[version]
