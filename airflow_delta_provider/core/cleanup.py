@@ -33,6 +33,7 @@ import dataclasses
 import json
 import logging
 import re
+import threading
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -81,15 +82,10 @@ STAGED_COMMITS_DIR = "_staged_commits"
 #: Files handed to one delete call (one DeleteObjects request on S3 takes up to 1,000 keys).
 _BATCH = 1000
 _STAGED_COMMIT_RE = re.compile(r"^(\d{20})\.[0-9a-fA-F-]{36}\.json$")
-_BUFFERED_KINDS = frozenset(
-    {
-        LogFileKind.COMMIT,
-        LogFileKind.CHECKSUM,
-        LogFileKind.CLASSIC_CHECKPOINT,
-        LogFileKind.MULTIPART_CHECKPOINT,
-        LogFileKind.UUID_CHECKPOINT,
-    }
+_CHECKPOINT_KINDS = frozenset(
+    {LogFileKind.CLASSIC_CHECKPOINT, LogFileKind.MULTIPART_CHECKPOINT, LogFileKind.UUID_CHECKPOINT}
 )
+_BUFFERED_KINDS = _CHECKPOINT_KINDS | {LogFileKind.COMMIT, LogFileKind.CHECKSUM}
 
 
 @dataclass(frozen=True)
@@ -195,26 +191,29 @@ def plan_expired(files: Sequence[LogFile], cutoff_ms: int, last_checkpoint_versi
                 closing = checkpoint
             buffer.clear()
 
+    multipart = LogFileKind.MULTIPART_CHECKPOINT
     for f in files:
-        if f.kind not in _BUFFERED_KINDS:
+        kind = f.kind
+        if kind not in _BUFFERED_KINDS:
             continue
-        mtime = f.file.modification_time
-        if last_mtime is not None and last_version < f.version and last_mtime >= mtime:
+        version, info = f.version, f.file
+        mtime = info.modification_time
+        if last_mtime is not None and last_version < version and last_mtime >= mtime:
             mtime = last_mtime + 1
             buffer.append((f, mtime))
-        elif f.is_checkpoint and f.file.size > 0:
-            if f.kind is not LogFileKind.MULTIPART_CHECKPOINT:
-                flush(f.version)
+        elif kind in _CHECKPOINT_KINDS and info.size > 0:
+            if kind is not multipart:
+                flush(version)
                 buffer.append((f, mtime))
             else:
-                key = (f.version, f.num_parts)
+                key = (version, f.num_parts)
                 parts[key].append((f, mtime))
                 if len(parts[key]) == f.num_parts:
-                    flush(f.version)
+                    flush(version)
                     buffer.extend(parts.pop(key))
         else:
             buffer.append((f, mtime))
-        last_version, last_mtime = f.version, mtime
+        last_version, last_mtime = version, mtime
     compacted = [
         f
         for f in files
@@ -326,10 +325,10 @@ def cleanup_logs(
         reader_features(protocol) | writer_features(protocol)
     ):
         doomed += _unreferenced_sidecars(storage, remaining, cutoff_ms)
-    _check_inside_log(storage, doomed)
+    names = _names_inside_log(storage, doomed)
     result = dataclasses.replace(
         result,
-        files=[f.path[len(storage.log_dir) + 1 :] for f in doomed],
+        files=names,
         num_bytes=sum(f.size for f in doomed),
         earliest_retained_version=earliest_reconstructable(remaining),
         checkpoint_version=plan.checkpoint_version,
@@ -440,14 +439,20 @@ def _unreferenced_sidecars(
     return [s for s in sidecars if s.modification_time < cutoff_ms and s.name not in referenced]
 
 
-def _check_inside_log(storage: TableStorage, doomed: Iterable[FileInfo]) -> None:
+def _names_inside_log(storage: TableStorage, doomed: Iterable[FileInfo]) -> list[str]:
+    """The names relative to ``_delta_log``; refuses (before any delete) a path outside it."""
     prefix = storage.log_dir + "/"
+    cut = len(prefix)
+    names = []
     for info in doomed:
-        relative = info.path[len(prefix) :]
-        if not info.path.startswith(prefix) or ".." in relative.split("/"):
+        path = info.path
+        relative = path[cut:]
+        if not path.startswith(prefix) or ".." in relative:
             raise InvalidPathError(
-                f"Refusing log cleanup: {info.path} is not inside {storage.log_dir}; nothing was deleted."
+                f"Refusing log cleanup: {path} is not inside {storage.log_dir}; nothing was deleted."
             )
+        names.append(relative)
+    return names
 
 
 def _delete(storage: TableStorage, uri: str, paths: list[str], max_workers: int | None) -> None:
@@ -455,16 +460,22 @@ def _delete(storage: TableStorage, uri: str, paths: list[str], max_workers: int 
     batches = [paths[i : i + _BATCH] for i in range(0, len(paths), _BATCH)]
     workers = max(1, min(max_workers or (1 if storage.is_local else 8), len(batches)))
     done = 0
+    lock = threading.Lock()
 
-    def delete(batch: list[str]) -> int:
+    def delete(batch: list[str]) -> None:
+        nonlocal done
         storage.delete(batch)
-        return len(batch)
-
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        for count in pool.map(delete, batches):
-            done += count
+        with lock:
+            done += len(batch)
             if len(batches) > 1:
                 log.info("Deleted %d of %d log files of %s.", done, len(paths), uri)
+
+    if workers == 1:  # local disks: unlinks in one directory serialise on it, threads do not help
+        for batch in batches:
+            delete(batch)
+        return
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(delete, batches))
 
 
 def _check_cleanable(protocol: Protocol) -> None:
