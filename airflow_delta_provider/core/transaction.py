@@ -293,10 +293,11 @@ class OptimisticTransaction:
             try:
                 storage.put_if_absent(path, payload.encode())
             except CommitFileExistsError:
-                if self._is_ours(version):
+                taken = self._read_commit(version)
+                if self._is_ours(taken):
                     log.info("Version %d is this transaction's own commit (a lost response); done.", version)
                     break
-                winners = self._winners(version)
+                winners = self._winners(version, taken)
                 for winner in winners:
                     skipped = context.check(winner)
                     if skipped is not None:
@@ -324,7 +325,11 @@ class OptimisticTransaction:
                 raise
             except Exception:
                 # The put may have landed even though the call failed (a timeout after the write).
-                if self._is_ours(version):
+                try:
+                    landed = self._read_commit(version)
+                except DeltaError:
+                    landed = None
+                if self._is_ours(landed):
                     break
                 raise
             break
@@ -399,12 +404,12 @@ class OptimisticTransaction:
             return None
         return parse_commit(version, storage.to_uri(path), data)
 
-    def _is_ours(self, version: int) -> bool:
+    def _is_ours(self, commit: CommitActions | None) -> bool:
+        """Whether ``commit`` is this transaction's own (found through its ``txnId``)."""
         try:
-            commit = self._read_commit(version)
+            info = commit.commit_info if commit is not None else None
         except DeltaError:
             return False
-        info = commit.commit_info if commit is not None else None
         return bool(info) and info.get("txnId") == self.txn_id
 
     def _commit_ict(self, version: int) -> int | None:
@@ -414,8 +419,8 @@ class OptimisticTransaction:
             return None
         return _ict(commit) if commit is not None else None
 
-    def _winners(self, first: int) -> list[CommitActions]:
-        """The contiguous commits from ``first`` on (at least ``first`` itself)."""
+    def _winners(self, first: int, first_commit: CommitActions | None) -> list[CommitActions]:
+        """The contiguous commits from ``first`` on (at least ``first`` itself, already read)."""
         storage = self.table.storage
         versions = sorted(
             f.version
@@ -426,12 +431,12 @@ class OptimisticTransaction:
         for version in versions:
             if version != first + len(winners):
                 break
-            commit = self._read_commit(version)
+            commit = first_commit if version == first else self._read_commit(version)
             if commit is None:
                 break
             winners.append(commit)
         if not winners:  # listing lagged behind the failed put: the commit exists all the same
-            commit = self._read_commit(first)
+            commit = first_commit or self._read_commit(first)
             if commit is None:
                 raise CommitError(f"Version {first} of {self.table.uri} exists but cannot be read; retry.")
             winners.append(commit)
