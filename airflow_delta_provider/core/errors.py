@@ -8,7 +8,9 @@ a condition, the class carries it (``ConcurrentAppendError`` for Delta's
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from airflow_delta_provider.core.redaction import redact
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -52,9 +54,16 @@ __all__ = [
 
 
 class DeltaError(Exception):
-    """Base class of every error raised by the core."""
+    """Base class of every error raised by the core.
+
+    Its message is redacted when the error is made (URI credentials and registered secrets
+    become ``***``), so no handler, log line or traceback can show a secret through it.
+    """
 
     delta_error_class: str | None = None
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*(redact(a) if isinstance(a, str) else a for a in args))
 
 
 # --- Tables, logs and files -------------------------------------------------------------
