@@ -223,9 +223,9 @@ def build_append_table(layout: str, name: str, files: int) -> Path:
         paths.append(relative)
     # The same adds for delta-rs, with the core's own stats: the commit is the only difference.
     from airflow_delta_provider.core.stats import read_footers
-    from airflow_delta_provider.core.storage import TableStorage
+    from airflow_delta_provider.core.storage import open_store
 
-    storage = TableStorage(str(root))
+    storage = open_store(str(root))
     columns = [(f"c{c}",) for c in range(3)]
     footers = read_footers(storage, [storage.join(p) for p in paths], stats_columns=columns)
     adds = [

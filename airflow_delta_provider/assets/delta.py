@@ -9,11 +9,11 @@ provider's operators or watched by :class:`~airflow_delta_provider.triggers.delt
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
 from airflow.sdk import Asset
 
-from airflow_delta_provider.core.storage import TableStorage
+from airflow_delta_provider.core.paths import TablePath
+from airflow_delta_provider.core.redaction import split_credentials
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -53,14 +53,8 @@ def table_asset_uri(table_uri: str) -> str:
             f"must be known when the DAG is parsed. Give a literal table_uri, or pass "
             f"outlets=[AssetAlias(...)] and the operator attaches the rendered table to the alias."
         )
-    uri = TableStorage(table_uri).root_uri
-    parts = urlsplit(uri)
-    userinfo, at, host = parts.netloc.rpartition("@")
-    # ``user:password@`` is a credential; a bare ``name@`` is part of the location (ABFSS/WASB
-    # ``container@account``) and stays.
-    if parts.scheme and at and ":" in userinfo:
-        uri = urlunsplit(parts._replace(netloc=host))
-    return uri
+    location, _ = split_credentials(table_uri.strip())
+    return TablePath.parse(location).uri
 
 
 def delta_table_asset(table_uri: str, *, name: str | None = None, **kwargs: Any) -> Asset:

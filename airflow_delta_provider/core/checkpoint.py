@@ -53,7 +53,12 @@ from airflow_delta_provider.core.deletion_vectors import deletion_vector_unique_
 from airflow_delta_provider.core.errors import (
     CorruptLogError,
     InvalidTablePropertyError,
-    UnsupportedFeatureError,
+)
+from airflow_delta_provider.core.features import (
+    Operation,
+    check_supported,
+    reader_features,
+    writer_features,
 )
 from airflow_delta_provider.core.logfiles import (
     LAST_CHECKPOINT,
@@ -61,12 +66,6 @@ from airflow_delta_provider.core.logfiles import (
     checksum_name,
     classic_checkpoint_name,
     multipart_checkpoint_name,
-)
-from airflow_delta_provider.core.protocol import (
-    MAX_WRITER_VERSION,
-    Operation,
-    reader_features,
-    writer_features,
 )
 from airflow_delta_provider.core.replay import (
     ADD_SCHEMA,
@@ -77,6 +76,7 @@ from airflow_delta_provider.core.replay import (
     replay_small_state,
 )
 from airflow_delta_provider.core.segment import read_last_checkpoint
+from airflow_delta_provider.core.table_config import TableConfig
 
 if TYPE_CHECKING:
     from airflow_delta_provider.core.storage import TableStorage
@@ -85,26 +85,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "CHECKPOINT_INTERVAL",
-    "CHECKPOINT_WRITER_FEATURES",
-    "DEFAULT_CHECKPOINT_INTERVAL",
     "CheckpointResult",
     "InvalidTablePropertyError",
     "canonical_json",
-    "check_checkpointable",
-    "checkpoint_interval",
     "last_checkpoint_checksum",
     "should_checkpoint",
     "spark_partition_ids",
     "write_checkpoint",
 ]
 
-CHECKPOINT_INTERVAL = "delta.checkpointInterval"
-#: Spark's default (``DeltaConfigs.CHECKPOINT_INTERVAL``); delta-rs uses 100.
-DEFAULT_CHECKPOINT_INTERVAL = 10
-WRITE_STATS_AS_JSON = "delta.checkpoint.writeStatsAsJson"
-WRITE_STATS_AS_STRUCT = "delta.checkpoint.writeStatsAsStruct"
-COLUMN_MAPPING_MODE = "delta.columnMapping.mode"
 
 #: Actions per part above which a classic checkpoint is split into a multi-part one. Spark
 #: only splits when ``spark.databricks.delta.checkpoint.partSize`` is set; multi-part
@@ -116,39 +105,6 @@ SIDECAR_PART_SIZE = 50_000
 PROGRESS_THRESHOLD = 100_000
 #: Rows per Parquet row group of the file actions.
 ROW_GROUP_SIZE = 262_144
-
-#: Writer features whose state a checkpoint carries correctly. A checkpoint copies the
-#: reconciled state: DV descriptors, row ids and commit versions, clustering provider and
-#: domains ride along unchanged, parsed stats and partition values use physical names.
-#: Features about what data may be written (constraints, generated or identity columns,
-#: append-only) do not concern a checkpoint. Anything else, unknown names included, is
-#: refused, because its rules might reach into checkpoints (catalog-managed tables, for
-#: one, must not be checkpointed by a filesystem client on its own).
-CHECKPOINT_WRITER_FEATURES = frozenset(
-    {
-        "allowColumnDefaults",
-        "appendOnly",
-        "changeDataFeed",  # cdc actions are never copied into checkpoints
-        "checkConstraints",
-        "checkpointProtection",  # the protocol of the checkpointed version is checked here
-        "clustering",
-        "columnMapping",
-        "deletionVectors",
-        "domainMetadata",
-        "generatedColumns",
-        "icebergCompatV1",
-        "icebergCompatV2",
-        "identityColumns",
-        "inCommitTimestamp",  # commitInfo is never copied into checkpoints
-        "invariants",
-        "rowTracking",
-        "timestampNtz",
-        "typeWidening",
-        "typeWidening-preview",
-        "v2Checkpoint",
-        "vacuumProtocolCheck",
-    }
-)
 
 _STRING_MAP = pa.map_(pa.string(), pa.string())
 _STRING_LIST = pa.list_(pa.field("element", pa.string()))
@@ -234,29 +190,7 @@ class CheckpointResult:
 # --- policy ------------------------------------------------------------------------------
 
 
-def checkpoint_interval(properties: Mapping[str, str | None] | None) -> int:
-    """``delta.checkpointInterval`` of a table (default 10, as in Delta).
-
-    :raises InvalidTablePropertyError: the value is not a positive integer.
-    """
-    raw = (properties or {}).get(CHECKPOINT_INTERVAL)
-    if raw is None:
-        return DEFAULT_CHECKPOINT_INTERVAL
-    text = str(raw).strip()
-    try:
-        interval = int(text)
-    except ValueError:
-        interval = 0
-    if interval <= 0 or not text.lstrip("+").isdigit():
-        raise InvalidTablePropertyError(
-            f"{CHECKPOINT_INTERVAL}={raw!r} is not a positive integer; Delta requires a number of commits "
-            f"greater than 0 (default {DEFAULT_CHECKPOINT_INTERVAL}). Fix the table property, e.g. "
-            f"ALTER TABLE ... SET TBLPROPERTIES ('{CHECKPOINT_INTERVAL}' = '10')."
-        )
-    return interval
-
-
-def should_checkpoint(version: int, properties: Mapping[str, str | None] | None) -> bool:
+def should_checkpoint(version: int, config: TableConfig | Mapping[str, str | None] | None) -> bool:
     """Whether Delta's automatic policy checkpoints after committing ``version``.
 
     Spark (``TransactionHelper``): ``version != 0 and version % delta.checkpointInterval == 0``.
@@ -264,40 +198,15 @@ def should_checkpoint(version: int, properties: Mapping[str, str | None] | None)
     core follows Delta.)
 
     :param version: the version just committed.
-    :param properties: the table properties (``snapshot.properties``).
+    :param config: the table's configuration (or its properties).
     :raises InvalidTablePropertyError: ``delta.checkpointInterval`` is not a positive integer.
     :raises ValueError: ``version`` is not a non-negative integer.
     """
     if not isinstance(version, int) or isinstance(version, bool) or version < 0:
         raise ValueError(f"version must be a non-negative integer, got {version!r}.")
-    interval = checkpoint_interval(properties)
-    return version != 0 and version % interval == 0
-
-
-def check_checkpointable(protocol: Any) -> None:
-    """Refuse to checkpoint a table with a writer feature (or version) the core cannot honour.
-
-    :param protocol: the table's :class:`~airflow_delta_provider.core.actions.Protocol`.
-    :raises UnsupportedFeatureError: naming the first such feature.
-    """
-    if protocol.min_writer_version > MAX_WRITER_VERSION:
-        raise UnsupportedFeatureError(
-            f"The table requires Delta writer version {protocol.min_writer_version}; this core writes up "
-            f"to version {MAX_WRITER_VERSION} and cannot checkpoint it. Checkpoint it with an engine that "
-            f"supports that version.",
-            feature=f"minWriterVersion={protocol.min_writer_version}",
-            operation=Operation.CHECKPOINT.value,
-        )
-    unsupported = sorted(writer_features(protocol) - CHECKPOINT_WRITER_FEATURES)
-    if unsupported:
-        raise UnsupportedFeatureError(
-            f"The table uses the writer feature {unsupported[0]!r}"
-            + (f" (and {', '.join(map(repr, unsupported[1:]))})" if len(unsupported) > 1 else "")
-            + ", which this core does not implement; it will not write a checkpoint it cannot vouch "
-            "for. Checkpoint the table with an engine that supports it (e.g. Spark with Delta).",
-            feature=unsupported[0],
-            operation=Operation.CHECKPOINT.value,
-        )
+    if not isinstance(config, TableConfig):
+        config = TableConfig(config)
+    return version != 0 and version % config.checkpoint_interval.value == 0
 
 
 # --- _last_checkpoint checksum -----------------------------------------------------------
@@ -479,7 +388,7 @@ def write_checkpoint(
     # table.snapshot() finds the segment, falls back past unreadable checkpoints, and checks
     # that the core can read the table.
     snapshot = table.snapshot(version)
-    check_checkpointable(snapshot.protocol)
+    check_supported(snapshot.protocol, snapshot.metadata, Operation.CHECKPOINT)
     version = snapshot.version
     segment = snapshot.segment
     commits = read_commits(storage, segment)
@@ -498,8 +407,7 @@ def write_checkpoint(
     )
     _validate_against_checksum(storage, version, state)
 
-    configuration = dict(small.metadata.configuration)
-    add_column = _add_column(state, configuration)
+    add_column = _add_column(state, TableConfig(small.metadata.configuration))
     remove_column = _remove_column(state)
     file_actions = state.adds.num_rows + state.removes.num_rows
     v2 = "v2Checkpoint" in writer_features(small.protocol)
@@ -597,7 +505,7 @@ def _validate_against_checksum(storage: TableStorage, version: int, state: _Stat
 # --- columns ------------------------------------------------------------------------------
 
 
-def _add_column(state: _State, configuration: Mapping[str, str]) -> pa.ChunkedArray:
+def _add_column(state: _State, config: TableConfig) -> pa.ChunkedArray:
     """The checkpoint's ``add`` column over all live files, built chunk by chunk without copying."""
     adds = state.adds
     count = adds.num_rows
@@ -607,10 +515,10 @@ def _add_column(state: _State, configuration: Mapping[str, str]) -> pa.ChunkedAr
         fields.append(ADD_SCHEMA.field(name).with_nullable(True))
         # Spark's state (and so its checkpoint) has dataChange=false on every file.
         columns.append(pa.array(np.zeros(count, dtype=bool)) if name == "dataChange" else adds.column(name))
-    if _flag(configuration, WRITE_STATS_AS_JSON, default=True):
+    if config.checkpoint_stats_as_json:
         fields.append(pa.field("stats", pa.string()))
         columns.append(adds.column("stats"))
-    if _flag(configuration, WRITE_STATS_AS_STRUCT, default=False):
+    if config.checkpoint_stats_as_struct:
         physical, partition_fields = _physical_fields(state)
         if partition_fields:
             from airflow_delta_provider.core.partitions import partition_columns_from_map
@@ -648,16 +556,6 @@ def _struct_column(columns: list[pa.ChunkedArray | pa.Array], fields: list[pa.Fi
     return pa.chunked_array(chunks, struct_type)
 
 
-def _flag(configuration: Mapping[str, str], key: str, *, default: bool) -> bool:
-    value = configuration.get(key)
-    if value is None:
-        return default
-    text = str(value).strip().lower()
-    if text not in ("true", "false"):
-        raise InvalidTablePropertyError(f"{key}={value!r} is not a boolean; use 'true' or 'false'.")
-    return text == "true"
-
-
 def _physical_fields(state: _State) -> tuple[list[pa.Field], list[pa.Field]]:
     """The table's columns under their physical names, and the partition columns among them."""
     from airflow_delta_provider.core.schema import physical_schema
@@ -666,7 +564,7 @@ def _physical_fields(state: _State) -> tuple[list[pa.Field], list[pa.Field]]:
     schema = metadata.schema
     mode = "none"
     if "columnMapping" in reader_features(state.small.protocol):
-        mode = (metadata.configuration.get(COLUMN_MAPPING_MODE) or "none").lower()
+        mode = TableConfig(metadata.configuration).column_mapping_mode
     physical = physical_schema(schema, mode)
     partitions = [physical.field(schema.get_field_index(c)) for c in metadata.partition_columns]
     return list(physical), partitions

@@ -33,9 +33,7 @@ import dataclasses
 import json
 import logging
 import re
-import threading
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -45,27 +43,21 @@ from airflow_delta_provider.core.errors import (
     DeltaError,
     InvalidPathError,
     RetentionError,
-    UnsupportedFeatureError,
 )
-from airflow_delta_provider.core.logfiles import SIDECAR_DIR, LogFileKind
-from airflow_delta_provider.core.protocol import (
-    MAX_WRITER_VERSION,
+from airflow_delta_provider.core.features import (
     Operation,
-    check_readable,
+    check_supported,
     reader_features,
     writer_features,
 )
-from airflow_delta_provider.core.retention import (
-    LOG_RETENTION,
-    ResolvedRetention,
-    resolve_retention,
-)
+from airflow_delta_provider.core.logfiles import SIDECAR_DIR, LogFileKind
 from airflow_delta_provider.core.segment import (
     Checkpoint,
     complete_checkpoints,
     list_log_files,
     read_last_checkpoint,
 )
+from airflow_delta_provider.core.table_config import LOG_RETENTION, Setting, TableConfig
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -77,10 +69,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-PROTECTION_BEFORE_VERSION = "delta.requireCheckpointProtectionBeforeVersion"
 STAGED_COMMITS_DIR = "_staged_commits"
-#: Files handed to one delete call (one DeleteObjects request on S3 takes up to 1,000 keys).
-_BATCH = 1000
 _STAGED_COMMIT_RE = re.compile(r"^(\d{20})\.[0-9a-fA-F-]{36}\.json$")
 _CHECKPOINT_KINDS = frozenset(
     {LogFileKind.CLASSIC_CHECKPOINT, LogFileKind.MULTIPART_CHECKPOINT, LogFileKind.UUID_CHECKPOINT}
@@ -107,7 +96,7 @@ class CleanupResult:
 
     table_uri: str
     cutoff: datetime
-    retention: ResolvedRetention
+    retention: Setting[timedelta]
     dry_run: bool
     files: list[str] = field(default_factory=list)
     num_bytes: int = 0
@@ -279,13 +268,10 @@ def cleanup_logs(
     """
     snapshot = table.snapshot()
     protocol = snapshot.protocol
-    _check_cleanable(protocol)
-    properties = snapshot.properties
-    resolved = resolve_retention(
-        LOG_RETENTION, explicit=retention, properties=properties, provider_defaults=provider_defaults
-    )
-    window = resolved.value if resolved.value is not None else timedelta(days=30)
-    cutoff = cutoff_for(_as_datetime(now), window)
+    check_supported(protocol, snapshot.metadata, Operation.LOG_CLEANUP)
+    config = TableConfig(snapshot.properties, provider_defaults)
+    resolved = config.resolve(LOG_RETENTION, retention)
+    cutoff = cutoff_for(_as_datetime(now), resolved.value)
     cutoff_ms = int(cutoff.timestamp() * 1000)
     storage = table.storage
     result = CleanupResult(table.uri, cutoff, resolved, dry_run)
@@ -308,7 +294,7 @@ def cleanup_logs(
                 f"older than {cutoff.isoformat()}"
             ),
         )
-    refusal = _protection_refusal(storage, protocol, properties, files, plan)
+    refusal = _protection_refusal(storage, protocol, config, files, plan)
     if refusal:
         log.info("Log cleanup of %s skipped: %s", table.uri, refusal)
         return dataclasses.replace(
@@ -342,27 +328,21 @@ def cleanup_logs(
         cutoff.isoformat(),
         plan.checkpoint_version,
     )
-    _delete(storage, table.uri, [f.path for f in doomed], max_workers)
+    storage.delete_many([f.path for f in doomed], max_workers=max_workers)
     return result
 
 
 def _protection_refusal(
     storage: TableStorage,
     protocol: Protocol,
-    properties: Mapping[str, str | None],
+    config: TableConfig,
     files: Sequence[LogFile],
     plan: CleanupPlan,
 ) -> str | None:
     """Why ``checkpointProtection`` forbids this cleanup (Delta's ``metadataCleanupAllowed``), or None."""
     if "checkpointProtection" not in writer_features(protocol) or not plan.expired:
         return None
-    raw = properties.get(PROTECTION_BEFORE_VERSION)
-    try:
-        protected = int(raw or 0)
-    except ValueError:
-        raise RetentionError(
-            f"{PROTECTION_BEFORE_VERSION}={raw!r} is not a version number; fix the table property."
-        ) from None
+    protected = config.checkpoint_protection_before_version
     if protected <= 0:
         return None
     commits: list[int] = []
@@ -396,9 +376,8 @@ def _all_protocols_supported(storage: TableStorage, files: Sequence[LogFile], st
         try:
             payload = json.loads(storage.read_bytes(f.file.path))
             protocol = Protocol.from_json(payload["protocol"])
-            check_readable(protocol)
-            if version == end:
-                _check_cleanable(protocol)
+            # Delta checkpoints the boundary version: there the cleanup's own rules apply.
+            check_supported(protocol, None, Operation.LOG_CLEANUP if version == end else Operation.READ)
         except (DeltaError, OSError, ValueError, KeyError, TypeError):
             return False
     return True
@@ -453,50 +432,6 @@ def _names_inside_log(storage: TableStorage, doomed: Iterable[FileInfo]) -> list
             )
         names.append(relative)
     return names
-
-
-def _delete(storage: TableStorage, uri: str, paths: list[str], max_workers: int | None) -> None:
-    """Delete in batches, in bounded parallel on object stores, logging progress for long runs."""
-    batches = [paths[i : i + _BATCH] for i in range(0, len(paths), _BATCH)]
-    workers = max(1, min(max_workers or (1 if storage.is_local else 8), len(batches)))
-    done = 0
-    lock = threading.Lock()
-
-    def delete(batch: list[str]) -> None:
-        nonlocal done
-        storage.delete(batch)
-        with lock:
-            done += len(batch)
-            if len(batches) > 1:
-                log.info("Deleted %d of %d log files of %s.", done, len(paths), uri)
-
-    if workers == 1:  # local disks: unlinks in one directory serialise on it, threads do not help
-        for batch in batches:
-            delete(batch)
-        return
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        list(pool.map(delete, batches))
-
-
-def _check_cleanable(protocol: Protocol) -> None:
-    """Refuse protocols whose writer rules this core does not know (their log rules might differ)."""
-    from airflow_delta_provider.core.checkpoint import CHECKPOINT_WRITER_FEATURES
-
-    if protocol.min_writer_version > MAX_WRITER_VERSION:
-        raise UnsupportedFeatureError(
-            f"The table requires Delta writer version {protocol.min_writer_version}; this core knows up to "
-            f"{MAX_WRITER_VERSION}. Refusing log cleanup; clean the log with an engine that supports it.",
-            feature=f"minWriterVersion={protocol.min_writer_version}",
-            operation=Operation.LOG_CLEANUP.value,
-        )
-    unknown = sorted(writer_features(protocol) - CHECKPOINT_WRITER_FEATURES)
-    if unknown:
-        raise UnsupportedFeatureError(
-            f"The table uses the writer feature {unknown[0]!r}, which this core does not implement; log "
-            f"cleanup could delete files it needs. Clean the log with an engine that supports it.",
-            feature=unknown[0],
-            operation=Operation.LOG_CLEANUP.value,
-        )
 
 
 def _as_datetime(now: datetime | int | None) -> datetime:

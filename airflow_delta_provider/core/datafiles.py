@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 from airflow_delta_provider.core.errors import InvalidPathError, SchemaError
 from airflow_delta_provider.core.partitions import parse_partition_path
-from airflow_delta_provider.core.storage import LOG_DIR, has_scheme, normalize_table_uri
+from airflow_delta_provider.core.paths import LOG_DIR, TablePath, has_scheme
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -65,7 +65,8 @@ def relative_path(storage: TableStorage, path: str, partition_columns: Sequence[
     """
     original = path
     if has_scheme(path) or path.startswith("/"):
-        scheme, absolute = normalize_table_uri(path)
+        parsed = TablePath.parse(path)
+        scheme, absolute = parsed.scheme, parsed.root
         root = storage.root.rstrip("/")
         if scheme != storage.scheme or not (absolute == root or absolute.startswith(root + "/")):
             raise InvalidPathError(

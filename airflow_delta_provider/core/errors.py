@@ -25,6 +25,7 @@ __all__ = [
     "ConcurrentModificationError",
     "ConcurrentTransactionError",
     "CorruptLogError",
+    "DeleteFilesError",
     "DeletionVectorError",
     "DeltaError",
     "InvalidDataFileError",
@@ -159,12 +160,6 @@ class InvalidDataFileError(DeltaError):
     """A file to commit is not a readable Parquet file."""
 
 
-class InvalidTablePropertyError(DeltaError, ValueError):
-    """A table property has a value Delta would not accept (e.g. ``delta.checkpointInterval=0``)."""
-
-    delta_error_class = "DELTA_INVALID_TABLE_PROPERTY_VALUE"
-
-
 class SchemaError(DeltaError, ValueError):
     """A schema cannot be converted, or data does not fit the table schema."""
 
@@ -233,7 +228,14 @@ class ProtocolChangedError(ConcurrentModificationError):
 
 
 class RetentionError(DeltaError, ValueError):
-    """A retention setting is invalid or unsafe (Delta's ``DELTA_VACUUM_RETENTION_PERIOD_TOO_SHORT``)."""
+    """A maintenance setting (a retention, an interval, a switch) is invalid or unsafe."""
+
+
+class InvalidTablePropertyError(RetentionError):
+    """A table property (or its provider-wide default) has a value Delta would not accept
+    (e.g. ``delta.checkpointInterval=0``); the message names the key, the value and its source."""
+
+    delta_error_class = "DELTA_INVALID_TABLE_PROPERTY_VALUE"
 
 
 class VacuumRetentionTooShortError(RetentionError):
@@ -252,7 +254,7 @@ class VacuumLiteError(DeltaError):
     delta_error_class = "DELTA_CANNOT_VACUUM_LITE"
 
 
-class VacuumDeleteError(StorageError):
+class DeleteFilesError(StorageError):
     """The store refused to delete some files.
 
     :param failed: ``(path, reason)`` of the files that could not be deleted.
@@ -261,3 +263,7 @@ class VacuumDeleteError(StorageError):
     def __init__(self, message: str, *, failed: Sequence[tuple[str, str]]) -> None:
         super().__init__(message)
         self.failed = list(failed)
+
+
+class VacuumDeleteError(DeleteFilesError):
+    """VACUUM could not delete some files (the store refused them)."""

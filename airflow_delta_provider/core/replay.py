@@ -37,12 +37,12 @@ from airflow_delta_provider.core.actions import DomainMetadata, Metadata, Protoc
 from airflow_delta_provider.core.deletion_vectors import deletion_vector_unique_id
 from airflow_delta_provider.core.errors import CorruptLogError
 from airflow_delta_provider.core.logfiles import SIDECAR_DIR
+from airflow_delta_provider.core.paths import has_scheme
 from airflow_delta_provider.core.retention import (
     DELETED_FILE_RETENTION,
     SET_TRANSACTION_RETENTION,
     property_interval,
 )
-from airflow_delta_provider.core.storage import has_scheme
 
 if TYPE_CHECKING:
     from airflow_delta_provider.core.segment import Checkpoint, LogSegment
@@ -337,9 +337,7 @@ def replay_small_state(
 
 def _sidecar_path(storage: TableStorage, path: str) -> str:
     if has_scheme(path):
-        from airflow_delta_provider.core.storage import resolve_path
-
-        return resolve_path(storage, path)
+        return storage.path.decode(path)
     return storage.log_path(f"{SIDECAR_DIR}/{unquote(path)}")
 
 

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_delta_provider.core.errors import DeletionVectorError
-from airflow_delta_provider.core.protocol import check_readable, reader_features
+from airflow_delta_provider.core.errors import CorruptLogError, DeletionVectorError, DeltaError
+from airflow_delta_provider.core.features import Operation, check_supported, reader_features
 from airflow_delta_provider.core.replay import (
     CommitActions,
     FileState,
@@ -24,9 +24,12 @@ from airflow_delta_provider.core.replay import (
     replay_files,
     replay_small_state,
 )
-from airflow_delta_provider.core.storage import resolve_path
+from airflow_delta_provider.core.segment import build_segment
+from airflow_delta_provider.core.table_config import TableConfig
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     import pyarrow.dataset as ds
 
     from airflow_delta_provider.core.actions import DomainMetadata, Metadata, Protocol, Transaction
@@ -34,6 +37,38 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.storage import TableStorage
 
 log = logging.getLogger(__name__)
+
+
+def load_snapshot(
+    storage: TableStorage,
+    version: int | None = None,
+    *,
+    provider_defaults: Mapping[str, Any] | None = None,
+) -> Snapshot:
+    """The table at ``version`` (default: the latest), protocol and metadata read and checked.
+
+    As Delta: an unreadable checkpoint is not fatal while an older one (or the commits from
+    version 0) can rebuild the same version; the warning names the file.
+
+    :raises TableNotFoundError: there is no Delta table at the location.
+    :raises VersionNotFoundError: the version is outside the table's history.
+    :raises UnsupportedFeatureError: the table needs a reader feature this core lacks.
+    """
+    segment = build_segment(storage, version)
+    while True:
+        snapshot = Snapshot(storage, segment, provider_defaults=provider_defaults)
+        try:
+            return snapshot.load()
+        except CorruptLogError as err:
+            checkpoint = segment.checkpoint
+            if checkpoint is None or err.path not in [storage.to_uri(p) for p in checkpoint.paths]:
+                raise
+            log.warning("%s; trying the checkpoint before version %d.", err, checkpoint.version)
+            try:
+                segment = build_segment(storage, version, before_checkpoint=checkpoint.version)
+            except DeltaError:
+                raise err from None
+
 
 #: ``files()`` column names, from the protocol's ``add`` field names.
 FILE_COLUMNS = {
@@ -70,6 +105,7 @@ class Snapshot:
     :param storage: the table's storage.
     :param segment: the log files of this version.
     :param commits: the segment's commits, when the caller already read them.
+    :param provider_defaults: provider-wide property defaults for :attr:`config`.
     """
 
     def __init__(
@@ -78,9 +114,11 @@ class Snapshot:
         segment: LogSegment,
         *,
         commits: list[CommitActions] | None = None,
+        provider_defaults: Mapping[str, Any] | None = None,
     ) -> None:
         self._storage = storage
         self._segment = segment
+        self._provider_defaults = dict(provider_defaults or {})
         if commits is not None:
             self.__dict__["_commits"] = commits
 
@@ -105,10 +143,20 @@ class Snapshot:
     def _commits(self) -> list[CommitActions]:
         return read_commits(self._storage, self._segment)
 
+    @property
+    def commits(self) -> list[CommitActions]:
+        """The commits after the segment's checkpoint, oldest first (read once)."""
+        return self._commits
+
+    @property
+    def state(self) -> SmallState:
+        """Protocol, metadata, live txns and domains, as replayed (read once)."""
+        return self._small
+
     @cached_property
     def _small(self) -> SmallState:
         state = replay_small_state(self._storage, self._segment, self._commits)
-        check_readable(state.protocol)
+        check_supported(state.protocol, None, Operation.READ)
         return state
 
     def load(self) -> Snapshot:
@@ -137,6 +185,11 @@ class Snapshot:
     def properties(self) -> dict[str, str]:
         """The table properties (``metaData.configuration``)."""
         return dict(self.metadata.configuration)
+
+    @cached_property
+    def config(self) -> TableConfig:
+        """The typed table configuration (properties over the provider defaults)."""
+        return TableConfig(self.metadata.configuration, self._provider_defaults)
 
     @property
     def transactions(self) -> dict[str, Transaction]:
@@ -207,7 +260,7 @@ class Snapshot:
         """
         adds = self._file_state.adds
         self._refuse_deletion_vectors(adds, "file_uris()")
-        return [self._storage.to_uri(resolve_path(self._storage, p)) for p in adds.column("path").to_pylist()]
+        return [self._storage.to_uri(self._storage.path.decode(p)) for p in adds.column("path").to_pylist()]
 
     def _refuse_deletion_vectors(self, adds: pa.Table, what: str) -> None:
         with_dv = adds.column("deletionVector").is_valid()
@@ -265,7 +318,7 @@ class Snapshot:
         partition_fields = self._partition_fields(read_schema)
         partition_names = {f.name for f in partition_fields}
         data_fields = [f for f in read_schema if f.name not in partition_names]
-        paths = [resolve_path(self._storage, p) for p in adds.column("path").to_pylist()]
+        paths = [self._storage.path.decode(p) for p in adds.column("path").to_pylist()]
         return ds.FileSystemDataset.from_paths(
             paths,
             schema=pa.schema([*data_fields, *partition_fields]),
@@ -342,6 +395,6 @@ class Snapshot:
             # Absolute ('p') DV paths are URIs, URL-encoded as the protocol says; resolve them.
             dv,
             storage.root,
-            lambda path, start, length: storage.read_range(resolve_path(storage, path), start, length),
+            lambda path, start, length: storage.read_range(storage.path.decode(path), start, length),
         )
         return table.filter(selection_mask(table.num_rows, deleted))

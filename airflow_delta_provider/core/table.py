@@ -9,21 +9,18 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.core.errors import (
-    CorruptLogError,
-    DeltaError,
     TimestampEarlierThanRetentionError,
     TimestampLaterThanLatestCommitError,
 )
 from airflow_delta_provider.core.logfiles import LogFileKind, commit_name
 from airflow_delta_provider.core.replay import parse_commit
 from airflow_delta_provider.core.segment import (
-    LogSegment,
     build_segment,
     complete_checkpoints,
     list_log_files,
 )
-from airflow_delta_provider.core.snapshot import Snapshot
-from airflow_delta_provider.core.storage import TableStorage
+from airflow_delta_provider.core.snapshot import Snapshot, load_snapshot
+from airflow_delta_provider.core.storage import open_store
 from airflow_delta_provider.core.transaction import DEFAULT_MAX_ATTEMPTS
 
 if TYPE_CHECKING:
@@ -76,7 +73,7 @@ class DeltaTable:
         *,
         filesystem: fsspec.AbstractFileSystem | None = None,
     ) -> None:
-        self.storage = TableStorage(uri, storage_options, filesystem=filesystem)
+        self.storage = open_store(uri, storage_options, filesystem=filesystem)
 
     def __repr__(self) -> str:
         return f"DeltaTable({self.storage.root_uri!r})"
@@ -107,24 +104,7 @@ class DeltaTable:
             raise ValueError(f"version must be a non-negative integer, got {version!r}.")
         if timestamp is not None:
             version = self.version_at(timestamp).version
-        return self._load(build_segment(self.storage, version), version)
-
-    def _load(self, segment: LogSegment, version: int | None) -> Snapshot:
-        while True:
-            snapshot = Snapshot(self.storage, segment)
-            try:
-                return snapshot.load()
-            except CorruptLogError as err:
-                checkpoint = segment.checkpoint
-                if checkpoint is None or err.path not in [self.storage.to_uri(p) for p in checkpoint.paths]:
-                    raise
-                # As Delta: an unreadable checkpoint is not fatal while an older one can
-                # rebuild the same version.
-                log.warning("%s; trying the checkpoint before version %d.", err, checkpoint.version)
-                try:
-                    segment = build_segment(self.storage, version, before_checkpoint=checkpoint.version)
-                except DeltaError:
-                    raise err from None
+        return load_snapshot(self.storage, version)
 
     # --- time travel -------------------------------------------------------------------
 

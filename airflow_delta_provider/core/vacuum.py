@@ -43,50 +43,40 @@ Deliberate differences from Spark (each safer or more exact, none deletes more):
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import json
 import logging
 import math
-import os
-import posixpath
-import threading
 import time
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import urlsplit
 
 from airflow_delta_provider.core.deletion_vectors import deletion_vector_path
 from airflow_delta_provider.core.errors import (
+    DeleteFilesError,
     InvalidPathError,
-    RetentionError,
-    UnsupportedFeatureError,
     VacuumDeleteError,
     VacuumLiteError,
     VacuumRetentionNegativeError,
     VacuumRetentionTooShortError,
 )
+from airflow_delta_provider.core.features import Operation, check_supported
 from airflow_delta_provider.core.logfiles import LogFileKind
-from airflow_delta_provider.core.protocol import (
-    MAX_WRITER_VERSION,
-    SUPPORTED_WRITER_FEATURES,
-    Operation,
-    check_readable,
-    writer_features,
-)
+from airflow_delta_provider.core.paths import LOG_DIR
 from airflow_delta_provider.core.replay import replay_files
-from airflow_delta_provider.core.retention import DEFAULTS, DELETED_FILE_RETENTION, parse_interval
 from airflow_delta_provider.core.segment import list_log_files
-from airflow_delta_provider.core.storage import LOG_DIR, _file_info, has_scheme, resolve_path
+from airflow_delta_provider.core.storage.base import DELETE_BATCH  # noqa: F401  (re-exported)
+from airflow_delta_provider.core.storage.local import LocalStore
+from airflow_delta_provider.core.table_config import DELETED_FILE_RETENTION, Setting, Source, TableConfig
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
     import pyarrow as pa
 
-    from airflow_delta_provider.core.actions import Protocol
+    from airflow_delta_provider.core.actions import Metadata, Protocol
     from airflow_delta_provider.core.snapshot import Snapshot
     from airflow_delta_provider.core.storage import TableStorage
     from airflow_delta_provider.core.table import DeltaTable
@@ -102,28 +92,6 @@ VACUUM_END = "VACUUM END"
 #: Schemes on which Delta writes VACUUM START/END commits by default (``supportedFsForLogging``).
 LOGGED_SCHEMES = frozenset({"wasbs", "wasbss", "abfs", "abfss", "adl", "gs", "file", "hdfs"})
 _SCHEME_ALIASES = {"gcs": "gs", "local": "file"}
-#: Stores whose "directories" are key prefixes that vanish with their last object.
-_PREFIX_STORES = frozenset({"s3", "s3a", "s3n", "gs", "gcs"})
-#: Objects per delete request (the S3 ``DeleteObjects`` maximum) and per local work item.
-DELETE_BATCH = 1000
-#: Seconds between two progress messages of a long deletion.
-PROGRESS_INTERVAL = 10.0
-ICEBERG_FORMATS = "delta.universalFormat.enabledFormats"
-
-#: Writer features whose obligations concern only the rows and metadata of commits that add
-#: data. VACUUM adds no data and changes no metadata, so it honours them by doing nothing.
-_DATA_ONLY_WRITER_FEATURES = frozenset(
-    {
-        "invariants",
-        "checkConstraints",
-        "generatedColumns",
-        "identityColumns",
-        "columnMapping",
-        "allowColumnDefaults",
-        "rowTracking",
-    }
-)
-VACUUM_WRITER_FEATURES = SUPPORTED_WRITER_FEATURES | _DATA_ONLY_WRITER_FEATURES
 
 
 class VacuumStatus(enum.StrEnum):
@@ -143,9 +111,8 @@ class VacuumResult:
     :param version: the table version whose state protected the files.
     :param mode: ``full`` or ``lite``.
     :param dry_run: True when nothing was deleted or committed.
-    :param retention: the retention used.
-    :param retention_source: where it came from (``argument``, ``table property``,
-        ``provider default`` or ``Delta default``).
+    :param retention: the retention used and where it came from (``argument``, ``table
+        property``, ``provider config`` or ``default``).
     :param delete_before: files older than this (and tombstones removed before it) could go.
     :param files: absolute URIs of the files deleted (or to delete), sorted.
     :param num_files: ``len(files)``.
@@ -167,8 +134,7 @@ class VacuumResult:
     version: int
     mode: str
     dry_run: bool
-    retention: timedelta
-    retention_source: str
+    retention: Setting[timedelta]
     delete_before: datetime
     files: tuple[str, ...]
     num_files: int
@@ -191,8 +157,7 @@ class VacuumResult:
             "version": self.version,
             "mode": self.mode,
             "dry_run": self.dry_run,
-            "retention": self.retention.total_seconds(),
-            "retention_source": self.retention_source,
+            "retention": self.retention.to_dict(),
             "delete_before": self.delete_before.isoformat(),
             "files": list(self.files),
             "num_files": self.num_files,
@@ -237,13 +202,18 @@ class VacuumPlan:
 
 @dataclass(frozen=True)
 class ResolvedVacuumRetention:
-    """The retention a VACUUM uses and the table's own, against which it is checked."""
+    """The retention a VACUUM uses, and the table's own against which it is checked.
 
-    effective: timedelta
-    source: str
-    configured: timedelta
-    configured_source: str
-    explicit: bool
+    :param effective: the retention used (the argument, else the configured one).
+    :param configured: the table's ``delta.deletedFileRetentionDuration`` without the argument.
+    """
+
+    effective: Setting[timedelta]
+    configured: Setting[timedelta]
+
+    @property
+    def explicit(self) -> bool:
+        return self.effective.source is Source.ARGUMENT
 
 
 # --- entry point ---------------------------------------------------------------------------
@@ -264,9 +234,9 @@ def vacuum(
     """Delete the files the table no longer references and that are older than the retention.
 
     :param table: the table.
-    :param retention: how long removed files are kept: a ``timedelta``, a Delta interval
-        (``"interval 7 days"``, ``"168 hours"``) or a number of hours as a string. None: the
-        table's ``delta.deletedFileRetentionDuration``, else the provider default, else 7 days.
+    :param retention: how long removed files are kept: a ``timedelta``, a number of hours, or a
+        Delta interval (``"interval 7 days"``, ``"168 hours"``). None: the table's
+        ``delta.deletedFileRetentionDuration``, else the provider default, else 7 days.
     :param dry_run: only list what would be deleted; nothing is deleted or committed.
     :param mode: ``full`` (list the table root) or ``lite`` (read removed files from the log).
     :param enforce_retention_duration: refuse a retention shorter than the table's (Delta's
@@ -299,12 +269,12 @@ def vacuum(
     storage = table.storage
 
     snapshot = table.snapshot()
-    check_vacuumable(snapshot.protocol)
-    resolved = resolve_vacuum_retention(
-        retention, properties=snapshot.properties, provider_defaults=provider_defaults
-    )
+    check_vacuumable(snapshot.protocol, snapshot.metadata)
+    config = TableConfig(snapshot.properties, provider_defaults)
+    config.warn_on_incompatible_retentions()
+    resolved = resolve_vacuum_retention(retention, config)
     check_retention_safety(resolved, enforce=enforce_retention_duration, table_uri=table.uri)
-    delete_before_ms = now_ms - _millis(resolved.effective)
+    delete_before_ms = now_ms - _millis(resolved.effective.value)
     delete_before = datetime.fromtimestamp(delete_before_ms / 1000, tz=UTC)
     log.info(
         "VACUUM %s%s of %s at version %d: files untracked since before %s (retention %s, from the %s).",
@@ -313,8 +283,8 @@ def vacuum(
         table.uri,
         snapshot.version,
         delete_before.isoformat(timespec="seconds"),
-        resolved.effective,
-        resolved.source,
+        resolved.effective.value,
+        resolved.effective.source,
     )
 
     plan = plan_vacuum(table, snapshot, delete_before_ms, mode=mode_name)
@@ -329,7 +299,6 @@ def vacuum(
         mode=mode_name,
         dry_run=dry_run,
         retention=resolved.effective,
-        retention_source=resolved.source,
         delete_before=delete_before,
         files=files,
         num_files=len(files),
@@ -355,8 +324,8 @@ def vacuum(
     if logged:
         start_version = _commit_start(table, snapshot, plan, resolved, enforce_retention_duration)
     try:
-        deleted = delete_files(storage, [p for p, _ in plan.files], max_workers=max_workers)
-        deleted += delete_directories(storage, plan.directories)
+        deleted = _delete(storage, [p for p, _ in plan.files], max_workers)
+        deleted += storage.delete_empty_directories(plan.directories)
     except BaseException as err:
         end = _commit_end(table, VacuumStatus.FAILED, None) if logged else None
         log.error(
@@ -411,120 +380,42 @@ def _now_millis(now: datetime | int | None) -> int:
     return int(now.timestamp() * 1000)
 
 
-def check_vacuumable(protocol: Protocol) -> None:
+def check_vacuumable(protocol: Protocol, metadata: Metadata | None = None) -> None:
     """Refuse to VACUUM a table whose protocol asks for something this core cannot honour.
 
     Delta runs the full writer-protocol check before VACUUM (``deltaLog.protocolWrite``); the
-    ``vacuumProtocolCheck`` feature makes that check mandatory for every VACUUM client. Features
-    that only constrain the data a commit adds (invariants, column mapping...) do not bind a
-    VACUUM, which adds none. Catalog-managed tables may be vacuumed only through their catalog.
+    ``vacuumProtocolCheck`` feature makes that check mandatory for every VACUUM client. What
+    VACUUM does with each feature is in :mod:`airflow_delta_provider.core.features`.
 
-    :param protocol: the table's protocol.
-    :raises UnsupportedFeatureError: naming the feature, and ``vacuumProtocolCheck`` when the
-        table has it.
+    :raises UnsupportedFeatureError: naming the feature (and ``vacuumProtocolCheck``).
     """
-    check_readable(protocol)
-    features = writer_features(protocol)
-    why = (
-        " The table has the 'vacuumProtocolCheck' feature, which requires VACUUM to honour every writer "
-        "feature of the table."
-        if "vacuumProtocolCheck" in features
-        else ""
-    )
-    if protocol.min_writer_version > MAX_WRITER_VERSION:
-        raise UnsupportedFeatureError(
-            f"The table requires Delta writer version {protocol.min_writer_version}; this core writes up "
-            f"to version {MAX_WRITER_VERSION} and will not VACUUM it.{why} Vacuum it with an engine that "
-            f"supports that version.",
-            feature=f"minWriterVersion={protocol.min_writer_version}",
-            operation=Operation.VACUUM.value,
-        )
-    if "catalogManaged" in features or "catalogOwned-preview" in features:
-        feature = "catalogManaged" if "catalogManaged" in features else "catalogOwned-preview"
-        raise UnsupportedFeatureError(
-            f"The table is catalog-managed ({feature!r}): the protocol forbids VACUUM outside its "
-            f"catalog.{why} Vacuum it through the catalog that manages it.",
-            feature=feature,
-            operation=Operation.VACUUM.value,
-        )
-    unsupported = sorted(features - VACUUM_WRITER_FEATURES)
-    if unsupported:
-        raise UnsupportedFeatureError(
-            f"The table uses the writer feature {unsupported[0]!r}"
-            + (f" (and {', '.join(map(repr, unsupported[1:]))})" if len(unsupported) > 1 else "")
-            + f", which this core does not implement; VACUUM could delete files that feature still "
-            f"needs.{why} Vacuum the table with an engine that supports it (Spark with Delta Lake).",
-            feature=unsupported[0],
-            operation=Operation.VACUUM.value,
-        )
+    check_supported(protocol, metadata, Operation.VACUUM)
 
 
 def resolve_vacuum_retention(
-    retention: timedelta | str | None,
-    *,
-    properties: Mapping[str, str] | None = None,
-    provider_defaults: Mapping[str, Any] | None = None,
+    retention: timedelta | str | float | None, config: TableConfig
 ) -> ResolvedVacuumRetention:
-    """The retention to use and the table's configured one.
+    """The retention to use and the table's configured one (see :class:`TableConfig`).
 
-    Precedence: the explicit argument > the table's ``delta.deletedFileRetentionDuration`` >
-    the provider-wide default > Delta's default (one week). The configured retention (without
-    the argument) is what the safety check compares against.
-
-    :param retention: the explicit retention (``timedelta``, Delta interval, or hours as text).
-    :param properties: the table properties.
-    :param provider_defaults: provider-wide property defaults.
+    :param retention: the explicit retention (``timedelta``, hours, or a Delta interval).
+    :param config: the table's configuration.
     :raises VacuumRetentionNegativeError: the explicit retention is negative.
     :raises RetentionError: a value is not an interval.
     """
-    configured, configured_source = _configured_retention(properties or {}, provider_defaults or {})
+    configured = config.deleted_file_retention
     if retention is None:
-        return ResolvedVacuumRetention(configured, configured_source, configured, configured_source, False)
-    value = _explicit_retention(retention)
-    return ResolvedVacuumRetention(value, "argument", configured, configured_source, True)
-
-
-def _configured_retention(
-    properties: Mapping[str, str], provider_defaults: Mapping[str, Any]
-) -> tuple[timedelta, str]:
-    value = properties.get(DELETED_FILE_RETENTION)
-    if value is not None:
-        return parse_interval(str(value), name=DELETED_FILE_RETENTION), "table property"
-    default = provider_defaults.get(DELETED_FILE_RETENTION)
-    if default is not None:
-        if isinstance(default, timedelta):
-            return default, "provider default"
-        return parse_interval(str(default), name=DELETED_FILE_RETENTION), "provider default"
-    fallback = DEFAULTS[DELETED_FILE_RETENTION]
-    assert fallback is not None
-    return fallback, "Delta default"
-
-
-def _explicit_retention(retention: Any) -> timedelta:
-    if isinstance(retention, timedelta):
-        value = retention
-    elif isinstance(retention, str):
-        text = retention.strip()
-        if "-" in text:
-            raise VacuumRetentionNegativeError(
-                f"Retention for VACUUM can't be less than 0, got {retention!r}. Use a retention of at "
-                f"least the table's delta.deletedFileRetentionDuration."
-            )
-        try:
-            # A bare number is hours, as Spark's RETAIN n HOURS and delta-rs's retention_hours.
-            value = timedelta(hours=float(text))
-        except ValueError:
-            value = parse_interval(text, name="retention")
-    else:
-        raise RetentionError(
-            f"retention must be a timedelta or an interval such as 'interval 7 days', got {retention!r}."
-        )
-    if value < timedelta():
+        return ResolvedVacuumRetention(configured, configured)
+    negative = (
+        (isinstance(retention, timedelta) and retention < timedelta())
+        or (isinstance(retention, int | float) and not isinstance(retention, bool) and retention < 0)
+        or (isinstance(retention, str) and "-" in retention)
+    )
+    if negative:
         raise VacuumRetentionNegativeError(
-            f"Retention for VACUUM can't be less than 0, got {value}. Use a retention of at least the "
-            f"table's delta.deletedFileRetentionDuration."
+            f"Retention for VACUUM can't be less than 0, got {retention!r}. Use a retention of at least the "
+            f"table's {DELETED_FILE_RETENTION}."
         )
-    return value
+    return ResolvedVacuumRetention(config.resolve(DELETED_FILE_RETENTION, retention), configured)
 
 
 def check_retention_safety(resolved: ResolvedVacuumRetention, *, enforce: bool, table_uri: str) -> None:
@@ -533,15 +424,16 @@ def check_retention_safety(resolved: ResolvedVacuumRetention, *, enforce: bool, 
 
     :raises VacuumRetentionTooShortError: with Delta's explanation and the hours to use.
     """
-    if resolved.effective >= resolved.configured:
+    effective, configured = resolved.effective.value, resolved.configured.value
+    if effective >= configured:
         return
-    seconds = resolved.configured.total_seconds()
+    seconds = configured.total_seconds()
     hours = math.ceil(seconds / 3600)  # Delta rounds the configured hours up
     if enforce:
         raise VacuumRetentionTooShortError(
             f"Are you sure you would like to vacuum files with such a low retention period? The "
-            f"retention {resolved.effective} is shorter than the {resolved.configured} of {table_uri} "
-            f"({DELETED_FILE_RETENTION}, from the {resolved.configured_source}). If you have writers that "
+            f"retention {effective} is shorter than the {configured} of {table_uri} "
+            f"({DELETED_FILE_RETENTION}, from the {resolved.configured.source}). If you have writers that "
             f"are currently writing to this table, there is a risk that you may corrupt the state of "
             f"your Delta table: files they are about to commit, and files that readers of recent "
             f"versions still need, would be deleted.\n\nIf you are certain that there are no operations "
@@ -555,8 +447,8 @@ def check_retention_safety(resolved: ResolvedVacuumRetention, *, enforce: bool, 
         "off: files that running writers are about to commit, or that readers of versions newer than "
         "the retention still need, may be deleted.",
         table_uri,
-        resolved.effective,
-        resolved.configured,
+        effective,
+        configured,
     )
 
 
@@ -596,8 +488,7 @@ def plan_vacuum(
 def hidden_name_rule(snapshot: Snapshot) -> Callable[[str], bool]:
     """Delta's ``DeltaTableUtils.isHiddenDirectory`` for this table, applied to each path component."""
     partition_prefixes = tuple(f"{c}=" for c in snapshot.partition_columns)
-    formats = (snapshot.properties.get(ICEBERG_FORMATS) or "").lower()
-    iceberg = "iceberg" in [f.strip() for f in formats.split(",")]
+    iceberg = "iceberg" in TableConfig(snapshot.properties).universal_formats
 
     def is_hidden(name: str) -> bool:
         # UniForm keeps the Iceberg metadata of the table in `metadata` directories.
@@ -632,26 +523,20 @@ def protected_paths(snapshot: Snapshot, delete_before_ms: int) -> set[str]:
         now_ms=delete_before_ms - 1 + _millis(retention),
     )
     protected: set[str] = set()
-    root_prefix = storage.root.rstrip("/") + "/"
     for table in (state.adds, state.removes):
         for path in table.column("path").to_pylist():
-            for relative in _relative_forms(storage, root_prefix, path):
+            for relative in storage.path.relative_forms(path):
                 _add_with_parents(protected, relative)
-        _protect_deletion_vectors(storage, root_prefix, table.column("deletionVector"), protected)
+        _protect_deletion_vectors(storage, table.column("deletionVector"), protected)
     return protected
 
 
 def _table_retention(snapshot: Snapshot) -> timedelta:
-    from airflow_delta_provider.core.retention import property_interval
-
-    value = property_interval(snapshot.properties, DELETED_FILE_RETENTION)
-    assert value is not None
-    return value
+    """The retention replay applies to tombstones: the table's own (no argument, no provider default)."""
+    return TableConfig(snapshot.properties).deleted_file_retention.value
 
 
-def _protect_deletion_vectors(
-    storage: TableStorage, root_prefix: str, column: pa.ChunkedArray, protected: set[str]
-) -> None:
+def _protect_deletion_vectors(storage: TableStorage, column: pa.ChunkedArray, protected: set[str]) -> None:
     if column.null_count == len(column):
         return
     for dv in column.filter(column.is_valid()).to_pylist():
@@ -660,42 +545,12 @@ def _protect_deletion_vectors(
         # A malformed descriptor raises: VACUUM must not guess which file a live DV is in.
         path = deletion_vector_path(dv, storage.root)
         if dv.get("storageType") == "p":
-            for relative in _relative_forms(storage, root_prefix, path):
+            for relative in storage.path.relative_forms(path):
                 _add_with_parents(protected, relative)
             continue
-        relative = path[len(root_prefix) :] if path.startswith(root_prefix) else None
+        relative = storage.path.relative(path)
         if relative:
             _add_with_parents(protected, relative)
-
-
-def _relative_forms(storage: TableStorage, root_prefix: str, path: str) -> list[str]:
-    """A log path relative to the root: URL-decoded and (if different) as written; [] when outside."""
-    if "%" not in path and ":" not in path and not path.startswith("/"):
-        return [_normalize(path)]
-    forms = []
-    for fs_path in (resolve_path(storage, path), _undecoded_fs_path(storage, path)):
-        if fs_path is not None and fs_path.startswith(root_prefix):
-            forms.append(_normalize(fs_path[len(root_prefix) :]))
-    return list(dict.fromkeys(f for f in forms if f))
-
-
-def _undecoded_fs_path(storage: TableStorage, path: str) -> str | None:
-    """:func:`resolve_path` without URL-decoding, for writers that did not encode their paths."""
-    if "%" not in path:
-        return None
-    if not has_scheme(path):
-        return path if path.startswith("/") else f"{storage.root.rstrip('/')}/{path}"
-    parts = urlsplit(path)
-    scheme = parts.scheme.lower()
-    if scheme in ("file", "local"):
-        return parts.path
-    if scheme in ("s3", "s3a", "s3n"):
-        return f"{parts.netloc}/{parts.path.lstrip('/')}"
-    return None
-
-
-def _normalize(relative: str) -> str:
-    return posixpath.normpath(relative) if ("/." in relative or relative.startswith(".")) else relative
 
 
 def _add_with_parents(protected: set[str], relative: str) -> None:
@@ -719,7 +574,7 @@ def latest_commit_at_or_before(table: DeltaTable, snapshot: Snapshot, timestamp_
 
 
 def _commit_stamps(table: DeltaTable, snapshot: Snapshot) -> list[tuple[int, int]]:
-    if (snapshot.properties.get("delta.enableInCommitTimestamps") or "").lower() == "true":
+    if TableConfig(snapshot.properties).in_commit_timestamps:
         # In-commit timestamps need the commits read; the table knows how.
         return [(s.version, s.timestamp) for s in table.commit_timestamps()]
     stamps = []
@@ -736,9 +591,9 @@ def _commit_stamps(table: DeltaTable, snapshot: Snapshot) -> list[tuple[int, int
 def _plan_full(
     storage: TableStorage, delete_before_ms: int, protected: set[str], hidden: Callable[[str], bool]
 ) -> VacuumPlan:
-    listing = list_table(storage, hidden, protected)
+    listing = storage.list_tree(hidden, protected)
     plan = VacuumPlan(listed_directories=len(listing.directories))
-    root_prefix = storage.root.rstrip("/") + "/"
+    root_prefix = storage.path.prefix
     for relative, size, mtime in listing.files:
         if mtime < delete_before_ms and relative not in protected:
             plan.files.append((root_prefix + relative, size))
@@ -748,144 +603,6 @@ def _plan_full(
     empty.sort(key=lambda d: (-d.count("/"), d))
     plan.directories = [root_prefix + d for d in empty]
     return plan
-
-
-@dataclass
-class TableListing:
-    """The visible content of a table root.
-
-    :param files: ``(relative path, size, modification ms)`` (local listings leave out the
-        files they were asked to skip).
-    :param directories: relative paths of the visible directories.
-    :param empty_directories: those with nothing at all (not even hidden entries) below them.
-    """
-
-    files: list[tuple[str, int, int]]
-    directories: list[str]
-    empty_directories: list[str]
-
-
-def list_table(
-    storage: TableStorage, hidden: Callable[[str], bool], skip: Container[str] = frozenset()
-) -> TableListing:
-    """List the table root recursively, skipping hidden names at every level.
-
-    :param skip: relative paths of files that need no size or age (protected ones); local
-        listings leave them out and save their ``stat`` calls.
-    """
-    if storage.is_local:
-        return _list_local(storage.root, hidden, skip)
-    return _list_fsspec(storage, hidden)
-
-
-def _list_local(root: str, hidden: Callable[[str], bool], skip: Container[str] = frozenset()) -> TableListing:
-    """Scan the root level by level. Files in ``skip`` (protected ones) are seen but not
-    ``stat``-ed: on a large live table most files are protected and cost no system call."""
-    files: list[tuple[str, int, int]] = []
-    directories: list[str] = []
-    # Per directory: has it any entry that is not a visible directory, and its visible subdirs.
-    occupied: dict[str, bool] = {}
-    children: dict[str, list[str]] = {}
-
-    def scan(relative: str) -> tuple[str, list[tuple[str, int, int]], list[str], bool] | None:
-        absolute = f"{root}/{relative}" if relative else root
-        prefix = f"{relative}/" if relative else ""
-        found: list[tuple[str, int, int]] = []
-        subdirs: list[str] = []
-        has_other = False
-        try:
-            entries = os.scandir(absolute)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        with entries:
-            for entry in entries:
-                name = entry.name
-                # Only `_`/`.` names and UniForm's `metadata` can be hidden: skip the call for others.
-                if (name[0] in "._" or name == "metadata") and hidden(name):
-                    has_other = True
-                    continue
-                path = prefix + name
-                try:
-                    # Symlinks are never followed: a link to a directory must not lead the listing
-                    # (and the deletions) out of the table root; the link itself is a file.
-                    if entry.is_dir(follow_symlinks=False):
-                        subdirs.append(path)
-                        continue
-                    has_other = True
-                    if path in skip:
-                        continue
-                    stat = entry.stat(follow_symlinks=False)
-                except FileNotFoundError:  # deleted while listing
-                    continue
-                found.append((path, stat.st_size, int(stat.st_mtime * 1000)))
-        return relative, found, subdirs, has_other
-
-    # Breadth first. (Threads do not help: the per-entry work holds the GIL longer than the
-    # ``stat`` call releases it; measured slower with 2-8 threads on 100,000 files.)
-    level = [""]
-    while level:
-        results = [scan(directory) for directory in level]
-        level = []
-        for item in results:
-            if item is None:
-                continue
-            relative, found, subdirs, has_other = item
-            files.extend(found)
-            occupied[relative] = has_other
-            children[relative] = subdirs
-            directories.extend(subdirs)
-            level.extend(subdirs)
-    empty = _empty_directories(directories, occupied, children)
-    return TableListing(files, directories, empty)
-
-
-def _empty_directories(
-    directories: list[str], occupied: Mapping[str, bool], children: Mapping[str, list[str]]
-) -> list[str]:
-    is_empty: dict[str, bool] = {}
-    # Deepest first: a directory is empty when it holds nothing but empty directories.
-    for directory in sorted(directories, key=lambda d: -d.count("/")):
-        is_empty[directory] = not occupied.get(directory, True) and all(
-            is_empty.get(child, False) for child in children.get(directory, [])
-        )
-    return [d for d in directories if is_empty[d]]
-
-
-def _list_fsspec(storage: TableStorage, hidden: Callable[[str], bool]) -> TableListing:
-    fs = storage.fs
-    root = storage.root.rstrip("/")
-    prefix = root + "/"
-    with contextlib.suppress(Exception):
-        fs.invalidate_cache(root)
-    try:
-        entries = fs.find(root, withdirs=True, detail=True)
-    except FileNotFoundError:
-        entries = {}
-    files: list[tuple[str, int, int]] = []
-    directories: list[str] = []
-    nonempty: set[str] = set()
-    prefix_store = storage.scheme in _PREFIX_STORES
-    for name, entry in entries.items():
-        name = name.rstrip("/")
-        if not name.startswith(prefix):
-            continue
-        relative = name[len(prefix) :]
-        parts = relative.split("/")
-        # Whatever exists below a directory (hidden or not) keeps it.
-        for i in range(1, len(parts)):
-            nonempty.add("/".join(parts[:i]))
-        if any(hidden(part) for part in parts):
-            continue
-        if entry.get("type") == "directory":
-            if not prefix_store:
-                directories.append(relative)
-            continue
-        info = _file_info(entry)
-        files.append((relative, info.size, info.modification_time))
-    # On object stores a "directory" is a key prefix: it disappears with its last object, and
-    # deleting a prefix would mean a recursive delete. Directories are left to the store there.
-    empty = [d for d in directories if d not in nonempty]
-    return TableListing(files, directories, empty)
 
 
 def _plan_lite(
@@ -920,11 +637,11 @@ def _plan_lite(
         return plan
     plan.eligible_start_version, plan.eligible_end_version = start, end
     wanted = [c for c in commits if start <= c.version <= end]
-    root_prefix = storage.root.rstrip("/") + "/"
+    root_prefix = storage.path.prefix
     # As Delta: one entry per path, the newest (deletion) time wins, then the age test.
     newest: dict[str, tuple[int, int]] = {}
     for path, size, stamp in _removed_files(storage, [c.file.path for c in wanted]):
-        forms = _relative_forms(storage, root_prefix, path)
+        forms = storage.path.relative_forms(path)
         if not forms:
             continue  # outside the table (e.g. a shallow clone's source): never deleted
         previous = newest.get(forms[0])
@@ -1045,24 +762,15 @@ def _check_under_root(storage: TableStorage, paths: Iterable[str], *, resolve_li
     the real location of each parent directory is checked too, locally: a log path through a
     symbolic link to a directory elsewhere must not make VACUUM delete outside the root.
     """
-    prefix = storage.root.rstrip("/") + "/"
-    log_prefix = prefix + LOG_DIR + "/"
-    real_root = os.path.realpath(storage.root) if storage.is_local and resolve_links else None
+    log_prefix = storage.path.log_dir + "/"
+    check_links = resolve_links and isinstance(storage, LocalStore)
     checked: dict[str, bool] = {}
     for path in paths:
-        inside = (
-            path.startswith(prefix)
-            and len(path) > len(prefix)
-            and not path.startswith(log_prefix)
-            and "/../" not in path
-            and "/./" not in path
-            and not path.endswith(("/..", "/."))
-        )
-        if inside and real_root is not None:
+        inside = storage.path.contains(path) and not path.startswith(log_prefix)
+        if inside and check_links:
             parent = path.rpartition("/")[0]
             if parent not in checked:
-                real = os.path.realpath(parent)
-                checked[parent] = real == real_root or real.startswith(real_root + os.sep)
+                checked[parent] = storage.real_path_inside(parent, allow_root=True)
             inside = checked[parent]
         if not inside:
             raise InvalidPathError(
@@ -1072,173 +780,12 @@ def _check_under_root(storage: TableStorage, paths: Iterable[str], *, resolve_li
             )
 
 
-def delete_files(storage: TableStorage, paths: Sequence[str], *, max_workers: int | None = None) -> int:
-    """Delete files in bounded parallel batches; returns how many existed and were deleted.
-
-    S3: one ``DeleteObjects`` request per 1,000 keys, keys used verbatim (no glob expansion).
-    Local: ``os.remove``. Other stores: the filesystem's ``rm_file``. Stops at the first batch
-    that fails (the remaining batches are cancelled) and raises.
-
-    :raises VacuumDeleteError: the store refused some deletions.
-    :raises OSError: a local deletion failed.
-    """
-    if not paths:
-        return 0
-    if storage.scheme == "s3" or _is_s3fs(storage.fs):
-        worker: Callable[[Sequence[str]], int] = lambda batch: _delete_s3(storage, batch)  # noqa: E731
-        workers = max_workers or 8
-    elif storage.is_local:
-        worker = _delete_local
-        workers = max_workers or 4
-    else:
-        worker = lambda batch: _delete_fsspec(storage, batch)  # noqa: E731
-        workers = max_workers or 8
-    batches = [paths[i : i + DELETE_BATCH] for i in range(0, len(paths), DELETE_BATCH)]
-    progress = _Progress(storage.root_uri, len(paths))
-    if workers == 1 or len(batches) == 1:
-        total = 0
-        for batch in batches:
-            total += worker(batch)
-            progress.advance(len(batch))
-        progress.finish()
-        return total
-    total = 0
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="delta-vacuum") as pool:
-        pending: set[Future[int]] = set()
-        sizes: dict[Future[int], int] = {}
-        for batch in batches:
-            future = pool.submit(worker, batch)
-            sizes[future] = len(batch)
-            pending.add(future)
-        while pending:
-            done, pending = wait(pending, timeout=PROGRESS_INTERVAL, return_when=FIRST_EXCEPTION)
-            for future in done:
-                error = future.exception()
-                if error is not None:
-                    for other in pending:
-                        other.cancel()
-                    raise error
-                total += future.result()
-                progress.advance(sizes[future])
-    progress.finish()
-    return total
-
-
-class _Progress:
-    """INFO messages at most every :data:`PROGRESS_INTERVAL` seconds while deleting."""
-
-    def __init__(self, uri: str, total: int) -> None:
-        self.uri = uri
-        self.total = total
-        self.done = 0
-        self.started = time.monotonic()
-        self.last = self.started
-        self.lock = threading.Lock()
-
-    def advance(self, count: int) -> None:
-        with self.lock:
-            self.done += count
-            now = time.monotonic()
-            if now - self.last >= PROGRESS_INTERVAL and self.done < self.total:
-                self.last = now
-                log.info(
-                    "VACUUM of %s: %d of %d file(s) deleted (%.0f%%) in %.0f s.",
-                    self.uri,
-                    self.done,
-                    self.total,
-                    100 * self.done / self.total,
-                    now - self.started,
-                )
-
-    def finish(self) -> None:
-        if time.monotonic() - self.started >= PROGRESS_INTERVAL:
-            log.info(
-                "VACUUM of %s: all %d file(s) handled in %.0f s.",
-                self.uri,
-                self.total,
-                time.monotonic() - self.started,
-            )
-
-
-def _delete_local(batch: Sequence[str]) -> int:
-    deleted = 0
-    for path in batch:
-        try:
-            os.remove(path)
-        except FileNotFoundError:
-            continue  # already gone (a concurrent VACUUM): nothing to do
-        deleted += 1
-    return deleted
-
-
-def _delete_fsspec(storage: TableStorage, batch: Sequence[str]) -> int:
-    deleted = 0
-    for path in batch:
-        try:
-            storage.fs.rm_file(path)
-        except FileNotFoundError:
-            continue
-        deleted += 1
-    return deleted
-
-
-def _is_s3fs(fs: Any) -> bool:
-    protocol = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
-    return "s3" in protocol and hasattr(fs, "_call_s3")
-
-
-def _delete_s3(storage: TableStorage, batch: Sequence[str]) -> int:
-    from fsspec.asyn import sync
-
-    fs = storage.fs
-    by_bucket: dict[str, list[str]] = {}
-    for path in batch:
-        bucket, _, key = path.partition("/")
-        by_bucket.setdefault(bucket, []).append(key)
-    deleted = 0
-    for bucket, keys in by_bucket.items():
-        response = sync(
-            fs.loop,
-            fs._call_s3,
-            "delete_objects",
-            Bucket=bucket,
-            Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True},
-        )
-        errors = response.get("Errors") or []
-        if errors:
-            failed = [(f"{bucket}/{e.get('Key')}", f"{e.get('Code')}: {e.get('Message')}") for e in errors]
-            raise VacuumDeleteError(
-                f"S3 refused to delete {len(failed)} of {len(keys)} file(s) of {storage.root_uri}, e.g. "
-                f"s3://{failed[0][0]} ({failed[0][1]}). Check the credentials' s3:DeleteObject "
-                f"permission and run VACUUM again.",
-                failed=failed,
-            )
-        # S3 deletes are idempotent and do not say whether the key existed.
-        deleted += len(keys)
-    for path in batch:
-        with contextlib.suppress(Exception):
-            fs.invalidate_cache(path)
-    return deleted
-
-
-def delete_directories(storage: TableStorage, directories: Sequence[str]) -> int:
-    """Delete empty directories (deepest first); one that is no longer empty is left alone."""
-    deleted = 0
-    for directory in directories:
-        try:
-            if storage.is_local:
-                os.rmdir(directory)
-            else:
-                storage.fs.rmdir(directory)
-        except FileNotFoundError:
-            continue
-        except OSError as err:
-            if err.errno in (39, 66) or "not empty" in str(err).lower():  # ENOTEMPTY (Linux, macOS)
-                log.info("Keeping %s: a file appeared in it during VACUUM.", storage.to_uri(directory))
-                continue
-            raise
-        deleted += 1
-    return deleted
+def _delete(storage: TableStorage, paths: Sequence[str], max_workers: int | None) -> int:
+    """Delete the planned files through the store (batched, bounded parallel, with progress)."""
+    try:
+        return storage.delete_many(paths, max_workers=max_workers)
+    except DeleteFilesError as err:
+        raise VacuumDeleteError(str(err), failed=err.failed) from err
 
 
 # --- commits -----------------------------------------------------------------------------------
@@ -1255,10 +802,10 @@ def _commit_start(
 
     parameters: dict[str, Any] = {
         "retentionCheckEnabled": enforce,
-        "defaultRetentionMillis": _millis(resolved.configured),
+        "defaultRetentionMillis": _millis(resolved.configured.value),
     }
     if resolved.explicit:
-        parameters["specifiedRetentionMillis"] = _millis(resolved.effective)
+        parameters["specifiedRetentionMillis"] = _millis(resolved.effective.value)
     metrics = {
         "numFilesToDelete": len(plan.files) + len(plan.directories),
         "sizeOfDataToDelete": plan.num_bytes,

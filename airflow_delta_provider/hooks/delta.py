@@ -18,7 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from airflow.sdk import BaseHook
 
-from airflow_delta_provider.core.storage import normalize_table_uri
+from airflow_delta_provider.core.paths import TablePath
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -123,7 +123,7 @@ class DeltaTableHook(BaseHook):
         uri, storage_conn_id, options = self._settings
         if not storage_conn_id:
             return None
-        scheme, _ = normalize_table_uri(uri)
+        scheme = TablePath.parse(uri).scheme
         scheme = _SCHEME_ALIASES.get(scheme, scheme)
         from airflow.sdk.io import get_fs
 

@@ -526,58 +526,20 @@ def _log_paths(logger: Any, files: Sequence[str]) -> None:
 
 
 def checkpoint_due(snapshot: Snapshot, defaults: Mapping[str, str] | None = None) -> tuple[bool, str]:
-    """Whether a checkpoint is due, and why (not).
+    """Whether a checkpoint is due, and why (not): the core's decision (see ``core.maintenance``)."""
+    from airflow_delta_provider.core.maintenance import checkpoint_due as decide
+    from airflow_delta_provider.core.table_config import TableConfig
 
-    Due when the latest version has no checkpoint and at least ``delta.checkpointInterval`` commits
-    were made since the last checkpoint (since version 0 when there is none). The interval comes
-    from the table property, else the provider default, else Delta's 10.
-
-    :param snapshot: the table's latest snapshot.
-    :param defaults: the provider-wide defaults (``delta.checkpointInterval``).
-    """
-    from airflow_delta_provider.core.checkpoint import checkpoint_interval
-
-    properties: dict[str, str | None] = {}
-    if defaults and defaults.get(CHECKPOINT_INTERVAL) is not None:
-        properties[CHECKPOINT_INTERVAL] = defaults[CHECKPOINT_INTERVAL]
-    # The table's own property wins over the provider-wide default.
-    properties.update(snapshot.properties)
-    interval = checkpoint_interval(properties)
-    version = snapshot.version
-    last = snapshot.segment.checkpoint_version
-    if last == version:
-        return False, f"version {version} already has a checkpoint"
-    since = version - (last if last is not None else 0)
-    where = f"the checkpoint at version {last}" if last is not None else "version 0 (no checkpoint yet)"
-    if since < interval:
-        return False, f"{since} commit(s) since {where}, fewer than the checkpoint interval {interval}"
-    return True, f"{since} commit(s) since {where}, checkpoint interval {interval}"
+    decision = decide(snapshot, TableConfig(snapshot.properties, defaults))
+    return decision.due, decision.reason
 
 
 def last_vacuum(table: DeltaTable, since: datetime) -> tuple[datetime, str] | None:
-    """When the table was last vacuumed, if at or after ``since``; None otherwise.
+    """When the table was last vacuumed, if at or after ``since`` (see ``core.maintenance``)."""
+    from airflow_delta_provider.core.maintenance import last_vacuum as find
 
-    Reads only the commits made since ``since`` (a ``VACUUM END`` commit with status COMPLETED,
-    as Delta writes on most storage), then falls back to ``_delta_log/_last_vacuum_info``'s
-    modification time: Delta writes no VACUUM commits on S3 by default.
-
-    :param table: the table.
-    :param since: the start of the window to look in.
-    """
-    since_ms = int(since.timestamp() * 1000)
-    recent = sum(1 for stamp in table.commit_timestamps() if stamp.timestamp >= since_ms)
-    for entry in table.history(limit=recent) if recent else []:
-        if entry.get("operation") != VACUUM_END or entry.get("timestamp", 0) < since_ms:
-            continue
-        status = str((entry.get("operationParameters") or {}).get("status", "COMPLETED")).strip('"')
-        if status.upper() == "COMPLETED":
-            stamp = datetime.fromtimestamp(entry["timestamp"] / 1000, tz=UTC)
-            return stamp, f"VACUUM END at version {entry['version']} ({stamp.isoformat(timespec='seconds')})"
-    info = table.storage.info(table.storage.log_path(LAST_VACUUM_INFO))
-    if info is not None and info.modification_time >= since_ms:
-        stamp = datetime.fromtimestamp(info.modification_time / 1000, tz=UTC)
-        return stamp, f"{LAST_VACUUM_INFO} written {stamp.isoformat(timespec='seconds')}"
-    return None
+    last = find(table, since)
+    return (last.timestamp, last.description) if last is not None else None
 
 
 class DeltaMaintenanceOperator(BaseOperator):

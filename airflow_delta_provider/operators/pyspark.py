@@ -363,7 +363,7 @@ def _collect_output(table: DeltaTable, attempt: str, partition_columns: Sequence
         else:
             files.append(relative)
     if litter:
-        storage.delete(litter)
+        storage.delete_many(litter)
     return sorted(files)
 
 
@@ -384,7 +384,7 @@ def _discard(table: DeltaTable, attempt: str, log: Any) -> None:
     try:
         paths = [info.path for info in storage.walk(directory)]
         if paths:
-            storage.delete(paths)
+            storage.delete_many(paths)
         if storage.is_local:
             for dirpath, _dirs, _files in sorted(os.walk(directory), key=lambda e: -len(e[0])):
                 os.rmdir(dirpath)

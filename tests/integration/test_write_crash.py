@@ -35,7 +35,7 @@ _WRITER = r"""
 import json, os, sys, time, uuid
 import pyarrow as pa, pyarrow.parquet as pq
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core import storage as storage_module
+from airflow_delta_provider.core.storage import local as local_store, s3 as s3_store
 
 config = json.loads(sys.argv[1])
 stop = config["stop"]
@@ -49,7 +49,8 @@ def hang():
 
 if stop == "before_put":
     # Data files written, stats read, commit payload built: die before any log write.
-    storage_module.TableStorage.put_if_absent = lambda self, path, data: hang()
+    for store in (local_store.LocalStore, s3_store.S3Store):
+        store.put_if_absent = lambda self, path, data: hang()
 elif stop == "mid_temp_write":
     real_write = os.write
 
@@ -59,9 +60,9 @@ elif stop == "mid_temp_write":
         os.fsync(fd)
         hang()
 
-    storage_module.os.write = half_write
+    local_store.os.write = half_write
 elif stop == "before_link":
-    storage_module.os.link = lambda src, dst: hang()
+    local_store.os.link = lambda src, dst: hang()
 elif stop == "mid_s3_upload":
     import http.client
     from urllib.parse import urlsplit
@@ -85,7 +86,7 @@ elif stop == "mid_s3_upload":
         connection.send(data[: len(data) // 2])
         hang()
 
-    storage_module.TableStorage._put_if_absent_s3 = partial_put
+    s3_store.S3Store.put_if_absent = partial_put
 
 table = DeltaTable(config["uri"], config["options"])
 relative = f"p={config['partition']}/part-{uuid.uuid4()}.parquet"

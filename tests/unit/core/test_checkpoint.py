@@ -22,18 +22,20 @@ import pytest
 
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.checkpoint import (
-    DEFAULT_CHECKPOINT_INTERVAL,
     CheckpointResult,
-    InvalidTablePropertyError,
     canonical_json,
-    checkpoint_interval,
     last_checkpoint_checksum,
     should_checkpoint,
     spark_partition_ids,
     write_checkpoint,
 )
-from airflow_delta_provider.core.errors import CorruptLogError, UnsupportedFeatureError
+from airflow_delta_provider.core.errors import (
+    CorruptLogError,
+    InvalidTablePropertyError,
+    UnsupportedFeatureError,
+)
 from airflow_delta_provider.core.logfiles import LogFileKind
+from airflow_delta_provider.core.table_config import TableConfig
 
 CORPUS = Path(__file__).resolve().parents[2] / "conformance" / "corpus"
 NOW = 1_800_000_000_000  # ms: the clock the tests checkpoint at
@@ -192,14 +194,14 @@ def test_partition_ids_refuse_zero_parts():
 
 def test_should_checkpoint_follows_delta_default_interval():
     due = [v for v in range(0, 35) if should_checkpoint(v, {})]
-    assert due == [v for v in range(1, 35) if v % DEFAULT_CHECKPOINT_INTERVAL == 0]
+    assert due == [v for v in range(1, 35) if v % 10 == 0]  # Delta's default interval
     assert should_checkpoint(0, None) is False
 
 
 def test_should_checkpoint_uses_the_table_interval():
     properties = {"delta.checkpointInterval": "3"}
     assert [v for v in range(10) if should_checkpoint(v, properties)] == [3, 6, 9]
-    assert checkpoint_interval({"delta.checkpointInterval": " 25 "}) == 25
+    assert TableConfig({"delta.checkpointInterval": " 25 "}).checkpoint_interval.value == 25
     assert should_checkpoint(1, {"delta.checkpointInterval": "1"})
 
 

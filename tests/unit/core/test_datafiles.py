@@ -12,12 +12,12 @@ from airflow_delta_provider.core.datafiles import (
     relative_path,
 )
 from airflow_delta_provider.core.errors import InvalidPathError, SchemaError
-from airflow_delta_provider.core.storage import TableStorage
+from airflow_delta_provider.core.storage import open_store
 
 
 @pytest.fixture
 def storage(tmp_path):
-    return TableStorage(str(tmp_path / "table"))
+    return open_store(str(tmp_path / "table"))
 
 
 @pytest.mark.parametrize(

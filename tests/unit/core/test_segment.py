@@ -15,7 +15,7 @@ from airflow_delta_provider.core import (
     VersionNotFoundError,
 )
 from airflow_delta_provider.core.segment import build_segment
-from airflow_delta_provider.core.storage import TableStorage
+from airflow_delta_provider.core.storage import open_store
 
 
 def _delta_rs_table(root, commits: int, checkpoint_at: int | None = None) -> None:
@@ -29,14 +29,14 @@ def _delta_rs_table(root, commits: int, checkpoint_at: int | None = None) -> Non
 
 def test_segment_without_checkpoint_replays_from_zero(log_writer):
     log_writer.basic(3)
-    segment = build_segment(TableStorage(str(log_writer.root)))
+    segment = build_segment(open_store(str(log_writer.root)))
     assert segment.version == 2 and segment.checkpoint is None
     assert [c.version for c in segment.commits] == [0, 1, 2]
 
 
 def test_segment_starts_at_the_hinted_checkpoint(tmp_path):
     _delta_rs_table(tmp_path, 5, checkpoint_at=2)
-    segment = build_segment(TableStorage(str(tmp_path)))
+    segment = build_segment(open_store(str(tmp_path)))
     assert segment.checkpoint_version == 2
     assert [c.version for c in segment.commits] == [3, 4]
 
@@ -57,7 +57,7 @@ def test_stale_hint_uses_the_newer_checkpoint(tmp_path):
     stale = (tmp_path / "_delta_log" / "_last_checkpoint").read_bytes()
     RsTable(str(tmp_path)).create_checkpoint()  # at version 3
     (tmp_path / "_delta_log" / "_last_checkpoint").write_bytes(stale)
-    assert build_segment(TableStorage(str(tmp_path))).checkpoint_version == 3
+    assert build_segment(open_store(str(tmp_path))).checkpoint_version == 3
 
 
 def test_hint_at_a_missing_checkpoint_uses_an_older_one(tmp_path):
@@ -76,7 +76,7 @@ def test_incomplete_multipart_checkpoint_is_ignored(tmp_path, caplog):
         log / "00000000000000000001.checkpoint.parquet",
         log / "00000000000000000002.checkpoint.0000000001.0000000002.parquet",
     )
-    segment = build_segment(TableStorage(str(tmp_path)))
+    segment = build_segment(open_store(str(tmp_path)))
     assert segment.checkpoint_version == 1
     assert "incomplete multi-part checkpoint at version 2" in caplog.text
 
@@ -84,7 +84,7 @@ def test_incomplete_multipart_checkpoint_is_ignored(tmp_path, caplog):
 def test_zero_byte_checkpoint_is_ignored(tmp_path):
     _delta_rs_table(tmp_path, 3, checkpoint_at=1)
     (tmp_path / "_delta_log" / "00000000000000000002.checkpoint.parquet").write_bytes(b"")
-    assert build_segment(TableStorage(str(tmp_path))).checkpoint_version == 1
+    assert build_segment(open_store(str(tmp_path))).checkpoint_version == 1
 
 
 def test_truncated_checkpoint_falls_back_to_an_older_checkpoint(tmp_path, caplog):

@@ -21,13 +21,13 @@ from airflow_delta_provider.core.stats import (
     truncate_max_string,
     truncate_min_string,
 )
-from airflow_delta_provider.core.storage import TableStorage
+from airflow_delta_provider.core.storage import open_store
 
 
 def _stats(tmp_path, table: pa.Table, columns=None, **write_options) -> dict:
     path = tmp_path / "f.parquet"
     pq.write_table(table, path, **write_options)
-    storage = TableStorage(str(tmp_path))
+    storage = open_store(str(tmp_path))
     footer = read_footer(storage, str(path), stats_columns=columns or [(n,) for n in table.schema.names])
     return json.loads(footer.stats)
 
@@ -68,7 +68,7 @@ def test_int96_timestamps_have_no_bounds_and_read_as_utc(tmp_path):
     table = pa.table({"ts": pa.array([dt.datetime(2024, 1, 1)], pa.timestamp("us"))})
     path = tmp_path / "f.parquet"
     pq.write_table(table, path, use_deprecated_int96_timestamps=True)
-    footer = read_footer(TableStorage(str(tmp_path)), str(path), stats_columns=[("ts",)])
+    footer = read_footer(open_store(str(tmp_path)), str(path), stats_columns=[("ts",)])
     assert footer.schema.field("ts").type == pa.timestamp("us", tz="UTC")
     stats = json.loads(footer.stats)
     assert "minValues" not in stats  # INT96 has no defined order; its footer bounds are not used
@@ -80,7 +80,7 @@ def test_decimals_are_exact_json_numbers(tmp_path):
     table = pa.table({"x": pa.array([big, Decimal("-1.5")], pa.decimal128(38, 9))})
     path = tmp_path / "f.parquet"
     pq.write_table(table, path)
-    footer = read_footer(TableStorage(str(tmp_path)), str(path), stats_columns=[("x",)])
+    footer = read_footer(open_store(str(tmp_path)), str(path), stats_columns=[("x",)])
     assert '"maxValues":{"x":12345678901234567890.123456789}' in footer.stats
     assert json.loads(footer.stats, parse_float=Decimal)["minValues"]["x"] == Decimal("-1.500000000")
 
@@ -167,7 +167,7 @@ def test_default_limit_is_32_leaf_columns(tmp_path):
     path = tmp_path / "wide.parquet"
     pq.write_table(table, path)
     columns = indexed_columns(table.schema, {})
-    stats = json.loads(read_footer(TableStorage(str(tmp_path)), str(path), stats_columns=columns).stats)
+    stats = json.loads(read_footer(open_store(str(tmp_path)), str(path), stats_columns=columns).stats)
     assert list(stats["minValues"]) == [f"c{i}" for i in range(32)]
 
 
@@ -179,7 +179,7 @@ def test_columns_are_matched_case_insensitively_and_named_as_the_table(tmp_path)
 def test_a_file_without_nulls_is_non_nullable_in_the_delta_view(tmp_path):
     path = tmp_path / "f.parquet"
     pq.write_table(pa.table({"a": [1, 2], "b": [None, 1]}), path)
-    footer = read_footer(TableStorage(str(tmp_path)), str(path), stats_columns=[])
+    footer = read_footer(open_store(str(tmp_path)), str(path), stats_columns=[])
     assert not footer.schema.field("a").nullable
     assert footer.schema.field("b").nullable
 
@@ -188,7 +188,7 @@ def test_non_parquet_files_are_refused_by_name(tmp_path):
     path = tmp_path / "notes.txt"
     path.write_text("not parquet")
     with pytest.raises(InvalidDataFileError, match=r"notes\.txt is not a readable Parquet file"):
-        read_footer(TableStorage(str(tmp_path)), str(path), stats_columns=[])
+        read_footer(open_store(str(tmp_path)), str(path), stats_columns=[])
 
 
 def test_read_footers_in_parallel_keeps_order(tmp_path):
@@ -197,7 +197,7 @@ def test_read_footers_in_parallel_keeps_order(tmp_path):
         path = tmp_path / f"p{i}.parquet"
         pq.write_table(pa.table({"a": list(range(i + 1))}), path)
         paths.append(str(path))
-    footers = read_footers(TableStorage(str(tmp_path)), paths, stats_columns=[("a",)], max_workers=4)
+    footers = read_footers(open_store(str(tmp_path)), paths, stats_columns=[("a",)], max_workers=4)
     assert [f.num_records for f in footers] == list(range(1, 21))
 
 

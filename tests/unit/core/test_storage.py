@@ -7,7 +7,8 @@ import uuid
 import pytest
 
 from airflow_delta_provider.core.errors import CommitFileExistsError, InvalidPathError, StorageError
-from airflow_delta_provider.core.storage import TableStorage, normalize_table_uri, resolve_path
+from airflow_delta_provider.core.paths import TablePath
+from airflow_delta_provider.core.storage import open_store
 
 
 @pytest.mark.parametrize(
@@ -22,28 +23,29 @@ from airflow_delta_provider.core.storage import TableStorage, normalize_table_ur
     ],
 )
 def test_normalize_table_uri(uri, expected):
-    assert normalize_table_uri(uri) == expected
+    path = TablePath.parse(uri)
+    assert (path.scheme, path.root) == expected
 
 
 @pytest.mark.parametrize("uri", ["", "   ", "s3://", "file://remote-host/x"])
 def test_normalize_table_uri_rejects_bad_locations(uri):
     with pytest.raises(InvalidPathError, match=r"table location|bucket|remote host"):
-        normalize_table_uri(uri)
+        TablePath.parse(uri)
 
 
 def test_list_from_is_sorted_and_starts_at_the_key(tmp_path):
-    storage = TableStorage(str(tmp_path))
+    storage = open_store(str(tmp_path))
     os.makedirs(storage.log_dir)
     for name in ["00000000000000000002.json", "00000000000000000000.json", "00000000000000000001.json"]:
         (tmp_path / "_delta_log" / name).write_text("{}")
     (tmp_path / "_delta_log" / "_sidecars").mkdir()
     names = [f.name for f in storage.list_log("00000000000000000001")]
     assert names == ["00000000000000000001.json", "00000000000000000002.json"]
-    assert TableStorage(str(tmp_path / "missing")).list_log() == []
+    assert open_store(str(tmp_path / "missing")).list_log() == []
 
 
 def test_put_if_absent_local_refuses_existing(tmp_path):
-    storage = TableStorage(str(tmp_path))
+    storage = open_store(str(tmp_path))
     path = storage.log_path("00000000000000000000.json")
     storage.put_if_absent(path, b"first")
     with pytest.raises(CommitFileExistsError):
@@ -55,14 +57,14 @@ def test_put_if_absent_local_refuses_existing(tmp_path):
 
 def _race(root: str, path: str, token: bytes, results) -> None:
     try:
-        TableStorage(root).put_if_absent(path, token * 100_000)
+        open_store(root).put_if_absent(path, token * 100_000)
         results.put(token)
     except CommitFileExistsError:
         results.put(b"lost")
 
 
 def test_put_if_absent_local_has_exactly_one_winner_across_processes(tmp_path):
-    storage = TableStorage(str(tmp_path))
+    storage = open_store(str(tmp_path))
     path = storage.log_path("00000000000000000007.json")
     results = multiprocessing.Queue()
     procs = [
@@ -80,7 +82,7 @@ def test_put_if_absent_local_has_exactly_one_winner_across_processes(tmp_path):
 
 
 def test_put_if_absent_memory():
-    storage = TableStorage(f"memory://t-{uuid.uuid4().hex}")
+    storage = open_store(f"memory://t-{uuid.uuid4().hex}")
     path = storage.log_path("00000000000000000000.json")
     storage.put_if_absent(path, b"a")
     with pytest.raises(CommitFileExistsError):
@@ -92,14 +94,13 @@ def test_put_if_absent_memory():
 def test_put_if_absent_refused_on_schemes_without_a_safe_primitive(tmp_path):
     import fsspec
 
-    storage = TableStorage("dir://t", filesystem=fsspec.filesystem("dir", path=str(tmp_path)))
-    storage.scheme = "dir"
+    storage = open_store("dir://t", filesystem=fsspec.filesystem("dir", path=str(tmp_path)))
     with pytest.raises(StorageError, match="no atomic put-if-absent"):
         storage.put_if_absent("t/_delta_log/00000000000000000000.json", b"x")
 
 
 def test_put_replaces_whole_file(tmp_path):
-    storage = TableStorage(str(tmp_path))
+    storage = open_store(str(tmp_path))
     path = storage.log_path("_last_checkpoint")
     storage.put(path, b"one")
     storage.put(path, b"two")
@@ -108,14 +109,14 @@ def test_put_replaces_whole_file(tmp_path):
 
 
 def test_delete_ignores_missing_files(tmp_path):
-    storage = TableStorage(str(tmp_path))
+    storage = open_store(str(tmp_path))
     (tmp_path / "a").write_text("x")
-    storage.delete([str(tmp_path / "a"), str(tmp_path / "missing")])
+    assert storage.delete_many([str(tmp_path / "a"), str(tmp_path / "missing")]) == 1
     assert not (tmp_path / "a").exists()
 
 
 def test_info_and_exists(tmp_path):
-    storage = TableStorage(str(tmp_path))
+    storage = open_store(str(tmp_path))
     (tmp_path / "f").write_bytes(b"12345")
     info = storage.info(str(tmp_path / "f"))
     assert info is not None and info.size == 5 and info.modification_time > 0
@@ -135,4 +136,4 @@ def test_info_and_exists(tmp_path):
     ],
 )
 def test_resolve_path(uri, logged, expected):
-    assert resolve_path(TableStorage(uri), logged) == expected
+    assert TablePath.parse(uri).decode(logged) == expected

@@ -9,13 +9,13 @@ import pytest
 
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.errors import CommitFileExistsError
-from airflow_delta_provider.core.storage import TableStorage
+from airflow_delta_provider.core.storage import open_store
 
 pytestmark = pytest.mark.s3
 
 
 def test_put_if_absent_uses_a_conditional_put(s3_bucket, s3_storage_options):
-    storage = TableStorage(f"s3://{s3_bucket}/t", s3_storage_options)
+    storage = open_store(f"s3://{s3_bucket}/t", s3_storage_options)
     path = storage.log_path("00000000000000000000.json")
     storage.put_if_absent(path, b"first")
     with pytest.raises(CommitFileExistsError, match="already exists"):
@@ -24,7 +24,7 @@ def test_put_if_absent_uses_a_conditional_put(s3_bucket, s3_storage_options):
 
 
 def _race(uri: str, options: dict, token: int) -> bool:
-    storage = TableStorage(uri, options)
+    storage = open_store(uri, options)
     try:
         storage.put_if_absent(storage.log_path("00000000000000000001.json"), str(token).encode())
         return True
@@ -40,7 +40,7 @@ def test_put_if_absent_has_one_winner_across_processes(s3_bucket, s3_storage_opt
 
 
 def test_listing_from_a_version_is_sorted_and_skips_subdirectories(s3_bucket, s3_storage_options):
-    storage = TableStorage(f"s3://{s3_bucket}/t", s3_storage_options)
+    storage = open_store(f"s3://{s3_bucket}/t", s3_storage_options)
     for name in [
         "00000000000000000002.json",
         "00000000000000000000.json",

@@ -10,7 +10,7 @@ from airflow_delta_provider.core import (
     TimestampEarlierThanRetentionError,
     TimestampLaterThanLatestCommitError,
 )
-from airflow_delta_provider.core.storage import TableStorage
+from airflow_delta_provider.core.storage import LocalStore
 
 T0 = 1_700_000_000_000  # ms
 
@@ -69,13 +69,13 @@ def test_time_travel_uses_in_commit_timestamps_from_enablement(log_writer):
 def test_history_newest_first_reads_only_the_last_n_commits(log_writer, monkeypatch):
     log_writer.basic(20)
     reads: list[str] = []
-    original = TableStorage.read_bytes
+    original = LocalStore.read_bytes
 
     def counting(self, path):
         reads.append(path)
         return original(self, path)
 
-    monkeypatch.setattr(TableStorage, "read_bytes", counting)
+    monkeypatch.setattr(LocalStore, "read_bytes", counting)
     history = DeltaTable(str(log_writer.root)).history(limit=3)
     assert [h["version"] for h in history] == [19, 18, 17]
     assert history[0]["operation"] == "WRITE"

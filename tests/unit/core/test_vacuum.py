@@ -24,6 +24,7 @@ from airflow_delta_provider.core.deletion_vectors import (
     encode_deletion_vector_file_id,
 )
 from airflow_delta_provider.core.errors import InvalidPathError, RetentionError, UnsupportedFeatureError
+from airflow_delta_provider.core.table_config import TableConfig
 from airflow_delta_provider.core.vacuum import (
     LAST_VACUUM_INFO,
     VacuumLiteError,
@@ -107,7 +108,7 @@ def test_live_files_and_unexpired_tombstones_are_kept(table: Any) -> None:
     result = vacuum(DeltaTable(str(root)), dry_run=True)
     assert names(result) == {"old.parquet"}
     assert result.num_bytes == (root / "old.parquet").stat().st_size
-    assert result.retention == timedelta(weeks=1) and result.retention_source == "Delta default"
+    assert result.retention.value == timedelta(weeks=1) and result.retention.source == "default"
     assert result.status == "DRY_RUN" and result.start_version is None
     assert files_under(root) == {"live.parquet", "old.parquet", "recent.parquet"}
 
@@ -549,7 +550,7 @@ def test_a_negative_retention_is_refused_even_with_the_check_off(table: Any, ret
         vacuum(DeltaTable(str(table.root)), retention=retention, enforce_retention_duration=False)
 
 
-@pytest.mark.parametrize("retention", ["forever", "3 months", "", 12, [1]])
+@pytest.mark.parametrize("retention", ["forever", "3 months", "", "  ", [1], True])
 def test_a_retention_that_is_not_an_interval_is_refused(table: Any, retention: Any) -> None:
     with pytest.raises(RetentionError):
         vacuum(DeltaTable(str(table.root)), retention=retention, dry_run=True)
@@ -558,14 +559,14 @@ def test_a_retention_that_is_not_an_interval_is_refused(table: Any, retention: A
 def test_retention_precedence_argument_property_provider_default() -> None:
     key = "delta.deletedFileRetentionDuration"
     defaults = {key: "interval 14 days"}
-    resolved = resolve_vacuum_retention(None)
-    assert (resolved.effective, resolved.source) == (timedelta(weeks=1), "Delta default")
-    resolved = resolve_vacuum_retention(None, provider_defaults=defaults)
-    assert (resolved.effective, resolved.source) == (timedelta(days=14), "provider default")
-    resolved = resolve_vacuum_retention(None, properties={key: "interval 2 days"}, provider_defaults=defaults)
-    assert (resolved.effective, resolved.source) == (timedelta(days=2), "table property")
-    resolved = resolve_vacuum_retention("36", properties={key: "interval 2 days"}, provider_defaults=defaults)
-    assert (resolved.effective, resolved.source, resolved.configured) == (
+    resolved = resolve_vacuum_retention(None, TableConfig())
+    assert (resolved.effective.value, resolved.effective.source) == (timedelta(weeks=1), "default")
+    resolved = resolve_vacuum_retention(None, TableConfig({}, defaults))
+    assert (resolved.effective.value, resolved.effective.source) == (timedelta(days=14), "provider config")
+    resolved = resolve_vacuum_retention(None, TableConfig({key: "interval 2 days"}, defaults))
+    assert (resolved.effective.value, resolved.effective.source) == (timedelta(days=2), "table property")
+    resolved = resolve_vacuum_retention("36", TableConfig({key: "interval 2 days"}, defaults))
+    assert (resolved.effective.value, resolved.effective.source, resolved.configured.value) == (
         timedelta(hours=36),
         "argument",
         timedelta(days=2),
@@ -574,7 +575,7 @@ def test_retention_precedence_argument_property_provider_default() -> None:
 
 def test_a_longer_retention_is_honoured(table: Any) -> None:
     result = vacuum(DeltaTable(str(table.root)), retention="interval 9 days", dry_run=True)
-    assert result.files == () and result.retention == timedelta(days=9)
+    assert result.files == () and result.retention.value == timedelta(days=9)
 
 
 def test_the_provider_default_sets_the_safety_floor(table: Any) -> None:
@@ -752,5 +753,17 @@ def test_to_dict_is_json(table: Any) -> None:
     result = vacuum(DeltaTable(str(table.root)))
     payload = json.loads(json.dumps(result.to_dict()))
     assert payload["num_files"] == 1 and payload["files"] == list(result.files)
-    assert payload["retention"] == WEEK / 1000 and payload["status"] == "COMPLETED"
+    assert payload["retention"] == {
+        "name": "delta.deletedFileRetentionDuration",
+        "seconds": WEEK / 1000,
+        "source": "default",
+    }
+    assert payload["status"] == "COMPLETED"
     assert datetime.fromisoformat(payload["delete_before"]) == result.delete_before
+
+
+@pytest.mark.parametrize("hours", [200, 200.0, "200"])
+def test_a_number_of_hours_is_a_retention_as_everywhere_else(table: Any, hours: Any) -> None:
+    """vacuum(retention=24) used to raise where cleanup_logs took hours: one unit rule now."""
+    result = vacuum(DeltaTable(str(table.root)), retention=hours, dry_run=True)
+    assert result.retention.value == timedelta(hours=200) and result.retention.source == "argument"

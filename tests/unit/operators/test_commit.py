@@ -448,10 +448,10 @@ def test_a_prefix_outside_the_root_or_hidden_is_refused(tmp_path: Path) -> None:
 def test_commit_on_s3_names_the_table_by_its_s3_uri_and_keeps_secrets_out(
     s3_bucket: str, s3_storage_options: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from airflow_delta_provider.core.storage import TableStorage
+    from airflow_delta_provider.core.storage import open_store
 
     uri = f"s3://{s3_bucket}/lake/events"
-    storage = TableStorage(uri, s3_storage_options)
+    storage = open_store(uri, s3_storage_options)
     with storage.fs.open(f"{s3_bucket}/lake/events/incoming/ds=2026-11-01/part-0.parquet", "wb") as out:
         pq.write_table(pa.table({"id": pa.array([1, 2], pa.int64())}), out)
     options = {**s3_storage_options, "secret": "do-not-leak-me"}  # moto accepts any secret

@@ -802,6 +802,6 @@ def test_the_delta_config_section_sets_the_vacuum_retention(
     assert DeltaVacuumOperator(task_id="t", table_uri=root, dry_run=True).execute({})["num_files"] == 0
     monkeypatch.setenv("AIRFLOW__DELTA__DELETED_FILE_RETENTION_DURATION", "interval 0 hours")
     result = DeltaVacuumOperator(task_id="t", table_uri=root).execute({})
-    assert result["retention_source"] != "argument"
+    assert result["retention"]["source"] != "argument"
     assert {Path(f).name for f in result["files"]} == removed
     assert rows(root) == [2]

@@ -1,0 +1,238 @@
+"""TablePath: where a table lives, and the one place that turns paths into other paths.
+
+A table location is parsed once into a :class:`TablePath`: its scheme family, its root as
+the filesystem path the store uses (no scheme for local and S3 paths), and its URI. Every
+conversion the core needs goes through it: joining names under the root, making a
+filesystem path a URI again, decoding a data-file path written in the log (relative and
+URL-encoded, or an absolute URI), making a path relative to the root, and deciding
+whether a path is confined to the root. Credentials never enter a TablePath: a location
+that carries them is refused before anything else happens (see
+:mod:`~airflow_delta_provider.core.redaction`).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit
+
+from airflow_delta_provider.core.errors import InvalidPathError
+from airflow_delta_provider.core.redaction import register_secret, split_credentials
+
+__all__ = ["LOG_DIR", "TablePath", "has_scheme"]
+
+LOG_DIR = "_delta_log"
+
+_SCHEME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
+S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
+LOCAL_SCHEMES = frozenset({"file", "local"})
+
+
+def has_scheme(path: str) -> bool:
+    """True for ``s3://b/k`` or ``file:/x``; False for plain relative or absolute paths."""
+    return bool(_SCHEME_RE.match(path)) and not _is_windows_drive(path)
+
+
+def _is_windows_drive(path: str) -> bool:
+    return len(path) >= 2 and path[1] == ":" and path[0].isalpha() and (len(path) == 2 or path[2] in "/\\")
+
+
+@dataclass(frozen=True, slots=True)
+class TablePath:
+    """A table root.
+
+    :param scheme: ``file``, ``s3``, ``memory`` or another fsspec protocol.
+    :param root: the root as the store's filesystem path: ``/abs`` locally, ``bucket/key``
+        on S3, ``/name`` in memory, the protocol-stripped path elsewhere; no trailing slash.
+    :param uri: the root as a URI (``file:///abs``, ``s3://bucket/key``, ``memory:///name``).
+    """
+
+    scheme: str
+    root: str
+    uri: str
+
+    @classmethod
+    def parse(cls, location: str) -> TablePath:
+        """Parse a table location as a user writes it.
+
+        Plain paths and ``file:`` URIs become absolute local paths; ``s3a``/``s3n`` are S3;
+        a trailing slash is dropped.
+
+        :raises InvalidPathError: the location is empty, malformed, or carries credentials.
+        """
+        if not isinstance(location, str) or not location.strip():
+            raise InvalidPathError(f"A table location must be a non-empty string, got {location!r}.")
+        location = location.strip()
+        clean, credentials = split_credentials(location)
+        if credentials is not None:
+            for secret in (credentials, *credentials.split(":", 1)):
+                register_secret(secret)
+            raise InvalidPathError(
+                f"The table location {clean!r} carries credentials in its user-info part "
+                f"('user:password@'), which would end up in logs, task arguments and the metadata "
+                f"database. Put them in an Airflow connection (storage_conn_id) or in storage_options, "
+                f"and give the location without them."
+            )
+        if not has_scheme(location):
+            root = os.path.abspath(os.path.expanduser(location))
+            return cls("file", root, "file://" + root)
+        parts = urlsplit(location)
+        scheme = parts.scheme.lower()
+        if scheme in LOCAL_SCHEMES:
+            if parts.netloc not in ("", "localhost"):
+                raise InvalidPathError(f"Cannot use a file URI with a remote host: {location!r}.")
+            root = os.path.abspath(unquote(parts.path)) if parts.path else "/"
+            return cls("file", root, "file://" + root)
+        if scheme in S3_SCHEMES:
+            if not parts.netloc:
+                raise InvalidPathError(f"An S3 table location needs a bucket: {location!r}.")
+            key = parts.path.strip("/")
+            root = f"{parts.netloc}/{key}" if key else parts.netloc
+            return cls("s3", root, "s3://" + root)
+        if scheme == "memory":
+            root = "/" + (parts.netloc + parts.path).strip("/")
+            return cls("memory", root, "memory://" + root)
+        uri = location.rstrip("/")
+        return cls(scheme, _strip_protocol(scheme, uri), uri)
+
+    def __str__(self) -> str:
+        return self.uri
+
+    # --- paths under the root ------------------------------------------------------------
+
+    @property
+    def prefix(self) -> str:
+        """The root with one trailing slash: every path under the root starts with it."""
+        return self.root.rstrip("/") + "/"
+
+    @property
+    def log_dir(self) -> str:
+        return self.join(LOG_DIR)
+
+    def log_path(self, name: str) -> str:
+        """The filesystem path of ``_delta_log/<name>``."""
+        return f"{self.log_dir}/{name}"
+
+    def join(self, *relative: str) -> str:
+        """A filesystem path under the root."""
+        return "/".join([self.root.rstrip("/"), *(r.strip("/") for r in relative)])
+
+    def to_uri(self, path: str) -> str:
+        """The URI of a filesystem path of this table's store."""
+        if self.scheme == "file":
+            return "file://" + path
+        if self.scheme == "s3":
+            return "s3://" + path.lstrip("/")
+        if self.scheme == "memory":
+            return "memory://" + path
+        if path == self.root or path.startswith(self.prefix):
+            return self.uri + path[len(self.root) :]
+        return path
+
+    def relative(self, path: str) -> str | None:
+        """``path`` relative to the root, or None when it is not below the root."""
+        prefix = self.prefix
+        return path[len(prefix) :] if path.startswith(prefix) else None
+
+    def contains(self, path: str) -> bool:
+        """Whether a filesystem path lies strictly below the root, with no ``.``/``..`` segment."""
+        relative = self.relative(path)
+        if not relative:
+            return False
+        return not any(part in ("", ".", "..") for part in relative.split("/"))
+
+    # --- paths written in the log ----------------------------------------------------------
+
+    def decode(self, log_path: str) -> str:
+        """The filesystem path of a data-file path as written in the log.
+
+        Relative paths are URL-decoded and joined to the root; absolute URIs are URL-decoded;
+        ``file:`` URIs become local paths.
+        """
+        if has_scheme(log_path):
+            parts = urlsplit(log_path)
+            scheme = parts.scheme.lower()
+            decoded = unquote(parts.path)
+            if scheme in LOCAL_SCHEMES:
+                return decoded
+            if scheme in S3_SCHEMES:
+                return f"{parts.netloc}/{decoded.lstrip('/')}"
+            if scheme == "memory":
+                return "/" + (parts.netloc + decoded).strip("/")
+            return log_path
+        decoded = unquote(log_path)
+        if decoded.startswith("/"):
+            return decoded
+        return f"{self.root}/{decoded}"
+
+    def decode_verbatim(self, log_path: str) -> str | None:
+        """:meth:`decode` without URL-decoding, for writers that did not encode their paths.
+
+        None when the path holds no ``%`` (both forms are the same) or its scheme is not a
+        local or S3 one.
+        """
+        if "%" not in log_path:
+            return None
+        if not has_scheme(log_path):
+            return log_path if log_path.startswith("/") else f"{self.root.rstrip('/')}/{log_path}"
+        parts = urlsplit(log_path)
+        scheme = parts.scheme.lower()
+        if scheme in LOCAL_SCHEMES:
+            return parts.path
+        if scheme in S3_SCHEMES:
+            return f"{parts.netloc}/{parts.path.lstrip('/')}"
+        return None
+
+    def canonical(self, log_path: str) -> str:
+        """A data-file path in the one form used to compare log entries.
+
+        Relative paths are URL-decoded; absolute paths and URIs are decoded, stripped of their
+        scheme (``file:``, ``s3://``) and made relative when they fall under the root.
+        """
+        if "%" not in log_path and ":" not in log_path and not log_path.startswith("/"):
+            return log_path
+        if has_scheme(log_path):
+            parts = urlsplit(log_path)
+            decoded = unquote(parts.path)
+            scheme = parts.scheme.lower()
+            if scheme in LOCAL_SCHEMES:
+                absolute = decoded
+            elif scheme in S3_SCHEMES:
+                absolute = f"{parts.netloc}/{decoded.lstrip('/')}"
+            else:
+                absolute = f"{scheme}://{parts.netloc}{decoded}"
+        else:
+            absolute = unquote(log_path)
+        prefix = self.prefix
+        if absolute.startswith(prefix):
+            return absolute[len(prefix) :]
+        return absolute
+
+    def relative_forms(self, log_path: str) -> list[str]:
+        """A log path relative to the root: URL-decoded and (if different) as written; [] outside."""
+        if "%" not in log_path and ":" not in log_path and not log_path.startswith("/"):
+            return [_normalize(log_path)]
+        forms = []
+        prefix = self.prefix
+        for fs_path in (self.decode(log_path), self.decode_verbatim(log_path)):
+            if fs_path is not None and fs_path.startswith(prefix):
+                forms.append(_normalize(fs_path[len(prefix) :]))
+        return list(dict.fromkeys(f for f in forms if f))
+
+
+def _normalize(relative: str) -> str:
+    return posixpath.normpath(relative) if ("/." in relative or relative.startswith(".")) else relative
+
+
+def _strip_protocol(scheme: str, uri: str) -> str:
+    """The filesystem path fsspec's implementation of ``scheme`` uses for ``uri``."""
+    import fsspec
+
+    try:
+        implementation = fsspec.get_filesystem_class(scheme)
+    except (ImportError, ValueError):
+        # Not installed or unknown: opening the store says so; the path is only a name here.
+        return uri.split("://", 1)[-1].rstrip("/")
+    return str(implementation._strip_protocol(uri)).rstrip("/")

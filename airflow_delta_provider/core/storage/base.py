@@ -1,0 +1,385 @@
+"""The LogStore interface: what the core needs from a storage system, and nothing more.
+
+One implementation per scheme family (:mod:`.local`, :mod:`.s3`, :mod:`.memory`,
+:mod:`.generic`); :func:`~airflow_delta_provider.core.storage.open_store` picks one. Paths
+given to and returned by a store are its filesystem paths (no scheme for local and S3);
+:class:`~airflow_delta_provider.core.paths.TablePath` converts them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from abc import ABC, abstractmethod
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
+
+    import fsspec
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+
+    from airflow_delta_provider.core.paths import TablePath
+
+log = logging.getLogger(__name__)
+
+#: Objects per delete request (the S3 ``DeleteObjects`` maximum) and per local work item.
+DELETE_BATCH = 1000
+#: Seconds between two progress messages of a long deletion.
+PROGRESS_INTERVAL = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class FileInfo:
+    """One listed object.
+
+    :param path: the filesystem path (the store's form, no scheme for local and S3).
+    :param size: size in bytes.
+    :param modification_time: last modification, milliseconds since the epoch (UTC).
+    """
+
+    path: str
+    size: int
+    modification_time: int
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+
+@dataclass
+class TreeListing:
+    """The visible content of a directory tree, for VACUUM.
+
+    :param files: ``(relative path, size, modification ms)``; files the caller asked to
+        ``skip`` may be left out (they need no size or age).
+    :param directories: relative paths of the visible directories.
+    :param empty_directories: those with nothing at all (not even hidden entries) below them.
+    """
+
+    files: list[tuple[str, int, int]] = field(default_factory=list)
+    directories: list[str] = field(default_factory=list)
+    empty_directories: list[str] = field(default_factory=list)
+
+
+class LogStore(ABC):
+    """The storage of one table: reads, listings, atomic commits and deletions.
+
+    :param path: the table root.
+    :param storage_options: the options the filesystem was built from (for stores that build
+        one lazily).
+    :param filesystem: an already configured fsspec filesystem, else one is built on first use.
+    """
+
+    #: Whether "directories" are key prefixes that vanish with their last object.
+    prefix_directories = False
+
+    def __init__(
+        self,
+        path: TablePath,
+        storage_options: Mapping[str, Any] | None = None,
+        *,
+        filesystem: fsspec.AbstractFileSystem | None = None,
+    ) -> None:
+        self.path = path
+        self.storage_options = dict(storage_options or {})
+        self._filesystem = filesystem
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.path.uri!r})"
+
+    # --- identity (the TablePath's, for brevity at call sites) -------------------------------
+
+    @property
+    def scheme(self) -> str:
+        return self.path.scheme
+
+    @property
+    def root(self) -> str:
+        return self.path.root
+
+    @property
+    def root_uri(self) -> str:
+        return self.path.uri
+
+    @property
+    def log_dir(self) -> str:
+        return self.path.log_dir
+
+    def log_path(self, name: str) -> str:
+        return self.path.log_path(name)
+
+    def join(self, *relative: str) -> str:
+        return self.path.join(*relative)
+
+    def to_uri(self, path: str) -> str:
+        return self.path.to_uri(path)
+
+    @property
+    def is_local(self) -> bool:
+        """Whether paths are local paths that ``open()`` and pyarrow's local filesystem read."""
+        return False
+
+    # --- filesystems -----------------------------------------------------------------------
+
+    @cached_property
+    def fs(self) -> fsspec.AbstractFileSystem:
+        """The fsspec filesystem (built on first use)."""
+        if self._filesystem is not None:
+            return self._filesystem
+        return self._build_filesystem()
+
+    @abstractmethod
+    def _build_filesystem(self) -> fsspec.AbstractFileSystem: ...
+
+    @cached_property
+    def arrow_fs(self) -> pafs.FileSystem:
+        """A pyarrow filesystem over the same storage, for Parquet reads."""
+        import pyarrow.fs as pafs
+
+        return pafs.PyFileSystem(pafs.FSSpecHandler(self.fs))
+
+    def open_input(self, path: str) -> str | pa.NativeFile:
+        """What pyarrow's Parquet reader should open for ``path`` (a local path or a file)."""
+        return self.arrow_fs.open_input_file(path)
+
+    # --- reads ----------------------------------------------------------------------------
+
+    def read_bytes(self, path: str) -> bytes:
+        """The whole content of a file; ``FileNotFoundError`` when it does not exist."""
+        return bytes(self.fs.cat_file(path))
+
+    def read_range(self, path: str, start: int, length: int) -> bytes:
+        return bytes(self.fs.cat_file(path, start=start, end=start + length))
+
+    def exists(self, path: str) -> bool:
+        return self.info(path) is not None
+
+    def info(self, path: str) -> FileInfo | None:
+        """Size and modification time of one file, or None when it does not exist."""
+        try:
+            return file_info(self.fs.info(path))
+        except FileNotFoundError:
+            return None
+
+    @abstractmethod
+    def list_from(self, directory: str, start: str = "") -> list[FileInfo]:
+        """Files directly in ``directory`` whose name is ``>= start``, sorted by name.
+
+        Subdirectories are not returned. A missing directory lists as empty.
+
+        :param directory: filesystem path of the directory.
+        :param start: the first name of interest (e.g. a zero-padded version).
+        """
+
+    def list_log(self, start: str = "") -> list[FileInfo]:
+        """``_delta_log`` entries from a name on (see :meth:`list_from`)."""
+        return self.list_from(self.log_dir, start)
+
+    def walk(self, directory: str | None = None) -> Iterator[FileInfo]:
+        """Every file under a directory (default: the table root), recursively."""
+        try:
+            entries = self.fs.find(directory or self.root, detail=True)
+        except FileNotFoundError:
+            return
+        for entry in entries.values():
+            if entry.get("type") != "directory":
+                yield file_info(entry)
+
+    def list_tree(self, hidden: Callable[[str], bool], skip: Container[str] = frozenset()) -> TreeListing:
+        """The table root, recursively, without hidden names (at every level) and what they hold.
+
+        :param hidden: whether a path component is hidden.
+        :param skip: relative paths of files that need no size or age; a store may leave them out.
+        """
+        fs = self.fs
+        root = self.root.rstrip("/")
+        prefix = root + "/"
+        try:
+            fs.invalidate_cache(root)
+        except Exception:  # a cache is an optimisation; a store without one is fine
+            log.debug("No listing cache to invalidate for %s.", self.root_uri)
+        try:
+            entries = fs.find(root, withdirs=True, detail=True)
+        except FileNotFoundError:
+            entries = {}
+        listing = TreeListing()
+        nonempty: set[str] = set()
+        for name, entry in entries.items():
+            name = name.rstrip("/")
+            if not name.startswith(prefix):
+                continue
+            relative = name[len(prefix) :]
+            parts = relative.split("/")
+            # Whatever exists below a directory (hidden or not) keeps it.
+            for i in range(1, len(parts)):
+                nonempty.add("/".join(parts[:i]))
+            if any(hidden(part) for part in parts):
+                continue
+            if entry.get("type") == "directory":
+                if not self.prefix_directories:
+                    listing.directories.append(relative)
+                continue
+            info = file_info(entry)
+            listing.files.append((relative, info.size, info.modification_time))
+        # On object stores a "directory" is a key prefix: it disappears with its last object,
+        # and deleting a prefix would mean a recursive delete. Directories are left to the store.
+        listing.empty_directories = [d for d in listing.directories if d not in nonempty]
+        return listing
+
+    # --- writes ---------------------------------------------------------------------------
+
+    @abstractmethod
+    def put_if_absent(self, path: str, data: bytes) -> None:
+        """Create ``path`` with ``data`` atomically, only if it does not exist yet.
+
+        :raises CommitFileExistsError: the file exists (another writer got there first).
+        :raises StorageError: this store has no safe put-if-absent.
+        """
+
+    def put(self, path: str, data: bytes | memoryview) -> None:
+        """Write ``path`` whole, replacing any previous content (readers see old or new, never half)."""
+        self.fs.pipe_file(path, bytes(data))
+
+    def delete_many(self, paths: Sequence[str], *, max_workers: int | None = None) -> int:
+        """Delete files in bounded parallel batches; returns how many were deleted.
+
+        Missing files are skipped (stores that cannot tell count them as deleted). Stops at the
+        first batch that fails (the others are cancelled) and raises. Logs progress on long runs.
+
+        :raises DeleteFilesError: the store refused some deletions.
+        :raises OSError: a deletion failed.
+        """
+        if not paths:
+            return 0
+        batches = [paths[i : i + DELETE_BATCH] for i in range(0, len(paths), DELETE_BATCH)]
+        workers = max(1, min(max_workers or self._default_delete_workers(paths), len(batches)))
+        progress = _Progress(self.root_uri, len(paths))
+        total = 0
+        if workers == 1:
+            for batch in batches:
+                total += self._delete_batch(batch)
+                progress.advance(len(batch))
+            progress.finish()
+            return total
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="delta-delete") as pool:
+            pending: set[Future[int]] = set()
+            sizes: dict[Future[int], int] = {}
+            for batch in batches:
+                future = pool.submit(self._delete_batch, batch)
+                sizes[future] = len(batch)
+                pending.add(future)
+            while pending:
+                done, pending = wait(pending, timeout=PROGRESS_INTERVAL, return_when=FIRST_EXCEPTION)
+                for future in done:
+                    error = future.exception()
+                    if error is not None:
+                        for other in pending:
+                            other.cancel()
+                        raise error
+                    total += future.result()
+                    progress.advance(sizes[future])
+        progress.finish()
+        return total
+
+    def _default_delete_workers(self, paths: Sequence[str]) -> int:
+        return 8
+
+    def _delete_batch(self, batch: Sequence[str]) -> int:
+        deleted = 0
+        for path in batch:
+            try:
+                self.fs.rm_file(path)
+            except FileNotFoundError:
+                continue
+            deleted += 1
+        return deleted
+
+    def delete_empty_directories(self, directories: Iterable[str]) -> int:
+        """Delete empty directories (deepest first); one that is no longer empty is left alone."""
+        deleted = 0
+        for directory in directories:
+            try:
+                self._remove_directory(directory)
+            except FileNotFoundError:
+                continue
+            except OSError as err:
+                if _not_empty(err):
+                    log.info("Keeping %s: a file appeared in it.", self.to_uri(directory))
+                    continue
+                raise
+            deleted += 1
+        return deleted
+
+    def _remove_directory(self, directory: str) -> None:
+        self.fs.rmdir(directory)
+
+
+def _not_empty(err: OSError) -> bool:
+    import errno
+
+    return err.errno in (errno.ENOTEMPTY, errno.EEXIST) or "not empty" in str(err).lower()
+
+
+class _Progress:
+    """INFO messages at most every :data:`PROGRESS_INTERVAL` seconds while deleting."""
+
+    def __init__(self, uri: str, total: int) -> None:
+        self.uri = uri
+        self.total = total
+        self.done = 0
+        self.started = time.monotonic()
+        self.last = self.started
+        self.lock = threading.Lock()
+
+    def advance(self, count: int) -> None:
+        with self.lock:
+            self.done += count
+            now = time.monotonic()
+            if now - self.last >= PROGRESS_INTERVAL and self.done < self.total:
+                self.last = now
+                log.info(
+                    "Deleting from %s: %d of %d file(s) done (%.0f%%) in %.0f s.",
+                    self.uri,
+                    self.done,
+                    self.total,
+                    100 * self.done / self.total,
+                    now - self.started,
+                )
+
+    def finish(self) -> None:
+        if time.monotonic() - self.started >= PROGRESS_INTERVAL:
+            log.info(
+                "Deleting from %s: all %d file(s) handled in %.0f s.",
+                self.uri,
+                self.total,
+                time.monotonic() - self.started,
+            )
+
+
+def to_millis(value: Any) -> int:
+    """Milliseconds since the epoch from a datetime or a number of seconds."""
+    if hasattr(value, "timestamp"):
+        return int(value.timestamp() * 1000)
+    return int(float(value) * 1000)
+
+
+def file_info(entry: Mapping[str, Any]) -> FileInfo:
+    """A :class:`FileInfo` from an fsspec ``info``/``ls`` entry, whatever its time field is called."""
+    for key in ("mtime", "LastModified", "last_modified", "updated", "created"):
+        value = entry.get(key)
+        if value is None:
+            continue
+        if isinstance(value, str):
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        mtime = to_millis(value)
+        break
+    else:
+        mtime = 0
+    return FileInfo(entry["name"], int(entry.get("size") or 0), mtime)

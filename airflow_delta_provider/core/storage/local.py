@@ -1,0 +1,252 @@
+"""Local disks: plain system calls, and a hard link as the atomic put-if-absent."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from typing import TYPE_CHECKING
+
+from airflow_delta_provider.core.errors import CommitFileExistsError, StorageError
+from airflow_delta_provider.core.storage.base import FileInfo, LogStore, TreeListing
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Container, Iterator, Mapping, Sequence
+
+    import fsspec
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+
+
+class LocalStore(LogStore):
+    """A table on a local (or locally mounted) filesystem.
+
+    Put-if-absent: a fully written and synced temp file is hard-linked to its final name
+    (``link`` fails if the name exists, so a reader never sees a partial commit).
+    """
+
+    @property
+    def is_local(self) -> bool:
+        return True
+
+    def _build_filesystem(self) -> fsspec.AbstractFileSystem:
+        import fsspec
+
+        return fsspec.filesystem("file")
+
+    @property
+    def arrow_fs(self) -> pafs.FileSystem:  # type: ignore[override]  # no cache needed
+        import pyarrow.fs as pafs
+
+        return pafs.LocalFileSystem()
+
+    def open_input(self, path: str) -> str | pa.NativeFile:
+        return path
+
+    def real_path_inside(self, path: str, *, allow_root: bool = False) -> bool:
+        """Whether ``path``, symbolic links resolved, is strictly below the real table root
+        (or is the root itself, with ``allow_root``)."""
+        real_root = os.path.realpath(self.root)
+        real = os.path.realpath(path)
+        return (allow_root and real == real_root) or real.startswith(real_root.rstrip(os.sep) + os.sep)
+
+    # --- reads ----------------------------------------------------------------------------
+
+    def read_bytes(self, path: str) -> bytes:
+        with open(path, "rb") as f:
+            return f.read()
+
+    def read_range(self, path: str, start: int, length: int) -> bytes:
+        with open(path, "rb") as f:
+            f.seek(start)
+            return f.read(length)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def info(self, path: str) -> FileInfo | None:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return None
+        return FileInfo(path, st.st_size, int(st.st_mtime * 1000))
+
+    def list_from(self, directory: str, start: str = "") -> list[FileInfo]:
+        try:
+            entries = os.scandir(directory)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        files = []
+        with entries:
+            for entry in entries:
+                if entry.name < start:
+                    continue
+                try:
+                    if not entry.is_file():
+                        continue
+                    st = entry.stat()
+                except FileNotFoundError:  # deleted while listing (log cleanup)
+                    continue
+                files.append(FileInfo(f"{directory}/{entry.name}", st.st_size, int(st.st_mtime * 1000)))
+        files.sort(key=lambda f: f.name)
+        return files
+
+    def walk(self, directory: str | None = None) -> Iterator[FileInfo]:
+        for dirpath, _dirnames, filenames in os.walk(directory or self.root):
+            for name in filenames:
+                path = os.path.join(dirpath, name)
+                with contextlib.suppress(FileNotFoundError):
+                    st = os.stat(path)
+                    yield FileInfo(path, st.st_size, int(st.st_mtime * 1000))
+
+    def list_tree(self, hidden: Callable[[str], bool], skip: Container[str] = frozenset()) -> TreeListing:
+        """Scan the root level by level. Files in ``skip`` are seen but not ``stat``-ed: on a
+        large live table most files are protected and cost no system call."""
+        root = self.root
+        listing = TreeListing()
+        # Per directory: has it any entry that is not a visible directory, and its visible subdirs.
+        occupied: dict[str, bool] = {}
+        children: dict[str, list[str]] = {}
+
+        def scan(relative: str) -> tuple[str, list[tuple[str, int, int]], list[str], bool] | None:
+            absolute = f"{root}/{relative}" if relative else root
+            prefix = f"{relative}/" if relative else ""
+            found: list[tuple[str, int, int]] = []
+            subdirs: list[str] = []
+            has_other = False
+            try:
+                entries = os.scandir(absolute)
+            except (FileNotFoundError, NotADirectoryError):
+                return None
+            with entries:
+                for entry in entries:
+                    name = entry.name
+                    # Only `_`/`.` names and UniForm's `metadata` can be hidden: skip the call for others.
+                    if (name[0] in "._" or name == "metadata") and hidden(name):
+                        has_other = True
+                        continue
+                    path = prefix + name
+                    try:
+                        # Symlinks are never followed: a link to a directory must not lead the
+                        # listing (and the deletions) out of the table root; the link is a file.
+                        if entry.is_dir(follow_symlinks=False):
+                            subdirs.append(path)
+                            continue
+                        has_other = True
+                        if path in skip:
+                            continue
+                        stat = entry.stat(follow_symlinks=False)
+                    except FileNotFoundError:  # deleted while listing
+                        continue
+                    found.append((path, stat.st_size, int(stat.st_mtime * 1000)))
+            return relative, found, subdirs, has_other
+
+        # Breadth first. (Threads do not help: the per-entry work holds the GIL longer than the
+        # ``stat`` call releases it; measured slower with 2-8 threads on 100,000 files.)
+        level = [""]
+        while level:
+            results = [scan(directory) for directory in level]
+            level = []
+            for item in results:
+                if item is None:
+                    continue
+                relative, found, subdirs, has_other = item
+                listing.files.extend(found)
+                occupied[relative] = has_other
+                children[relative] = subdirs
+                listing.directories.extend(subdirs)
+                level.extend(subdirs)
+        listing.empty_directories = _empty_directories(listing.directories, occupied, children)
+        return listing
+
+    # --- writes ---------------------------------------------------------------------------
+
+    def put_if_absent(self, path: str, data: bytes) -> None:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = _write_temp(path, data)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise CommitFileExistsError(f"{path} already exists.") from None
+        except OSError as err:
+            raise StorageError(
+                f"Cannot commit {path}: this filesystem does not support hard links ({err}), which "
+                f"the core uses for an atomic put-if-absent."
+            ) from err
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(tmp)
+        _fsync_dir(os.path.dirname(path))
+
+    def put(self, path: str, data: bytes | memoryview) -> None:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = _write_temp(path, data)
+        try:
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(tmp)
+            raise
+
+    def _default_delete_workers(self, paths: Sequence[str]) -> int:
+        # Unlinks in one directory serialise on it: threads only help across directories.
+        directories = {p.rpartition("/")[0] for p in paths[:DIRECTORY_SAMPLE]}
+        return 1 if len(directories) == 1 else 4
+
+    def _delete_batch(self, batch: Sequence[str]) -> int:
+        deleted = 0
+        for path in batch:
+            try:
+                os.remove(path)
+            except FileNotFoundError:
+                continue  # already gone (a concurrent deletion): nothing to do
+            deleted += 1
+        return deleted
+
+    def _remove_directory(self, directory: str) -> None:
+        os.rmdir(directory)
+
+
+#: Paths looked at to tell whether a deletion spans several directories.
+DIRECTORY_SAMPLE = 2000
+
+
+def _empty_directories(
+    directories: list[str], occupied: Mapping[str, bool], children: Mapping[str, list[str]]
+) -> list[str]:
+    is_empty: dict[str, bool] = {}
+    # Deepest first: a directory is empty when it holds nothing but empty directories.
+    for directory in sorted(directories, key=lambda d: -d.count("/")):
+        is_empty[directory] = not occupied.get(directory, True) and all(
+            is_empty.get(child, False) for child in children.get(directory, [])
+        )
+    return [d for d in directories if is_empty[d]]
+
+
+def _write_temp(path: str, data: bytes | memoryview) -> str:
+    """A fully written, synced temp file beside ``path``, with a hidden name readers skip."""
+    directory, name = os.path.split(path)
+    tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+        raise
+    os.close(fd)
+    return tmp
+
+
+def _fsync_dir(directory: str) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -1,0 +1,442 @@
+"""TableConfig: a table's properties, typed, parsed once, each with where its value came from.
+
+As delta-kernel-rs ``TableProperties`` and pyiceberg's ``TableProperties``: every property
+the core acts on is declared once (its Delta name, the ``[delta]`` provider option that may
+default it, its type and Delta's default), and every operation reads it from here. A
+value is resolved in one order and described in one vocabulary:
+
+``argument`` (the caller's explicit value) > ``table property`` > ``provider config`` (the
+provider-wide defaults the Airflow layer passes in; the core never reads Airflow
+configuration) > ``default`` (Delta's).
+
+Intervals accept the same units everywhere: a ``timedelta``, a number of hours, or a Delta
+interval string (``interval 7 days``, ``168 hours``). A table property must carry its unit
+(Delta stores intervals as strings); a bare number is hours only where a caller chose it.
+A bad value raises :class:`InvalidTablePropertyError` (from a property or the provider
+config) or :class:`RetentionError` (from an argument), naming the key, the value and its
+source. Values are parsed on first use, so a bad property only stops what reads it.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import re
+from dataclasses import dataclass
+from datetime import timedelta
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from airflow_delta_provider.core.errors import InvalidTablePropertyError, RetentionError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+__all__ = [
+    "CHECKPOINT_INTERVAL",
+    "DELETED_FILE_RETENTION",
+    "ENABLE_EXPIRED_LOG_CLEANUP",
+    "LOG_RETENTION",
+    "PROPERTIES",
+    "SET_TRANSACTION_RETENTION",
+    "Setting",
+    "Source",
+    "TableConfig",
+    "parse_interval",
+    "to_interval",
+]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+LOG_RETENTION = "delta.logRetentionDuration"
+DELETED_FILE_RETENTION = "delta.deletedFileRetentionDuration"
+SET_TRANSACTION_RETENTION = "delta.setTransactionRetentionDuration"
+CHECKPOINT_INTERVAL = "delta.checkpointInterval"
+ENABLE_EXPIRED_LOG_CLEANUP = "delta.enableExpiredLogCleanup"
+APPEND_ONLY = "delta.appendOnly"
+ISOLATION_LEVEL = "delta.isolationLevel"
+ENABLE_IN_COMMIT_TIMESTAMPS = "delta.enableInCommitTimestamps"
+IN_COMMIT_TIMESTAMP_ENABLEMENT_VERSION = "delta.inCommitTimestampEnablementVersion"
+CHECKPOINT_WRITE_STATS_AS_JSON = "delta.checkpoint.writeStatsAsJson"
+CHECKPOINT_WRITE_STATS_AS_STRUCT = "delta.checkpoint.writeStatsAsStruct"
+CHECKPOINT_POLICY = "delta.checkpointPolicy"
+COLUMN_MAPPING_MODE = "delta.columnMapping.mode"
+CHECKPOINT_PROTECTION_BEFORE_VERSION = "delta.requireCheckpointProtectionBeforeVersion"
+UNIVERSAL_FORMATS = "delta.universalFormat.enabledFormats"
+
+
+class Source(enum.StrEnum):
+    """Where a setting's value came from, highest precedence first."""
+
+    ARGUMENT = "argument"
+    TABLE_PROPERTY = "table property"
+    PROVIDER_CONFIG = "provider config"
+    DEFAULT = "default"
+
+
+@dataclass(frozen=True)
+class Setting(Generic[T]):
+    """A resolved setting.
+
+    :param name: the Delta property (``delta.logRetentionDuration`` ...).
+    :param value: the typed value; None when nothing sets it and Delta has no default.
+    :param source: where the value came from.
+    """
+
+    name: str
+    value: T
+    source: Source
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-native: intervals as ``seconds``, other values as ``value``."""
+        if isinstance(self.value, timedelta) or (self.value is None and self.name in _INTERVALS):
+            seconds = self.value.total_seconds() if isinstance(self.value, timedelta) else None
+            return {"name": self.name, "seconds": seconds, "source": str(self.source)}
+        return {"name": self.name, "value": self.value, "source": str(self.source)}
+
+
+# --- value parsers ---------------------------------------------------------------------------
+
+_UNITS = {
+    "nanosecond": timedelta(microseconds=0.001),
+    "microsecond": timedelta(microseconds=1),
+    "millisecond": timedelta(milliseconds=1),
+    "second": timedelta(seconds=1),
+    "minute": timedelta(minutes=1),
+    "hour": timedelta(hours=1),
+    "day": timedelta(days=1),
+    "week": timedelta(weeks=1),
+}
+_ALIASES = {
+    "ns": "nanosecond",
+    "us": "microsecond",
+    "ms": "millisecond",
+    "s": "second",
+    "sec": "second",
+    "m": "minute",
+    "min": "minute",
+    "h": "hour",
+    "hr": "hour",
+    "d": "day",
+    "w": "week",
+}
+_TERM_RE = re.compile(r"(-?\d+(?:\.\d+)?)\s*([a-z]+)")
+#: Delta's checkpoint interval is a Java int.
+_MAX_INT = 2**31 - 1
+#: The largest interval anyone means (and that datetime arithmetic survives).
+_MAX_INTERVAL = timedelta(days=365_000)
+
+
+def _unit(word: str) -> str:
+    """The unit a word names: ``days`` -> ``day``, ``mins`` -> ``minute``, ``ms`` -> ``millisecond``."""
+    unit = _ALIASES.get(word, word)
+    if unit not in _UNITS and word.endswith("s"):
+        unit = _ALIASES.get(word[:-1], word[:-1])
+    return unit
+
+
+def parse_interval(text: str, *, name: str = "interval") -> timedelta:
+    """Parse a Delta interval such as ``interval 7 days``, ``168 hours`` or ``1 week 2 days``.
+
+    Delta stores these as Spark ``CalendarInterval`` strings; months and years are refused
+    because their length in time is not fixed (Delta refuses them too).
+
+    :param text: the value.
+    :param name: what the value is, for the error message.
+    :raises RetentionError: the value is not an interval.
+    """
+    value = text.strip().lower().removeprefix("interval").strip()
+    if not value:
+        raise RetentionError(f"{name} is empty; expected an interval such as 'interval 7 days'.")
+    total = timedelta()
+    position = 0
+    for match in _TERM_RE.finditer(value):
+        if value[position : match.start()].strip():
+            break
+        number, unit = float(match[1]), _unit(match[2])
+        if unit not in _UNITS:
+            raise RetentionError(
+                f"{name}={text!r} uses the unit {match[2]!r}; use weeks, days, hours, minutes or seconds."
+            )
+        try:
+            total += _UNITS[unit] * number
+        except OverflowError:
+            raise RetentionError(f"{name}={text!r} is too long an interval.") from None
+        position = match.end()
+    if position == 0 or value[position:].strip():
+        raise RetentionError(f"{name}={text!r} is not an interval; expected e.g. 'interval 7 days'.")
+    if total < timedelta():
+        raise RetentionError(f"{name}={text!r} is negative.")
+    if total > _MAX_INTERVAL:
+        raise RetentionError(f"{name}={text!r} is too long an interval (at most {_MAX_INTERVAL.days} days).")
+    return total
+
+
+def to_interval(value: timedelta | str | float, *, name: str) -> timedelta:
+    """An interval from a ``timedelta``, a number of hours, or a Delta interval string.
+
+    :raises RetentionError: naming ``name`` and the value.
+    """
+    if isinstance(value, timedelta):
+        if value < timedelta():
+            raise RetentionError(f"{name}={value!r} is negative.")
+        return value
+    if isinstance(value, bool):
+        raise RetentionError(f"{name}={value!r} is not an interval.")
+    if isinstance(value, int | float):
+        if value != value or value < 0:  # NaN or negative
+            raise RetentionError(f"{name}={value!r} hours is negative or not a number.")
+        try:
+            result = timedelta(hours=value)
+        except OverflowError:
+            raise RetentionError(f"{name}={value!r} hours is too long an interval.") from None
+        if result > _MAX_INTERVAL:
+            raise RetentionError(f"{name}={value!r} hours is too long an interval.")
+        return result
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            raise RetentionError(f"{name} is empty; expected e.g. 'interval 7 days', a timedelta or hours.")
+        try:
+            number = float(text)
+        except ValueError:
+            return parse_interval(text, name=name)
+        return to_interval(number, name=name)
+    raise RetentionError(f"{name}={value!r} is not an interval; use e.g. 'interval 7 days' or a timedelta.")
+
+
+def _property_interval(text: str, name: str) -> timedelta:
+    # A table property needs its unit: a bare "168" is ambiguous in a property.
+    return parse_interval(text, name=name)
+
+
+def _positive_int(text: str, name: str) -> int:
+    stripped = text.strip()
+    if not stripped.lstrip("+").isdigit() or not 0 < int(stripped) <= _MAX_INT:
+        raise RetentionError(
+            f"{name}={text!r} is not a positive whole number of commits (at most {_MAX_INT})."
+        )
+    return int(stripped)
+
+
+def _boolean(text: str, name: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered not in ("true", "false"):
+        raise RetentionError(f"{name}={text!r} is not true or false.")
+    return lowered == "true"
+
+
+def _non_negative_long(text: str, name: str) -> int:
+    stripped = text.strip()
+    if not stripped.lstrip("+").isdigit() or int(stripped) >= 2**63:
+        raise RetentionError(f"{name}={text!r} is not a version number.")
+    return int(stripped)
+
+
+def _text(text: str, name: str) -> str:
+    return text.strip()
+
+
+def _coerce_argument(parse: Callable[[str, str], Any], value: Any, name: str) -> Any:
+    """An explicit argument or provider default: typed values as they are, strings parsed."""
+    if parse is _property_interval:
+        return to_interval(value, name=name)
+    if parse is _boolean and isinstance(value, bool):
+        return value
+    if (
+        parse in (_positive_int, _non_negative_long)
+        and isinstance(value, int)
+        and not isinstance(value, bool)
+    ):
+        return parse(str(value), name)
+    if isinstance(value, str):
+        return parse(value, name)
+    raise RetentionError(f"{name}={value!r} has the wrong type.")
+
+
+@dataclass(frozen=True)
+class PropertySpec:
+    """One table property the core acts on.
+
+    :param name: the Delta property.
+    :param parse: text -> typed value (raises RetentionError naming the key).
+    :param default: Delta's default (None: none).
+    :param option: the ``[delta]`` provider option that may default it (None: not configurable).
+    """
+
+    name: str
+    parse: Callable[[str, str], Any]
+    default: Any
+    option: str | None = None
+
+
+PROPERTIES: dict[str, PropertySpec] = {
+    p.name: p
+    for p in (
+        PropertySpec(LOG_RETENTION, _property_interval, timedelta(days=30), "log_retention_duration"),
+        PropertySpec(
+            DELETED_FILE_RETENTION, _property_interval, timedelta(weeks=1), "deleted_file_retention_duration"
+        ),
+        PropertySpec(
+            SET_TRANSACTION_RETENTION, _property_interval, None, "set_transaction_retention_duration"
+        ),
+        PropertySpec(CHECKPOINT_INTERVAL, _positive_int, 10, "checkpoint_interval"),
+        PropertySpec(ENABLE_EXPIRED_LOG_CLEANUP, _boolean, True),
+        PropertySpec(APPEND_ONLY, _boolean, False),
+        PropertySpec(ISOLATION_LEVEL, _text, "Serializable"),
+        PropertySpec(ENABLE_IN_COMMIT_TIMESTAMPS, _boolean, False),
+        PropertySpec(IN_COMMIT_TIMESTAMP_ENABLEMENT_VERSION, _non_negative_long, 0),
+        PropertySpec(CHECKPOINT_WRITE_STATS_AS_JSON, _boolean, True),
+        PropertySpec(CHECKPOINT_WRITE_STATS_AS_STRUCT, _boolean, False),
+        PropertySpec(CHECKPOINT_POLICY, _text, "classic"),
+        PropertySpec(COLUMN_MAPPING_MODE, _text, "none"),
+        PropertySpec(CHECKPOINT_PROTECTION_BEFORE_VERSION, _non_negative_long, 0),
+        PropertySpec(UNIVERSAL_FORMATS, _text, ""),
+    )
+}
+_INTERVALS = frozenset(name for name, spec in PROPERTIES.items() if spec.parse is _property_interval)
+
+
+class TableConfig:
+    """The typed configuration of a table.
+
+    :param properties: the table's ``metaData.configuration``.
+    :param provider_defaults: provider-wide defaults, keyed by Delta property or by the
+        ``[delta]`` option name (``log_retention_duration``); values as strings, numbers
+        (hours for intervals) or timedeltas.
+    """
+
+    def __init__(
+        self,
+        properties: Mapping[str, str | None] | None = None,
+        provider_defaults: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.properties = dict(properties or {})
+        self.provider_defaults = dict(provider_defaults or {})
+
+    def __repr__(self) -> str:
+        return (
+            f"TableConfig({len(self.properties)} properties, {len(self.provider_defaults)} provider defaults)"
+        )
+
+    def resolve(self, name: str, explicit: Any = None) -> Setting[Any]:
+        """A setting, with ``explicit`` (the caller's argument, None for none) taking precedence.
+
+        :raises RetentionError: ``explicit`` is not a valid value.
+        :raises InvalidTablePropertyError: the table property or provider default is not valid.
+        """
+        spec = PROPERTIES[name]
+        if explicit is not None:
+            return Setting(name, _coerce_argument(spec.parse, explicit, name), Source.ARGUMENT)
+        return self._configured(name)
+
+    def _configured(self, name: str) -> Setting[Any]:
+        cache = self.__dict__.setdefault("_cache", {})
+        if name in cache:
+            return cache[name]
+        spec = PROPERTIES[name]
+        setting: Setting[Any]
+        raw = self.properties.get(name)
+        provided = self.provider_defaults.get(name)
+        if provided in (None, "") and spec.option is not None:
+            provided = self.provider_defaults.get(spec.option)
+        if raw is not None:
+            try:
+                setting = Setting(name, spec.parse(str(raw), name), Source.TABLE_PROPERTY)
+            except RetentionError as err:
+                raise InvalidTablePropertyError(
+                    f"The table property {err} Fix it on the table, e.g. ALTER TABLE ... SET TBLPROPERTIES "
+                    f"('{name}' = ...)."
+                ) from None
+        elif provided not in (None, ""):
+            where = f"[delta] {spec.option}" if spec.option else f"the provider default for {name}"
+            try:
+                setting = Setting(name, _coerce_argument(spec.parse, provided, where), Source.PROVIDER_CONFIG)
+            except RetentionError as err:
+                raise InvalidTablePropertyError(f"The provider configuration {err}") from None
+        else:
+            setting = Setting(name, spec.default, Source.DEFAULT)
+        cache[name] = setting
+        return setting
+
+    # --- the settings the operations read -------------------------------------------------
+
+    @property
+    def log_retention(self) -> Setting[timedelta]:
+        return self._configured(LOG_RETENTION)
+
+    @property
+    def deleted_file_retention(self) -> Setting[timedelta]:
+        return self._configured(DELETED_FILE_RETENTION)
+
+    @property
+    def set_transaction_retention(self) -> Setting[timedelta | None]:
+        return self._configured(SET_TRANSACTION_RETENTION)
+
+    @property
+    def checkpoint_interval(self) -> Setting[int]:
+        return self._configured(CHECKPOINT_INTERVAL)
+
+    @property
+    def expired_log_cleanup(self) -> Setting[bool]:
+        return self._configured(ENABLE_EXPIRED_LOG_CLEANUP)
+
+    @property
+    def append_only(self) -> bool:
+        return bool(self._configured(APPEND_ONLY).value)
+
+    @property
+    def isolation_level(self) -> str:
+        return str(self._configured(ISOLATION_LEVEL).value)
+
+    @property
+    def in_commit_timestamps(self) -> bool:
+        return bool(self._configured(ENABLE_IN_COMMIT_TIMESTAMPS).value)
+
+    @property
+    def in_commit_timestamp_enablement_version(self) -> int:
+        return int(self._configured(IN_COMMIT_TIMESTAMP_ENABLEMENT_VERSION).value)
+
+    @property
+    def checkpoint_stats_as_json(self) -> bool:
+        return bool(self._configured(CHECKPOINT_WRITE_STATS_AS_JSON).value)
+
+    @property
+    def checkpoint_stats_as_struct(self) -> bool:
+        return bool(self._configured(CHECKPOINT_WRITE_STATS_AS_STRUCT).value)
+
+    @property
+    def column_mapping_mode(self) -> str:
+        return str(self._configured(COLUMN_MAPPING_MODE).value).lower()
+
+    @property
+    def checkpoint_protection_before_version(self) -> int:
+        return int(self._configured(CHECKPOINT_PROTECTION_BEFORE_VERSION).value)
+
+    @cached_property
+    def universal_formats(self) -> frozenset[str]:
+        text = str(self._configured(UNIVERSAL_FORMATS).value).lower()
+        return frozenset(f.strip() for f in text.split(",") if f.strip())
+
+    def warn_on_incompatible_retentions(self) -> None:
+        """Log, as Delta does, when the deleted-file retention exceeds the log retention.
+
+        VACUUM then keeps data files of versions whose log is already gone, so time travel to
+        them fails anyway (Delta refuses such properties when
+        ``vacuum.enforceDeletedFileAndLogRetentionDurationCompatibility`` is on).
+        """
+        logs, files = self.log_retention, self.deleted_file_retention
+        if files.value > logs.value:
+            log.warning(
+                "%s (%s, from the %s) is longer than %s (%s, from the %s): VACUUM keeps data files for "
+                "versions whose log may already be cleaned up, so time travel to them fails anyway. Delta "
+                "requires the deleted-file retention to be at most the log retention.",
+                DELETED_FILE_RETENTION,
+                files.value,
+                files.source,
+                LOG_RETENTION,
+                logs.value,
+                logs.source,
+            )

@@ -1,0 +1,137 @@
+from __future__ import annotations
+
+import pytest
+
+from airflow_delta_provider.core.actions import Metadata, Protocol
+from airflow_delta_provider.core.errors import CorruptLogError, ProtocolError, UnsupportedFeatureError
+from airflow_delta_provider.core.features import (
+    FEATURES,
+    Operation,
+    Support,
+    check_supported,
+    reader_features,
+    writer_features,
+)
+
+
+def check_readable(protocol: Protocol) -> None:
+    check_supported(protocol, None, Operation.READ)
+
+
+def test_legacy_versions_imply_features():
+    assert reader_features(Protocol(2, 5)) == {"columnMapping"}
+    assert "generatedColumns" in writer_features(Protocol(1, 4))
+    assert writer_features(Protocol(1, 2)) == {"appendOnly", "invariants"}
+
+
+def test_explicit_features_at_reader_3_writer_7():
+    protocol = Protocol.from_json(
+        {
+            "minReaderVersion": 3,
+            "minWriterVersion": 7,
+            "readerFeatures": ["deletionVectors"],
+            "writerFeatures": ["deletionVectors", "appendOnly"],
+        }
+    )
+    assert reader_features(protocol) == {"deletionVectors"}
+    assert writer_features(protocol) == {"deletionVectors", "appendOnly"}
+    check_readable(protocol)
+
+
+def test_unknown_reader_feature_is_refused_by_name():
+    protocol = Protocol(3, 7, frozenset({"deletionVectors", "catalogManaged"}), frozenset())
+    with pytest.raises(UnsupportedFeatureError, match="catalogManaged") as info:
+        check_readable(protocol)
+    assert info.value.feature == "catalogManaged"
+
+
+def test_unknown_reader_version_is_refused():
+    with pytest.raises(UnsupportedFeatureError, match="reader version 4") as info:
+        check_readable(Protocol(4, 7))
+    assert info.value.feature == "minReaderVersion=4"
+
+
+@pytest.mark.parametrize(
+    "protocol", [Protocol(0, 2), Protocol(2, 5, reader_features=frozenset({"columnMapping"}))]
+)
+def test_invalid_protocols(protocol):
+    with pytest.raises(ProtocolError):
+        check_readable(protocol)
+
+
+def test_protocol_action_missing_versions_is_corrupt():
+    with pytest.raises(CorruptLogError, match="minReaderVersion"):
+        Protocol.from_json({"minWriterVersion": 2})
+
+
+SCHEMA = '{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}}]}'
+
+
+def metadata(configuration: dict[str, str] | None = None, schema: str = SCHEMA) -> Metadata:
+    return Metadata(id="t", schema_string=schema, partition_columns=(), configuration=configuration or {})
+
+
+def writer_only(*features: str) -> Protocol:
+    return Protocol(1, 7, None, frozenset(features))
+
+
+@pytest.mark.parametrize("operation", list(Operation))
+def test_every_feature_states_what_every_operation_does(operation):
+    for feature in FEATURES.values():
+        assert feature.support[operation] in Support
+
+
+@pytest.mark.parametrize(
+    ("feature", "refused_by"),
+    [
+        ("appendOnly", set()),
+        ("deletionVectors", set()),
+        ("rowTracking", {Operation.WRITE}),
+        ("allowColumnDefaults", {Operation.WRITE}),
+        ("icebergCompatV2", {Operation.WRITE, Operation.VACUUM}),
+        (
+            "someFutureFeature",
+            {Operation.WRITE, Operation.CHECKPOINT, Operation.LOG_CLEANUP, Operation.VACUUM},
+        ),
+    ],
+)
+def test_writer_features_per_operation(feature, refused_by):
+    protocol = writer_only(feature)
+    for operation in Operation:
+        if operation in refused_by:
+            with pytest.raises(UnsupportedFeatureError, match=feature) as info:
+                check_supported(protocol, metadata(), operation)
+            assert (info.value.feature, info.value.operation) == (feature, operation.value)
+        else:
+            check_supported(protocol, metadata(), operation)
+
+
+@pytest.mark.parametrize(
+    ("feature", "used"),
+    [
+        (
+            "invariants",
+            metadata(schema=SCHEMA.replace('"metadata":{}', '"metadata":{"delta.invariants":"x"}')),
+        ),
+        ("checkConstraints", metadata({"delta.constraints.positive": "id > 0"})),
+        ("columnMapping", metadata({"delta.columnMapping.mode": "name"})),
+    ],
+)
+def test_features_that_bind_data_are_refused_for_writes_only_when_used(feature, used):
+    protocol = writer_only(feature)
+    check_supported(protocol, metadata(), Operation.WRITE)
+    with pytest.raises(UnsupportedFeatureError, match=feature):
+        check_supported(protocol, used, Operation.WRITE)
+    for operation in (Operation.CHECKPOINT, Operation.LOG_CLEANUP, Operation.VACUUM):
+        check_supported(protocol, used, operation)
+
+
+def test_catalog_managed_tables_are_refused_naming_the_catalog():
+    protocol = Protocol(1, 7, None, frozenset({"catalogManaged"}))
+    with pytest.raises(UnsupportedFeatureError, match="catalog-managed"):
+        check_supported(protocol, metadata(), Operation.VACUUM)
+
+
+def test_writer_only_names_listed_as_reader_features_are_not_readable():
+    with pytest.raises(UnsupportedFeatureError, match="appendOnly"):
+        check_readable(Protocol(3, 7, frozenset({"appendOnly"}), frozenset({"appendOnly"})))

@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+import pytest
+
+from airflow_delta_provider.core.errors import InvalidPathError
+from airflow_delta_provider.core.paths import TablePath
+from airflow_delta_provider.core.redaction import redact
+
+SECRET = "wJalrXUtnFEMI-paths"
+
+
+@pytest.mark.parametrize(
+    ("location", "scheme", "root", "uri"),
+    [
+        ("/data/t/", "file", "/data/t", "file:///data/t"),
+        ("file:///data/t", "file", "/data/t", "file:///data/t"),
+        ("s3a://bucket/a/b/", "s3", "bucket/a/b", "s3://bucket/a/b"),
+        ("memory://x/y", "memory", "/x/y", "memory:///x/y"),
+        (
+            "abfss://container@acct.dfs.core.windows.net/t",
+            "abfss",
+            None,
+            "abfss://container@acct.dfs.core.windows.net/t",
+        ),
+    ],
+)
+def test_locations_parse_once_into_scheme_root_and_uri(location, scheme, root, uri):
+    path = TablePath.parse(location)
+    assert path.scheme == scheme
+    assert path.uri == uri
+    if root is not None:
+        assert path.root == root
+
+
+@pytest.mark.parametrize(
+    "location",
+    [
+        f"s3://AKIAEXAMPLE:{SECRET}@bucket/t",
+        f"s3://{SECRET}@bucket/t",
+        f"s3://AKIAEXAMPLE:{SECRET}/with/slash@bucket/t",
+        f"file://user:{SECRET}@localhost/t",
+        f"abfss://user:{SECRET}@acct.dfs.core.windows.net/t",
+        f"gs://user:{SECRET}@bucket/t",
+    ],
+)
+def test_credentials_in_a_location_are_refused_without_showing_them(location):
+    with pytest.raises(InvalidPathError, match="credentials") as raised:
+        TablePath.parse(location)
+    assert SECRET not in str(raised.value)
+    # Registered as a secret: any later text holding it is masked.
+    assert SECRET not in redact(f"boto says: bucket {SECRET} is invalid")
+
+
+@pytest.mark.parametrize(
+    ("path", "inside"),
+    [
+        ("/t/a.parquet", True),
+        ("/t/p=1/a.parquet", True),
+        ("/t", False),
+        ("/t/", False),
+        ("/tother/a.parquet", False),
+        ("/t/../x", False),
+        ("/t/./a", False),
+        ("/t/a/../../x", False),
+        ("/t//a", False),
+    ],
+)
+def test_contains_is_strict_and_lexical(path, inside):
+    assert TablePath.parse("/t").contains(path) is inside
+
+
+def test_relative_and_back():
+    path = TablePath.parse("s3://b/t")
+    assert path.relative("b/t/p=1/x.parquet") == "p=1/x.parquet"
+    assert path.relative("b/tx/y") is None
+    assert path.to_uri(path.join("p=1", "x.parquet")) == "s3://b/t/p=1/x.parquet"
+
+
+@pytest.mark.parametrize(
+    ("logged", "canonical"),
+    [
+        ("p=1/x.parquet", "p=1/x.parquet"),
+        ("p%3D1/x%20y.parquet", "p=1/x y.parquet"),
+        ("s3://b/t/p=1/x.parquet", "p=1/x.parquet"),
+        ("s3a://b/t/x%25.parquet", "x%.parquet"),
+        ("s3://other/x.parquet", "other/x.parquet"),
+    ],
+)
+def test_canonical_form_of_log_paths(logged, canonical):
+    assert TablePath.parse("s3://b/t").canonical(logged) == canonical
+
+
+def test_relative_forms_keep_the_undecoded_spelling_of_unencoded_writers():
+    path = TablePath.parse("/t")
+    assert path.relative_forms("a%20b/x.parquet") == ["a b/x.parquet", "a%20b/x.parquet"]
+    assert path.relative_forms("file:///elsewhere/x.parquet") == []

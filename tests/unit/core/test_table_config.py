@@ -1,0 +1,200 @@
+"""TableConfig: typed table properties, intervals, resolution with a recorded source."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+import pytest
+
+from airflow_delta_provider.core.errors import InvalidTablePropertyError, RetentionError
+from airflow_delta_provider.core.table_config import (
+    CHECKPOINT_INTERVAL,
+    DELETED_FILE_RETENTION,
+    ENABLE_EXPIRED_LOG_CLEANUP,
+    LOG_RETENTION,
+    SET_TRANSACTION_RETENTION,
+    Source,
+    TableConfig,
+    parse_interval,
+    to_interval,
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("interval 7 days", timedelta(days=7)),
+        ("INTERVAL 30 DAYS", timedelta(days=30)),
+        ("168 hours", timedelta(hours=168)),
+        ("interval 1 week 2 days", timedelta(days=9)),
+        ("1 day 12 hours 30 minutes", timedelta(days=1, hours=12, minutes=30)),
+        ("90 mins", timedelta(minutes=90)),
+        ("2 hrs", timedelta(hours=2)),
+        ("interval 500 milliseconds", timedelta(milliseconds=500)),
+        ("1.5 days", timedelta(hours=36)),
+        ("7d", timedelta(days=7)),
+        ("interval 0 seconds", timedelta(0)),
+    ],
+)
+def test_parse_interval(text, expected):
+    assert parse_interval(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("interval 1 month", "unit 'month'"),
+        ("2 years", "unit 'years'"),
+        ("", "empty"),
+        ("interval", "empty"),
+        ("seven days", "not an interval"),
+        ("7 days and more", "not an interval"),
+        ("-1 days", "negative"),
+        ("7", "not an interval"),
+    ],
+)
+def test_bad_intervals_name_key_and_value(text, message):
+    with pytest.raises(RetentionError, match=message) as err:
+        parse_interval(text, name=LOG_RETENTION)
+    assert LOG_RETENTION in str(err.value)
+
+
+def test_delta_defaults():
+    config = TableConfig(None)
+    assert config.log_retention.value == timedelta(days=30)
+    assert config.deleted_file_retention.value == timedelta(days=7)
+    assert config.set_transaction_retention.value is None
+    assert TableConfig({LOG_RETENTION: "interval 2 days"}).log_retention.value == timedelta(days=2)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (timedelta(days=3), timedelta(days=3)),
+        (36, timedelta(hours=36)),
+        (1.5, timedelta(minutes=90)),
+        ("48", timedelta(hours=48)),
+        ("interval 2 days", timedelta(days=2)),
+    ],
+)
+def test_to_interval_accepts_timedeltas_hours_and_strings(value, expected):
+    assert to_interval(value, name="retention") == expected
+
+
+@pytest.mark.parametrize(
+    "value",
+    [True, -1, timedelta(days=-1), [7], "-5", "", "  ", float("nan"), 10**12, "interval 10000000 days"],
+)
+def test_to_interval_refuses_bad_values(value):
+    with pytest.raises(RetentionError, match="retention"):
+        to_interval(value, name="retention")
+
+
+def test_precedence_argument_property_provider_default():
+    config = TableConfig({LOG_RETENTION: "interval 10 days"}, {LOG_RETENTION: "interval 20 days"})
+    resolved = config.resolve(LOG_RETENTION, "1 day")
+    assert (resolved.value, resolved.source) == (timedelta(days=1), "argument")
+    resolved = config.resolve(LOG_RETENTION)
+    assert (resolved.value, resolved.source) == (timedelta(days=10), "table property")
+    resolved = TableConfig({}, {LOG_RETENTION: "interval 20 days"}).log_retention
+    assert (resolved.value, resolved.source) == (timedelta(days=20), "provider config")
+    resolved = TableConfig().log_retention
+    assert (resolved.value, resolved.source) == (timedelta(days=30), "default")
+    assert resolved.to_dict() == {"name": LOG_RETENTION, "seconds": 30 * 86400.0, "source": "default"}
+
+
+def test_provider_defaults_are_found_by_their_delta_option_name_too():
+    """The ``[delta]`` option names the docs list resolve as well as the Delta property names."""
+    config = TableConfig({}, {"log_retention_duration": "interval 3 days", "checkpoint_interval": "50"})
+    assert config.log_retention.value == timedelta(days=3)
+    assert config.log_retention.source is Source.PROVIDER_CONFIG
+    assert config.checkpoint_interval.value == 50
+
+
+def test_an_empty_provider_default_falls_through_but_an_empty_argument_or_property_is_refused():
+    config = TableConfig({}, {DELETED_FILE_RETENTION: ""})
+    assert config.deleted_file_retention.source is Source.DEFAULT
+    assert TableConfig({}, {DELETED_FILE_RETENTION: 48}).deleted_file_retention.value == timedelta(hours=48)
+    with pytest.raises(RetentionError, match="empty"):
+        config.resolve(DELETED_FILE_RETENTION, "")
+    with pytest.raises(InvalidTablePropertyError, match=DELETED_FILE_RETENTION):
+        _ = TableConfig({DELETED_FILE_RETENTION: ""}).deleted_file_retention
+
+
+def test_bad_values_name_their_source():
+    with pytest.raises(
+        InvalidTablePropertyError, match=r"table property delta\.logRetentionDuration='forever'"
+    ):
+        _ = TableConfig({LOG_RETENTION: "forever"}).log_retention
+    with pytest.raises(
+        InvalidTablePropertyError, match=r"provider configuration \[delta\] log_retention_duration"
+    ):
+        _ = TableConfig({}, {LOG_RETENTION: "soon"}).log_retention
+    # A bare number is hours only where the caller chose the unit; a table property needs one.
+    with pytest.raises(RetentionError, match="not an interval"):
+        _ = TableConfig({LOG_RETENTION: "168"}).log_retention
+    # The same bad value is the same error whichever operation reads it.
+    assert issubclass(InvalidTablePropertyError, RetentionError)
+
+
+def test_a_bad_property_only_stops_what_reads_it():
+    config = TableConfig({LOG_RETENTION: "forever", CHECKPOINT_INTERVAL: "5"})
+    assert config.checkpoint_interval.value == 5
+    with pytest.raises(InvalidTablePropertyError):
+        _ = config.log_retention
+
+
+def test_no_default_for_set_transaction_retention():
+    resolved = TableConfig().set_transaction_retention
+    assert resolved.value is None and resolved.source == "default"
+    assert resolved.to_dict()["seconds"] is None
+
+
+def test_checkpoint_interval():
+    assert TableConfig().checkpoint_interval.value == 10
+    resolved = TableConfig({CHECKPOINT_INTERVAL: "25"}, {}).checkpoint_interval
+    assert (resolved.value, resolved.source) == (25, "table property")
+    assert TableConfig({CHECKPOINT_INTERVAL: "25"}).resolve(CHECKPOINT_INTERVAL, 5).value == 5
+    assert TableConfig({}, {CHECKPOINT_INTERVAL: "50"}).checkpoint_interval.source == "provider config"
+
+
+@pytest.mark.parametrize("bad", ["0", "-3", "ten", "2.5", True, 1.5, "", "99999999999999999999999"])
+def test_bad_checkpoint_interval(bad):
+    with pytest.raises(RetentionError, match="positive whole number"):
+        _ = TableConfig({CHECKPOINT_INTERVAL: bad}).checkpoint_interval
+
+
+def test_expired_log_cleanup_switch():
+    assert TableConfig().expired_log_cleanup.value is True
+    resolved = TableConfig({ENABLE_EXPIRED_LOG_CLEANUP: "FALSE"}).expired_log_cleanup
+    assert (resolved.value, resolved.source) == (False, "table property")
+    assert TableConfig({ENABLE_EXPIRED_LOG_CLEANUP: "false"}).resolve(ENABLE_EXPIRED_LOG_CLEANUP, True).value
+    with pytest.raises(RetentionError, match="not true or false"):
+        _ = TableConfig({}, {ENABLE_EXPIRED_LOG_CLEANUP: "sometimes"}).expired_log_cleanup
+
+
+def test_every_setting_records_its_source():
+    config = TableConfig(
+        {LOG_RETENTION: "interval 60 days", CHECKPOINT_INTERVAL: "20"},
+        {DELETED_FILE_RETENTION: "interval 14 days", ENABLE_EXPIRED_LOG_CLEANUP: "false"},
+    )
+    assert config.log_retention.source == "table property"
+    assert config.deleted_file_retention.value == timedelta(days=14)
+    assert config.deleted_file_retention.source == "provider config"
+    assert config.resolve(SET_TRANSACTION_RETENTION, "interval 90 days").source == "argument"
+    assert config.checkpoint_interval.value == 20
+    assert config.expired_log_cleanup.value is False
+
+
+def test_a_warning_when_files_outlive_the_log(caplog):
+    with caplog.at_level(logging.WARNING, logger="airflow_delta_provider.core.table_config"):
+        TableConfig({LOG_RETENTION: "interval 3 days"}).warn_on_incompatible_retentions()
+    assert any(
+        DELETED_FILE_RETENTION in r.getMessage() and "table property" in r.getMessage()
+        for r in caplog.records
+    )
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="airflow_delta_provider.core.table_config"):
+        TableConfig({LOG_RETENTION: "interval 30 days"}).warn_on_incompatible_retentions()
+    assert not caplog.records
