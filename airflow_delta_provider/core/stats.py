@@ -3,14 +3,24 @@
 Delta's data skipping reads ``add.stats``: ``numRecords`` and, per column, ``minValues``,
 ``maxValues`` and ``nullCount``. Spark computes them while writing; here the files already
 exist, so they come from the Parquet footer (one ranged read per file, no data read).
-What the footer cannot tell exactly is left out, which readers take as "unknown":
 
-* min/max only for the types Delta skips on (numbers, dates, timestamps, strings), and
-  only when every row group that holds a value has them;
-* nothing for columns inside arrays and maps (the footer counts null *elements* there,
-  not null arrays);
-* strings are truncated the way Delta does (``truncateMinStringAgg`` /
-  ``truncateMaxStringAgg``, prefix 32), timestamps to milliseconds (Delta's precision).
+The rule is that no reader can misread them: a column is in the stats with its
+``nullCount`` **and** exact bounds, or (when every value is null) with ``nullCount`` alone,
+or not at all. A ``nullCount`` without bounds for a column that holds values is read by
+some engines as "no value can match" (delta-rs 1.6 skips such a file for ``ts = X``), so
+such a column is left out entirely, which every reader takes as "unknown". Bounds are:
+
+* integers, decimals, dates: the footer's min/max, when every row group that holds a
+  value has them;
+* strings: truncated the way Delta does (``truncateMinStringAgg`` /
+  ``truncateMaxStringAgg``, prefix 32);
+* timestamps: milliseconds (Delta's precision), the minimum rounded down and the maximum
+  rounded **up**, so both stay bounds of microsecond values;
+* never for floats and doubles (Parquet writers such as Arrow leave NaN out of min/max
+  without counting it, so a footer cannot show that a file holds NaN, which Spark orders
+  above every number), booleans and binaries (Delta keeps no bounds for them), INT96
+  timestamps (Spark's default; their footer order is undefined), or columns inside arrays
+  and maps (the footer counts null *elements* there, not null arrays).
 
 Which columns get statistics follows ``delta.dataSkippingStatsColumns`` or else the first
 ``delta.dataSkippingNumIndexedCols`` (default 32, ``-1`` for all) leaf columns of the
@@ -22,7 +32,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import math
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -210,11 +219,15 @@ def footer_info(metadata: pq.FileMetaData, stats_columns: list[tuple[str, ...]])
                 # Delta: a column missing from the file is null in every row of it.
                 _put(null_count, path, num_records)
             continue
-        if column.null_count is not None:
-            _put(null_count, path, column.null_count)
+        if column.null_count is None:
+            continue
         if column.min_value is not None:
+            _put(null_count, path, column.null_count)
             _put(min_values, path, column.min_value)
             _put(max_values, path, column.max_value)
+        elif column.null_count == num_records:
+            _put(null_count, path, column.null_count)  # only nulls: exact without bounds
+        # else: values without exact bounds; the column stays out of the stats entirely
     stats: dict[str, Any] = {"numRecords": num_records}
     if min_values:
         stats["minValues"] = min_values
@@ -267,14 +280,20 @@ def _footer_columns(
                 column.null_count += statistics.null_count
             if statistics.null_count == row_group.num_rows:
                 continue  # only nulls: no bounds needed from this group
-            if not statistics.has_min_max or column.int96:
+            if not statistics.has_min_max or column.int96 or not column.has_bounds:
                 column.has_bounds = False
                 continue
-            low, high = statistics.min, statistics.max
-            column.min_value = low if column.min_value is None else min(column.min_value, low)
-            column.max_value = high if column.max_value is None else max(column.max_value, high)
+            try:
+                low, high = statistics.min, statistics.max
+                column.min_value = low if column.min_value is None else min(column.min_value, low)
+                column.max_value = high if column.max_value is None else max(column.max_value, high)
+            except (ValueError, OverflowError, TypeError, pa.ArrowException):
+                column.has_bounds = False  # values Python cannot hold (a date in year 0): no bounds
     for column in columns.values():
-        bounds = _delta_bounds(column) if column.has_bounds else None
+        try:
+            bounds = _delta_bounds(column) if column.has_bounds else None
+        except (ValueError, OverflowError, ArithmeticError):
+            bounds = None
         column.min_value, column.max_value = bounds if bounds is not None else (None, None)
     return columns
 
@@ -319,27 +338,35 @@ def _delta_bounds(column: _ColumnStats) -> tuple[Any, Any] | None:
         return (truncate_min_string(low), high) if high is not None else None
     if types.is_integer(arrow_type):
         return int(low), int(high)
-    if types.is_floating(arrow_type):
-        if math.isnan(low) or math.isnan(high) or math.isinf(low) or math.isinf(high):
-            return None  # not representable in JSON; Delta readers then just don't skip
-        return float(low), float(high)
     if types.is_decimal(arrow_type):
         return Decimal(low), Decimal(high)
     if types.is_date(arrow_type):
         return low.isoformat(), high.isoformat()
     if types.is_timestamp(arrow_type):
-        return _timestamp_text(low, arrow_type), _timestamp_text(high, arrow_type)
-    return None  # boolean, binary, time ...: Delta keeps no min/max
+        return _timestamp_text(low, arrow_type), _timestamp_text(high, arrow_type, round_up=True)
+    # floats (NaN may hide behind the footer's bounds), boolean, binary, time ...: no bounds
+    return None
 
 
-def _timestamp_text(value: dt.datetime, arrow_type: pa.TimestampType) -> str:
-    """Delta's JSON form of a timestamp bound: milliseconds, ``Z`` for UTC-adjusted values."""
-    if not isinstance(value, dt.datetime):  # nanosecond values come back as pandas-free ints
-        value = dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=int(value) // 1000)
-    if value.tzinfo is not None:
-        value = value.astimezone(dt.UTC).replace(tzinfo=None)
-    text = value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}"
+def _timestamp_text(value: dt.datetime | int, arrow_type: pa.TimestampType, *, round_up: bool = False) -> str:
+    """Delta's JSON form of a timestamp bound: milliseconds, ``Z`` for UTC-adjusted values.
+
+    :param round_up: for a maximum: round sub-millisecond values up, so it stays an upper bound.
+    """
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
+        micros = (value - _EPOCH) // dt.timedelta(microseconds=1)
+    else:  # nanosecond values come back as ints
+        nanos = int(value)
+        micros = -(-nanos // 1000) if round_up else nanos // 1000
+    millis = -(-micros // 1000) if round_up else micros // 1000
+    value = _EPOCH + dt.timedelta(milliseconds=millis)
+    text = value.isoformat(timespec="milliseconds")  # four-digit years, unlike strftime's %Y
     return text + "Z" if arrow_type.tz is not None else text
+
+
+_EPOCH = dt.datetime(1970, 1, 1)
 
 
 def _delta_view(arrow_schema: pa.Schema, columns: Mapping[tuple[str, ...], _ColumnStats]) -> pa.Schema:

@@ -43,36 +43,47 @@ def test_numbers_dates_and_strings_match_the_data(tmp_path):
     )
     stats = _stats(tmp_path, table, row_group_size=2)  # two row groups: bounds are aggregated
     assert stats["numRecords"] == 4
-    for name in ("i", "f", "s"):
+    for name in ("i", "s"):
         assert stats["minValues"][name] == pc.min(table[name]).as_py()
         assert stats["maxValues"][name] == pc.max(table[name]).as_py()
         assert stats["nullCount"][name] == table[name].null_count
     assert stats["minValues"]["d"] == "2023-12-31"
     assert stats["maxValues"]["d"] == "2024-01-02"
+    # Floats: the footer cannot show NaN (Arrow leaves it out of min/max), so no stats at all.
+    assert all("f" not in stats[key] for key in ("minValues", "maxValues", "nullCount"))
 
 
-def test_timestamps_are_milliseconds_with_zone_only_when_adjusted(tmp_path):
+@pytest.mark.parametrize("unit", ["us", "ns"])
+def test_timestamps_are_milliseconds_with_the_maximum_rounded_up(tmp_path, unit):
     value = dt.datetime(2024, 5, 6, 7, 8, 9, 987654)
     table = pa.table(
         {
-            "ts": pa.array([value], pa.timestamp("us", tz="UTC")),
-            "ntz": pa.array([value], pa.timestamp("us")),
+            "ts": pa.array([value, value], pa.timestamp(unit, tz="UTC")),
+            "ntz": pa.array([value, dt.datetime(2024, 5, 6, 7, 8, 9, 1000)], pa.timestamp(unit)),
         }
     )
     stats = _stats(tmp_path, table)
     assert stats["minValues"]["ts"] == "2024-05-06T07:08:09.987Z"
-    assert stats["maxValues"]["ntz"] == "2024-05-06T07:08:09.987"
+    assert stats["maxValues"]["ts"] == "2024-05-06T07:08:09.988Z"  # .987654 <= .988
+    assert stats["minValues"]["ntz"] == "2024-05-06T07:08:09.001"  # whole milliseconds stay
+    assert stats["maxValues"]["ntz"] == "2024-05-06T07:08:09.988"
 
 
-def test_int96_timestamps_have_no_bounds_and_read_as_utc(tmp_path):
-    table = pa.table({"ts": pa.array([dt.datetime(2024, 1, 1)], pa.timestamp("us"))})
+def test_timestamps_before_year_1000_keep_four_digit_years(tmp_path):
+    table = pa.table({"ts": pa.array([dt.datetime(999, 1, 2, 3, 4, 5, 6000)], pa.timestamp("us"))})
+    stats = _stats(tmp_path, table)
+    assert stats["minValues"]["ts"] == "0999-01-02T03:04:05.006"
+
+
+def test_int96_timestamps_stay_out_of_the_stats_and_read_as_utc(tmp_path):
+    table = pa.table({"ts": pa.array([dt.datetime(2024, 1, 1), None], pa.timestamp("us"))})
     path = tmp_path / "f.parquet"
     pq.write_table(table, path, use_deprecated_int96_timestamps=True)
     footer = read_footer(TableStorage(str(tmp_path)), str(path), stats_columns=[("ts",)])
     assert footer.schema.field("ts").type == pa.timestamp("us", tz="UTC")
-    stats = json.loads(footer.stats)
-    assert "minValues" not in stats  # INT96 has no defined order; its footer bounds are not used
-    assert stats["numRecords"] == 1
+    # INT96 has no defined order, so no bounds; and a null count without bounds is misread
+    # (delta-rs skips the file for ts = X), so the column is not in the stats at all.
+    assert json.loads(footer.stats) == {"numRecords": 2}
 
 
 def test_decimals_are_exact_json_numbers(tmp_path):
@@ -97,8 +108,22 @@ def test_nested_structs_lists_and_types_without_bounds(tmp_path):
     stats = _stats(tmp_path, table, columns=[("st", "a"), ("st", "b"), ("l",), ("flag",), ("bin",)])
     assert stats["minValues"] == {"st": {"a": 1, "b": "x"}}
     assert stats["maxValues"] == {"st": {"a": 3, "b": "x"}}
-    # No bounds for booleans and binary; no null count for lists (the footer counts elements).
-    assert stats["nullCount"] == {"st": {"a": 0, "b": 1}, "flag": 0, "bin": 0}
+    # No bounds for booleans and binary, so no null count either; none for lists (the footer
+    # counts elements).
+    assert stats["nullCount"] == {"st": {"a": 0, "b": 1}}
+
+
+def test_columns_without_bounds_are_in_the_stats_only_when_all_null(tmp_path):
+    table = pa.table(
+        {
+            "flag": pa.array([None, None], pa.bool_()),
+            "f": pa.array([None, None], pa.float64()),
+            "g": [1.0, float("nan")],
+            "u": ["\U0010ffff" * 70, None],  # a maximum that cannot be truncated
+        }
+    )
+    stats = _stats(tmp_path, table)
+    assert stats == {"numRecords": 2, "nullCount": {"flag": 2, "f": 2}}
 
 
 def test_a_column_missing_from_the_file_counts_as_all_nulls(tmp_path):
@@ -112,9 +137,9 @@ def test_all_null_column_has_a_null_count_but_no_bounds(tmp_path):
     assert "a" not in stats["minValues"]
 
 
-def test_nan_and_infinity_leave_no_bounds(tmp_path):
-    stats = _stats(tmp_path, pa.table({"f": [1.0, float("inf")]}))
-    assert "minValues" not in stats
+@pytest.mark.parametrize("values", [[1.0, float("inf")], [1.0, float("nan")], [1.0, 2.0]])
+def test_floats_are_never_in_the_stats(tmp_path, values):
+    assert _stats(tmp_path, pa.table({"f": values})) == {"numRecords": 2}
 
 
 def test_long_strings_are_truncated_like_delta(tmp_path):
