@@ -285,6 +285,18 @@ class AddFile:
     def validate(self) -> None:
         """Refuse numbers that do not fit the add action's types. Partition values and stats
         need the table schema: :func:`validate_actions` checks them."""
+        if (  # the common case, checked without building a message
+            type(self.path) is str
+            and self.path
+            and type(self.size) is int
+            and 0 <= self.size <= LONG_MAX
+            and type(self.modification_time) is int
+            and LONG_MIN <= self.modification_time <= LONG_MAX
+            and self.deletion_vector is None
+            and self.base_row_id is None
+            and self.default_row_commit_version is None
+        ):
+            return
         _check_string("add.path", self.path)
         where = f"of {self.path!r}"
         check_integer(f"add.size {where}", self.size, 0)
@@ -491,6 +503,8 @@ class LogTypes:
         if not items:
             return
         for (where, _), stats in zip(items, _parse_stats(items), strict=True):
+            if self._stats_ok(stats):
+                continue  # the common case, checked without building a message
             if not isinstance(stats, dict):
                 raise InvalidLogValueError(
                     f"add.stats of {where!r} must be a JSON object, got {_show(stats)}."
@@ -508,6 +522,42 @@ class LogTypes:
                     f"add.stats.tightBounds of {where!r} must be true or false, got "
                     f"{_show(stats['tightBounds'])}."
                 )
+
+    def _stats_ok(self, stats: Any) -> bool:
+        """Whether ``stats`` passes every check of :meth:`check_stats` (fast, no messages)."""
+        if type(stats) is not dict:
+            return False
+        records = stats.get("numRecords", 0)
+        if type(records) is not int or not 0 <= records <= LONG_MAX:
+            return False
+        for key in ("minValues", "maxValues"):
+            values = stats.get(key)
+            if values is not None and not _bounds_ok(values, self.checkers):
+                return False
+        counts = stats.get("nullCount")
+        if counts is not None and not _counts_ok(counts, records if "numRecords" in stats else LONG_MAX):
+            return False
+        return "tightBounds" not in stats or type(stats["tightBounds"]) is bool
+
+    @cached_property
+    def checkers(self) -> dict[str, Any]:
+        """Per stats column: a predicate on a bound (``{child: ...}`` for structs)."""
+
+        def plan(tree: Mapping[str, Any]) -> dict[str, Any]:
+            out: dict[str, Any] = {}
+            for name, delta_type in tree.items():
+                if isinstance(delta_type, dict):
+                    out[name] = plan(delta_type)
+                elif delta_type in INTEGER_RANGES:
+                    low, high = INTEGER_RANGES[delta_type]
+                    out[name] = lambda value, low=low, high=high: type(value) is int and low <= value <= high
+                elif delta_type in ("string", "binary"):
+                    out[name] = lambda value: type(value) is str
+                elif isinstance(delta_type, str):
+                    out[name] = lambda value, t=delta_type: _bound_problem(value, t) is None
+            return out
+
+        return plan(self.columns)
 
     def _check_bounds(self, values: Any, types: Mapping[str, Any], field: str, where: str) -> None:
         if not isinstance(values, dict):
@@ -567,58 +617,89 @@ def _parse_stats(items: Sequence[tuple[str, str]]) -> list[Any]:
     return out
 
 
+def _bounds_ok(values: Any, checkers: Mapping[str, Any]) -> bool:
+    if type(values) is not dict:
+        return False
+    for name, value in values.items():
+        check = checkers.get(name)
+        if check is None or value is None:
+            continue
+        if isinstance(check, dict):
+            if not _bounds_ok(value, check):
+                return False
+        elif not check(value):
+            return False
+    return True
+
+
+def _counts_ok(counts: Any, records: int) -> bool:
+    if type(counts) is int:
+        return 0 <= counts <= records
+    if type(counts) is not dict:
+        return False
+    return all(_counts_ok(value, records) for value in counts.values())
+
+
 def _check_bound(value: Any, delta_type: str, field: str, where: str) -> None:
     """One min/max value against its column's Delta type."""
-    label = f"{field} of {where!r}"
+    problem = _bound_problem(value, delta_type)
+    if problem is not None:
+        raise InvalidLogValueError(f"{field} of {where!r} {problem}.")
+
+
+def _bound_problem(value: Any, delta_type: str) -> str | None:
+    """None when ``value`` is a valid bound of a ``delta_type`` column, else what is wrong."""
     if delta_type in INTEGER_RANGES:
         low, high = INTEGER_RANGES[delta_type]
-        check_integer(label, value, low, high, delta_type)
-    elif delta_type in _FLOAT_MAX:
+        if type(value) is int and low <= value <= high:
+            return None
+        if type(value) is not int:
+            return f"must be an integer (a Delta {delta_type}, {low} to {high}), got {_show(value)}"
+        return f"is {value}, outside the allowed range of a Delta {delta_type}: {low} to {high}"
+    if delta_type in _FLOAT_MAX:
         limit = _FLOAT_MAX[delta_type]
-        if isinstance(value, bool) or not isinstance(value, int | Decimal) or not Decimal(value).is_finite():
-            raise InvalidLogValueError(
-                f"{label} must be a finite number (a Delta {delta_type}), got {_show(value)}."
-            )
+        if type(value) not in (int, Decimal) or not Decimal(value).is_finite():
+            return f"must be a finite number (a Delta {delta_type}), got {_show(value)}"
         if abs(Decimal(value)) > limit:
-            raise InvalidLogValueError(
-                f"{label} is {value}, outside the allowed range of a Delta {delta_type}: -{limit} to {limit}."
-            )
-    elif delta_type.startswith("decimal("):
-        _check_decimal_bound(value, delta_type, label)
-    elif delta_type in ("string", "binary"):
-        if not isinstance(value, str):
-            raise InvalidLogValueError(f"{label} must be a string, got {_show(value)}.")
-    elif delta_type == "date":
-        if not isinstance(value, str) or not _parses(dt.date.fromisoformat, value):
-            raise InvalidLogValueError(f"{label} must be a date 'YYYY-MM-DD', got {_show(value)}.")
-    elif delta_type in ("timestamp", "timestamp_ntz"):
-        if not isinstance(value, str) or not _parses(dt.datetime.fromisoformat, value):
-            raise InvalidLogValueError(
-                f"{label} must be an ISO-8601 timestamp ('2024-01-01T00:00:00.000Z'), got {_show(value)}."
-            )
-    elif delta_type == "boolean" and not isinstance(value, bool):
-        raise InvalidLogValueError(f"{label} must be true or false, got {_show(value)}.")
+            return f"is {value}, outside the allowed range of a Delta {delta_type}: -{limit} to {limit}"
+        return None
+    if delta_type.startswith("decimal("):
+        return _decimal_problem(value, delta_type)
+    if delta_type in ("string", "binary"):
+        return None if type(value) is str else f"must be a string, got {_show(value)}"
+    if delta_type == "date":
+        if type(value) is str and _parses(dt.date.fromisoformat, value):
+            return None
+        return f"must be a date 'YYYY-MM-DD', got {_show(value)}"
+    if delta_type in ("timestamp", "timestamp_ntz"):
+        if type(value) is str and _parses(dt.datetime.fromisoformat, value):
+            return None
+        return f"must be an ISO-8601 timestamp ('2024-01-01T00:00:00.000Z'), got {_show(value)}"
+    if delta_type == "boolean" and type(value) is not bool:
+        return f"must be true or false, got {_show(value)}"
+    return None
 
 
-def _check_decimal_bound(value: Any, delta_type: str, label: str) -> None:
+def _decimal_problem(value: Any, delta_type: str) -> str | None:
     precision, _, scale = delta_type[len("decimal(") : -1].partition(",")
     try:
         p, s = int(precision), int(scale)
-        number = Decimal(value) if isinstance(value, int | Decimal) and not isinstance(value, bool) else None
+        number = Decimal(value) if type(value) in (int, Decimal) else None
     except (ValueError, InvalidOperation):
         number = None
         p = s = 0
     if number is None or not number.is_finite():
-        raise InvalidLogValueError(f"{label} must be a number (a Delta {delta_type}), got {_show(value)}.")
+        return f"must be a number (a Delta {delta_type}), got {_show(value)}"
     digits = number.normalize().as_tuple()
     exponent = int(digits.exponent)
     fraction = max(0, -exponent)
     integral = max(0, len(digits.digits) + exponent) if number != 0 else 0
     if fraction > s or integral > p - s:
-        raise InvalidLogValueError(
-            f"{label} is {value}, which does not fit a Delta {delta_type} (at most {p - s} digits "
-            f"before the point and {s} after)."
+        return (
+            f"is {value}, which does not fit a Delta {delta_type} (at most {p - s} digits before the "
+            f"point and {s} after)"
         )
+    return None
 
 
 def _check_null_counts(counts: Any, field: str, where: str, records: Any) -> None:
