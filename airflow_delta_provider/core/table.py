@@ -270,10 +270,15 @@ class DeltaTable:
         :param name: the table's name in its metadata.
         :param description: the table's description.
         :param mode: when a table exists: ``error`` (default), ``ignore`` (keep it), ``append``
-            (keep it after checking that schema and partitioning fit) or ``overwrite`` (replace
-            its schema, partitioning and properties and remove all its files).
+            (keep it after checking that schema, with names spelled as the table spells them,
+            and partitioning fit) or ``overwrite`` (replace its schema, partitioning and
+            properties and remove all its files: Delta's ``CREATE OR REPLACE TABLE``).
         :raises TableAlreadyExistsError: ``mode="error"`` and a table exists at ``uri``.
         :raises UnsupportedFeatureError: a property needs a feature this core cannot write.
+        :raises SchemaMismatchError: ``mode="append"`` and the table's schema or partitioning differ.
+
+        Like every commit, the version-0 commit is validated before it is written and reported
+        as landed once written (see :meth:`commit_files`).
         """
         from airflow_delta_provider.core.write import create_table
 
