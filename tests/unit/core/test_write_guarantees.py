@@ -519,6 +519,22 @@ def test_a_directory_at_the_checksum_name(table, caplog):
     _landed(table, result, 3, "checksum", "IsADirectoryError", caplog, 3)
 
 
+def test_post_commit_errors_are_redacted(tmp_path, caplog):
+    """The error of a post-commit step names the path, which here holds a registered secret:
+    neither the warning nor the result shows it."""
+    from airflow_delta_provider.core.redaction import register_secret
+
+    secret = f"s3cr3t-{uuid.uuid4().hex}"
+    register_secret(secret)
+    table = DeltaTable.create(str(tmp_path / secret / "t"), SCHEMA, partition_by=["ds"])
+    os.mkdir(os.path.join(table.storage.log_dir, "00000000000000000001.crc"))
+    result = table.commit_files([part(table)])
+    assert result.committed and result.post_commit_errors
+    assert "***" in result.post_commit_errors[0]
+    assert secret not in " ".join(result.post_commit_errors)
+    assert secret not in caplog.text and "IsADirectoryError" in caplog.text
+
+
 def test_a_checkpoint_that_overflows(table, caplog):
     """A txn version of 2^63 committed by another writer (this core refuses to write one) makes
     the checkpoint at version 10 fail with OverflowError. If the log reader is made to refuse
@@ -667,3 +683,43 @@ def test_a_txn_without_last_updated_far_before_the_checkpoint_is_bounded(log_wri
     far = _long_log(log_writer, 60, 3, None)
     result = far.already_committed("job", 5)
     assert (result.version, result.version_exact) == (59, False)
+
+
+# --- the same rules on an object store (moto S3): no directories, only keys ----------------------
+
+
+def _s3_state(table: DeltaTable) -> tuple[int, list[str], list[str]]:
+    snapshot = table.snapshot()
+    return (
+        snapshot.version,
+        sorted(snapshot.files().column("path").to_pylist()),
+        sorted(f.name for f in table.storage.list_log()),
+    )
+
+
+def test_empty_inputs_on_s3(s3_bucket, s3_storage_options):
+    """On S3 an output "directory" exists only through its keys: one holding only ``_SUCCESS``
+    is an empty job output; a prefix with no key at all does not exist."""
+    uri = f"s3://{s3_bucket}/t"
+    table = DeltaTable.create(uri, SCHEMA, partition_by=["ds"], storage_options=s3_storage_options)
+    fs = table.storage.fs
+    fs.pipe_file(f"{s3_bucket}/t/out/ds=a/part-0.parquet", _parquet_bytes())
+    table.commit_files(prefix="out")
+    fs.pipe_file(f"{s3_bucket}/t/empty/_SUCCESS", b"")
+    before = _s3_state(table)
+    with pytest.raises(EmptyOverwriteError, match="allow_empty_overwrite"):
+        table.commit_files(prefix="empty", mode="overwrite")
+    with pytest.raises(InvalidPathError, match="does not exist"):
+        table.commit_files(prefix="never-written")
+    result = table.commit_files(prefix="empty")
+    assert (result.committed, result.reason) == (False, "no_files")
+    assert _s3_state(table) == before
+    recorded = table.commit_files(prefix="empty", app_id="job", app_version=3)
+    assert recorded.committed and recorded.num_added_files == 0
+    assert table.already_committed("job", 3).version == recorded.version
+
+
+def _parquet_bytes() -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table({"id": pa.array([1], pa.int64())}), sink)
+    return sink.getvalue().to_pybytes()
