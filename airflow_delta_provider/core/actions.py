@@ -4,19 +4,34 @@ File actions (``add``/``remove``) are read columnar (see :mod:`.replay`); the
 dataclasses for them here exist for writers, which build a handful per commit.
 Unknown fields in the log are tolerated everywhere: ``from_json`` reads what it
 knows and ignores the rest, as the protocol asks of readers.
+
+Writers go the other way through one gate: :func:`validate_actions` checks every value
+an action would put into the log against its Delta type (``long`` versions, sizes and
+timestamps, partition values against their column's type, the numbers and bounds inside
+``add.stats``) before anything is serialised, so no reader or checkpoint later fails on
+what this core wrote. :class:`~.transaction.OptimisticTransaction` runs it on every commit
+(writes, CREATE, VACUUM records).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.errors import CorruptLogError
+from airflow_delta_provider.core.errors import (
+    CorruptLogError,
+    InvalidLogValueError,
+    InvalidPartitionValueError,
+)
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
     import pyarrow as pa
 
 ACTION_KINDS = (
@@ -82,6 +97,17 @@ class Protocol:
             out["writerFeatures"] = sorted(self.writer_features)
         return out
 
+    def validate(self) -> None:
+        """Refuse values that do not fit the protocol's types (see :func:`validate_actions`)."""
+        check_integer("protocol.minReaderVersion", self.min_reader_version, 1, INT_MAX, "integer")
+        check_integer("protocol.minWriterVersion", self.min_writer_version, 1, INT_MAX, "integer")
+        for name, features in (
+            ("readerFeatures", self.reader_features),
+            ("writerFeatures", self.writer_features),
+        ):
+            for feature in features or ():
+                _check_string(f"protocol.{name}", feature)
+
 
 @dataclass(frozen=True)
 class Metadata:
@@ -132,6 +158,21 @@ class Metadata:
             out["createdTime"] = self.created_time
         return out
 
+    def validate(self) -> None:
+        """Refuse values that do not fit the metaData action's types (see :func:`validate_actions`)."""
+        _check_string("metaData.id", self.id)
+        _check_string("metaData.schemaString", self.schema_string)
+        for column in self.partition_columns:
+            _check_string("metaData.partitionColumns", column)
+        for key, value in self.configuration.items():
+            _check_string("metaData.configuration key", key)
+            if value is not None and not isinstance(value, str):
+                raise InvalidLogValueError(
+                    f"metaData.configuration[{key!r}] must be a string, got {_show(value)}."
+                )
+        if self.created_time is not None:
+            check_integer("metaData.createdTime", self.created_time)
+
     @cached_property
     def schema(self) -> pa.Schema:
         """The logical table schema as pyarrow."""
@@ -163,6 +204,16 @@ class Transaction:
             out["lastUpdated"] = self.last_updated
         return out
 
+    def validate(self) -> None:
+        """Refuse values that do not fit the txn action's types (see :func:`validate_actions`).
+
+        Delta's ``txnVersion`` is a non-negative long; ``lastUpdated`` a long (ms).
+        """
+        _check_string("txn.appId (app_id)", self.app_id)
+        check_integer(f"txn.version (app_version) of application {self.app_id!r}", self.version, 0)
+        if self.last_updated is not None:
+            check_integer(f"txn.lastUpdated of application {self.app_id!r}", self.last_updated)
+
 
 @dataclass(frozen=True, slots=True)
 class DomainMetadata:
@@ -182,6 +233,15 @@ class DomainMetadata:
 
     def to_json(self) -> dict[str, Any]:
         return {"domain": self.domain, "configuration": self.configuration, "removed": self.removed}
+
+    def validate(self) -> None:
+        """Refuse values that do not fit the domainMetadata action's types."""
+        _check_string("domainMetadata.domain", self.domain)
+        if not isinstance(self.configuration, str):
+            raise InvalidLogValueError(
+                f"domainMetadata.configuration of {self.domain!r} must be a string, got "
+                f"{_show(self.configuration)}."
+            )
 
 
 @dataclass(frozen=True)
@@ -222,6 +282,29 @@ class AddFile:
             out["clusteringProvider"] = self.clustering_provider
         return out
 
+    def validate(self) -> None:
+        """Refuse numbers that do not fit the add action's types. Partition values and stats
+        need the table schema: :func:`validate_actions` checks them."""
+        if (  # the common case, checked without building a message
+            type(self.path) is str
+            and self.path
+            and type(self.size) is int
+            and 0 <= self.size <= LONG_MAX
+            and type(self.modification_time) is int
+            and LONG_MIN <= self.modification_time <= LONG_MAX
+            and self.deletion_vector is None
+            and self.base_row_id is None
+            and self.default_row_commit_version is None
+        ):
+            return
+        _check_string("add.path", self.path)
+        where = f"of {self.path!r}"
+        check_integer(f"add.size {where}", self.size, 0)
+        check_integer(f"add.modificationTime {where}", self.modification_time)
+        _check_file_numbers(
+            "add", where, self.deletion_vector, self.base_row_id, self.default_row_commit_version
+        )
+
 
 @dataclass(frozen=True)
 class RemoveFile:
@@ -260,3 +343,406 @@ class RemoveFile:
         if self.default_row_commit_version is not None:
             out["defaultRowCommitVersion"] = self.default_row_commit_version
         return out
+
+    def validate(self) -> None:
+        """Refuse numbers that do not fit the remove action's types (its partition values are
+        copied from the add it removes, so they are not re-checked against the schema)."""
+        _check_string("remove.path", self.path)
+        where = f"of {self.path!r}"
+        check_integer(f"remove.deletionTimestamp {where}", self.deletion_timestamp)
+        if self.size is not None:
+            check_integer(f"remove.size {where}", self.size, 0)
+        _check_file_numbers(
+            "remove", where, self.deletion_vector, self.base_row_id, self.default_row_commit_version
+        )
+
+
+# --- validation of what goes into the log -------------------------------------------------
+
+LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
+INT_MIN, INT_MAX = -(2**31), 2**31 - 1
+#: Delta's integer types and their ranges.
+INTEGER_RANGES = {
+    "byte": (-(2**7), 2**7 - 1),
+    "short": (-(2**15), 2**15 - 1),
+    "integer": (INT_MIN, INT_MAX),
+    "long": (LONG_MIN, LONG_MAX),
+}
+_FLOAT_MAX = {"float": Decimal("3.4028234663852886e38"), "double": Decimal("1.7976931348623157e308")}
+
+
+def check_integer(
+    field: str,
+    value: Any,
+    minimum: int = LONG_MIN,
+    maximum: int = LONG_MAX,
+    type_name: str = "long",
+) -> int:
+    """``value`` if it is an integer in ``[minimum, maximum]`` (by default a Delta ``long``).
+
+    :param field: what the value is, for the message (``txn.version (app_version)`` ...).
+    :raises InvalidLogValueError: naming the field, the value and the allowed range.
+    """
+    kind = f"a {'non-negative ' if minimum == 0 else ''}Delta {type_name}"
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidLogValueError(
+            f"{field} must be an integer ({kind}, {minimum} to {maximum}), got {_show(value)}."
+        )
+    if not minimum <= value <= maximum:
+        raise InvalidLogValueError(
+            f"{field} is {value}, outside the allowed range of {kind}: {minimum} to {maximum}."
+        )
+    return value
+
+
+def validate_actions(actions: Iterable[Any], metadata: Metadata) -> None:
+    """Check every value ``actions`` would write against its Delta type, before serialisation.
+
+    The one gate for numbers and typed strings in the log: versions, sizes and timestamps
+    are ``long`` (sizes and txn versions non-negative), protocol versions ``integer``;
+    ``add.partitionValues`` must name exactly the partition columns and parse as their
+    types (integer ranges, dates, timestamps, decimal precision); ``add.stats`` must be a
+    JSON object whose ``numRecords`` and ``nullCount`` are non-negative longs and whose
+    ``minValues`` / ``maxValues`` fit the columns' types.
+
+    :param metadata: the table's metadata after the commit (the schema values are checked against).
+    :raises InvalidLogValueError: naming the field, the value and the allowed range
+        (:class:`~.errors.InvalidPartitionValueError` for partition values).
+    """
+    adds = []
+    for action in actions:
+        action.validate()
+        if isinstance(action, AddFile):
+            adds.append(action)
+    if not adds:
+        return
+    types = LogTypes(metadata)
+    types.check_partition_values((a.path, a.partition_values) for a in adds)
+    types.check_stats([(a.path, a.stats) for a in adds if a.stats is not None])
+
+
+def validate_commit_info(info: Mapping[str, Any]) -> None:
+    """The numbers a commitInfo carries: ``timestamp``, ``inCommitTimestamp``, ``readVersion``."""
+    for key in ("timestamp", "inCommitTimestamp"):
+        if info.get(key) is not None:
+            check_integer(f"commitInfo.{key}", info[key])
+    if info.get("readVersion") is not None:
+        check_integer("commitInfo.readVersion", info["readVersion"], 0)
+
+
+class LogTypes:
+    """The Delta types of a table's partition columns and stats columns, from its metadata."""
+
+    def __init__(self, metadata: Metadata) -> None:
+        try:
+            schema = json.loads(metadata.schema_string)
+            fields = schema["fields"]
+        except (ValueError, TypeError, KeyError):
+            raise InvalidLogValueError(
+                f"metaData.schemaString is not a Delta schema: {metadata.schema_string[:200]!r}."
+            ) from None
+        self.columns: dict[str, Any] = _type_tree(fields)
+        by_key = {name.lower(): name for name in self.columns}
+        self.partition_types: dict[str, Any] = {}
+        for column in metadata.partition_columns:
+            name = column if column in self.columns else by_key.get(column.lower())
+            if name is None:
+                raise InvalidLogValueError(
+                    f"metaData.partitionColumns names {column!r}, which is not in the schema "
+                    f"({list(self.columns)})."
+                )
+            self.partition_types[column] = self.columns[name]
+
+    # --- partition values ---------------------------------------------------------------
+
+    def check_partition_values(self, items: Iterable[tuple[str, Mapping[str, Any] | None]]) -> None:
+        """Each ``(where, partitionValues)``: exactly the partition columns, values parsing as their types.
+
+        :param items: ``where`` names the file in messages.
+        :raises InvalidPartitionValueError: a column is missing or unknown, or a value does not fit.
+        """
+        from airflow_delta_provider.core.partitions import parse_partition_value
+
+        expected = set(self.partition_types)
+        checked: set[tuple[str, Any]] = set()
+        for where, values in items:
+            values = values or {}
+            if set(values) != expected:
+                raise InvalidPartitionValueError(
+                    f"{where}: partitionValues {dict(values)!r} must name exactly the partition columns "
+                    f"{sorted(expected)}."
+                )
+            for column, value in values.items():
+                if (column, value) in checked:
+                    continue
+                delta_type = self.partition_types[column]
+                if value is not None and not isinstance(value, str):
+                    raise InvalidPartitionValueError(
+                        f"{where}: partition value {value!r} of column {column!r} must be a string (the "
+                        f"log stores partition values as strings) or None."
+                    )
+                try:
+                    parse_partition_value(value, delta_type, column=column)
+                except CorruptLogError as err:
+                    reason = str(err).rsplit(f"not a valid {delta_type}: ", 1)[-1]
+                    limits = INTEGER_RANGES.get(delta_type) if isinstance(delta_type, str) else None
+                    allowed = f" (allowed: {limits[0]} to {limits[1]})" if limits else ""
+                    raise InvalidPartitionValueError(
+                        f"{where}: partition value {value!r} of column {column!r} is not a valid "
+                        f"{delta_type}: {reason}{allowed}."
+                    ) from None
+                checked.add((column, value))
+
+    # --- statistics ----------------------------------------------------------------------
+
+    def check_stats(self, items: Sequence[tuple[str, str]]) -> None:
+        """Each ``(where, stats JSON)``: an object whose numbers fit their columns' types.
+
+        :raises InvalidLogValueError: naming the file, the stats field and the value.
+        """
+        if not items:
+            return
+        for (where, _), stats in zip(items, _parse_stats(items), strict=True):
+            if self._stats_ok(stats):
+                continue  # the common case, checked without building a message
+            if not isinstance(stats, dict):
+                raise InvalidLogValueError(
+                    f"add.stats of {where!r} must be a JSON object, got {_show(stats)}."
+                )
+            records = stats.get("numRecords")
+            if records is not None:
+                check_integer(f"add.stats.numRecords of {where!r}", records, 0)
+            for key in ("minValues", "maxValues"):
+                if stats.get(key) is not None:
+                    self._check_bounds(stats[key], self.columns, f"add.stats.{key}", where)
+            if stats.get("nullCount") is not None:
+                _check_null_counts(stats["nullCount"], "add.stats.nullCount", where, records)
+            if "tightBounds" in stats and not isinstance(stats["tightBounds"], bool):
+                raise InvalidLogValueError(
+                    f"add.stats.tightBounds of {where!r} must be true or false, got "
+                    f"{_show(stats['tightBounds'])}."
+                )
+
+    def _stats_ok(self, stats: Any) -> bool:
+        """Whether ``stats`` passes every check of :meth:`check_stats` (fast, no messages)."""
+        if type(stats) is not dict:
+            return False
+        records = stats.get("numRecords", 0)
+        if type(records) is not int or not 0 <= records <= LONG_MAX:
+            return False
+        for key in ("minValues", "maxValues"):
+            values = stats.get(key)
+            if values is not None and not _bounds_ok(values, self.checkers):
+                return False
+        counts = stats.get("nullCount")
+        if counts is not None and not _counts_ok(counts, records if "numRecords" in stats else LONG_MAX):
+            return False
+        return "tightBounds" not in stats or type(stats["tightBounds"]) is bool
+
+    @cached_property
+    def checkers(self) -> dict[str, Any]:
+        """Per stats column: a predicate on a bound (``{child: ...}`` for structs)."""
+
+        def plan(tree: Mapping[str, Any]) -> dict[str, Any]:
+            out: dict[str, Any] = {}
+            for name, delta_type in tree.items():
+                if isinstance(delta_type, dict):
+                    out[name] = plan(delta_type)
+                elif delta_type in INTEGER_RANGES:
+                    low, high = INTEGER_RANGES[delta_type]
+                    out[name] = lambda value, low=low, high=high: type(value) is int and low <= value <= high
+                elif delta_type in ("string", "binary"):
+                    out[name] = lambda value: type(value) is str
+                elif isinstance(delta_type, str):
+                    out[name] = lambda value, t=delta_type: _bound_problem(value, t) is None
+            return out
+
+        return plan(self.columns)
+
+    def _check_bounds(self, values: Any, types: Mapping[str, Any], field: str, where: str) -> None:
+        if not isinstance(values, dict):
+            raise InvalidLogValueError(f"{field} of {where!r} must be a JSON object, got {_show(values)}.")
+        for name, value in values.items():
+            delta_type = types.get(name)
+            path = f"{field}.{name}"
+            if delta_type is None or value is None:
+                continue  # readers ignore columns they do not know
+            if isinstance(delta_type, dict):
+                self._check_bounds(value, delta_type, path, where)
+            else:
+                _check_bound(value, delta_type, path, where)
+
+
+def _type_tree(fields: list[dict[str, Any]]) -> dict[str, Any]:
+    """``{name: primitive type name | {child: ...}}``; arrays and maps map to ``"nested"``."""
+    tree: dict[str, Any] = {}
+    for item in fields:
+        delta_type = item.get("type") if isinstance(item, dict) else None
+        name = item.get("name") if isinstance(item, dict) else None
+        if not isinstance(name, str):
+            continue
+        if isinstance(delta_type, dict):
+            tree[name] = (
+                _type_tree(delta_type.get("fields") or []) if delta_type.get("type") == "struct" else "nested"
+            )
+        else:
+            tree[name] = delta_type
+    return tree
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _parse_stats(items: Sequence[tuple[str, str]]) -> list[Any]:
+    """The stats objects, parsed in one call (decimals exactly); naming the file of a bad one."""
+    texts = [text for _, text in items]
+    options: dict[str, Any] = {"parse_float": Decimal, "parse_constant": _reject_constant}
+    try:
+        parsed = json.loads("[" + ",".join(texts) + "]", **options)
+        if isinstance(parsed, list) and len(parsed) == len(texts):
+            return parsed
+    except (ValueError, TypeError):
+        pass
+    out = []
+    for where, text in items:
+        if not isinstance(text, str):
+            raise InvalidLogValueError(f"add.stats of {where!r} must be a JSON string, got {_show(text)}.")
+        try:
+            out.append(json.loads(text, **options))
+        except ValueError as err:
+            raise InvalidLogValueError(
+                f"add.stats of {where!r} is not valid JSON ({err}): {text[:200]!r}."
+            ) from None
+    return out
+
+
+def _bounds_ok(values: Any, checkers: Mapping[str, Any]) -> bool:
+    if type(values) is not dict:
+        return False
+    for name, value in values.items():
+        check = checkers.get(name)
+        if check is None or value is None:
+            continue
+        if isinstance(check, dict):
+            if not _bounds_ok(value, check):
+                return False
+        elif not check(value):
+            return False
+    return True
+
+
+def _counts_ok(counts: Any, records: int) -> bool:
+    if type(counts) is int:
+        return 0 <= counts <= records
+    if type(counts) is not dict:
+        return False
+    return all(_counts_ok(value, records) for value in counts.values())
+
+
+def _check_bound(value: Any, delta_type: str, field: str, where: str) -> None:
+    """One min/max value against its column's Delta type."""
+    problem = _bound_problem(value, delta_type)
+    if problem is not None:
+        raise InvalidLogValueError(f"{field} of {where!r} {problem}.")
+
+
+def _bound_problem(value: Any, delta_type: str) -> str | None:
+    """None when ``value`` is a valid bound of a ``delta_type`` column, else what is wrong."""
+    if delta_type in INTEGER_RANGES:
+        low, high = INTEGER_RANGES[delta_type]
+        if type(value) is int and low <= value <= high:
+            return None
+        if type(value) is not int:
+            return f"must be an integer (a Delta {delta_type}, {low} to {high}), got {_show(value)}"
+        return f"is {value}, outside the allowed range of a Delta {delta_type}: {low} to {high}"
+    if delta_type in _FLOAT_MAX:
+        limit = _FLOAT_MAX[delta_type]
+        if type(value) not in (int, Decimal) or not Decimal(value).is_finite():
+            return f"must be a finite number (a Delta {delta_type}), got {_show(value)}"
+        if abs(Decimal(value)) > limit:
+            return f"is {value}, outside the allowed range of a Delta {delta_type}: -{limit} to {limit}"
+        return None
+    if delta_type.startswith("decimal("):
+        return _decimal_problem(value, delta_type)
+    if delta_type in ("string", "binary"):
+        return None if type(value) is str else f"must be a string, got {_show(value)}"
+    if delta_type == "date":
+        if type(value) is str and _parses(dt.date.fromisoformat, value):
+            return None
+        return f"must be a date 'YYYY-MM-DD', got {_show(value)}"
+    if delta_type in ("timestamp", "timestamp_ntz"):
+        if type(value) is str and _parses(dt.datetime.fromisoformat, value):
+            return None
+        return f"must be an ISO-8601 timestamp ('2024-01-01T00:00:00.000Z'), got {_show(value)}"
+    if delta_type == "boolean" and type(value) is not bool:
+        return f"must be true or false, got {_show(value)}"
+    return None
+
+
+def _decimal_problem(value: Any, delta_type: str) -> str | None:
+    precision, _, scale = delta_type[len("decimal(") : -1].partition(",")
+    try:
+        p, s = int(precision), int(scale)
+        number = Decimal(value) if type(value) in (int, Decimal) else None
+    except (ValueError, InvalidOperation):
+        number = None
+        p = s = 0
+    if number is None or not number.is_finite():
+        return f"must be a number (a Delta {delta_type}), got {_show(value)}"
+    digits = number.normalize().as_tuple()
+    exponent = int(digits.exponent)
+    fraction = max(0, -exponent)
+    integral = max(0, len(digits.digits) + exponent) if number != 0 else 0
+    if fraction > s or integral > p - s:
+        return (
+            f"is {value}, which does not fit a Delta {delta_type} (at most {p - s} digits before the "
+            f"point and {s} after)"
+        )
+    return None
+
+
+def _check_null_counts(counts: Any, field: str, where: str, records: Any) -> None:
+    if isinstance(counts, dict):
+        for name, value in counts.items():
+            _check_null_counts(value, f"{field}.{name}", where, records)
+        return
+    maximum = records if isinstance(records, int) and not isinstance(records, bool) else LONG_MAX
+    check_integer(f"{field} of {where!r}", counts, 0, maximum, "long (at most numRecords)")
+
+
+def _check_file_numbers(
+    kind: str, where: str, deletion_vector: Mapping[str, Any] | None, base_row_id: Any, commit_version: Any
+) -> None:
+    if base_row_id is not None:
+        check_integer(f"{kind}.baseRowId {where}", base_row_id, 0)
+    if commit_version is not None:
+        check_integer(f"{kind}.defaultRowCommitVersion {where}", commit_version, 0)
+    if deletion_vector is not None:
+        for key, minimum, maximum, type_name in (
+            ("offset", 0, INT_MAX, "integer"),
+            ("sizeInBytes", 0, INT_MAX, "integer"),
+            ("cardinality", 0, LONG_MAX, "long"),
+        ):
+            if deletion_vector.get(key) is not None:
+                check_integer(
+                    f"{kind}.deletionVector.{key} {where}", deletion_vector[key], minimum, maximum, type_name
+                )
+
+
+def _check_string(field: str, value: Any) -> None:
+    if not isinstance(value, str) or not value:
+        raise InvalidLogValueError(f"{field} must be a non-empty string, got {_show(value)}.")
+
+
+def _parses(parse: Any, text: str) -> bool:
+    try:
+        parse(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return (text[:200] + "...") if len(text) > 200 else f"{text} ({type(value).__name__})"

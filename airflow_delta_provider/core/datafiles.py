@@ -5,16 +5,23 @@ Delta readers resolve relative paths against the root, and VACUUM never looks in
 ``_``/``.`` directories, so a file there would be live but unprotected (or invisible).
 Partition values come from Spark's ``col=value`` directories (Hive escaping undone) or
 from the caller, and are checked against the table's partition columns.
+
+On local storage a path is also judged by where it really is: a file that is, or lies
+under, a symbolic link is refused (:class:`_RealPaths`), before it is read. A link
+that leaves the root would commit data the table does not own; one that stays inside
+would record the link's path, and VACUUM, which lists real files, would later delete the
+target as unreferenced. (Object stores have no links.)
 """
 
 from __future__ import annotations
 
+import os
 import posixpath
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from airflow_delta_provider.core.errors import InvalidPathError, SchemaError
+from airflow_delta_provider.core.errors import InvalidPathError, SchemaError, SchemaMismatchError
 from airflow_delta_provider.core.partitions import parse_partition_path
 from airflow_delta_provider.core.paths import LOG_DIR, TablePath, has_scheme
 
@@ -100,24 +107,79 @@ def collect_files(
 ) -> list[DataFile]:
     """The files to commit, with size and modification time.
 
-    :param files: explicit paths (see :func:`relative_path`).
+    :param files: explicit paths (see :func:`relative_path`); may be empty.
     :param prefix: a directory under the root to scan recursively; hidden files and
-        directories in it (``_SUCCESS``, ``_temporary/``, ``.crc`` files) are skipped.
-    :raises InvalidPathError: a path may not be committed, is listed twice, or does not exist;
-        the prefix is outside the root or holds no files.
+        directories in it (``_SUCCESS``, ``_temporary/``, ``.crc`` files) are skipped. A
+        directory that exists but holds no data file (an empty job output: nothing, or only
+        ``_SUCCESS``) gives no files; what an empty commit then does is the caller's rule.
+    :raises InvalidPathError: a path may not be committed (outside the root, hidden, a
+        symbolic link on local storage), is listed twice, or does not exist; the prefix is
+        the root, a file, a symbolic link, or does not exist.
     """
     if (files is None) == (prefix is None):
         raise ValueError("Pass exactly one of files (a list of paths) or prefix (a directory to scan).")
+    real = _RealPaths(storage)
     if files is not None:
         if isinstance(files, str):
             raise TypeError(
                 "files must be a list of paths, not a single string; use prefix= for a directory."
             )
-        return [
-            _stat(storage, relative_path(storage, f, partition_columns), f)
-            for f in _unique(files, storage, partition_columns)
-        ]
-    return _scan(storage, prefix or "", partition_columns)
+        found = []
+        for f in _unique(files, storage, partition_columns):
+            relative = relative_path(storage, f, partition_columns)
+            real.check(relative, f)  # before the file is looked at
+            found.append(_stat(storage, relative, f))
+        return found
+    return _scan(storage, prefix or "", partition_columns, real)
+
+
+class _RealPaths:
+    """Local storage only: refuses paths that are, or lie under, symbolic links.
+
+    Each directory is resolved once (``realpath``); each file costs one ``lstat``.
+    """
+
+    def __init__(self, storage: TableStorage) -> None:
+        self.storage = storage
+        self.active = storage.is_local
+        if self.active:
+            self.root = storage.root.rstrip("/")
+            self.real_root = os.path.realpath(self.root)
+        self._directories: dict[str, bool] = {}
+
+    def check_directory(self, relative: str, original: str) -> None:
+        if self.active and not self._directory_is_real(relative):
+            self._refuse(relative, original)
+
+    def check(self, relative: str, original: str) -> None:
+        if not self.active:
+            return
+        directory = relative.rpartition("/")[0]
+        if not self._directory_is_real(directory) or os.path.islink(f"{self.root}/{relative}"):
+            self._refuse(relative, original)
+
+    def _directory_is_real(self, relative: str) -> bool:
+        known = self._directories.get(relative)
+        if known is None:
+            path = f"{self.root}/{relative}" if relative else self.root
+            expected = os.path.join(self.real_root, relative) if relative else self.real_root
+            known = self._directories[relative] = os.path.realpath(path) == expected
+        return known
+
+    def _refuse(self, relative: str, original: str) -> None:
+        real = os.path.realpath(f"{self.root}/{relative}")
+        if not (real == self.real_root or real.startswith(self.real_root + os.sep)):
+            raise InvalidPathError(
+                f"{original!r} is, or lies under, a symbolic link that resolves outside the table root "
+                f"{self.storage.root_uri!r}. A Delta table only references files under its root; copy "
+                f"or write the data under the table location instead of linking to it."
+            )
+        target = os.path.relpath(real, self.real_root)
+        raise InvalidPathError(
+            f"{original!r} is, or lies under, a symbolic link (to {target!r} in the table). The log "
+            f"would record the link's path, and VACUUM, which lists real files, would delete the "
+            f"target as unreferenced. Commit {target!r} instead."
+        )
 
 
 def _unique(files: Sequence[str], storage: TableStorage, partition_columns: Sequence[str]) -> list[str]:
@@ -140,26 +202,35 @@ def _stat(storage: TableStorage, relative: str, original: str) -> DataFile:
     return DataFile(path, relative, info.size, info.modification_time)
 
 
-def _scan(storage: TableStorage, prefix: str, partition_columns: Sequence[str]) -> list[DataFile]:
+def _scan(
+    storage: TableStorage, prefix: str, partition_columns: Sequence[str], real: _RealPaths
+) -> list[DataFile]:
     base = relative_path(storage, prefix, partition_columns) if prefix.strip("/") not in ("", ".") else ""
     if not base:
         raise InvalidPathError(
             "prefix is the table root; scanning the whole table would re-add its existing files. Write "
             "new data under a fresh directory and pass that as prefix."
         )
+    real.check_directory(base, prefix)  # before listing it: a link would list elsewhere
     directory = storage.join(base)
+    if real.active and os.path.isfile(directory):
+        raise InvalidPathError(f"prefix {prefix!r} is a file, not a directory; pass it in files= instead.")
     root = storage.root.rstrip("/") + "/"
     found = []
+    seen_any = False
     for info in storage.walk(directory):
+        seen_any = True
         relative = info.path[len(root) :] if info.path.startswith(root) else None
         if relative is None:
             continue
         if any(is_hidden(s, partition_columns) for s in relative.split("/")):
             continue
+        real.check(relative, relative)
         found.append(DataFile(info.path, relative, info.size, info.modification_time))
-    if not found:
+    if not seen_any and not (os.path.isdir(directory) if real.active else storage.info(directory)):
         raise InvalidPathError(
-            f"No data files under {storage.to_uri(directory)!r} (hidden files are skipped)."
+            f"prefix {prefix!r} does not exist ({storage.to_uri(directory)}): nothing was written there. "
+            f"Check the path the job wrote to."
         )
     found.sort(key=lambda f: f.relative_path)
     return found
@@ -175,7 +246,9 @@ def partition_values_of(
     Values stay in the protocol's string form; a null is ``None``.
 
     :raises SchemaError: a value is missing for a partition column, or the path or the
-        mapping names a column that is not a partition column.
+        mapping names a column that is not a partition column, or the path spells a
+        partition column in another case (``DS=...`` for ``ds``; the mapping's keys may use any
+        case: they are only arguments).
     """
     if explicit is not None:
         values = dict(explicit)
@@ -184,6 +257,16 @@ def partition_values_of(
         values = parse_partition_path(data_file.relative_path)
         source = f"the path {data_file.relative_path!r}"
     by_key = {c.lower(): c for c in partition_columns}
+    if explicit is None:
+        for key in values:
+            canonical = by_key.get(key.lower())
+            if canonical is not None and key != canonical:
+                # Delta (Spark) names directories with the table's spelling; readers of the
+                # path layout (Hive, pyarrow) match it case-sensitively.
+                raise SchemaMismatchError(
+                    f"{source} names partition column {key!r}, but the table's column is {canonical!r}: "
+                    f"the names differ only in case. Write the directories as {canonical}=<value>."
+                )
     unknown = [k for k in values if k.lower() not in by_key]
     if unknown:
         raise SchemaError(

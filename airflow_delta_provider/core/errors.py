@@ -28,7 +28,10 @@ __all__ = [
     "DeleteFilesError",
     "DeletionVectorError",
     "DeltaError",
+    "EmptyOverwriteError",
     "InvalidDataFileError",
+    "InvalidLogValueError",
+    "InvalidPartitionValueError",
     "InvalidPathError",
     "InvalidTablePropertyError",
     "MaxCommitAttemptsExceededError",
@@ -168,6 +171,16 @@ class SchemaMismatchError(SchemaError):
     delta_error_class = "DELTA_FAILED_TO_MERGE_FIELDS"
 
 
+class InvalidLogValueError(DeltaError, ValueError):
+    """A value that would go into the log does not fit its Delta type (a ``long`` beyond
+    2^63 - 1, a negative size, a stats bound that is not a date ...). Raised before anything
+    is written; the message names the field, the value and the allowed range."""
+
+
+class InvalidPartitionValueError(InvalidLogValueError, SchemaMismatchError):
+    """A partition value does not parse as its column's Delta type, or lies outside its range."""
+
+
 class DeletionVectorError(DeltaError):
     """Files carry deletion vectors and the caller asked for something that would ignore them."""
 
@@ -181,6 +194,11 @@ class CommitError(DeltaError):
 
 class AppendOnlyViolationError(CommitError):
     delta_error_class = "DELTA_CANNOT_MODIFY_APPEND_ONLY"
+
+
+class EmptyOverwriteError(CommitError, ValueError):
+    """An overwrite or replace would remove data and add none, and the caller did not opt in
+    (``allow_empty_overwrite=True``)."""
 
 
 class MaxCommitAttemptsExceededError(CommitError):

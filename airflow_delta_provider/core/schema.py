@@ -514,12 +514,14 @@ def merge_schemas(table: pa.Schema, new: pa.Schema) -> pa.Schema:
     Like Delta's ``SchemaMergingUtils.mergeSchemas``: existing columns keep their type,
     nullability, metadata and order; columns of ``new`` the table lacks are appended as
     nullable, at the top level and inside structs (also structs in arrays and maps).
-    Names match case-insensitively and the table's spelling wins. Types must be equal as
+    Names match case-insensitively, and a column of ``new`` that differs from the table's
+    only in case is refused (the data files hold ``new``'s spelling, which readers would
+    not find; nor may it be added beside the table's). Types must be equal as
     Delta types (``large_string`` equals ``string``); an arrow ``null`` column in ``new``
     fits any existing column. No implicit widening is done.
 
-    :raises SchemaMismatchError: a column has different types in ``table`` and ``new``;
-        the message names the column path and both Delta types.
+    :raises SchemaMismatchError: a column has different types in ``table`` and ``new``
+        (the message names the column path and both Delta types), or is spelled differently.
     :raises SchemaError: a new column has no Delta type (arrow ``null``, ``uint64`` ...).
     """
     return pa.schema(_merge_fields(list(table), list(new), parent=""), metadata=table.metadata)
@@ -534,6 +536,7 @@ def _merge_fields(current: list[pa.Field], update: list[pa.Field], parent: str) 
         if other is None:
             merged.append(field)
         else:
+            _check_same_spelling(field, other, parent)
             merged.append(field.with_type(_merge_types(field.type, other.type, _join(parent, field.name))))
     for field in update:
         if _key(field.name) not in current_keys:
@@ -583,16 +586,19 @@ def _canonical_field(field: pa.Field, parent: str) -> pa.Field:
 def check_schema_compatible(table: pa.Schema, data: pa.Schema) -> None:
     """Refuse data that does not fit the table schema (Delta's schema enforcement on write).
 
-    Names match case-insensitively, as in Delta (Spark's default resolution), at every
-    nesting level; order does not matter. Every data column must exist in the table with
+    Names are resolved case-insensitively, as in Delta (Spark's default resolution), at
+    every nesting level, but must then be spelled as the table spells them: readers of the
+    data files match names case-sensitively, so a file column ``ID`` under a table column
+    ``id`` would read as NULL. Order does not matter. Every data column must exist in the table with
     the same Delta type, recursively through structs, arrays and maps. Data that is
     non-nullable may go into a nullable column, not the other way round (also for array
     elements and map values: ``containsNull``/``valueContainsNull``). Table columns missing
     from the data are fine when nullable. An arrow ``null``-typed data column (all values
     null) fits any nullable column.
 
-    :raises SchemaMismatchError: naming the column path and what does not fit; extra data
-        columns are reported together, with the advice to enable schema merging.
+    :raises SchemaMismatchError: naming the column path and what does not fit (both names
+        for a case-only difference); extra data columns are reported together, with the
+        advice to enable schema merging.
     :raises SchemaError: a data column has no Delta type, or two differ only in case.
     """
     _check_fields(list(table), list(data), parent="")
@@ -615,6 +621,7 @@ def _check_fields(table: list[pa.Field], data: list[pa.Field], parent: str) -> N
             if not field.nullable:
                 raise SchemaMismatchError(f"Column {path} is NOT NULL in the table but the data lacks it.")
             continue
+        _check_same_spelling(field, other, parent)
         if other.nullable and not field.nullable and not pa.types.is_null(other.type):
             raise SchemaMismatchError(
                 f"Column {path} is NOT NULL in the table but nullable in the data; make the data column "
@@ -653,6 +660,19 @@ def _check_slot(table: pa.Field, data: pa.Field, path: str, flag: str) -> None:
             f"Column {path}: the table has {flag}=false but the data allows nulls there."
         )
     _check_types(table.type, data.type, path)
+
+
+def _check_same_spelling(table: pa.Field, data: pa.Field, parent: str) -> None:
+    """Delta resolves names case-insensitively, but the data files are read by name, and
+    pyarrow, delta-rs and Parquet readers match names case-sensitively: a file column ``ID``
+    under a table column ``id`` reads as all NULL. Refuse it, naming both spellings."""
+    if table.name != data.name:
+        raise SchemaMismatchError(
+            f"A schema mismatch was detected when writing: the data's column {_join(parent, data.name)} "
+            f"and the table's column {_join(parent, table.name)} differ only in case. Readers match "
+            f"column names in data files case-sensitively and would read it as NULL; write the column "
+            f"as {table.name!r} (rename it before writing the files)."
+        )
 
 
 # --- helpers -------------------------------------------------------------------------------

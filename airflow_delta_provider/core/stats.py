@@ -3,14 +3,34 @@
 Delta's data skipping reads ``add.stats``: ``numRecords`` and, per column, ``minValues``,
 ``maxValues`` and ``nullCount``. Spark computes them while writing; here the files already
 exist, so they come from the Parquet footer (one ranged read per file, no data read).
-What the footer cannot tell exactly is left out, which readers take as "unknown":
 
-* min/max only for the types Delta skips on (numbers, dates, timestamps, strings), and
-  only when every row group that holds a value has them;
-* nothing for columns inside arrays and maps (the footer counts null *elements* there,
-  not null arrays);
-* strings are truncated the way Delta does (``truncateMinStringAgg`` /
-  ``truncateMaxStringAgg``, prefix 32), timestamps to milliseconds (Delta's precision).
+The rule is that no reader can misread them. A file's ``minValues`` / ``maxValues`` hold
+exact bounds for **every** stats column that has values and a type bounds exist for, or the
+file has no ``minValues`` / ``maxValues`` at all (``numRecords`` and ``nullCount`` stay: they
+are exact). Leaving out only the columns without bounds is not enough: a ``nullCount``
+without bounds is read by delta-rs 1.6 as "no value can match" (it skipped Spark's INT96
+timestamps for ``ts = X``), and its pyarrow reader turns any stats column missing from
+``minValues`` into ``col >= null``, which skips the file for every filter on that column.
+Exact bounds are:
+
+* integers, decimals, dates, booleans: the footer's min/max, when every row group that
+  holds a value has them;
+* strings: truncated the way Delta does (``truncateMinStringAgg`` /
+  ``truncateMaxStringAgg``, prefix 32); a maximum that cannot be truncated has none;
+* timestamps: milliseconds (Delta's precision), the minimum rounded down and the maximum
+  rounded **up**, so both stay bounds of microsecond values; INT96 (Spark's default) has
+  none (its footer order is undefined and Spark writes no INT96 statistics);
+* floats and doubles: only from writers that put NaN into the footer's min/max (Spark's
+  parquet-mr / parquet-java, whose order puts NaN above every number, as Spark's does) and
+  only when both are finite. Other writers (Arrow, and so pyarrow, polars, delta-rs) leave
+  NaN out without counting it, so their float bounds may hide a NaN and are not used;
+* never for binaries, nor for columns inside arrays and maps (the footer counts null
+  *elements* there, not null arrays): no reader expects bounds for them.
+
+No data is read for statistics: a file whose bounds are not all exact just loses data
+skipping. To keep it, write ``TIMESTAMP_MICROS`` from Spark
+(``spark.sql.parquet.outputTimestampType``), or list the columns worth skipping on in
+``delta.dataSkippingStatsColumns``.
 
 Which columns get statistics follows ``delta.dataSkippingStatsColumns`` or else the first
 ``delta.dataSkippingNumIndexedCols`` (default 32, ``-1`` for all) leaf columns of the
@@ -195,13 +215,14 @@ def read_footer(
 def footer_info(metadata: pq.FileMetaData, stats_columns: list[tuple[str, ...]]) -> FooterInfo:
     """:func:`read_footer` for a footer already read."""
     arrow_schema = metadata.schema.to_arrow_schema()
-    columns = _footer_columns(metadata, arrow_schema)
+    columns = _footer_columns(metadata, arrow_schema, float_bounds=_nan_in_bounds(metadata.created_by))
     num_records = metadata.num_rows
     schema = _delta_view(arrow_schema, columns)
 
     min_values: dict[str, Any] = {}
     max_values: dict[str, Any] = {}
     null_count: dict[str, Any] = {}
+    exact = True  # every column with values that could have bounds has exact ones
     by_key = {tuple(p.lower() for p in path): column for path, column in columns.items()}
     for path in stats_columns:
         column = by_key.get(tuple(p.lower() for p in path))
@@ -215,13 +236,35 @@ def footer_info(metadata: pq.FileMetaData, stats_columns: list[tuple[str, ...]])
         if column.min_value is not None:
             _put(min_values, path, column.min_value)
             _put(max_values, path, column.max_value)
+        elif column.null_count != num_records and _boundable(column.arrow_type):
+            exact = False  # values without exact bounds (or an unknown null count)
     stats: dict[str, Any] = {"numRecords": num_records}
-    if min_values:
+    if min_values and exact:
         stats["minValues"] = min_values
         stats["maxValues"] = max_values
     if null_count:
         stats["nullCount"] = null_count
     return FooterInfo(num_records=num_records, schema=schema, stats=stats_json(stats))
+
+
+def _boundable(arrow_type: pa.DataType) -> bool:
+    """Whether readers may expect bounds for a column of this type (all but binaries)."""
+    types = pa.types
+    return not (
+        types.is_binary(arrow_type)
+        or types.is_large_binary(arrow_type)
+        or types.is_fixed_size_binary(arrow_type)
+    )
+
+
+def _nan_in_bounds(created_by: str | None) -> bool:
+    """Whether the writer puts NaN into float min/max (so finite bounds mean "no NaN").
+
+    parquet-mr / parquet-java (Spark's writer) orders floats with Java's ``Float.compare``,
+    NaN above every number, as Spark does; Arrow-based writers leave NaN out uncounted.
+    """
+    writer = (created_by or "").lower()
+    return writer.startswith(("parquet-mr", "parquet-java"))
 
 
 @dataclass
@@ -237,9 +280,12 @@ class _ColumnStats:
 
 
 def _footer_columns(
-    metadata: pq.FileMetaData, arrow_schema: pa.Schema
+    metadata: pq.FileMetaData, arrow_schema: pa.Schema, *, float_bounds: bool = False
 ) -> dict[tuple[str, ...], _ColumnStats]:
-    """Aggregate row-group statistics per primitive column path (outside lists and maps)."""
+    """Aggregate row-group statistics per primitive column path (outside lists and maps).
+
+    :param float_bounds: the writer puts NaN into float min/max (see :func:`_nan_in_bounds`).
+    """
     leaves = list(_parquet_leaves(arrow_schema))
     columns: dict[tuple[str, ...], _ColumnStats] = {}
     for index, (path, arrow_type) in enumerate(leaves):
@@ -267,14 +313,22 @@ def _footer_columns(
                 column.null_count += statistics.null_count
             if statistics.null_count == row_group.num_rows:
                 continue  # only nulls: no bounds needed from this group
-            if not statistics.has_min_max or column.int96:
+            if not statistics.has_min_max or column.int96 or not column.has_bounds:
                 column.has_bounds = False
                 continue
-            low, high = statistics.min, statistics.max
-            column.min_value = low if column.min_value is None else min(column.min_value, low)
-            column.max_value = high if column.max_value is None else max(column.max_value, high)
+            try:
+                low, high = statistics.min, statistics.max
+                column.min_value = low if column.min_value is None else min(column.min_value, low)
+                column.max_value = high if column.max_value is None else max(column.max_value, high)
+            except (ValueError, OverflowError, TypeError, pa.ArrowException):
+                column.has_bounds = False  # values Python cannot hold (a date in year 0): no bounds
     for column in columns.values():
-        bounds = _delta_bounds(column) if column.has_bounds else None
+        if pa.types.is_floating(column.arrow_type) and not float_bounds:
+            column.has_bounds = False  # NaN may hide behind them
+        try:
+            bounds = _delta_bounds(column) if column.has_bounds else None
+        except (ValueError, OverflowError, ArithmeticError):
+            bounds = None
         column.min_value, column.max_value = bounds if bounds is not None else (None, None)
     return columns
 
@@ -319,27 +373,40 @@ def _delta_bounds(column: _ColumnStats) -> tuple[Any, Any] | None:
         return (truncate_min_string(low), high) if high is not None else None
     if types.is_integer(arrow_type):
         return int(low), int(high)
+    if types.is_boolean(arrow_type):
+        return bool(low), bool(high)
     if types.is_floating(arrow_type):
-        if math.isnan(low) or math.isnan(high) or math.isinf(low) or math.isinf(high):
-            return None  # not representable in JSON; Delta readers then just don't skip
-        return float(low), float(high)
+        # Only called for writers that put NaN into min/max: finite bounds mean no NaN.
+        low, high = float(low), float(high)
+        return (low, high) if math.isfinite(low) and math.isfinite(high) else None
     if types.is_decimal(arrow_type):
         return Decimal(low), Decimal(high)
     if types.is_date(arrow_type):
         return low.isoformat(), high.isoformat()
     if types.is_timestamp(arrow_type):
-        return _timestamp_text(low, arrow_type), _timestamp_text(high, arrow_type)
-    return None  # boolean, binary, time ...: Delta keeps no min/max
+        return _timestamp_text(low, arrow_type), _timestamp_text(high, arrow_type, round_up=True)
+    return None  # binary, time ...: no bounds
 
 
-def _timestamp_text(value: dt.datetime, arrow_type: pa.TimestampType) -> str:
-    """Delta's JSON form of a timestamp bound: milliseconds, ``Z`` for UTC-adjusted values."""
-    if not isinstance(value, dt.datetime):  # nanosecond values come back as pandas-free ints
-        value = dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=int(value) // 1000)
-    if value.tzinfo is not None:
-        value = value.astimezone(dt.UTC).replace(tzinfo=None)
-    text = value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}"
+def _timestamp_text(value: dt.datetime | int, arrow_type: pa.TimestampType, *, round_up: bool = False) -> str:
+    """Delta's JSON form of a timestamp bound: milliseconds, ``Z`` for UTC-adjusted values.
+
+    :param round_up: for a maximum: round sub-millisecond values up, so it stays an upper bound.
+    """
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
+        micros = (value - _EPOCH) // dt.timedelta(microseconds=1)
+    else:  # nanosecond values come back as ints
+        nanos = int(value)
+        micros = -(-nanos // 1000) if round_up else nanos // 1000
+    millis = -(-micros // 1000) if round_up else micros // 1000
+    value = _EPOCH + dt.timedelta(milliseconds=millis)
+    text = value.isoformat(timespec="milliseconds")  # four-digit years, unlike strftime's %Y
     return text + "Z" if arrow_type.tz is not None else text
+
+
+_EPOCH = dt.datetime(1970, 1, 1)
 
 
 def _delta_view(arrow_schema: pa.Schema, columns: Mapping[tuple[str, ...], _ColumnStats]) -> pa.Schema:

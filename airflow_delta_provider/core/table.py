@@ -250,10 +250,15 @@ class DeltaTable:
         :param name: the table's name in its metadata.
         :param description: the table's description.
         :param mode: when a table exists: ``error`` (default), ``ignore`` (keep it), ``append``
-            (keep it after checking that schema and partitioning fit) or ``overwrite`` (replace
-            its schema, partitioning and properties and remove all its files).
+            (keep it after checking that schema, with names spelled as the table spells them,
+            and partitioning fit) or ``overwrite`` (replace its schema, partitioning and
+            properties and remove all its files: Delta's ``CREATE OR REPLACE TABLE``).
         :raises TableAlreadyExistsError: ``mode="error"`` and a table exists at ``uri``.
         :raises UnsupportedFeatureError: a property needs a feature this core cannot write.
+        :raises SchemaMismatchError: ``mode="append"`` and the table's schema or partitioning differ.
+
+        Like every commit, the version-0 commit is validated before it is written and reported
+        as landed once written (see :meth:`commit_files`).
         """
         from airflow_delta_provider.core.write import create_table
 
@@ -369,14 +374,28 @@ class DeltaTable:
         max_workers: int | None = None,
         isolation_level: str | None = None,
         auto_checkpoint: bool = True,
+        allow_empty_overwrite: bool = False,
     ) -> CommitResult:
         """Commit Parquet files that already exist under the table root, in one atomic commit.
 
         Statistics come from the files' Parquet footers (read in parallel), partition values
         from their ``col=value`` directories (or ``partition_values``). The schema of every
-        file is checked against the table's.
+        file is checked against the table's, column names spelled exactly as the table spells
+        them. Every value written to the log is checked against its Delta type first, so bad
+        input leaves the table, its log and its files as they were.
 
-        :param files: the files, relative to the table root or as URIs under it.
+        No files (``files=[]``, or a ``prefix`` directory that exists but holds no data file):
+        an append writes nothing (``reason="no_files"``) unless ``app_id`` is given, in which
+        case a commit records only the txn, so a retry of the run is recognised (Delta's
+        streaming sink does the same for an empty batch); an overwrite that would remove data
+        is refused unless ``allow_empty_overwrite=True``.
+
+        Once the commit file is in place the commit is reported as landed: the checksum,
+        checkpoint and log cleanup after it never raise; their failures are logged and listed
+        in ``post_commit_errors``.
+
+        :param files: the files, relative to the table root or as URIs under it. On local
+            storage a file that is, or lies under, a symbolic link is refused.
         :param prefix: instead of ``files``: a directory under the root whose (non-hidden)
             files are committed.
         :param mode: ``append``, or ``overwrite`` to replace the table's data (all of it, or
@@ -404,9 +423,20 @@ class DeltaTable:
         :param isolation_level: ``Serializable`` (default) or ``WriteSerializable``.
         :param auto_checkpoint: checkpoint after the commit when Delta's policy says so
             (every ``delta.checkpointInterval`` versions, default 10), as Spark does.
-        :raises InvalidPathError: a file is outside the root, hidden, missing or listed twice.
+        :param allow_empty_overwrite: let an overwrite (or ``replace_where``) without files
+            remove the data it selects; refused by default, since an empty file list is
+            more often a mistake than a wish to empty the table.
+        :returns: what was done; ``committed=False`` with ``reason`` when nothing was written
+            (``"already_committed"``: ``version`` is the version that recorded the txn, an
+            upper bound when ``version_exact`` is False; ``"no_files"``).
+        :raises InvalidPathError: a file is outside the root, hidden, a symbolic link, missing
+            or listed twice; the prefix does not exist.
         :raises InvalidDataFileError: a file is not Parquet.
-        :raises SchemaMismatchError: a file's schema or partition values do not fit the table.
+        :raises SchemaMismatchError: a file's schema or partition values do not fit the table
+            (also: column names that differ from the table's only in case).
+        :raises InvalidLogValueError: a value does not fit its Delta type (``app_version`` of
+            2^63 or more, a partition value out of its column's range ...).
+        :raises EmptyOverwriteError: an overwrite with no files would remove data.
         :raises ConcurrentModificationError: a concurrent commit conflicts (Delta's error names).
         :raises UnsupportedFeatureError: the table uses a writer feature this core lacks.
         """
@@ -431,7 +461,30 @@ class DeltaTable:
             max_workers=max_workers,
             isolation_level=isolation_level,
             auto_checkpoint=auto_checkpoint,
+            allow_empty_overwrite=allow_empty_overwrite,
         )
+
+    def already_committed(
+        self, app_id: str, app_version: int, *, snapshot: Snapshot | None = None
+    ) -> CommitResult | None:
+        """Whether ``(app_id, app_version)`` is already committed, as :meth:`commit_files` decides it.
+
+        Reads only protocol, metadata and txns of the latest snapshot (never the file list).
+        When the table holds ``app_id`` at ``app_version`` or later, returns the result
+        :meth:`commit_files` would return: ``committed=False``, ``reason="already_committed"``,
+        ``version`` the version whose commit recorded the txn. That commit is found exactly
+        while it is in the log (reading the commits since the last checkpoint, or a handful
+        located by the txn's ``lastUpdated``); otherwise ``version_exact`` is False and
+        ``version`` is an upper bound (the last checkpoint's version).
+
+        :param snapshot: the latest snapshot, when the caller already has it.
+        :returns: None when the table does not exist or the application has not committed
+            that version yet.
+        :raises ValueError: ``app_id`` or ``app_version`` are not values a ``txn`` can hold.
+        """
+        from airflow_delta_provider.core.write import already_committed
+
+        return already_committed(self, app_id, app_version, snapshot=snapshot)
 
 
 def to_millis(value: datetime | str | int) -> int:

@@ -16,10 +16,19 @@ rules (``S/ConflictChecker.scala``), in Delta's order:
 and, when none applies, the commit is retried at the next free version. Like Delta, the
 commit carries a unique ``txnId`` in its commitInfo, so a writer whose put succeeded but
 whose response was lost (an S3 retry answered 412) recognises its own commit.
+
+Before the first attempt every action is checked against its Delta types
+(:func:`~.actions.validate_actions`): nothing that a reader or a checkpoint could not
+read back ever reaches the log. Once the commit file is in place the commit has
+happened: the post-commit work (the ``.crc`` checksum, the checkpoint Delta's policy asks
+for, log cleanup after it) runs through :func:`run_post_commit_hooks`, which logs a
+failure as a warning and returns it on :attr:`CommitResult.post_commit_errors`, never
+raising, as Delta treats its post-commit hooks.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import uuid
@@ -38,6 +47,8 @@ from airflow_delta_provider.core.actions import (
     RemoveFile,
     Transaction,
     dumps,
+    validate_actions,
+    validate_commit_info,
 )
 from airflow_delta_provider.core.checksum import next_checksum, read_checksum, write_checksum
 from airflow_delta_provider.core.errors import (
@@ -57,10 +68,11 @@ from airflow_delta_provider.core.errors import (
 from airflow_delta_provider.core.logfiles import LogFileKind, commit_name, parse_log_file, version_prefix
 from airflow_delta_provider.core.partitions import partition_columns_from_map
 from airflow_delta_provider.core.protocol import Operation, check_writable
+from airflow_delta_provider.core.redaction import redact
 from airflow_delta_provider.core.replay import canonical_path, parse_commit
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from airflow_delta_provider.core.predicate import Predicate
     from airflow_delta_provider.core.replay import CommitActions
@@ -83,14 +95,32 @@ DEFAULT_MAX_ATTEMPTS = 100
 Action = Protocol | Metadata | Transaction | AddFile | RemoveFile | DomainMetadata
 
 
+#: :attr:`CommitResult.reason` when ``(app_id, app_version)`` was already committed.
+ALREADY_COMMITTED = "already_committed"
+#: :attr:`CommitResult.reason` when there was nothing to commit: no files to add, nothing to
+#: remove, and no ``app_id`` to record.
+NO_FILES = "no_files"
+
+
 @dataclass(frozen=True)
 class CommitResult:
     """What a commit did.
 
-    :param version: the version holding the commit; when skipped, the version whose ``txn``
-        recorded the application's version (or the latest version when that is unknown).
-    :param committed: False when nothing was written because ``(app_id, app_version)`` was
-        already committed.
+    :param version: the version holding the commit. When nothing was committed: for
+        ``reason="already_committed"`` the version whose ``txn`` recorded the application's
+        version (see ``version_exact``); for ``reason="no_files"`` the table's current version.
+    :param committed: False when nothing was written; ``reason`` says why.
+    :param reason: None for a commit; ``"already_committed"`` (the table already holds
+        ``app_id`` at ``app_version`` or later) or ``"no_files"`` (an append, or an overwrite
+        that matched nothing, with no files and no ``app_id``: an empty WRITE commit would
+        only add noise to the log) when nothing was written.
+    :param version_exact: False only for ``"already_committed"`` when the commit that recorded
+        the txn could not be found (cleaned up, or too far from the txn's ``lastUpdated``):
+        ``version`` is then an upper bound, the newest version that may have recorded it (the
+        application's data is in the table at that version).
+    :param post_commit_errors: failures of the work after a landed commit (checksum,
+        checkpoint, log cleanup), each ``"<step> after version N: <error>"``. The commit
+        stands; the table is readable without that work, and a later checkpoint redoes it.
     """
 
     version: int
@@ -107,9 +137,13 @@ class CommitResult:
     num_removed_bytes: int = 0
     operation_metrics: dict[str, str] = field(default_factory=dict)
     txn_id: str | None = None
+    reason: str | None = None
+    version_exact: bool = True
+    post_commit_errors: tuple[str, ...] = ()
 
     @property
     def skipped(self) -> bool:
+        """Nothing was written (see :attr:`reason`)."""
         return not self.committed
 
     def to_dict(self) -> dict[str, Any]:
@@ -118,6 +152,8 @@ class CommitResult:
             "version": self.version,
             "committed": self.committed,
             "skipped": self.skipped,
+            "reason": self.reason,
+            "version_exact": self.version_exact,
             "operation": self.operation,
             "read_version": self.read_version,
             "attempts": self.attempts,
@@ -130,7 +166,67 @@ class CommitResult:
             "num_removed_bytes": self.num_removed_bytes,
             "operation_metrics": dict(self.operation_metrics),
             "txn_id": self.txn_id,
+            "post_commit_errors": list(self.post_commit_errors),
         }
+
+
+@dataclass(frozen=True)
+class PostCommitHook:
+    """Work to do after a commit landed; its failure never turns the commit into a failure.
+
+    :param name: what it is, in warnings and :attr:`CommitResult.post_commit_errors`.
+    :param run: called with the committed version; returns False when it did nothing (the
+        hooks that run ``after`` it are then skipped too).
+    :param after: the name of a hook that must have run and succeeded first (log cleanup
+        runs only after a checkpoint).
+    """
+
+    name: str
+    run: Callable[[int], bool | None]
+    after: str | None = None
+
+
+def run_post_commit_hooks(uri: str, version: int, hooks: Sequence[PostCommitHook]) -> tuple[str, ...]:
+    """Run the post-commit hooks of ``version`` in order, never raising.
+
+    The commit file is in place: whatever fails now (``IsADirectoryError``, a full disk, a
+    checkpoint that overflows...) is logged as a WARNING with its cause, redacted, and
+    returned, so the caller reports a landed commit as landed. ``BaseException`` (a
+    ``KeyboardInterrupt``) still propagates.
+
+    :returns: one ``"<hook> after version N: <error>"`` per failed hook.
+    """
+    done: set[str] = set()
+    errors: list[str] = []
+    for hook in hooks:
+        if hook.after is not None and hook.after not in done:
+            continue
+        try:
+            if hook.run(version) is not False:
+                done.add(hook.name)
+        except Exception as err:
+            message = redact(f"{hook.name} after version {version}: {_describe(err)}")
+            log.warning(
+                "Version %d of %s is committed, but its post-commit work failed (the commit stands; "
+                "the table is readable without it): %s",
+                version,
+                redact(uri),
+                message,
+            )
+            errors.append(message)
+    return tuple(errors)
+
+
+def _describe(err: BaseException) -> str:
+    """``Type: message``, with the chain of causes (what a WARNING line needs to be acted on)."""
+    parts = []
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen and len(parts) < 4:
+        seen.add(id(current))
+        parts.append(f"{type(current).__name__}: {current}")
+        current = current.__cause__ or current.__context__
+    return " (caused by ".join(parts) + ")" * (len(parts) - 1)
 
 
 class OptimisticTransaction:
@@ -144,6 +240,8 @@ class OptimisticTransaction:
     :param max_attempts: commit attempts before :class:`MaxCommitAttemptsExceededError`.
     :param auto_checkpoint: after committing version ``v``, write a checkpoint when Delta's
         policy says so (``v % delta.checkpointInterval == 0``), as Spark does.
+    :param post_commit_hooks: more work after a landed commit, run (after the checksum,
+        checkpoint and cleanup) through :func:`run_post_commit_hooks`.
     """
 
     def __init__(
@@ -155,6 +253,7 @@ class OptimisticTransaction:
         isolation_level: str | None = None,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         auto_checkpoint: bool = True,
+        post_commit_hooks: Sequence[PostCommitHook] = (),
     ) -> None:
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be at least 1, got {max_attempts!r}.")
@@ -164,6 +263,7 @@ class OptimisticTransaction:
         self._isolation_level = isolation_level
         self.max_attempts = max_attempts
         self.auto_checkpoint = auto_checkpoint
+        self.post_commit_hooks = tuple(post_commit_hooks)
         self.txn_id = str(uuid.uuid4())
         self._read_app_ids: set[str] = set()
         self._read_predicates: list[Predicate] = []
@@ -225,12 +325,16 @@ class OptimisticTransaction:
         :raises ConcurrentModificationError: a winner conflicts (the subclass names Delta's error).
         :raises UnsupportedFeatureError: the table's protocol asks for a feature this core lacks.
         :raises AppendOnlyViolationError: a data-changing remove on a ``delta.appendOnly`` table.
+        :raises InvalidLogValueError: a value does not fit its Delta type (nothing is written).
         :raises MaxCommitAttemptsExceededError: too many winners in a row.
+        :returns: the result; failures after the commit landed are on its ``post_commit_errors``.
         """
         new_protocol = next((a for a in actions if isinstance(a, Protocol)), None)
         new_metadata = next((a for a in actions if isinstance(a, Metadata)), None)
         protocol = new_protocol or self.snapshot.protocol
         metadata = new_metadata or self.snapshot.metadata
+        # Every value against its Delta type, before anything else is decided or written.
+        validate_actions(actions, metadata)
         if _operation_kind(operation) is Operation.VACUUM and not actions:
             # VACUUM's empty START/END records only need what VACUUM itself needs.
             from airflow_delta_provider.core.vacuum import check_vacuumable
@@ -288,6 +392,7 @@ class OptimisticTransaction:
                 timestamp=now,
                 in_commit_timestamp=ict,
             )
+            validate_commit_info(commit_info)
             payload = "\n".join([dumps({"commitInfo": commit_info}), *lines]) + "\n"
             path = storage.log_path(commit_name(version))
             try:
@@ -302,7 +407,7 @@ class OptimisticTransaction:
                     skipped = context.check(winner)
                     if skipped is not None:
                         return self._result(
-                            winner.version, False, operation, metrics, actions, attempts, committed=False
+                            winner.version, operation, metrics, actions, attempts, committed=False
                         )
                 last = winners[-1]
                 previous_ict = _ict(last)
@@ -333,11 +438,13 @@ class OptimisticTransaction:
                     break
                 raise
             break
+        # The commit file is in place: from here on nothing may turn the commit into a failure.
+        result = self._result(version, operation, metrics, actions, attempts, committed=True)
         log.info("Committed %s to %s at version %d.", operation, self.table.uri, version)
-        self._write_checksum(version, actions, protocol, metadata, ict)
-        if self.auto_checkpoint:
-            self._post_commit_checkpoint(version, metadata)
-        return self._result(version, True, operation, metrics, actions, attempts, committed=True)
+        errors = run_post_commit_hooks(
+            self.table.uri, version, self._post_commit_hooks(actions, protocol, metadata, ict)
+        )
+        return dataclasses.replace(result, post_commit_errors=errors) if errors else result
 
     # --- helpers ----------------------------------------------------------------------
 
@@ -442,40 +549,50 @@ class OptimisticTransaction:
             winners.append(commit)
         return winners
 
-    def _post_commit_checkpoint(self, version: int, metadata: Metadata) -> None:
-        """Delta's post-commit hook: checkpoint every ``delta.checkpointInterval`` versions, then clean up.
+    def _post_commit_hooks(
+        self, actions: Sequence[Action], protocol: Protocol, metadata: Metadata, ict: int | None
+    ) -> list[PostCommitHook]:
+        """The checksum, then (with ``auto_checkpoint``) Delta's checkpoint and log cleanup."""
+        hooks = [
+            PostCommitHook("checksum", lambda v: self._write_checksum(v, actions, protocol, metadata, ict))
+        ]
+        if self.auto_checkpoint:
+            hooks.append(PostCommitHook("checkpoint", lambda v: self._checkpoint(v, metadata)))
+            hooks.append(PostCommitHook("log cleanup", lambda v: self._cleanup(metadata), after="checkpoint"))
+        return [*hooks, *self.post_commit_hooks]
 
-        Like Spark, a failed checkpoint is logged and the commit stands: the table is
-        readable without it.
+    def _checkpoint(self, version: int, metadata: Metadata) -> bool:
+        """Delta's post-commit checkpoint, every ``delta.checkpointInterval`` versions.
+
+        Like Spark, a failed checkpoint leaves the commit standing: the table is readable
+        without it (:func:`run_post_commit_hooks` reports the failure).
         """
         from airflow_delta_provider.core.checkpoint import should_checkpoint, write_checkpoint
 
-        try:
-            if not should_checkpoint(version, metadata.configuration):
-                return
-            write_checkpoint(self.table, version)
-            # Delta's checkpointAndCleanUpDeltaLog: expired logs go right after a checkpoint.
-            if (metadata.configuration.get(ENABLE_EXPIRED_LOG_CLEANUP) or "true").lower() != "false":
-                from airflow_delta_provider.core.cleanup import cleanup_logs
+        if not should_checkpoint(version, metadata.configuration):
+            return False
+        write_checkpoint(self.table, version)
+        return True
 
-                cleanup_logs(self.table)
-        except DeltaError as err:
-            log.warning(
-                "The checkpoint after version %d of %s failed (the commit stands): %s",
-                version,
-                self.table.uri,
-                err,
-            )
+    def _cleanup(self, metadata: Metadata) -> bool:
+        """Delta's checkpointAndCleanUpDeltaLog: expired logs go right after a checkpoint."""
+        if (metadata.configuration.get(ENABLE_EXPIRED_LOG_CLEANUP) or "true").lower() == "false":
+            return False
+        from airflow_delta_provider.core.cleanup import cleanup_logs
+
+        cleanup_logs(self.table)
+        return True
 
     def _write_checksum(
         self, version: int, actions: Sequence[Action], protocol: Protocol, metadata: Metadata, ict: int | None
-    ) -> None:
+    ) -> bool:
+        """``version``'s ``.crc`` from the previous one and this commit's actions (False: none written)."""
         storage = self.table.storage
         previous = None
         if version > 0:
             previous = read_checksum(storage, version - 1)
             if previous is None:
-                return  # never re-read the table to build one: Spark rebuilds it if it wants
+                return False  # never re-read the table to build one: Spark rebuilds it if it wants
         checksum = next_checksum(
             previous,
             actions,
@@ -484,13 +601,14 @@ class OptimisticTransaction:
             txn_id=self.txn_id,
             in_commit_timestamp=ict,
         )
-        if checksum is not None:
-            write_checksum(storage, version, checksum)
+        if checksum is None:
+            return False
+        write_checksum(storage, version, checksum)
+        return True
 
     def _result(
         self,
         version: int,
-        _: bool,
         operation: str,
         metrics: Mapping[str, str],
         actions: Sequence[Action],
@@ -516,6 +634,7 @@ class OptimisticTransaction:
             num_removed_bytes=sum(a.size or 0 for a in removes) if committed else 0,
             operation_metrics=dict(metrics) if committed else {},
             txn_id=self.txn_id if committed else None,
+            reason=None if committed else ALREADY_COMMITTED,
         )
 
 

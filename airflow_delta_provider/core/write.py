@@ -16,10 +16,18 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
-from airflow_delta_provider.core.actions import AddFile, Metadata, Protocol, RemoveFile, Transaction
+from airflow_delta_provider.core.actions import (
+    AddFile,
+    LogTypes,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    Transaction,
+)
 from airflow_delta_provider.core.datafiles import DataFile, collect_files, partition_values_of
 from airflow_delta_provider.core.errors import (
     DeltaError,
+    EmptyOverwriteError,
     ProtocolChangedError,
     SchemaError,
     SchemaMismatchError,
@@ -27,9 +35,11 @@ from airflow_delta_provider.core.errors import (
     TableNotFoundError,
     UnsupportedFeatureError,
 )
+from airflow_delta_provider.core.logfiles import commit_name
 from airflow_delta_provider.core.partitions import parse_partition_value
 from airflow_delta_provider.core.predicate import Predicate, PredicateError
 from airflow_delta_provider.core.protocol import Operation, check_writable
+from airflow_delta_provider.core.replay import parse_commit
 from airflow_delta_provider.core.schema import (
     arrow_type_to_delta,
     check_schema_compatible,
@@ -38,12 +48,19 @@ from airflow_delta_provider.core.schema import (
     schema_to_delta_json,
 )
 from airflow_delta_provider.core.stats import indexed_columns, read_footers
-from airflow_delta_provider.core.transaction import DEFAULT_MAX_ATTEMPTS, CommitResult, OptimisticTransaction
+from airflow_delta_provider.core.transaction import (
+    ALREADY_COMMITTED,
+    DEFAULT_MAX_ATTEMPTS,
+    NO_FILES,
+    CommitResult,
+    OptimisticTransaction,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.storage import TableStorage
     from airflow_delta_provider.core.table import DeltaTable
 
 log = logging.getLogger(__name__)
@@ -333,6 +350,7 @@ def commit_files(
     max_workers: int | None = None,
     isolation_level: str | None = None,
     auto_checkpoint: bool = True,
+    allow_empty_overwrite: bool = False,
 ) -> CommitResult:
     """Commit Parquet files that already exist under the table root. See :meth:`DeltaTable.commit_files`."""
     if mode not in ("append", "overwrite"):
@@ -343,17 +361,9 @@ def commit_files(
         )
     if schema_mode not in ("enforce", "merge"):
         raise ValueError(f"schema_mode must be 'enforce' or 'merge', got {schema_mode!r}.")
-    if (app_id is None) != (app_version is None):
-        raise ValueError(
-            "Invalid options for idempotent writes: both app_id and app_version must be given (Delta's "
-            "txnAppId and txnVersion), or neither."
-        )
-    if app_version is not None and (
-        not isinstance(app_version, int) or isinstance(app_version, bool) or app_version < 0
-    ):
-        raise ValueError(f"app_version must be a non-negative integer, got {app_version!r}.")
-    if app_id is not None and (not isinstance(app_id, str) or not app_id):
-        raise ValueError(f"app_id must be a non-empty string, got {app_id!r}.")
+    if not isinstance(allow_empty_overwrite, bool):
+        raise ValueError(f"allow_empty_overwrite must be True or False, got {allow_empty_overwrite!r}.")
+    check_app_arguments(app_id, app_version)
 
     try:
         snapshot: Snapshot | None = table.snapshot()
@@ -376,25 +386,10 @@ def commit_files(
         auto_checkpoint=auto_checkpoint,
     )
     if app_id is not None and snapshot is not None:
+        # The hot path of a retry: protocol, metadata and txns only, never the file list.
         current = transaction.app_transaction_version(app_id)
         if current is not None and current >= app_version:  # type: ignore[operator]
-            recorded = transaction_commit_version(snapshot, app_id)
-            log.info(
-                "Application %r already committed version %d (>= %d) to %s%s; nothing to commit.",
-                app_id,
-                current,
-                app_version,
-                table.uri,
-                f" at table version {recorded}" if recorded is not None else "",
-            )
-            return CommitResult(
-                version=recorded if recorded is not None else snapshot.version,
-                committed=False,
-                operation="WRITE",
-                read_version=snapshot.version,
-                app_id=app_id,
-                app_version=app_version,
-            )
+            return _already_committed_result(table, snapshot, app_id, app_version, current)  # type: ignore[arg-type]
 
     if snapshot is not None:
         # Refuse a table this core cannot write before looking at a single file.
@@ -418,9 +413,13 @@ def commit_files(
     values_per_file = [partition_values_of(f, partition_columns, partition_values) for f in data_files]
     log.info("Reading the Parquet footers of %d file(s) to commit to %s.", len(data_files), table.uri)
 
-    if (
-        table_schema is None
-    ):  # a new table without a given schema: the first file's, partition columns as strings
+    if table_schema is None:
+        # A new table without a given schema: the first file's, partition columns as strings.
+        if not data_files:
+            raise SchemaError(
+                f"There is no table at {table.uri} yet and no file to take its schema from; pass schema= "
+                f"to create it without data."
+            )
         first = read_footers(table.storage, [data_files[0].path], stats_columns=[])[0]
         table_schema = pa.schema(
             [f.with_nullable(True) for f in first.schema if f.name not in partition_columns]
@@ -436,25 +435,14 @@ def commit_files(
         sizes=[f.size for f in data_files],
         max_workers=max_workers,
     )
-    _check_partition_values(table_schema, partition_columns, data_files, values_per_file)
+    # The same check the transaction runs on every add, here with each file's name, early.
+    LogTypes(
+        metadata or Metadata("", schema_to_delta_json(table_schema), tuple(partition_columns))
+    ).check_partition_values((f.relative_path, v) for f, v in zip(data_files, values_per_file, strict=True))
 
-    new_schema = table_schema
-    checked: pa.Schema | None = None
-    for data_file, footer in zip(data_files, footers, strict=True):
-        if schema_mode != "merge" and checked is not None and footer.schema.equals(checked):
-            continue  # Spark's files of one job share a schema: check it once
-        checked = footer.schema
-        file_schema = pa.schema(
-            [f for f in footer.schema if f.name.lower() not in {c.lower() for c in partition_columns}]
-        )
-        try:
-            if schema_mode == "merge":
-                new_schema = merge_schemas(new_schema, file_schema)
-            else:
-                check_schema_compatible(data_schema, file_schema)
-        except SchemaError as err:
-            raise type(err)(f"{table.storage.to_uri(data_file.path)}: {err}") from None
-
+    new_schema = _checked_schema(
+        table, table_schema, data_schema, partition_columns, data_files, footers, schema_mode
+    )
     now = int(time.time() * 1000)
     adds = [
         AddFile(
@@ -493,6 +481,30 @@ def commit_files(
     elif replace_where is not None:
         predicate = Predicate(replace_where, partition_columns)  # validate even on a new table
         _check_matches(predicate, table_schema, partition_columns, data_files, values_per_file)
+
+    if not adds and snapshot is not None:
+        if removes and not allow_empty_overwrite:
+            what = f"the {len(removes)} file(s) matching {replace_where!r}" if predicate else "every file"
+            raise EmptyOverwriteError(
+                f"This overwrite of {table.uri} has no files to add, so it would only remove {what} "
+                f"({sum(r.size or 0 for r in removes)} bytes). If emptying that data is intended, pass "
+                f"allow_empty_overwrite=True; otherwise check that the job wrote its output where "
+                f"files/prefix point (an empty list or an empty directory was given)."
+            )
+        if not removes and app_id is None:
+            log.info(
+                "Nothing to commit to %s: no files to add, nothing to remove and no app_id to record; "
+                "no commit was written (the table stays at version %d).",
+                table.uri,
+                snapshot.version,
+            )
+            return CommitResult(
+                version=snapshot.version,
+                committed=False,
+                operation="WRITE",
+                read_version=snapshot.version,
+                reason=NO_FILES,
+            )
 
     num_rows = sum(f.num_records for f in footers)
     metrics: dict[str, Any] = {
@@ -549,7 +561,64 @@ def commit_files(
             max_workers=max_workers,
             isolation_level=isolation_level,
             auto_checkpoint=auto_checkpoint,
+            allow_empty_overwrite=allow_empty_overwrite,
         )
+
+
+def check_app_arguments(app_id: str | None, app_version: int | None) -> None:
+    """Delta's rule for idempotent writes: both ``app_id`` and ``app_version`` or neither, and
+    values the ``txn`` action can hold (a non-empty string, a non-negative long).
+
+    :raises ValueError: (``InvalidLogValueError`` for values outside the types).
+    """
+    if (app_id is None) != (app_version is None):
+        raise ValueError(
+            "Invalid options for idempotent writes: both app_id and app_version must be given (Delta's "
+            "txnAppId and txnVersion), or neither."
+        )
+    if app_id is not None:
+        Transaction(app_id, app_version).validate()  # type: ignore[arg-type]
+
+
+def _checked_schema(
+    table: DeltaTable,
+    table_schema: pa.Schema,
+    data_schema: pa.Schema,
+    partition_columns: Sequence[str],
+    data_files: Sequence[DataFile],
+    footers: Sequence[Any],
+    schema_mode: SchemaMode,
+) -> pa.Schema:
+    """The table schema after the files (merged in ``merge`` mode); refuses files that do not fit.
+
+    A file may hold a partition column (its values are ignored: the log's win), but spelled as
+    the table spells it: readers match names case-sensitively.
+    """
+    partition_names = set(partition_columns)
+    partition_keys = {c.lower(): c for c in partition_columns}
+    new_schema = table_schema
+    checked: pa.Schema | None = None
+    for data_file, footer in zip(data_files, footers, strict=True):
+        if schema_mode != "merge" and checked is not None and footer.schema.equals(checked):
+            continue  # Spark's files of one job share a schema: check it once
+        checked = footer.schema
+        try:
+            for name in footer.schema.names:
+                canonical = partition_keys.get(name.lower())
+                if canonical is not None and name != canonical:
+                    raise SchemaMismatchError(
+                        f"the file's column {name!r} and the table's partition column {canonical!r} "
+                        f"differ only in case; readers match column names case-sensitively. Write the "
+                        f"column as {canonical!r} (or leave it out: partition values come from the log)."
+                    )
+            file_schema = pa.schema([f for f in footer.schema if f.name not in partition_names])
+            if schema_mode == "merge":
+                new_schema = merge_schemas(new_schema, file_schema)
+            else:
+                check_schema_compatible(data_schema, file_schema)
+        except SchemaError as err:
+            raise type(err)(f"{table.storage.to_uri(data_file.path)}: {err}") from None
+    return new_schema
 
 
 def _removes(files: pa.Table, now: int) -> list[RemoveFile]:
@@ -609,24 +678,6 @@ def _typed_partition_table(
     return pa.table(arrays)
 
 
-def _check_partition_values(
-    schema: pa.Schema,
-    columns: Sequence[str],
-    files: Sequence[DataFile],
-    values: Sequence[Mapping[str, str | None]],
-) -> None:
-    for column in columns:
-        delta_type = arrow_type_to_delta(schema.field(column).type)
-        for data_file, file_values in zip(files, values, strict=True):
-            try:
-                parse_partition_value(file_values[column], delta_type, column=column)  # type: ignore[arg-type]
-            except DeltaError:
-                raise SchemaMismatchError(
-                    f"{data_file.relative_path}: partition value {file_values[column]!r} of column "
-                    f"{column!r} is not a valid {delta_type}."
-                ) from None
-
-
 def _check_matches(
     predicate: Predicate,
     schema: pa.Schema,
@@ -647,14 +698,131 @@ def _check_matches(
         )
 
 
-def transaction_commit_version(snapshot: Snapshot, app_id: str) -> int | None:
-    """The version of the commit that recorded ``app_id``'s transaction.
+# --- which commit recorded an application's txn ---------------------------------------------
 
-    Exact for commits since the last checkpoint (already read for the snapshot); for a
-    transaction recorded at or before the checkpoint, the checkpoint's version.
+#: Commit files read, around the txn's ``lastUpdated``, before settling for a bound.
+MAX_TXN_PROBES = 16
+#: How far a commit file's modification time may trail the writer's ``lastUpdated`` (S3 keeps
+#: whole seconds).
+_MTIME_SLACK_MS = 1000
+
+
+def already_committed(
+    table: DeltaTable, app_id: str, app_version: int, *, snapshot: Snapshot | None = None
+) -> CommitResult | None:
+    """The "nothing to commit" result when the table holds ``app_id`` at ``app_version`` or later.
+
+    See :meth:`DeltaTable.already_committed`. ``commit_files`` gives the same answer before it
+    reads a single data file.
     """
+    check_app_arguments(app_id, app_version)
+    if snapshot is None:
+        try:
+            snapshot = table.snapshot()
+        except TableNotFoundError:
+            return None
+    current = snapshot.app_transaction_version(app_id)
+    if current is None or current < app_version:
+        return None
+    return _already_committed_result(table, snapshot, app_id, app_version, current)
+
+
+def _already_committed_result(
+    table: DeltaTable, snapshot: Snapshot, app_id: str, app_version: int, current: int
+) -> CommitResult:
+    recorded, exact = txn_commit_version(snapshot, app_id)
+    log.info(
+        "Application %r already committed version %d (>= %d) to %s at table version %s%d; nothing to commit.",
+        app_id,
+        current,
+        app_version,
+        table.uri,
+        "" if exact else "<= ",
+        recorded,
+    )
+    return CommitResult(
+        version=recorded,
+        committed=False,
+        operation="WRITE",
+        read_version=snapshot.version,
+        app_id=app_id,
+        app_version=app_version,
+        reason=ALREADY_COMMITTED,
+        version_exact=exact,
+    )
+
+
+def txn_commit_version(snapshot: Snapshot, app_id: str) -> tuple[int, bool]:
+    """The version of the commit that recorded ``app_id``'s live txn, and whether it is exact.
+
+    The commits after the last checkpoint are already read for the snapshot: the newest one
+    holding the app's txn recorded it. A txn that only the checkpoint holds was recorded at
+    or before the checkpoint's version; that commit is looked for by the txn's
+    ``lastUpdated`` (a binary search over commit modification times, then at most
+    :data:`MAX_TXN_PROBES` commits read around the match, each checked for the exact txn).
+    When it is gone (log cleanup) or not found, the answer is the checkpoint's version and
+    ``False``: an upper bound.
+
+    :raises KeyError: the snapshot holds no live txn for ``app_id``.
+    """
+    txn = snapshot.transactions[app_id]
     for commit in reversed(snapshot._commits):
         for action in commit.actions:
             if "txn" in action and action["txn"].get("appId") == app_id:
-                return commit.version
-    return snapshot.segment.checkpoint_version
+                return commit.version, True
+    bound = snapshot.segment.checkpoint_version
+    if bound is None:  # no checkpoint, yet no commit holds it: nothing to search
+        return snapshot.version, False
+    found = _find_txn_commit(snapshot.storage, app_id, txn, bound)
+    return (found, True) if found is not None else (bound, False)
+
+
+def _find_txn_commit(storage: TableStorage, app_id: str, txn: Transaction, last: int) -> int | None:
+    """The version in ``[0, last]`` whose commit holds exactly ``txn``, reading few commits."""
+    if txn.last_updated is not None:
+        start = _first_commit_at_or_after(storage, txn.last_updated - _MTIME_SLACK_MS, last)
+        # Forward first: the recording commit lands just after its lastUpdated.
+        order = [start]
+        for step in range(1, MAX_TXN_PROBES):
+            order += [start + step, start - step]
+    else:  # no time to go by: the newest commits before the checkpoint
+        order = [last - step for step in range(MAX_TXN_PROBES)]
+    probes = [v for v in dict.fromkeys(order) if 0 <= v <= last][:MAX_TXN_PROBES]
+    for version in probes:
+        path = storage.log_path(commit_name(version))
+        try:
+            commit = parse_commit(version, storage.to_uri(path), storage.read_bytes(path))
+            actions = commit.actions
+        except (FileNotFoundError, DeltaError):
+            continue
+        for action in actions:
+            recorded = action.get("txn") if isinstance(action, dict) else None
+            if (
+                isinstance(recorded, dict)
+                and recorded.get("appId") == app_id
+                and recorded.get("version") == txn.version
+                and recorded.get("lastUpdated") == txn.last_updated
+            ):
+                return version
+    return None
+
+
+def _first_commit_at_or_after(storage: TableStorage, timestamp: int, last: int) -> int:
+    """The lowest version in ``[0, last]`` whose commit exists and was modified at or after
+    ``timestamp`` (``last`` when none is): a binary search of one ``info`` per step."""
+    low, high = 0, last
+    while low < high:
+        middle = (low + high) // 2
+        info = storage.info(storage.log_path(commit_name(middle)))
+        if info is None or info.modification_time < timestamp:  # cleaned up, or older
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+def transaction_commit_version(snapshot: Snapshot, app_id: str) -> int | None:
+    """Deprecated: use :func:`txn_commit_version` (it also says whether the answer is exact)."""
+    if app_id not in snapshot.transactions:
+        return None
+    return txn_commit_version(snapshot, app_id)[0]

@@ -97,8 +97,11 @@ def test_collect_files_refuses_missing_duplicate_and_empty(storage):
         f.write(b"x")
     with pytest.raises(InvalidPathError, match="listed twice"):
         collect_files(storage, files=["a.parquet", storage.root + "/a.parquet"])
-    with pytest.raises(InvalidPathError, match="No data files"):
-        collect_files(storage, prefix="empty")
+    assert collect_files(storage, prefix="empty") == []  # an empty job output: the caller decides
+    with pytest.raises(InvalidPathError, match="does not exist"):
+        collect_files(storage, prefix="missing")
+    with pytest.raises(InvalidPathError, match="is a file"):
+        collect_files(storage, prefix="a.parquet")
     with pytest.raises(InvalidPathError, match="table root"):
         collect_files(storage, prefix="/")
     with pytest.raises(ValueError, match="exactly one"):

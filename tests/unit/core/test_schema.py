@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -490,10 +491,10 @@ def test_merge_adds_new_top_level_and_nested_fields_as_nullable() -> None:
             pa.field("l", pa.list_(pa.field("element", pa.struct([pa.field("x", pa.int8())])))),
         ]
     )
-    new_s = pa.struct([pa.field("A", pa.int32()), pa.field("b", pa.large_string(), nullable=False)])
+    new_s = pa.struct([pa.field("a", pa.int32()), pa.field("b", pa.large_string(), nullable=False)])
     new = pa.schema(
         [
-            pa.field("ID", pa.int64()),  # case differs; nullable: the table keeps NOT NULL
+            pa.field("id", pa.int64()),  # nullable: the table keeps NOT NULL
             pa.field("s", new_s),
             pa.field("l", pa.list_(pa.struct([pa.field("x", pa.int8()), pa.field("y", pa.bool_())]))),
             pa.field("extra", pa.dictionary(pa.int8(), pa.string()), nullable=False),
@@ -531,7 +532,7 @@ def test_merge_inside_maps_and_null_typed_data() -> None:
         (pa.decimal128(10, 2), pa.decimal128(12, 2), r"decimal\(10,2\) in the table and decimal\(12,2\)"),
         (
             pa.struct([("a", pa.int8())]),
-            pa.struct([("A", pa.int16())]),
+            pa.struct([("a", pa.int16())]),
             r"column x\.a has type byte .* short",
         ),
         (pa.list_(pa.int8()), pa.int8(), r"column x has type array<byte> in the table and byte"),
@@ -566,12 +567,12 @@ ID = pa.field("id", pa.int64(), nullable=False)
 
 def test_compatible_data_passes() -> None:
     check_schema_compatible(TABLE, TABLE)
-    # Other case, other string encoding, non-null into nullable, nullable s.b left out.
+    # Other order, other string encoding, non-null into nullable, nullable s.b left out.
     data = pa.schema(
         [
-            pa.field("NAME", pa.large_string(), nullable=False),
-            pa.field("ID", pa.int64(), nullable=False),
-            pa.field("s", pa.struct([pa.field("A", pa.int32(), nullable=False)])),
+            pa.field("name", pa.large_string(), nullable=False),
+            pa.field("id", pa.int64(), nullable=False),
+            pa.field("s", pa.struct([pa.field("a", pa.int32(), nullable=False)])),
         ]
     )
     check_schema_compatible(TABLE, data)
@@ -636,3 +637,45 @@ def test_compatible_data_passes() -> None:
 def test_incompatible_data_is_refused(data: pa.Schema, error: type[Exception], message: str) -> None:
     with pytest.raises(error, match=message):
         check_schema_compatible(TABLE, data)
+
+
+# --- names that differ only in case ------------------------------------------------------------
+
+_CASE_TABLE = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("s", pa.struct([("a", pa.int32()), ("inner", pa.struct([("x", pa.int8())]))])),
+        ("l", pa.list_(pa.struct([("e", pa.int16())]))),
+        ("m", pa.map_(pa.string(), pa.struct([("v", pa.int64())]))),
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    ("data", "names"),
+    [
+        (pa.schema([("ID", pa.int64())]), ("ID", "id")),
+        (pa.schema([("s", pa.struct([("A", pa.int32())]))]), ("s.A", "s.a")),
+        (pa.schema([("S", pa.struct([("a", pa.int32())]))]), ("S", "s")),
+        (
+            pa.schema([("s", pa.struct([("inner", pa.struct([("X", pa.int8())]))]))]),
+            ("s.inner.X", "s.inner.x"),
+        ),
+        (pa.schema([("l", pa.list_(pa.struct([("E", pa.int16())])))]), ("l.element.E", "l.element.e")),
+        (
+            pa.schema([("m", pa.map_(pa.string(), pa.struct([("V", pa.int64())])))]),
+            ("m.value.V", "m.value.v"),
+        ),
+    ],
+)
+@pytest.mark.parametrize("check", ["enforce", "merge"])
+def test_columns_differing_only_in_case_are_refused_naming_both(data, names, check) -> None:
+    """pyarrow and delta-rs match names in data files case-sensitively: ``ID`` under ``id``
+    would read as NULL, and merge must not add ``ID`` beside ``id`` either."""
+    data_name, table_name = (re.escape(n) for n in names)
+    pattern = rf"data's column {data_name} and the table's column {table_name} differ only in case"
+    with pytest.raises(SchemaMismatchError, match=pattern):
+        if check == "enforce":
+            check_schema_compatible(_CASE_TABLE, data)
+        else:
+            merge_schemas(_CASE_TABLE, data)

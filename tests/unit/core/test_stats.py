@@ -36,14 +36,14 @@ def test_numbers_dates_and_strings_match_the_data(tmp_path):
     table = pa.table(
         {
             "i": pa.array([5, -3, None, 12], pa.int32()),
-            "f": [1.5, -2.25, 3.0, None],
             "s": ["b", "a", None, "c"],
             "d": [dt.date(2024, 1, 2), dt.date(2023, 12, 31), None, None],
+            "flag": [True, None, True, True],
         }
     )
     stats = _stats(tmp_path, table, row_group_size=2)  # two row groups: bounds are aggregated
     assert stats["numRecords"] == 4
-    for name in ("i", "f", "s"):
+    for name in ("i", "s", "flag"):
         assert stats["minValues"][name] == pc.min(table[name]).as_py()
         assert stats["maxValues"][name] == pc.max(table[name]).as_py()
         assert stats["nullCount"][name] == table[name].null_count
@@ -51,28 +51,76 @@ def test_numbers_dates_and_strings_match_the_data(tmp_path):
     assert stats["maxValues"]["d"] == "2024-01-02"
 
 
-def test_timestamps_are_milliseconds_with_zone_only_when_adjusted(tmp_path):
+@pytest.mark.parametrize(
+    "values",
+    [[1.0, float("nan")], [1.0, 2.0], [float("nan")], [1.0, float("inf")]],
+    ids=["nan", "finite", "only-nan", "infinity"],
+)
+def test_arrow_written_floats_leave_the_file_without_bounds(tmp_path, values):
+    """Arrow leaves NaN out of a footer's min/max without counting it: its float bounds may
+    hide a NaN, so they are not used, and the file gets no bounds at all (readers misread a
+    stats column missing from minValues); the exact null counts stay."""
+    stats = _stats(tmp_path, pa.table({"i": [1] * len(values), "f": values}))
+    assert stats == {"numRecords": len(values), "nullCount": {"i": 0, "f": 0}}
+
+
+@pytest.mark.parametrize(
+    ("writer", "values", "bounds"),
+    [
+        ("parquet-mr version 1.17.0 (build x)", [1.0, 2.0], (1.0, 2.0)),
+        ("parquet-java version 1.18.0", [-0.5, 3.25], (-0.5, 3.25)),
+        ("parquet-mr version 1.13.1", [1.0, float("inf")], None),
+        ("parquet-cpp-arrow version 26.0.1", [1.0, 2.0], None),
+        (None, [1.0, 2.0], None),
+    ],
+)
+def test_float_bounds_only_from_writers_that_put_nan_into_them(tmp_path, monkeypatch, writer, values, bounds):
+    """parquet-mr / parquet-java (Spark) order NaN above every number in the footer, so finite
+    bounds mean "no NaN". pyarrow cannot write another ``created_by``, so the writer's name is
+    substituted here; tests/interop checks real Spark files."""
+    from airflow_delta_provider.core import stats as stats_module
+
+    path = tmp_path / "f.parquet"
+    pq.write_table(pa.table({"f": values}), path)
+    metadata = pq.read_metadata(path)
+    original = stats_module._nan_in_bounds
+    monkeypatch.setattr(stats_module, "_nan_in_bounds", lambda _: original(writer))
+    stats = json.loads(stats_module.footer_info(metadata, [("f",)]).stats)
+    assert ((stats["minValues"]["f"], stats["maxValues"]["f"]) if "minValues" in stats else None) == bounds
+
+
+@pytest.mark.parametrize("unit", ["us", "ns"])
+def test_timestamps_are_milliseconds_with_the_maximum_rounded_up(tmp_path, unit):
     value = dt.datetime(2024, 5, 6, 7, 8, 9, 987654)
     table = pa.table(
         {
-            "ts": pa.array([value], pa.timestamp("us", tz="UTC")),
-            "ntz": pa.array([value], pa.timestamp("us")),
+            "ts": pa.array([value, value], pa.timestamp(unit, tz="UTC")),
+            "ntz": pa.array([value, dt.datetime(2024, 5, 6, 7, 8, 9, 1000)], pa.timestamp(unit)),
         }
     )
     stats = _stats(tmp_path, table)
     assert stats["minValues"]["ts"] == "2024-05-06T07:08:09.987Z"
-    assert stats["maxValues"]["ntz"] == "2024-05-06T07:08:09.987"
+    assert stats["maxValues"]["ts"] == "2024-05-06T07:08:09.988Z"  # .987654 <= .988
+    assert stats["minValues"]["ntz"] == "2024-05-06T07:08:09.001"  # whole milliseconds stay
+    assert stats["maxValues"]["ntz"] == "2024-05-06T07:08:09.988"
 
 
-def test_int96_timestamps_have_no_bounds_and_read_as_utc(tmp_path):
-    table = pa.table({"ts": pa.array([dt.datetime(2024, 1, 1)], pa.timestamp("us"))})
+def test_timestamps_before_year_1000_keep_four_digit_years(tmp_path):
+    table = pa.table({"ts": pa.array([dt.datetime(999, 1, 2, 3, 4, 5, 6000)], pa.timestamp("us"))})
+    stats = _stats(tmp_path, table)
+    assert stats["minValues"]["ts"] == "0999-01-02T03:04:05.006"
+
+
+def test_int96_timestamps_leave_the_file_without_bounds_and_read_as_utc(tmp_path):
+    table = pa.table({"ts": pa.array([dt.datetime(2024, 1, 1), None], pa.timestamp("us")), "i": [1, 2]})
     path = tmp_path / "f.parquet"
     pq.write_table(table, path, use_deprecated_int96_timestamps=True)
-    footer = read_footer(open_store(str(tmp_path)), str(path), stats_columns=[("ts",)])
+    footer = read_footer(open_store(str(tmp_path)), str(path), stats_columns=[("ts",), ("i",)])
     assert footer.schema.field("ts").type == pa.timestamp("us", tz="UTC")
-    stats = json.loads(footer.stats)
-    assert "minValues" not in stats  # INT96 has no defined order; its footer bounds are not used
-    assert stats["numRecords"] == 1
+    # INT96 has no footer order (writers keep no statistics for it at all), so no bounds; and
+    # readers misread a file whose other columns have bounds (delta-rs skipped it for ts = X),
+    # so the file has none: only the counts it knows.
+    assert json.loads(footer.stats) == {"numRecords": 2, "nullCount": {"i": 0}}
 
 
 def test_decimals_are_exact_json_numbers(tmp_path):
@@ -95,10 +143,29 @@ def test_nested_structs_lists_and_types_without_bounds(tmp_path):
         }
     )
     stats = _stats(tmp_path, table, columns=[("st", "a"), ("st", "b"), ("l",), ("flag",), ("bin",)])
-    assert stats["minValues"] == {"st": {"a": 1, "b": "x"}}
-    assert stats["maxValues"] == {"st": {"a": 3, "b": "x"}}
-    # No bounds for booleans and binary; no null count for lists (the footer counts elements).
+    # Booleans have exact footer bounds; binaries none (nobody expects them); lists no null
+    # count (the footer counts elements).
+    assert stats["minValues"] == {"st": {"a": 1, "b": "x"}, "flag": False}
+    assert stats["maxValues"] == {"st": {"a": 3, "b": "x"}, "flag": True}
     assert stats["nullCount"] == {"st": {"a": 0, "b": 1}, "flag": 0, "bin": 0}
+
+
+@pytest.mark.parametrize(
+    ("column", "bounded"),
+    [
+        (pa.array([None, None], pa.float64()), True),  # only nulls: nothing to bound
+        (pa.array([b"x", None]), True),  # binary: no bounds expected
+        (pa.array(["\U0010ffff" * 70, None]), False),  # a maximum that cannot be truncated
+        (pa.array([1.0, float("nan")]), False),
+    ],
+    ids=["all-null", "binary", "untruncatable-string", "float"],
+)
+def test_a_file_has_bounds_for_every_column_with_values_or_none(tmp_path, column, bounded):
+    stats = _stats(tmp_path, pa.table({"i": [1, 2], "c": column}))
+    assert stats["nullCount"] == {"i": 0, "c": column.null_count}
+    assert ("minValues" in stats) is bounded
+    if bounded:
+        assert stats["minValues"] == {"i": 1} and stats["maxValues"] == {"i": 2}
 
 
 def test_a_column_missing_from_the_file_counts_as_all_nulls(tmp_path):
@@ -110,11 +177,6 @@ def test_all_null_column_has_a_null_count_but_no_bounds(tmp_path):
     stats = _stats(tmp_path, pa.table({"a": pa.array([None, None], pa.int64()), "b": [1, 2]}))
     assert stats["nullCount"]["a"] == 2
     assert "a" not in stats["minValues"]
-
-
-def test_nan_and_infinity_leave_no_bounds(tmp_path):
-    stats = _stats(tmp_path, pa.table({"f": [1.0, float("inf")]}))
-    assert "minValues" not in stats
 
 
 def test_long_strings_are_truncated_like_delta(tmp_path):
