@@ -5,7 +5,7 @@ adds with txns) is copied afresh for every measurement, and each contender check
 latest version (101, 1,010,000 files) in a fresh Python process (imports excluded from the
 timing, as in ``bench_read.py``):
 
-- ``core``: ``write_checkpoint(DeltaTable(uri))``: load, replay, write the checkpoint and
+- ``core``: ``DeltaTable(uri).checkpoint()``: load, replay, write the checkpoint and
   ``_last_checkpoint``.
 - ``delta-rs``: ``deltalake.DeltaTable(uri)`` then ``create_checkpoint()``; the load and the
   checkpoint are timed separately and together.
@@ -46,9 +46,8 @@ marks = {}
 RUNS = {
     "core": """
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.checkpoint import write_checkpoint
 before = rss_mb(); start = time.perf_counter()
-result = write_checkpoint(DeltaTable(uri))
+result = DeltaTable(uri).checkpoint()
 n = result.num_add_files
 """,
     "delta-rs": """

@@ -7,10 +7,10 @@ would on any table older than the retention. Data files are 40 days old, commits
 so every removed file is past the default 7-day retention. Each contender works on its own
 fresh copy, in a fresh Python process (imports excluded from the timing, as in ``bench_read.py``):
 
-- ``core``: ``vacuum(DeltaTable(uri), dry_run=...)``, FULL (the default, as Delta).
+- ``core``: ``DeltaTable(uri).vacuum(dry_run=...)``, FULL (the default, as Delta).
 - ``delta-rs``: ``DeltaTable(uri).vacuum(dry_run=..., full=True)``: the listing mode, the one
   that finds these files (delta-rs's default lite mode reads only tombstones still in the state).
-- ``core lite``: ``vacuum(..., mode="lite")``: reads the removes from commits 0-11, lists nothing
+- ``core lite``: ``....vacuum(mode="lite")``: reads the removes from commits 0-11, lists nothing
   (no delta-rs counterpart finds files whose tombstones left the checkpoint).
 - ``floor``: a bare ``os.walk`` that ``lstat``-s every file (and removes the expired ones in a
   real run), knowing nothing of Delta: the kernel work any listing VACUUM must do.
@@ -55,9 +55,8 @@ dry = sys.argv[2] == "dry"
 RUNS = {
     "core": """
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.vacuum import vacuum
 start = time.perf_counter()
-result = vacuum(DeltaTable(uri), dry_run=dry)
+result = DeltaTable(uri).vacuum(dry_run=dry)
 n = result.num_files
 """,
     "delta-rs": """
@@ -68,9 +67,8 @@ n = len(listed)
 """,
     "core lite": """
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.vacuum import vacuum
 start = time.perf_counter()
-result = vacuum(DeltaTable(uri), dry_run=dry, mode="lite")
+result = DeltaTable(uri).vacuum(dry_run=dry, mode="lite")
 n = result.num_files
 """,
     "floor": """

@@ -49,6 +49,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
+from airflow_delta_provider.core.arguments import check_positive_int
 from airflow_delta_provider.core.deletion_vectors import deletion_vector_unique_id
 from airflow_delta_provider.core.errors import (
     CorruptLogError,
@@ -67,11 +68,11 @@ from airflow_delta_provider.core.logfiles import (
     classic_checkpoint_name,
     multipart_checkpoint_name,
 )
+from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.replay import (
     ADD_SCHEMA,
     REMOVE_SCHEMA,
     SmallState,
-    read_commits,
     replay_files,
     replay_small_state,
 )
@@ -79,12 +80,13 @@ from airflow_delta_provider.core.segment import read_last_checkpoint
 from airflow_delta_provider.core.table_config import TableConfig
 
 if TYPE_CHECKING:
+    from airflow_delta_provider.core.snapshot import Snapshot
     from airflow_delta_provider.core.storage import TableStorage
-    from airflow_delta_provider.core.table import DeltaTable
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 __all__ = [
+    "CheckpointOptions",
     "CheckpointResult",
     "InvalidTablePropertyError",
     "canonical_json",
@@ -353,18 +355,10 @@ class _State:
     removes: pa.Table  # REMOVE_SCHEMA
 
 
-def write_checkpoint(
-    table: DeltaTable,
-    version: int | None = None,
-    *,
-    parts: int | None = None,
-    part_size: int | None = None,
-    now_ms: int | None = None,
-) -> CheckpointResult:
-    """Write a checkpoint of ``table`` at ``version`` (default: the latest) and ``_last_checkpoint``.
+@dataclass(frozen=True)
+class CheckpointOptions:
+    """Every option of a checkpoint (``DeltaTable.checkpoint``).
 
-    :param table: the table.
-    :param version: the version to checkpoint; None for the latest.
     :param parts: the number of files to spread the file actions over: for classic tables a
         multi-part checkpoint when > 1, for ``v2Checkpoint`` tables sidecars when > 1; 1 forces
         a single file. None: decided by ``part_size``.
@@ -372,26 +366,34 @@ def write_checkpoint(
         tables, 50,000 per sidecar for V2 ones).
     :param now_ms: the clock (ms since the epoch) against which tombstone and ``txn`` retention
         is measured; default now.
-    :raises UnsupportedFeatureError: the table needs a feature the core cannot read or checkpoint.
-    :raises VersionNotFoundError: ``version`` does not exist or cannot be reconstructed.
+    """
+
+    parts: int | None = None
+    part_size: int | None = None
+    now_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        check_positive_int("parts", self.parts)
+        check_positive_int("part_size", self.part_size)
+
+
+def write_checkpoint(snapshot: Snapshot, options: CheckpointOptions | None = None) -> CheckpointResult:
+    """Write a checkpoint of ``snapshot``'s version and then ``_last_checkpoint``.
+
+    :param snapshot: the version to checkpoint (loaded: protocol and metadata checked readable).
+    :param options: parts, part size and clock.
+    :raises UnsupportedFeatureError: the table needs a feature the core cannot checkpoint.
     :raises CorruptLogError: the log (or the version checksum) contradicts itself.
     """
-    if parts is not None and (not isinstance(parts, int) or isinstance(parts, bool) or parts < 1):
-        raise ValueError(f"parts must be a positive integer, got {parts!r}.")
-    if part_size is not None and (
-        not isinstance(part_size, int) or isinstance(part_size, bool) or part_size < 1
-    ):
-        raise ValueError(f"part_size must be a positive integer, got {part_size!r}.")
+    options = options or CheckpointOptions()
+    parts = options.parts
     started = time.perf_counter()
-    now = now_ms if now_ms is not None else int(time.time() * 1000)
-    storage = table.storage
-    # table.snapshot() finds the segment, falls back past unreadable checkpoints, and checks
-    # that the core can read the table.
-    snapshot = table.snapshot(version)
+    now = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
+    storage = snapshot.storage
     check_supported(snapshot.protocol, snapshot.metadata, Operation.CHECKPOINT)
     version = snapshot.version
     segment = snapshot.segment
-    commits = read_commits(storage, segment)
+    commits = snapshot.commits
     small = replay_small_state(storage, segment, commits, now_ms=now)
     files = replay_files(storage, segment, commits, small, tombstones=True, now_ms=now)
     state = _State(small=small, adds=files.adds, removes=files.removes)
@@ -412,7 +414,7 @@ def write_checkpoint(
     file_actions = state.adds.num_rows + state.removes.num_rows
     v2 = "v2Checkpoint" in writer_features(small.protocol)
     if parts is None:
-        size = part_size or (SIDECAR_PART_SIZE if v2 else CLASSIC_PART_SIZE)
+        size = options.part_size or (SIDECAR_PART_SIZE if v2 else CLASSIC_PART_SIZE)
         parts = max(1, math.ceil(file_actions / size))
     if v2:
         written = _write_v2(storage, version, state, add_column, remove_column, parts)

@@ -12,18 +12,18 @@ from __future__ import annotations
 
 import bisect
 import json
-import logging
 from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.core.actions import AddFile, Metadata, Protocol, RemoveFile, Transaction, dumps
 from airflow_delta_provider.core.logfiles import checksum_name
+from airflow_delta_provider.core.redaction import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from airflow_delta_provider.core.storage import TableStorage
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 _DROPPED = ("allFiles", "numDeletedRecordsOpt", "numDeletionVectorsOpt", "deletedRecordCountsHistogramOpt")
 

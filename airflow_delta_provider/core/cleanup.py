@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.core.actions import Protocol
+from airflow_delta_provider.core.arguments import check_bool, check_positive_int
 from airflow_delta_provider.core.errors import (
     DeltaError,
     InvalidPathError,
@@ -51,6 +51,7 @@ from airflow_delta_provider.core.features import (
     writer_features,
 )
 from airflow_delta_provider.core.logfiles import SIDECAR_DIR, LogFileKind
+from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.segment import (
     Checkpoint,
     complete_checkpoints,
@@ -60,13 +61,13 @@ from airflow_delta_provider.core.segment import (
 from airflow_delta_provider.core.table_config import LOG_RETENTION, Setting, TableConfig
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Iterable, Sequence
 
     from airflow_delta_provider.core.logfiles import LogFile
+    from airflow_delta_provider.core.snapshot import Snapshot
     from airflow_delta_provider.core.storage import FileInfo, TableStorage
-    from airflow_delta_provider.core.table import DeltaTable
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 STAGED_COMMITS_DIR = "_staged_commits"
@@ -241,40 +242,51 @@ def earliest_reconstructable(files: Iterable[LogFile]) -> int | None:
     return None
 
 
-def cleanup_logs(
-    table: DeltaTable,
-    *,
-    retention: timedelta | str | float | None = None,
-    dry_run: bool = False,
-    now: datetime | int | None = None,
-    provider_defaults: Mapping[str, Any] | None = None,
-    max_workers: int | None = None,
-) -> CleanupResult:
+@dataclass(frozen=True)
+class CleanupOptions:
+    """Every option of a log cleanup (``DeltaTable.cleanup_logs``).
+
+    :param retention: the log retention (``timedelta``, hours, or a Delta interval); default
+        the table's ``delta.logRetentionDuration``, then the provider default, then 30 days.
+    :param dry_run: only report what would be deleted.
+    :param now: the current time (datetime, or milliseconds since the epoch); for tests and replays.
+    :param max_workers: threads deleting in parallel (default: by store, see ``LogStore.delete_many``).
+    """
+
+    retention: timedelta | str | float | None = None
+    dry_run: bool = False
+    now: datetime | int | None = None
+    max_workers: int | None = None
+
+    def __post_init__(self) -> None:
+        check_bool("dry_run", self.dry_run)
+        check_positive_int("max_workers", self.max_workers)
+        _as_datetime(self.now)  # refuses a bad clock before anything is read
+
+
+def cleanup_logs(snapshot: Snapshot, options: CleanupOptions | None = None) -> CleanupResult:
     """Delete expired log files the way Delta does (see the module docstring).
 
     An explicit call runs even when the table sets ``delta.enableExpiredLogCleanup=false``:
     in Delta that property gates only the *automatic* cleanup after checkpoints, which the
     commit path honours. Nothing outside ``_delta_log`` is ever deleted.
 
-    :param table: the table.
-    :param retention: the log retention (``timedelta``, Delta interval or hours); default
-        the table's ``delta.logRetentionDuration``, then the provider default, then 30 days.
-    :param dry_run: only report what would be deleted.
-    :param now: the current time (datetime, or milliseconds since the epoch); for tests and replays.
-    :param provider_defaults: provider-wide settings keyed by Delta property (``[delta]`` section).
-    :param max_workers: threads deleting in parallel (default 1 on local disks, 8 on object stores).
+    :param snapshot: the table's latest snapshot (its configuration holds the provider defaults).
+    :param options: retention, dry run, clock, workers.
     :raises UnsupportedFeatureError: the table uses a writer feature the core does not know.
-    :raises RetentionError: the retention or ``now`` is not valid.
+    :raises RetentionError: the retention is not valid.
     """
-    snapshot = table.snapshot()
+    options = options or CleanupOptions()
+    dry_run, max_workers = options.dry_run, options.max_workers
     protocol = snapshot.protocol
     check_supported(protocol, snapshot.metadata, Operation.LOG_CLEANUP)
-    config = TableConfig(snapshot.properties, provider_defaults)
-    resolved = config.resolve(LOG_RETENTION, retention)
-    cutoff = cutoff_for(_as_datetime(now), resolved.value)
+    config = snapshot.config
+    resolved = config.resolve(LOG_RETENTION, options.retention)
+    cutoff = cutoff_for(_as_datetime(options.now), resolved.value)
     cutoff_ms = int(cutoff.timestamp() * 1000)
-    storage = table.storage
-    result = CleanupResult(table.uri, cutoff, resolved, dry_run)
+    storage = snapshot.storage
+    uri = storage.root_uri
+    result = CleanupResult(uri, cutoff, resolved, dry_run)
 
     hint = read_last_checkpoint(storage)
     files = list_log_files(storage, 0)
@@ -296,7 +308,7 @@ def cleanup_logs(
         )
     refusal = _protection_refusal(storage, protocol, config, files, plan)
     if refusal:
-        log.info("Log cleanup of %s skipped: %s", table.uri, refusal)
+        log.info("Log cleanup of %s skipped: %s", uri, refusal)
         return dataclasses.replace(
             result, earliest_retained_version=earliest_reconstructable(files), skipped_reason=refusal
         )
@@ -324,7 +336,7 @@ def cleanup_logs(
     log.info(
         "Deleting %d log file(s) of %s older than %s (groups up to the checkpoint at version %s).",
         len(doomed),
-        table.uri,
+        uri,
         cutoff.isoformat(),
         plan.checkpoint_version,
     )

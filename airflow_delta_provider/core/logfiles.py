@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import enum
 import json
-import logging
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from airflow_delta_provider.core.redaction import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from airflow_delta_provider.core.storage import FileInfo
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 LAST_CHECKPOINT = "_last_checkpoint"
 SIDECAR_DIR = "_sidecars"

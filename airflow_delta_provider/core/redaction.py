@@ -16,6 +16,7 @@ the location and stays.
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "REDACTED",
+    "RedactingFilter",
+    "get_logger",
     "has_credentials",
     "is_sensitive_option",
     "redact",
@@ -172,3 +175,32 @@ def redact(text: Any) -> str:
     if pattern is not None:
         result = pattern.sub(REDACTED, result)
     return result
+
+
+class RedactingFilter(logging.Filter):
+    """Redacts every record a logger emits: the formatted message goes through :func:`redact`.
+
+    A filter on a logger sees only that logger's own records, so every module of the provider
+    takes its logger from :func:`get_logger`. It runs only for records the logger emits.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        redacted = redact(message)
+        if redacted != message:
+            record.msg, record.args = redacted, ()
+        if record.exc_info and record.exc_info[1] is not None and not record.exc_text:
+            # Tracebacks name paths and values too; format them once, redacted.
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+        return True
+
+
+_FILTER = RedactingFilter()
+
+
+def get_logger(name: str) -> logging.Logger:
+    """``logging.getLogger(name)`` with the redacting filter attached (once)."""
+    logger = logging.getLogger(name)
+    if _FILTER not in logger.filters:
+        logger.addFilter(_FILTER)
+    return logger

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import logging
 import re
 import time
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ from airflow_delta_provider.core.deletion_vectors import deletion_vector_unique_
 from airflow_delta_provider.core.errors import CorruptLogError
 from airflow_delta_provider.core.logfiles import SIDECAR_DIR
 from airflow_delta_provider.core.paths import has_scheme
+from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.retention import (
     DELETED_FILE_RETENTION,
     SET_TRANSACTION_RETENTION,
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.segment import Checkpoint, LogSegment
     from airflow_delta_provider.core.storage import TableStorage
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 DELETION_VECTOR_TYPE = pa.struct(
     [

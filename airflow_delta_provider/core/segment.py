@@ -18,7 +18,6 @@ commits after that checkpoint. Discovery follows Delta (``SnapshotManagement``):
 
 from __future__ import annotations
 
-import logging
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -39,13 +38,14 @@ from airflow_delta_provider.core.logfiles import (
     parse_log_file,
     version_prefix,
 )
+from airflow_delta_provider.core.redaction import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
     from airflow_delta_provider.core.storage import TableStorage
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,6 @@ table. The file list is replayed on the first call that needs it.
 
 from __future__ import annotations
 
-import logging
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +15,7 @@ import pyarrow.compute as pc
 
 from airflow_delta_provider.core.errors import CorruptLogError, DeletionVectorError, DeltaError
 from airflow_delta_provider.core.features import Operation, check_supported, reader_features
+from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.replay import (
     CommitActions,
     FileState,
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.segment import LogSegment
     from airflow_delta_provider.core.storage import TableStorage
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 def load_snapshot(
@@ -246,10 +246,18 @@ class Snapshot:
     def num_files(self) -> int:
         return self._file_state.adds.num_rows
 
+    def replay(self, *, tombstones: bool = False, now_ms: int | None = None) -> FileState:
+        """The reconciled file actions (Arrow, the log's column names), with the unexpired
+        tombstones as of ``now_ms`` when asked; for operations that need more than :meth:`files`."""
+        if not tombstones and now_ms is None:
+            return self._file_state
+        return replay_files(
+            self._storage, self._segment, self._commits, self._small, tombstones=tombstones, now_ms=now_ms
+        )
+
     def tombstones(self) -> pa.Table:
         """The unexpired ``remove`` actions (per ``delta.deletedFileRetentionDuration``)."""
-        state = replay_files(self._storage, self._segment, self._commits, self._small, tombstones=True)
-        removes = state.removes
+        removes = self.replay(tombstones=True).removes
         return removes.rename_columns([TOMBSTONE_COLUMNS[name] for name in removes.column_names])
 
     def file_uris(self) -> list[str]:

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import logging
 import math
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -53,11 +52,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_delta_provider.core.errors import InvalidDataFileError, SchemaError
+from airflow_delta_provider.core.redaction import get_logger
 
 if TYPE_CHECKING:
     from airflow_delta_provider.core.storage import TableStorage
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 NUM_INDEXED_COLS = "delta.dataSkippingNumIndexedCols"
 STATS_COLUMNS = "delta.dataSkippingStatsColumns"

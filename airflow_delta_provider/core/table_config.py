@@ -20,7 +20,6 @@ source. Values are parsed on first use, so a bad property only stops what reads 
 from __future__ import annotations
 
 import enum
-import logging
 import re
 from dataclasses import dataclass
 from datetime import timedelta
@@ -28,6 +27,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from airflow_delta_provider.core.errors import InvalidTablePropertyError, RetentionError
+from airflow_delta_provider.core.redaction import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -46,7 +46,7 @@ __all__ = [
     "to_interval",
 ]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 T = TypeVar("T")
 

@@ -29,7 +29,6 @@ raising, as Delta treats its post-commit hooks.
 from __future__ import annotations
 
 import dataclasses
-import logging
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -65,11 +64,13 @@ from airflow_delta_provider.core.errors import (
     ProtocolChangedError,
     UnsupportedFeatureError,
 )
+from airflow_delta_provider.core.features import Operation, check_supported
 from airflow_delta_provider.core.logfiles import LogFileKind, commit_name, parse_log_file, version_prefix
 from airflow_delta_provider.core.partitions import partition_columns_from_map
-from airflow_delta_provider.core.protocol import Operation, check_writable
-from airflow_delta_provider.core.redaction import redact
-from airflow_delta_provider.core.replay import canonical_path, parse_commit
+from airflow_delta_provider.core.redaction import get_logger, redact
+from airflow_delta_provider.core.replay import parse_commit
+from airflow_delta_provider.core.snapshot import load_snapshot
+from airflow_delta_provider.core.table_config import TableConfig
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -77,18 +78,14 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.predicate import Predicate
     from airflow_delta_provider.core.replay import CommitActions
     from airflow_delta_provider.core.snapshot import Snapshot
-    from airflow_delta_provider.core.table import DeltaTable
+    from airflow_delta_provider.core.storage import LogStore
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 ENGINE_INFO = f"airflow-delta-provider/{__version__}"
 SERIALIZABLE = "Serializable"
 WRITE_SERIALIZABLE = "WriteSerializable"
 SNAPSHOT_ISOLATION = "SnapshotIsolation"
-ISOLATION_LEVEL = "delta.isolationLevel"
-APPEND_ONLY = "delta.appendOnly"
-ICT_ENABLED = "delta.enableInCommitTimestamps"
-ENABLE_EXPIRED_LOG_CLEANUP = "delta.enableExpiredLogCleanup"
 #: Attempts before giving up; each retry follows a commit that did not conflict with ours.
 DEFAULT_MAX_ATTEMPTS = 100
 
@@ -171,22 +168,41 @@ class CommitResult:
 
 
 @dataclass(frozen=True)
+class LandedCommit:
+    """A commit whose file is in place, as post-commit work sees it.
+
+    :param store: the table's store.
+    :param version: the committed version.
+    :param protocol: the table's protocol at that version.
+    :param metadata: the table's metadata at that version.
+    """
+
+    store: LogStore
+    version: int
+    protocol: Protocol
+    metadata: Metadata
+
+
+@dataclass(frozen=True)
 class PostCommitHook:
     """Work to do after a commit landed; its failure never turns the commit into a failure.
 
+    The transaction writes the version's checksum itself; other work (Delta's checkpoint and
+    log cleanup) is handed to it from above, so the commit path imports no maintenance module.
+
     :param name: what it is, in warnings and :attr:`CommitResult.post_commit_errors`.
-    :param run: called with the committed version; returns False when it did nothing (the
-        hooks that run ``after`` it are then skipped too).
+    :param run: called with the landed commit; returns False when it did nothing (the hooks
+        that run ``after`` it are then skipped too).
     :param after: the name of a hook that must have run and succeeded first (log cleanup
         runs only after a checkpoint).
     """
 
     name: str
-    run: Callable[[int], bool | None]
+    run: Callable[[LandedCommit], bool | None]
     after: str | None = None
 
 
-def run_post_commit_hooks(uri: str, version: int, hooks: Sequence[PostCommitHook]) -> tuple[str, ...]:
+def run_post_commit_hooks(commit: LandedCommit, hooks: Sequence[PostCommitHook]) -> tuple[str, ...]:
     """Run the post-commit hooks of ``version`` in order, never raising.
 
     The commit file is in place: whatever fails now (``IsADirectoryError``, a full disk, a
@@ -196,13 +212,14 @@ def run_post_commit_hooks(uri: str, version: int, hooks: Sequence[PostCommitHook
 
     :returns: one ``"<hook> after version N: <error>"`` per failed hook.
     """
+    version = commit.version
     done: set[str] = set()
     errors: list[str] = []
     for hook in hooks:
         if hook.after is not None and hook.after not in done:
             continue
         try:
-            if hook.run(version) is not False:
+            if hook.run(commit) is not False:
                 done.add(hook.name)
         except Exception as err:
             message = redact(f"{hook.name} after version {version}: {_describe(err)}")
@@ -210,7 +227,7 @@ def run_post_commit_hooks(uri: str, version: int, hooks: Sequence[PostCommitHook
                 "Version %d of %s is committed, but its post-commit work failed (the commit stands; "
                 "the table is readable without it): %s",
                 version,
-                redact(uri),
+                redact(commit.store.root_uri),
                 message,
             )
             errors.append(message)
@@ -232,37 +249,33 @@ def _describe(err: BaseException) -> str:
 class OptimisticTransaction:
     """One transaction against a table: what it read, and the commit of what it writes.
 
-    :param table: the table.
+    :param store: the table's store.
     :param read_snapshot: the snapshot the transaction read (default: the latest, loaded
         lazily; only protocol, metadata and transactions are needed for an append).
     :param new_table: the transaction creates the table (reads nothing; commits version 0).
     :param isolation_level: ``Serializable`` (Delta's default) or ``WriteSerializable``.
     :param max_attempts: commit attempts before :class:`MaxCommitAttemptsExceededError`.
-    :param auto_checkpoint: after committing version ``v``, write a checkpoint when Delta's
-        policy says so (``v % delta.checkpointInterval == 0``), as Spark does.
-    :param post_commit_hooks: more work after a landed commit, run (after the checksum,
-        checkpoint and cleanup) through :func:`run_post_commit_hooks`.
+    :param post_commit_hooks: work after a landed commit (the facade hands in Delta's
+        checkpoint and log cleanup), run after the checksum through :func:`run_post_commit_hooks`.
     """
 
     def __init__(
         self,
-        table: DeltaTable,
+        store: LogStore,
         *,
         read_snapshot: Snapshot | None = None,
         new_table: bool = False,
         isolation_level: str | None = None,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        auto_checkpoint: bool = True,
         post_commit_hooks: Sequence[PostCommitHook] = (),
     ) -> None:
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be at least 1, got {max_attempts!r}.")
-        self.table = table
+        self.store = store
         self._read_snapshot = read_snapshot
         self.new_table = new_table
         self._isolation_level = isolation_level
         self.max_attempts = max_attempts
-        self.auto_checkpoint = auto_checkpoint
         self.post_commit_hooks = tuple(post_commit_hooks)
         self.txn_id = str(uuid.uuid4())
         self._read_app_ids: set[str] = set()
@@ -276,7 +289,7 @@ class OptimisticTransaction:
     def snapshot(self) -> Snapshot:
         if self._read_snapshot is not None:
             return self._read_snapshot
-        return self.table.snapshot()
+        return load_snapshot(self.store)
 
     @property
     def read_version(self) -> int:
@@ -296,8 +309,7 @@ class OptimisticTransaction:
             self._read_whole_table = True
         else:
             self._read_predicates.append(predicate)
-        root = _root_prefix(self.table)
-        self._read_paths.update(canonical_path(p, root) for p in paths)
+        self._read_paths.update(self.store.path.canonical(p) for p in paths)
 
     # --- commit -----------------------------------------------------------------------
 
@@ -311,6 +323,7 @@ class OptimisticTransaction:
         user_metadata: str | None = None,
         tags: Mapping[str, str] | None = None,
         data_change: bool = True,
+        kind: Operation = Operation.WRITE,
     ) -> CommitResult:
         """Commit ``actions`` atomically at the next version, retrying past concurrent winners.
 
@@ -322,6 +335,8 @@ class OptimisticTransaction:
         :param tags: commitInfo ``tags``.
         :param data_change: False for commits that do not change the table's data (OPTIMIZE,
             VACUUM): they cannot conflict with concurrent appends.
+        :param kind: the operation whose feature support the table must have (VACUUM's records
+            need only what VACUUM needs).
         :raises ConcurrentModificationError: a winner conflicts (the subclass names Delta's error).
         :raises UnsupportedFeatureError: the table's protocol asks for a feature this core lacks.
         :raises AppendOnlyViolationError: a data-changing remove on a ``delta.appendOnly`` table.
@@ -335,13 +350,7 @@ class OptimisticTransaction:
         metadata = new_metadata or self.snapshot.metadata
         # Every value against its Delta type, before anything else is decided or written.
         validate_actions(actions, metadata)
-        if _operation_kind(operation) is Operation.VACUUM and not actions:
-            # VACUUM's empty START/END records only need what VACUUM itself needs.
-            from airflow_delta_provider.core.vacuum import check_vacuumable
-
-            check_vacuumable(protocol)
-        else:
-            check_writable(protocol, metadata, _operation_kind(operation))
+        check_supported(protocol, metadata, kind)
         self._check_append_only(actions, metadata)
         our_txns = {a.app_id: a.version for a in actions if isinstance(a, Transaction)}
         self._read_app_ids.update(our_txns)
@@ -355,9 +364,7 @@ class OptimisticTransaction:
         isolation = self._isolation(metadata, changes_data)
         lines = [dumps({_KEY[type(a)]: a.to_json()}) for a in actions]
         metrics = {k: str(v) for k, v in (operation_metrics or {}).items()}
-        removed = {
-            canonical_path(a.path, _root_prefix(self.table)) for a in actions if isinstance(a, RemoveFile)
-        }
+        removed = {self.store.path.canonical(a.path) for a in actions if isinstance(a, RemoveFile)}
         context = _ConflictContext(
             transaction=self,
             protocol_changed=new_protocol is not None,
@@ -370,9 +377,9 @@ class OptimisticTransaction:
             schema=metadata.schema,
         )
 
-        storage = self.table.storage
+        storage = self.store
         version = self.read_version + 1
-        ict_enabled = (metadata.configuration.get(ICT_ENABLED) or "").lower() == "true"
+        ict_enabled = TableConfig(metadata.configuration).in_commit_timestamps
         previous_ict = self._commit_ict(version - 1) if ict_enabled and version > 0 else None
         attempts = 0
         while True:
@@ -422,7 +429,7 @@ class OptimisticTransaction:
                 version = last.version + 1
                 if attempts >= self.max_attempts:
                     raise MaxCommitAttemptsExceededError(
-                        f"Gave up committing {operation} to {self.table.uri} after {attempts} attempts: "
+                        f"Gave up committing {operation} to {self.store.root_uri} after {attempts} attempts: "
                         f"other writers committed first every time. Retry later, or raise max_attempts."
                     ) from None
                 continue
@@ -440,16 +447,15 @@ class OptimisticTransaction:
             break
         # The commit file is in place: from here on nothing may turn the commit into a failure.
         result = self._result(version, operation, metrics, actions, attempts, committed=True)
-        log.info("Committed %s to %s at version %d.", operation, self.table.uri, version)
-        errors = run_post_commit_hooks(
-            self.table.uri, version, self._post_commit_hooks(actions, protocol, metadata, ict)
-        )
+        log.info("Committed %s to %s at version %d.", operation, self.store.root_uri, version)
+        landed = LandedCommit(self.store, version, protocol, metadata)
+        errors = run_post_commit_hooks(landed, [self._checksum_hook(actions, ict), *self.post_commit_hooks])
         return dataclasses.replace(result, post_commit_errors=errors) if errors else result
 
     # --- helpers ----------------------------------------------------------------------
 
     def _isolation(self, metadata: Metadata, changes_data: bool) -> str:
-        level = self._isolation_level or metadata.configuration.get(ISOLATION_LEVEL) or SERIALIZABLE
+        level = self._isolation_level or TableConfig(metadata.configuration).isolation_level
         if level not in (SERIALIZABLE, WRITE_SERIALIZABLE):
             raise CommitError(
                 f"Isolation level {level!r} is not supported; use {SERIALIZABLE!r} (Delta's default) or "
@@ -460,7 +466,7 @@ class OptimisticTransaction:
 
     @staticmethod
     def _check_append_only(actions: Sequence[Action], metadata: Metadata) -> None:
-        if (metadata.configuration.get(APPEND_ONLY) or "").lower() != "true":
+        if not TableConfig(metadata.configuration).append_only:
             return
         if any(isinstance(a, RemoveFile) and a.data_change for a in actions):
             raise AppendOnlyViolationError(
@@ -503,7 +509,7 @@ class OptimisticTransaction:
         return info
 
     def _read_commit(self, version: int) -> CommitActions | None:
-        storage = self.table.storage
+        storage = self.store
         path = storage.log_path(commit_name(version))
         try:
             data = storage.read_bytes(path)
@@ -528,7 +534,7 @@ class OptimisticTransaction:
 
     def _winners(self, first: int, first_commit: CommitActions | None) -> list[CommitActions]:
         """The contiguous commits from ``first`` on (at least ``first`` itself, already read)."""
-        storage = self.table.storage
+        storage = self.store
         versions = sorted(
             f.version
             for f in (parse_log_file(i) for i in storage.list_log(version_prefix(first)))
@@ -545,49 +551,19 @@ class OptimisticTransaction:
         if not winners:  # listing lagged behind the failed put: the commit exists all the same
             commit = first_commit or self._read_commit(first)
             if commit is None:
-                raise CommitError(f"Version {first} of {self.table.uri} exists but cannot be read; retry.")
+                raise CommitError(
+                    f"Version {first} of {self.store.root_uri} exists but cannot be read; retry."
+                )
             winners.append(commit)
         return winners
 
-    def _post_commit_hooks(
-        self, actions: Sequence[Action], protocol: Protocol, metadata: Metadata, ict: int | None
-    ) -> list[PostCommitHook]:
-        """The checksum, then (with ``auto_checkpoint``) Delta's checkpoint and log cleanup."""
-        hooks = [
-            PostCommitHook("checksum", lambda v: self._write_checksum(v, actions, protocol, metadata, ict))
-        ]
-        if self.auto_checkpoint:
-            hooks.append(PostCommitHook("checkpoint", lambda v: self._checkpoint(v, metadata)))
-            hooks.append(PostCommitHook("log cleanup", lambda v: self._cleanup(metadata), after="checkpoint"))
-        return [*hooks, *self.post_commit_hooks]
+    def _checksum_hook(self, actions: Sequence[Action], ict: int | None) -> PostCommitHook:
+        """The version's ``.crc``, written first after every commit."""
+        return PostCommitHook("checksum", lambda landed: self._write_checksum(landed, actions, ict))
 
-    def _checkpoint(self, version: int, metadata: Metadata) -> bool:
-        """Delta's post-commit checkpoint, every ``delta.checkpointInterval`` versions.
-
-        Like Spark, a failed checkpoint leaves the commit standing: the table is readable
-        without it (:func:`run_post_commit_hooks` reports the failure).
-        """
-        from airflow_delta_provider.core.checkpoint import should_checkpoint, write_checkpoint
-
-        if not should_checkpoint(version, metadata.configuration):
-            return False
-        write_checkpoint(self.table, version)
-        return True
-
-    def _cleanup(self, metadata: Metadata) -> bool:
-        """Delta's checkpointAndCleanUpDeltaLog: expired logs go right after a checkpoint."""
-        if (metadata.configuration.get(ENABLE_EXPIRED_LOG_CLEANUP) or "true").lower() == "false":
-            return False
-        from airflow_delta_provider.core.cleanup import cleanup_logs
-
-        cleanup_logs(self.table)
-        return True
-
-    def _write_checksum(
-        self, version: int, actions: Sequence[Action], protocol: Protocol, metadata: Metadata, ict: int | None
-    ) -> bool:
+    def _write_checksum(self, landed: LandedCommit, actions: Sequence[Action], ict: int | None) -> bool:
         """``version``'s ``.crc`` from the previous one and this commit's actions (False: none written)."""
-        storage = self.table.storage
+        storage, version = self.store, landed.version
         previous = None
         if version > 0:
             previous = read_checksum(storage, version - 1)
@@ -596,8 +572,8 @@ class OptimisticTransaction:
         checksum = next_checksum(
             previous,
             actions,
-            protocol=protocol,
-            metadata=metadata,
+            protocol=landed.protocol,
+            metadata=landed.metadata,
             txn_id=self.txn_id,
             in_commit_timestamp=ict,
         )
@@ -657,7 +633,7 @@ class _ConflictContext:
         txn = self.transaction
         info = winner.commit_info or {}
         operation = info.get("operation") or "unknown operation"
-        where = f"table {txn.table.uri}, committed at version {winner.version}"
+        where = f"table {txn.store.root_uri}, committed at version {winner.version}"
         small = winner.actions
         if txn.new_table:
             raise ProtocolChangedError(
@@ -671,7 +647,7 @@ class _ConflictContext:
             if "protocol" in action:
                 new_protocol = Protocol.from_json(action["protocol"])
                 try:
-                    check_writable(new_protocol, txn.snapshot.metadata)
+                    check_supported(new_protocol, txn.snapshot.metadata, Operation.WRITE)
                 except UnsupportedFeatureError as err:
                     raise ProtocolChangedError(
                         f"The protocol version of the Delta table has been changed by a concurrent update "
@@ -729,9 +705,9 @@ class _ConflictContext:
                         version=winner.version,
                         operation=operation,
                     )
-        root = _root_prefix(txn.table)
+        canonical = txn.store.path.canonical
         removed = [
-            canonical_path(a["remove"]["path"], root)
+            canonical(a["remove"]["path"])
             for a in files
             if "remove" in a and a["remove"].get("dataChange", True)
         ]
@@ -742,7 +718,7 @@ class _ConflictContext:
                 version=winner.version,
                 operation=operation,
             )
-        all_removed = {canonical_path(a["remove"]["path"], root) for a in files if "remove" in a}
+        all_removed = {canonical(a["remove"]["path"]) for a in files if "remove" in a}
         if all_removed & self.removed_paths:
             raise ConcurrentDeleteDeleteError(
                 f"Transaction conflict detected. A concurrent {operation} removed files that this "
@@ -793,11 +769,3 @@ def _parameter(value: Any) -> str:
     import json
 
     return json.dumps(value, separators=(",", ":"))
-
-
-def _operation_kind(operation: str) -> Operation:
-    return Operation.VACUUM if operation.startswith("VACUUM") else Operation.WRITE
-
-
-def _root_prefix(table: DeltaTable) -> str:
-    return table.storage.root.rstrip("/") + "/"

@@ -8,12 +8,12 @@ values are looked at. The sensor and the trigger of the Airflow layer share this
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.core.errors import TableNotFoundError
 from airflow_delta_provider.core.logfiles import commit_name
+from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.replay import parse_commit
 from airflow_delta_provider.core.segment import read_last_checkpoint
 
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from airflow_delta_provider.core.table import DeltaTable
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 #: Commits read per poll at most; a poll that finds more resumes from there next time.
 MAX_COMMITS_PER_POLL = 1000

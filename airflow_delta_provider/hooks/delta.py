@@ -139,11 +139,17 @@ class DeltaTableHook(BaseHook):
 
     def get_table(self) -> DeltaTable:
         """The core table, with the connection's credentials (no I/O yet)."""
+        from airflow_delta_provider.config import retention_defaults
         from airflow_delta_provider.core.table import DeltaTable
 
         uri, _, options = self._settings
         filesystem = self.filesystem
-        return DeltaTable(uri, None if filesystem is not None else options, filesystem=filesystem)
+        return DeltaTable(
+            uri,
+            None if filesystem is not None else options,
+            filesystem=filesystem,
+            provider_defaults=retention_defaults(),
+        )
 
     def create_table(
         self,

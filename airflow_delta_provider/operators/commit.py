@@ -270,34 +270,9 @@ def open_hook(
 def already_committed(
     table: DeltaTable, app_id: str, app_version: int, *, snapshot: Snapshot | None = None
 ) -> CommitResult | None:
-    """The core's "nothing to commit" result when the table holds ``app_id`` at ``app_version`` or later.
-
-    Reads only protocol, metadata and txns of the latest snapshot (no file list). None when the
-    table does not exist or the application has not committed that version yet.
-
-    :param snapshot: the latest snapshot, when the caller has it.
-    """
-    from airflow_delta_provider.core.errors import TableNotFoundError
-    from airflow_delta_provider.core.transaction import CommitResult
-    from airflow_delta_provider.core.write import transaction_commit_version
-
-    if snapshot is None:
-        try:
-            snapshot = table.snapshot()
-        except TableNotFoundError:
-            return None
-    current = snapshot.app_transaction_version(app_id)
-    if current is None or current < app_version:
-        return None
-    recorded = transaction_commit_version(snapshot, app_id)
-    return CommitResult(
-        version=recorded if recorded is not None else snapshot.version,
-        committed=False,
-        operation="WRITE",
-        read_version=snapshot.version,
-        app_id=app_id,
-        app_version=app_version,
-    )
+    """The core's "nothing to commit" result when the table holds ``app_id`` at ``app_version`` or later
+    (:meth:`DeltaTable.already_committed`: protocol, metadata and txns only, no file list)."""
+    return table.already_committed(app_id, app_version, snapshot=snapshot)
 
 
 # --- the shared behaviour of the commit operators ---------------------------------------------

@@ -322,7 +322,7 @@ class DeltaCheckpointOperator(_DeltaTableOperator):
         table = self.hook.get_table()
         uri = self.hook.table_uri
         if self.only_if_due:
-            due, reason = checkpoint_due(table.snapshot(), provider_defaults())
+            due, reason = checkpoint_due(table.snapshot())
             if not due:
                 self.log.info("No checkpoint of %s: %s.", uri, reason)
                 return {"table_uri": uri, "written": False, "reason": reason}
@@ -385,7 +385,6 @@ class DeltaLogCleanupOperator(_DeltaTableOperator):
         result = table.cleanup_logs(
             retention=_to_retention(self.retention, "retention"),
             dry_run=dry_run,
-            provider_defaults=provider_defaults(),
         )
         summary = _jsonable(result)
         _log_cleanup(self.log, uri, summary)
@@ -470,7 +469,6 @@ class DeltaVacuumOperator(_DeltaTableOperator):
             mode=_to_mode(self.mode),
             enforce_retention_duration=self.enforce_retention_duration,
             max_workers=self.max_workers,
-            provider_defaults=provider_defaults(),
         )
         summary = _jsonable(result)
         _log_vacuum(self.log, uri, summary)
@@ -530,7 +528,9 @@ def checkpoint_due(snapshot: Snapshot, defaults: Mapping[str, str] | None = None
     from airflow_delta_provider.core.maintenance import checkpoint_due as decide
     from airflow_delta_provider.core.table_config import TableConfig
 
-    decision = decide(snapshot, TableConfig(snapshot.properties, defaults))
+    decision = decide(
+        snapshot, snapshot.config if defaults is None else TableConfig(snapshot.properties, defaults)
+    )
     return decision.due, decision.reason
 
 
@@ -797,7 +797,7 @@ class DeltaMaintenanceOperator(BaseOperator):
         report["earliest_retained_version"] = cleanup.get("earliest_retained_version")
 
     def _checkpoint(self, table: DeltaTable, settings: _Settings) -> dict[str, Any]:
-        due, reason = checkpoint_due(table.snapshot(), settings.defaults)
+        due, reason = checkpoint_due(table.snapshot())
         if not due:
             return {"status": "not due", "reason": reason}
         if settings.dry_run:
@@ -816,7 +816,6 @@ class DeltaMaintenanceOperator(BaseOperator):
                 table.cleanup_logs(
                     retention=settings.log_retention,
                     dry_run=settings.dry_run,
-                    provider_defaults=settings.defaults,
                 )
             )
         )
@@ -852,7 +851,6 @@ class DeltaMaintenanceOperator(BaseOperator):
                     mode=settings.vacuum_mode,
                     enforce_retention_duration=self.enforce_retention_duration,
                     max_workers=self.max_workers,
-                    provider_defaults=settings.defaults,
                 )
             )
         )

@@ -159,7 +159,7 @@ def test_commit_at_a_taken_version_does_not_overwrite_it(uri, s3_storage_options
 
     relative = upload(table, "b", [2])
     size = table.storage.info(table.storage.join(relative)).size
-    transaction = OptimisticTransaction(table, read_snapshot=stale)
+    transaction = OptimisticTransaction(table.storage, read_snapshot=stale)
     add = AddFile(
         path=relative, partition_values={"p": "b"}, size=size, modification_time=0, data_change=True
     )

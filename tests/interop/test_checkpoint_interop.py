@@ -24,7 +24,6 @@ import pytest
 from deltalake import CommitProperties, Transaction, write_deltalake
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.checkpoint import write_checkpoint
 from airflow_delta_provider.core.errors import CorruptLogError, UnsupportedFeatureError
 
 CORPUS = Path(__file__).resolve().parents[1] / "conformance" / "corpus"
@@ -166,7 +165,7 @@ def test_delta_rs_reads_the_core_checkpoint(tmp_path: Path, case: str):
     core_before = core_state(root)
     assert core_before["tombstones"], "the overwrite left tombstones"
 
-    result = write_checkpoint(DeltaTable(str(root)), **options)
+    result = DeltaTable(str(root)).checkpoint(**options)
     assert result.version == rs_before["version"] == (6 if v2 else 5)
     drop_commits_through(root, result.version)
 
@@ -185,7 +184,7 @@ def test_core_checkpoint_matches_delta_rs_checkpoint(tmp_path: Path):
     ours, theirs = tmp_path / "ours", tmp_path / "theirs"
     build_table(ours)
     shutil.copytree(ours, theirs)
-    write_checkpoint(DeltaTable(str(ours)))
+    DeltaTable(str(ours)).checkpoint()
     deltalake.DeltaTable(str(theirs)).create_checkpoint()
     name = f"{5:020d}.checkpoint.parquet"
     mine = pq.read_table(ours / "_delta_log" / name)
@@ -237,14 +236,14 @@ def test_conformance_tables_read_back_from_the_core_checkpoint(tmp_path: Path, e
         pytest.skip("the core refuses to read this table")
     if entry["name"] in CHECKSUM_CONTRADICTS_LOG:
         with pytest.raises(CorruptLogError, match="does not match its checksum"):
-            write_checkpoint(DeltaTable(str(root)))
+            DeltaTable(str(root)).checkpoint()
         return
     try:
         rs_before: dict[str, Any] | None = delta_rs_state(root)
     except Exception:  # delta-rs cannot open every corpus table (see the manifest)
         rs_before = None
     try:
-        result = write_checkpoint(DeltaTable(str(root)))
+        result = DeltaTable(str(root)).checkpoint()
     except UnsupportedFeatureError as err:
         pytest.skip(f"the core refuses to checkpoint this table ({err.feature})")
     assert result.version == before["version"]

@@ -27,7 +27,6 @@ from deltalake import DeltaTable as RsDeltaTable
 from deltalake import PostCommitHookProperties, write_deltalake
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.vacuum import vacuum
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -101,11 +100,8 @@ def rs_files(root: Path, hours: float) -> set[str]:
 def test_dry_run_lists_the_same_files_as_delta_rs_full(tmp_path: Path, hours: int) -> None:
     root = tmp_path / "table"
     build(root)
-    core = vacuum(
-        DeltaTable(str(root)),
-        retention=f"{hours} hours",
-        enforce_retention_duration=False,
-        dry_run=True,
+    core = DeltaTable(str(root)).vacuum(
+        retention=f"{hours} hours", enforce_retention_duration=False, dry_run=True
     )
     rs = rs_files(root, hours)
     # Difference 3: delta-rs also deletes hidden files inside partition directories.
@@ -135,7 +131,7 @@ def test_dry_run_lists_the_same_files_as_delta_rs_full(tmp_path: Path, hours: in
 def test_delta_rs_reads_the_latest_version_in_full_after_a_real_vacuum(tmp_path: Path) -> None:
     root = tmp_path / "table"
     expected = build(root)
-    result = vacuum(DeltaTable(str(root)), retention="0 hours", enforce_retention_duration=False)
+    result = DeltaTable(str(root)).vacuum(retention="0 hours", enforce_retention_duration=False)
     assert result.num_files > 0 and result.status == "COMPLETED"
     assert not any((root / f).exists() for f in core_files(result))
     rs = RsDeltaTable(str(root))
@@ -154,7 +150,7 @@ def test_lite_after_a_delta_rs_checkpoint_then_delta_rs_reads_everything(tmp_pat
     root = tmp_path / "table"
     expected = build(root)
     RsDeltaTable(str(root)).create_checkpoint()
-    result = vacuum(DeltaTable(str(root)), mode="lite", retention="0 hours", enforce_retention_duration=False)
+    result = DeltaTable(str(root)).vacuum(mode="lite", retention="0 hours", enforce_retention_duration=False)
     # LITE deletes exactly the files the log removed: the ones version 3 overwrote.
     removed = {a["remove"]["path"] for a in _actions(root) if "remove" in a}
     assert len(result.files) == len(removed) == 3 * 4
@@ -183,7 +179,7 @@ def test_underscore_partition_columns_and_their_lookalikes(tmp_path: Path) -> No
     stats.write_bytes(b"x")
     set_age(stats, 2 * HOUR)
     core = core_files(
-        vacuum(DeltaTable(str(root)), retention="1 hours", enforce_retention_duration=False, dry_run=True)
+        DeltaTable(str(root)).vacuum(retention="1 hours", enforce_retention_duration=False, dry_run=True)
     )
     rs = rs_files(root, 1)
     # `_p=...` directories are vacuumed by both; `_pstats` is hidden for both.
@@ -199,7 +195,7 @@ def test_copies_vacuumed_by_both_end_up_identical(tmp_path: Path) -> None:
     ours, theirs = tmp_path / "ours", tmp_path / "theirs"
     shutil.copytree(original, ours, symlinks=True)
     shutil.copytree(original, theirs, symlinks=True)
-    vacuum(DeltaTable(str(ours)), retention="1 hours", enforce_retention_duration=False, log_commits=False)
+    DeltaTable(str(ours)).vacuum(retention="1 hours", enforce_retention_duration=False, log_commits=False)
     RsDeltaTable(str(theirs)).vacuum(
         retention_hours=1,
         dry_run=False,

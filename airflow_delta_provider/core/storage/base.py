@@ -8,7 +8,6 @@ given to and returned by a store are its filesystem paths (no scheme for local a
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -17,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
+
+from airflow_delta_provider.core.redaction import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
     from airflow_delta_provider.core.paths import TablePath
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 #: Objects per delete request (the S3 ``DeleteObjects`` maximum) and per local work item.
 DELETE_BATCH = 1000

@@ -47,6 +47,16 @@ class S3Store(LogStore):
 
     # --- reads ----------------------------------------------------------------------------
 
+    def read_bytes(self, path: str) -> bytes:
+        # s3fs answers from its listing cache when it has one: a listing made before another
+        # writer's commit (VACUUM's walk caches _delta_log) would make that commit "missing".
+        self.fs.invalidate_cache(path)
+        return super().read_bytes(path)
+
+    def read_range(self, path: str, start: int, length: int) -> bytes:
+        self.fs.invalidate_cache(path)
+        return super().read_range(path, start, length)
+
     def info(self, path: str) -> FileInfo | None:
         head = self._head(path)
         if head is None:

@@ -27,7 +27,6 @@ from airflow_delta_provider.core.checkpoint import (
     last_checkpoint_checksum,
     should_checkpoint,
     spark_partition_ids,
-    write_checkpoint,
 )
 from airflow_delta_provider.core.errors import (
     CorruptLogError,
@@ -241,7 +240,7 @@ def test_classic_checkpoint_holds_the_state_and_reads_back(log_writer):
     )
     table = DeltaTable(str(w.root))
     before = state(table.snapshot())
-    result = write_checkpoint(table, now_ms=NOW)
+    result = table.checkpoint(now_ms=NOW)
 
     assert isinstance(result, CheckpointResult)
     assert result.version == 2 and result.kind == "classic"
@@ -264,7 +263,7 @@ def test_classic_checkpoint_schema_and_action_rows(log_writer):
     w = log_writer
     w.commit(0, w.protocol(), w.metadata(), w.add("a.parquet", stats='{"numRecords":1}'))
     w.commit(1, w.remove("gone.parquet", NOW - 10, tags={"t": "x"}, stats='{"numRecords":1}'))
-    path = w.log / write_checkpoint(DeltaTable(str(w.root)), now_ms=NOW).files[0]
+    path = w.log / DeltaTable(str(w.root)).checkpoint(now_ms=NOW).files[0]
     schema = pq.read_schema(path)
     # Spark's column order; no V2 columns in a V1 checkpoint.
     assert schema.names == ["txn", "add", "remove", "metaData", "protocol", "domainMetadata"]
@@ -335,7 +334,7 @@ def test_checkpoint_schema_matches_what_spark_writes(tmp_path: Path, spark_check
     shutil.copytree(spark_checkpoint.parent.parent, root)
     table = DeltaTable(str(root))
     try:
-        result = write_checkpoint(table, int(spark_checkpoint.name[:20]), now_ms=NOW)
+        result = table.checkpoint(int(spark_checkpoint.name[:20]), now_ms=NOW)
     except UnsupportedFeatureError:
         pytest.skip("the core refuses this table")
     ours = pq.read_schema(root / "_delta_log" / result.files[0])
@@ -373,11 +372,11 @@ def test_tombstones_expire_per_deleted_file_retention(log_writer):
         w.remove("fresh.parquet", NOW - DAY + 1),
         w.remove("recent.parquet", NOW - 5),
     )
-    path = w.log / write_checkpoint(DeltaTable(str(w.root)), now_ms=NOW).files[0]
+    path = w.log / DeltaTable(str(w.root)).checkpoint(now_ms=NOW).files[0]
     # Delta keeps a tombstone while deletionTimestamp > now - retention.
     assert sorted(r["path"] for r in read_rows(path, "remove")) == ["fresh.parquet", "recent.parquet"]
     # A later clock expires more; the default retention (7 days) keeps them all.
-    later = w.log / write_checkpoint(DeltaTable(str(w.root)), now_ms=NOW + DAY).files[0]
+    later = w.log / DeltaTable(str(w.root)).checkpoint(now_ms=NOW + DAY).files[0]
     assert [r["path"] for r in read_rows(later, "remove")] == []
 
 
@@ -385,7 +384,7 @@ def test_tombstones_use_the_default_retention_of_seven_days(log_writer):
     w = log_writer
     w.commit(0, w.protocol(), w.metadata(), w.add("live.parquet"))
     w.commit(1, w.remove("a.parquet", NOW - 7 * DAY + 1), w.remove("b.parquet", NOW - 7 * DAY - 1))
-    path = w.log / write_checkpoint(DeltaTable(str(w.root)), now_ms=NOW).files[0]
+    path = w.log / DeltaTable(str(w.root)).checkpoint(now_ms=NOW).files[0]
     assert [r["path"] for r in read_rows(path, "remove")] == ["a.parquet"]
 
 
@@ -400,7 +399,7 @@ def test_txns_expire_per_set_transaction_retention(log_writer):
         w.txn("no-timestamp", 3),
     )
     w.commit(1, w.txn("fresh", 5, NOW - 10))
-    path = w.log / write_checkpoint(DeltaTable(str(w.root)), now_ms=NOW).files[0]
+    path = w.log / DeltaTable(str(w.root)).checkpoint(now_ms=NOW).files[0]
     # As Delta: with a retention set, a txn without lastUpdated counts as expired.
     assert read_rows(path, "txn") == [{"appId": "fresh", "version": 5, "lastUpdated": NOW - 10}]
 
@@ -408,7 +407,7 @@ def test_txns_expire_per_set_transaction_retention(log_writer):
 def test_txns_never_expire_without_a_retention(log_writer):
     w = log_writer
     w.commit(0, w.protocol(), w.metadata(), w.txn("old", 1, 1), w.txn("no-timestamp", 3))
-    path = w.log / write_checkpoint(DeltaTable(str(w.root)), now_ms=NOW).files[0]
+    path = w.log / DeltaTable(str(w.root)).checkpoint(now_ms=NOW).files[0]
     assert sorted((r["appId"], r["version"], r["lastUpdated"]) for r in read_rows(path, "txn")) == [
         ("no-timestamp", 3, None),
         ("old", 1, 1),
@@ -425,7 +424,7 @@ def test_domain_metadata_live_ones_only(log_writer):
     w.commit(1, {"domainMetadata": {"domain": "app.settings", "configuration": "", "removed": True}})
     table = DeltaTable(str(w.root))
     before = state(table.snapshot())
-    path = w.log / write_checkpoint(table, now_ms=NOW).files[0]
+    path = w.log / table.checkpoint(now_ms=NOW).files[0]
     assert read_rows(path, "domainMetadata") == [
         {"domain": "delta.clustering", "configuration": '{"c":1}', "removed": False}
     ]
@@ -455,7 +454,7 @@ def test_deletion_vectors_and_row_tracking_fields_are_carried(log_writer):
     w.commit(1, w.remove("b.parquet", NOW - 1, deletionVector=dv, baseRowId=3))
     table = DeltaTable(str(w.root))
     before = state(table.snapshot())
-    write_checkpoint(table, now_ms=NOW)
+    table.checkpoint(now_ms=NOW)
     drop_commits_through(w.root, 1)
     after = state(DeltaTable(str(w.root)).snapshot())
     assert after == before
@@ -511,7 +510,7 @@ def _struct_stats_table(w: Any, **configuration: str) -> None:
 
 def test_stats_as_struct_parses_every_type(log_writer):
     _struct_stats_table(log_writer)
-    path = log_writer.log / write_checkpoint(DeltaTable(str(log_writer.root)), now_ms=NOW).files[0]
+    path = log_writer.log / DeltaTable(str(log_writer.root)).checkpoint(now_ms=NOW).files[0]
     add_type = pq.read_schema(path).field("add").type
     assert [f.name for f in add_type][-3:] == ["stats", "partitionValues_parsed", "stats_parsed"]
     adds = {a["path"]: a for a in read_rows(path, "add")}
@@ -550,7 +549,7 @@ def test_stats_only_as_struct_read_back_as_json(log_writer):
     _struct_stats_table(log_writer, **{"delta.checkpoint.writeStatsAsJson": "false"})
     table = DeltaTable(str(log_writer.root))
     before = table.snapshot().files().sort_by("path")
-    path = log_writer.log / write_checkpoint(table, now_ms=NOW).files[0]
+    path = log_writer.log / table.checkpoint(now_ms=NOW).files[0]
     assert "stats" not in [f.name for f in pq.read_schema(path).field("add").type]
     drop_commits_through(log_writer.root, 0)
     after = DeltaTable(str(log_writer.root)).snapshot().files().sort_by("path")
@@ -581,7 +580,7 @@ def test_stats_with_values_arrow_cannot_parse_fall_back_per_row(log_writer):
         w.add("bad.parquet", stats="not json"),
         w.add("ok.parquet", stats='{"numRecords":1,"minValues":{"f":1},"nullCount":{"f":0}}'),
     )
-    path = w.log / write_checkpoint(DeltaTable(str(w.root)), now_ms=NOW).files[0]
+    path = w.log / DeltaTable(str(w.root)).checkpoint(now_ms=NOW).files[0]
     parsed = {a["path"]: a["stats_parsed"] for a in read_rows(path, "add")}
     assert parsed["bad.parquet"] is None
     assert parsed["ok.parquet"]["minValues"] == {"f": 1.0} and parsed["ok.parquet"]["nullCount"] == {"f": 0}
@@ -595,7 +594,7 @@ def test_invalid_stats_flags_are_refused(log_writer, key: str):
     w = log_writer
     w.commit(0, w.protocol(), w.metadata({key: "yes"}), w.add("a.parquet"))
     with pytest.raises(InvalidTablePropertyError, match=key.replace(".", r"\.")):
-        write_checkpoint(DeltaTable(str(w.root)), now_ms=NOW)
+        DeltaTable(str(w.root)).checkpoint(now_ms=NOW)
     assert not list(w.log.glob("*.checkpoint*"))
 
 
@@ -612,7 +611,7 @@ def test_multipart_checkpoint_clusters_rows_by_spark_hash(log_writer):
     _many_files(log_writer, 40, tombstones=5)
     table = DeltaTable(str(log_writer.root))
     before = state(table.snapshot())
-    result = write_checkpoint(table, parts=3, now_ms=NOW)
+    result = table.checkpoint(parts=3, now_ms=NOW)
     assert result.kind == "multipart"
     assert result.files == [f"{1:020d}.checkpoint.{p:010d}.{3:010d}.parquet" for p in (1, 2, 3)]
     total = 0
@@ -636,15 +635,15 @@ def test_multipart_checkpoint_clusters_rows_by_spark_hash(log_writer):
 
 def test_multipart_when_actions_exceed_the_part_size(log_writer):
     _many_files(log_writer, 10)
-    result = write_checkpoint(DeltaTable(str(log_writer.root)), part_size=4, now_ms=NOW)
+    result = DeltaTable(str(log_writer.root)).checkpoint(part_size=4, now_ms=NOW)
     assert result.kind == "multipart" and len(result.files) == 3  # ceil(10 / 4)
-    single = write_checkpoint(DeltaTable(str(log_writer.root)), part_size=4, parts=1, now_ms=NOW)
+    single = DeltaTable(str(log_writer.root)).checkpoint(part_size=4, parts=1, now_ms=NOW)
     assert single.kind == "classic" and "parts" not in last_checkpoint(log_writer.root)
 
 
 def test_multipart_parts_are_written_even_when_empty(log_writer):
     _many_files(log_writer, 1)
-    result = write_checkpoint(DeltaTable(str(log_writer.root)), parts=4, now_ms=NOW)
+    result = DeltaTable(str(log_writer.root)).checkpoint(parts=4, now_ms=NOW)
     assert len(result.files) == 4
     assert sum(pq.read_metadata(log_writer.log / n).num_rows for n in result.files) == 3
     assert (
@@ -658,9 +657,9 @@ def test_bad_part_arguments_are_refused(log_writer, bad: Any):
     log_writer.basic(1)
     table = DeltaTable(str(log_writer.root))
     with pytest.raises(ValueError, match="parts must be a positive integer"):
-        write_checkpoint(table, parts=bad)
+        table.checkpoint(parts=bad)
     with pytest.raises(ValueError, match="part_size must be a positive integer"):
-        write_checkpoint(table, part_size=bad)
+        table.checkpoint(part_size=bad)
 
 
 # --- V2 checkpoints -----------------------------------------------------------------------
@@ -681,7 +680,7 @@ def test_v2_small_table_gets_a_classic_named_v2_checkpoint(log_writer):
     _v2_table(log_writer, 5)
     table = DeltaTable(str(log_writer.root))
     before = state(table.snapshot())
-    result = write_checkpoint(table, parts=None, now_ms=NOW)
+    result = table.checkpoint(parts=None, now_ms=NOW)
     assert result.kind == "v2" and result.files == [f"{1:020d}.checkpoint.parquet"]
     path = log_writer.log / result.files[0]
     assert read_rows(path, "checkpointMetadata") == [{"version": 1, "tags": None}]
@@ -695,7 +694,7 @@ def test_v2_large_table_gets_sidecars_never_multipart(log_writer):
     _v2_table(log_writer, 9)
     table = DeltaTable(str(log_writer.root))
     before = state(table.snapshot())
-    result = write_checkpoint(table, part_size=3, now_ms=NOW)  # 8 adds + 1 tombstone -> 3 sidecars
+    result = table.checkpoint(part_size=3, now_ms=NOW)  # 8 adds + 1 tombstone -> 3 sidecars
     assert result.kind == "v2"
     top, *sidecars = result.files
     assert (
@@ -726,7 +725,7 @@ def test_v2_large_table_gets_sidecars_never_multipart(log_writer):
 
 def test_last_checkpoint_fields_and_checksum(log_writer):
     log_writer.basic(3)
-    result = write_checkpoint(DeltaTable(str(log_writer.root)), now_ms=NOW)
+    result = DeltaTable(str(log_writer.root)).checkpoint(now_ms=NOW)
     hint = last_checkpoint(log_writer.root)
     assert set(hint) == {"version", "size", "sizeInBytes", "numOfAddFiles", "checksum"}  # no "parts"
     assert (hint["version"], hint["size"], hint["numOfAddFiles"]) == (2, 5, 3)
@@ -737,14 +736,14 @@ def test_last_checkpoint_fields_and_checksum(log_writer):
 def test_last_checkpoint_never_moves_backwards(log_writer):
     log_writer.basic(6)
     table = DeltaTable(str(log_writer.root))
-    assert write_checkpoint(table, 4, now_ms=NOW).last_checkpoint_written
-    older = write_checkpoint(table, 2, now_ms=NOW)
+    assert table.checkpoint(4, now_ms=NOW).last_checkpoint_written
+    older = table.checkpoint(2, now_ms=NOW)
     assert older.version == 2 and not older.last_checkpoint_written
     assert (log_writer.log / f"{2:020d}.checkpoint.parquet").exists()
     assert last_checkpoint(log_writer.root)["version"] == 4
     # The same version again rewrites it (checkpoints of one version are interchangeable).
-    assert write_checkpoint(table, 4, now_ms=NOW).last_checkpoint_written
-    assert write_checkpoint(table, now_ms=NOW).version == 5
+    assert table.checkpoint(4, now_ms=NOW).last_checkpoint_written
+    assert table.checkpoint(now_ms=NOW).version == 5
     assert last_checkpoint(log_writer.root)["version"] == 5
 
 
@@ -752,7 +751,7 @@ def test_checkpoint_of_an_older_version_holds_that_version(log_writer):
     log_writer.basic(5)
     table = DeltaTable(str(log_writer.root))
     before = state(table.snapshot(2))
-    write_checkpoint(table, 2, now_ms=NOW)
+    table.checkpoint(2, now_ms=NOW)
     drop_commits_through(log_writer.root, 2)
     assert state(DeltaTable(str(log_writer.root)).snapshot(2)) == before
     assert DeltaTable(str(log_writer.root)).version() == 4
@@ -765,7 +764,7 @@ def test_truncated_checkpoint_without_hint_update_falls_back(log_writer):
     """A crash mid-write (a truncated file under the final name, no new _last_checkpoint)."""
     log_writer.basic(3)
     table = DeltaTable(str(log_writer.root))
-    write_checkpoint(table, 1, now_ms=NOW)
+    table.checkpoint(1, now_ms=NOW)
     full = log_writer.log / f"{1:020d}.checkpoint.parquet"
     expected = state(table.snapshot())
     for length in (full.stat().st_size // 2, full.stat().st_size - 1, 8):
@@ -775,7 +774,7 @@ def test_truncated_checkpoint_without_hint_update_falls_back(log_writer):
         assert state(snapshot) == expected
     assert last_checkpoint(log_writer.root)["version"] == 1
     # A new checkpoint replaces the broken file and the hint.
-    write_checkpoint(DeltaTable(str(log_writer.root)), now_ms=NOW)
+    DeltaTable(str(log_writer.root)).checkpoint(now_ms=NOW)
     snapshot = DeltaTable(str(log_writer.root)).snapshot()
     assert snapshot.segment.checkpoint.version == 2 and state(snapshot) == expected
 
@@ -784,16 +783,16 @@ def test_checkpoint_written_but_hint_not_updated_is_found_by_listing(log_writer)
     """A crash between the checkpoint and _last_checkpoint: the hint is stale, the table fine."""
     log_writer.basic(5)
     table = DeltaTable(str(log_writer.root))
-    write_checkpoint(table, 1, now_ms=NOW)
+    table.checkpoint(1, now_ms=NOW)
     stale = (log_writer.log / "_last_checkpoint").read_bytes()
-    write_checkpoint(table, 3, now_ms=NOW)
+    table.checkpoint(3, now_ms=NOW)
     (log_writer.log / "_last_checkpoint").write_bytes(stale)
     expected = state(table.snapshot())
     drop_commits_through(log_writer.root, 3)
     snapshot = DeltaTable(str(log_writer.root)).snapshot()
     assert snapshot.segment.checkpoint.version == 3 and state(snapshot) == expected
     # The next checkpoint moves the stale hint forward.
-    assert write_checkpoint(DeltaTable(str(log_writer.root)), now_ms=NOW).last_checkpoint_written
+    assert DeltaTable(str(log_writer.root)).checkpoint(now_ms=NOW).last_checkpoint_written
     assert last_checkpoint(log_writer.root)["version"] == 4
 
 
@@ -801,14 +800,14 @@ def test_partial_multipart_set_is_ignored(log_writer):
     _many_files(log_writer, 30)
     log_writer.commit(1, log_writer.add("later.parquet"))
     table = DeltaTable(str(log_writer.root))
-    write_checkpoint(table, 0, now_ms=NOW)
+    table.checkpoint(0, now_ms=NOW)
     expected = state(table.snapshot())
-    result = write_checkpoint(table, 1, parts=3, now_ms=NOW)
+    result = table.checkpoint(1, parts=3, now_ms=NOW)
     (log_writer.log / result.files[1]).unlink()  # a writer died before writing part 2
     snapshot = DeltaTable(str(log_writer.root)).snapshot()
     assert snapshot.segment.checkpoint.version == 0 and state(snapshot) == expected
     # Rewriting completes the set (hash partitioning: the same rows land in the same parts).
-    write_checkpoint(DeltaTable(str(log_writer.root)), 1, parts=3, now_ms=NOW)
+    DeltaTable(str(log_writer.root)).checkpoint(1, parts=3, now_ms=NOW)
     snapshot = DeltaTable(str(log_writer.root)).snapshot()
     assert snapshot.segment.checkpoint.version == 1 and state(snapshot) == expected
 
@@ -818,9 +817,9 @@ def test_checkpoint_reads_past_a_corrupt_newer_checkpoint(log_writer):
     log_writer.basic(4)
     table = DeltaTable(str(log_writer.root))
     expected = state(table.snapshot())
-    write_checkpoint(table, 1, now_ms=NOW)
+    table.checkpoint(1, now_ms=NOW)
     (log_writer.log / f"{2:020d}.checkpoint.parquet").write_bytes(b"PAR1 not really parquet PAR1")
-    result = write_checkpoint(DeltaTable(str(log_writer.root)), now_ms=NOW)
+    result = DeltaTable(str(log_writer.root)).checkpoint(now_ms=NOW)
     assert result.version == 3
     drop_commits_through(log_writer.root, 3)
     assert state(DeltaTable(str(log_writer.root)).snapshot()) == expected
@@ -831,13 +830,13 @@ def test_state_contradicting_the_version_checksum_is_refused(log_writer):
     crc = {"tableSizeBytes": 20, "numFiles": 3, "numMetadata": 1, "numProtocol": 1}
     log_writer.raw(f"{1:020d}.crc", json.dumps(crc).encode())
     with pytest.raises(CorruptLogError, match=r"3 files / 20 bytes") as caught:
-        write_checkpoint(DeltaTable(str(log_writer.root)), now_ms=NOW)
+        DeltaTable(str(log_writer.root)).checkpoint(now_ms=NOW)
     assert caught.value.path.endswith(f"{1:020d}.crc")
     assert not list(log_writer.log.glob("*.checkpoint*"))
     log_writer.raw(f"{1:020d}.crc", json.dumps({**crc, "numFiles": 2}).encode())
-    write_checkpoint(DeltaTable(str(log_writer.root)), now_ms=NOW)
+    DeltaTable(str(log_writer.root)).checkpoint(now_ms=NOW)
     log_writer.raw(f"{1:020d}.crc", b"{not json")  # an unreadable checksum is optional: ignored
-    assert write_checkpoint(DeltaTable(str(log_writer.root)), now_ms=NOW).version == 1
+    assert DeltaTable(str(log_writer.root)).checkpoint(now_ms=NOW).version == 1
 
 
 # --- refusals -------------------------------------------------------------------------------
@@ -865,7 +864,7 @@ def test_unsupported_writer_features_are_refused(log_writer, protocol: dict[str,
     w = log_writer
     w.commit(0, {"protocol": protocol}, w.metadata(), w.add("a.parquet"))
     with pytest.raises(UnsupportedFeatureError, match=feature) as caught:
-        write_checkpoint(DeltaTable(str(w.root)), now_ms=NOW)
+        DeltaTable(str(w.root)).checkpoint(now_ms=NOW)
     assert caught.value.feature == feature.replace("writer version ", "minWriterVersion=")
     assert caught.value.operation == "checkpoint"
     assert not list(w.log.glob("*.checkpoint*")) and not (w.log / "_last_checkpoint").exists()
@@ -879,14 +878,14 @@ def test_unreadable_tables_are_refused_before_anything_is_written(log_writer):
         w.metadata(),
     )
     with pytest.raises(UnsupportedFeatureError, match="catalogManaged"):
-        write_checkpoint(DeltaTable(str(w.root)), now_ms=NOW)
+        DeltaTable(str(w.root)).checkpoint(now_ms=NOW)
     assert not list(w.log.glob("*.checkpoint*"))
 
 
 def test_legacy_writer_versions_are_checkpointed(log_writer):
     w = log_writer
     w.commit(0, w.protocol(2, 6), w.metadata(), w.add("a.parquet"))
-    assert write_checkpoint(DeltaTable(str(w.root)), now_ms=NOW).kind == "classic"
+    assert DeltaTable(str(w.root)).checkpoint(now_ms=NOW).kind == "classic"
 
 
 # --- logging and S3 -------------------------------------------------------------------------
@@ -895,7 +894,7 @@ def test_legacy_writer_versions_are_checkpointed(log_writer):
 def test_checkpoint_logs_what_it_wrote(log_writer, caplog: pytest.LogCaptureFixture):
     log_writer.basic(2)
     with caplog.at_level("DEBUG", logger="airflow_delta_provider.core.checkpoint"):
-        write_checkpoint(DeltaTable(str(log_writer.root)), now_ms=NOW)
+        DeltaTable(str(log_writer.root)).checkpoint(now_ms=NOW)
     messages = [r.getMessage() for r in caplog.records]
     assert any("replayed 2 files, 0 tombstones" in m for m in messages)
     assert any("Wrote the classic checkpoint" in m and "version 1" in m for m in messages)
@@ -912,7 +911,7 @@ def test_checkpoint_on_s3(s3_bucket: str, s3_storage_options: dict[str, Any], lo
         fs.pipe_file(f"{s3_bucket}/t/_delta_log/{path.name}", path.read_bytes())
     table = DeltaTable(f"s3://{s3_bucket}/t", s3_storage_options)
     expected = state(table.snapshot())
-    result = write_checkpoint(table, parts=2, now_ms=NOW)
+    result = table.checkpoint(parts=2, now_ms=NOW)
     assert {p.rsplit("/", 1)[-1] for p in fs.ls(f"{s3_bucket}/t/_delta_log")} >= set(result.files)
     for version in range(4):
         fs.rm(f"{s3_bucket}/t/_delta_log/{version:020d}.json")

@@ -100,9 +100,8 @@ def test_retention_precedence_and_dry_run(table):
     result = table.cleanup_logs(now=NOW)
     assert result.num_files == 0 and result.retention.source == "default"
     assert result.retention.value == timedelta(days=30)
-    result = table.cleanup_logs(
-        now=NOW, provider_defaults={"delta.logRetentionDuration": "interval 5 days"}, dry_run=True
-    )
+    configured = DeltaTable(table.uri, provider_defaults={"delta.logRetentionDuration": "interval 5 days"})
+    result = configured.cleanup_logs(now=NOW, dry_run=True)
     assert result.retention.source == "provider config" and result.num_files > 0
     result = table.cleanup_logs(now=NOW, retention="interval 2 days", dry_run=True)
     assert result.retention.source == "argument" and result.num_files > 0 and result.dry_run
@@ -118,7 +117,8 @@ def test_the_table_property_beats_the_provider_default(tmp_path):
         commit(table, i)
     table.checkpoint(3)
     age(table, dict.fromkeys(range(4), 40))
-    result = table.cleanup_logs(now=NOW, provider_defaults={"delta.logRetentionDuration": "1 day"})
+    configured = DeltaTable(table.uri, provider_defaults={"delta.logRetentionDuration": "1 day"})
+    result = configured.cleanup_logs(now=NOW)
     assert result.retention.source == "table property" and result.num_files == 0
 
 

@@ -13,7 +13,6 @@ from deltalake import DeltaTable as RsDeltaTable
 from deltalake import PostCommitHookProperties, write_deltalake
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.cleanup import cleanup_logs
 
 pytestmark = pytest.mark.s3
 
@@ -68,7 +67,7 @@ def test_cleanup_on_s3_deletes_the_expired_group_and_delta_rs_reads_on(
     assert set(plan.files) == {f"{v:020d}.json" for v in (0, 1)}
     assert {f"{v:020d}.json" for v in (0, 1)} <= log_keys(s3_endpoint, s3_bucket)
 
-    result = cleanup_logs(table, now=later, max_workers=4)
+    result = table.cleanup_logs(now=later, max_workers=4)
     assert result.files == plan.files
     left = log_keys(s3_endpoint, s3_bucket)
     assert not {f"{v:020d}.json" for v in (0, 1)} & left

@@ -104,3 +104,22 @@ def test_keyword_errors_are_redacted_too() -> None:
         "s3://K:wJalrXUtnFEMI@b/_delta_log/0.json is corrupt", path="s3://b/_delta_log/0.json"
     )
     assert "wJalrXUtnFEMI" not in str(err)
+
+
+def test_provider_loggers_redact_messages_and_tracebacks(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from airflow_delta_provider.core.redaction import get_logger
+
+    secret = "logged-s3cr3t-value"
+    register_secret(secret)
+    log = get_logger("airflow_delta_provider.core.test_logging")
+    with caplog.at_level(logging.INFO, logger="airflow_delta_provider.core.test_logging"):
+        log.info("Opening %s with %s", "s3://AKIA:wJalrXUtnFEMI@bucket/t", secret)
+        try:
+            raise OSError(f"cannot open {secret}")
+        except OSError:
+            log.exception("failed")
+    assert "wJalrXUtnFEMI" not in caplog.text and secret not in caplog.text
+    assert "s3://***@bucket/t" in caplog.text
+    assert all(secret not in (r.exc_text or "") for r in caplog.records)

@@ -82,3 +82,23 @@ def test_read_a_delta_rs_table_on_s3(s3_bucket, s3_storage_options, s3_endpoint)
     assert snapshot.files().num_rows == 3
     assert sorted(snapshot.to_pyarrow_table().column("v").to_pylist()) == [1, 2, 3]
     assert all(u.startswith(f"s3://{s3_bucket}/events/p=") for u in snapshot.file_uris())
+
+
+def test_a_commit_written_after_a_cached_listing_is_read(s3_bucket, s3_endpoint, s3_storage_options):
+    """s3fs keeps directory listings (a recursive walk fills them); a commit another writer puts
+    after that must still be read, not reported missing from the stale listing."""
+    import boto3
+
+    store = open_store(f"s3://{s3_bucket}/t", s3_storage_options)
+    store.put_if_absent(store.log_path("00000000000000000000.json"), b"first\n")
+    assert [f.name for f in store.walk()] == ["00000000000000000000.json"]  # caches the listing
+    client = boto3.client(
+        "s3",
+        endpoint_url=s3_endpoint,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    )
+    client.put_object(Bucket=s3_bucket, Key="t/_delta_log/00000000000000000001.json", Body=b"second\n")
+    assert store.read_bytes(store.log_path("00000000000000000001.json")) == b"second\n"
+    assert store.read_range(store.log_path("00000000000000000001.json"), 0, 6) == b"second"

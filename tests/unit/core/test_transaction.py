@@ -115,7 +115,7 @@ def test_removing_the_same_file_twice_raises_delete_delete(table, monkeypatch):
     loser = stale(table, monkeypatch)
     victim = table.snapshot().files().to_pylist()[0]
     table.commit_files([part(table, "c", [5])], mode="overwrite")
-    transaction = OptimisticTransaction(loser)
+    transaction = OptimisticTransaction(loser.storage, read_snapshot=loser.snapshot())
     remove = RemoveFile(path=victim["path"], deletion_timestamp=1, data_change=False, size=victim["size"])
     with pytest.raises(ConcurrentDeleteDeleteError):
         transaction.commit([remove], operation="OPTIMIZE", data_change=False)
@@ -159,7 +159,7 @@ def test_a_winner_with_an_older_app_version_makes_us_recheck_and_commit(table, m
 def test_a_winner_with_an_app_id_we_only_read_conflicts(table, monkeypatch):
     loser = stale(table, monkeypatch)
     table.commit_files([part(table, "a", [3])], app_id="stream", app_version=1)
-    transaction = OptimisticTransaction(loser)
+    transaction = OptimisticTransaction(loser.storage, read_snapshot=loser.snapshot())
     assert transaction.app_transaction_version("stream") is None
     add = AddFile(path=part(loser, "a", [4]), partition_values={"ds": "a"}, size=1, modification_time=1)
     with pytest.raises(ConcurrentTransactionError):
@@ -176,7 +176,7 @@ def test_max_attempts(table, monkeypatch):
 def test_racing_creators(tmp_path):
     uri = str(tmp_path / "t")
     DeltaTable.create(uri, SCHEMA)
-    late = OptimisticTransaction(DeltaTable(uri), new_table=True)
+    late = OptimisticTransaction(DeltaTable(uri).storage, new_table=True)
     with pytest.raises(ProtocolChangedError, match="multiple writers are writing to an empty directory"):
         late.commit([], operation="CREATE TABLE")
 

@@ -23,16 +23,19 @@ from airflow_delta_provider.core.deletion_vectors import (
     deletion_vector_path,
     encode_deletion_vector_file_id,
 )
-from airflow_delta_provider.core.errors import InvalidPathError, RetentionError, UnsupportedFeatureError
-from airflow_delta_provider.core.table_config import TableConfig
-from airflow_delta_provider.core.vacuum import (
-    LAST_VACUUM_INFO,
+from airflow_delta_provider.core.errors import (
+    InvalidPathError,
+    RetentionError,
+    UnsupportedFeatureError,
     VacuumLiteError,
     VacuumRetentionNegativeError,
     VacuumRetentionTooShortError,
+)
+from airflow_delta_provider.core.table_config import TableConfig
+from airflow_delta_provider.core.vacuum import (
+    LAST_VACUUM_INFO,
     read_last_vacuum_info,
     resolve_vacuum_retention,
-    vacuum,
 )
 
 if TYPE_CHECKING:
@@ -105,7 +108,7 @@ def table(log_writer: Any) -> Any:
 
 def test_live_files_and_unexpired_tombstones_are_kept(table: Any) -> None:
     root = table.root
-    result = vacuum(DeltaTable(str(root)), dry_run=True)
+    result = DeltaTable(str(root)).vacuum(dry_run=True)
     assert names(result) == {"old.parquet"}
     assert result.num_bytes == (root / "old.parquet").stat().st_size
     assert result.retention.value == timedelta(weeks=1) and result.retention.source == "default"
@@ -115,20 +118,20 @@ def test_live_files_and_unexpired_tombstones_are_kept(table: Any) -> None:
 
 def test_a_real_run_deletes_exactly_the_plan(table: Any) -> None:
     root = table.root
-    result = vacuum(DeltaTable(str(root)))
+    result = DeltaTable(str(root)).vacuum()
     assert names(result) == {"old.parquet"}
     assert result.num_deleted == 1 and result.status == "COMPLETED"
     assert files_under(root) == {"live.parquet", "recent.parquet"}
     # The tombstone of recent.parquet expires after 7 days: a VACUUM a week later takes it.
-    later = vacuum(DeltaTable(str(root)), now=now_ms() + 7 * DAY)
+    later = DeltaTable(str(root)).vacuum(now=now_ms() + 7 * DAY)
     assert names(later) == {"recent.parquet"}
     assert files_under(root) == {"live.parquet"}
 
 
 def test_shorter_retention_with_the_check_off_reaches_recent_tombstones(table: Any, caplog: Any) -> None:
     with caplog.at_level(logging.WARNING, logger="airflow_delta_provider.core.vacuum"):
-        result = vacuum(
-            DeltaTable(str(table.root)), retention="12 hours", enforce_retention_duration=False, dry_run=True
+        result = DeltaTable(str(table.root)).vacuum(
+            retention="12 hours", enforce_retention_duration=False, dry_run=True
         )
     assert names(result) == {"old.parquet", "recent.parquet"}
     assert "safety check off" in caplog.text
@@ -170,7 +173,7 @@ def test_deletion_vector_files_of_live_files_and_fresh_tombstones_are_kept(log_w
         w.remove("b.parquet", now - 1 * DAY, deletionVector=fresh_dv),
         w.remove("c.parquet", now - 8 * DAY, deletionVector=expired_dv),
     )
-    result = vacuum(DeltaTable(str(root)), dry_run=True)
+    result = DeltaTable(str(root)).vacuum(dry_run=True)
     expired_file = os.path.relpath(deletion_vector_path(expired_dv, str(root)), root)
     assert names(result) == {"c.parquet", expired_file}
     assert expired_file.startswith("cd/deletion_vector_")
@@ -202,7 +205,7 @@ def test_hidden_names_are_never_touched_except_delta_index_change_data_and_parti
     ]
     for name in untouchable + reachable:
         touch(root, name, 30 * DAY)
-    result = vacuum(DeltaTable(str(root)))
+    result = DeltaTable(str(root)).vacuum()
     assert names(result) == set(reachable)
     assert files_under(root) == set(untouchable)
     assert (root / "_delta_log" / "00000000000000000000.json").exists()
@@ -214,7 +217,7 @@ def test_uniform_iceberg_metadata_directories_are_hidden(log_writer: Any) -> Non
     w.commit(0, w.commit_info(), w.protocol(), w.metadata(configuration=config))
     touch(w.root, "metadata/v1.metadata.json", 30 * DAY)
     touch(w.root, "orphan.parquet", 30 * DAY)
-    assert names(vacuum(DeltaTable(str(w.root)), dry_run=True)) == {"orphan.parquet"}
+    assert names(DeltaTable(str(w.root)).vacuum(dry_run=True)) == {"orphan.parquet"}
 
 
 def test_untracked_files_younger_than_the_retention_survive(table: Any) -> None:
@@ -223,14 +226,14 @@ def test_untracked_files_younger_than_the_retention_survive(table: Any) -> None:
     touch(root, "in-flight/part-0.parquet", 2 * HOUR)
     touch(root, "in-flight/part-1.parquet", 6 * DAY)
     touch(root, "crashed/part-0.parquet", 8 * DAY)
-    result = vacuum(DeltaTable(str(root)))
+    result = DeltaTable(str(root)).vacuum()
     assert names(result) == {"old.parquet", "crashed/part-0.parquet"}
     assert {"in-flight/part-0.parquet", "in-flight/part-1.parquet"} <= files_under(root)
     # Nothing is deleted at exactly the boundary either: only strictly older files go.
     edge = touch(root, "edge.parquet", 0)
     stamp = int(edge.stat().st_mtime * 1000)
-    assert "edge.parquet" not in names(vacuum(DeltaTable(str(root)), now=stamp + WEEK, dry_run=True))
-    assert "edge.parquet" in names(vacuum(DeltaTable(str(root)), now=stamp + WEEK + 1, dry_run=True))
+    assert "edge.parquet" not in names(DeltaTable(str(root)).vacuum(now=stamp + WEEK, dry_run=True))
+    assert "edge.parquet" in names(DeltaTable(str(root)).vacuum(now=stamp + WEEK + 1, dry_run=True))
 
 
 def test_partition_directories_of_live_files_stay_and_emptied_ones_go_next_run(log_writer: Any) -> None:
@@ -251,12 +254,12 @@ def test_partition_directories_of_live_files_stay_and_emptied_ones_go_next_run(l
     w.commit(
         1, w.commit_info(), w.remove("p=1/a.parquet", now - 8 * DAY), w.remove("p=2/b.parquet", now - 8 * DAY)
     )
-    first = vacuum(DeltaTable(str(root)))
+    first = DeltaTable(str(root)).vacuum()
     assert names(first) == {"p=1/a.parquet", "p=2/b.parquet"}
     # p=1 was not empty when listed: as in Delta, it goes in the next run.
     assert first.directories == ()
     assert (root / "p=1").is_dir()
-    second = vacuum(DeltaTable(str(root)))
+    second = DeltaTable(str(root)).vacuum()
     assert second.files == () and names_of(second.directories, second) == {"p=1"}
     assert not (root / "p=1").exists() and (root / "p=2" / "c.parquet").exists()
 
@@ -274,7 +277,7 @@ def test_empty_directories_go_deepest_first_and_occupied_ones_stay(table: Any) -
     (root / "has-young").mkdir()
     touch(root, "has-young/new.parquet", HOUR)
     (root / "_hidden_dir" / "empty").mkdir(parents=True)
-    result = vacuum(DeltaTable(str(root)))
+    result = DeltaTable(str(root)).vacuum()
     assert names_of(result.directories, result) == {"empty", "empty/nested", "empty/nested/deeper"}
     assert result.num_directories == 3
     assert result.num_deleted == 1 + 3  # old.parquet and three directories
@@ -314,9 +317,9 @@ def test_absolute_paths_outside_the_root_are_neither_protected_nor_deleted(
     )
     age_log(root, 20 * DAY)
     for mode in ("full", "lite"):
-        result = vacuum(DeltaTable(str(root)), mode=mode, dry_run=True)
+        result = DeltaTable(str(root)).vacuum(mode=mode, dry_run=True)
         assert names(result) == {"inside-removed.parquet"}, mode
-    vacuum(DeltaTable(str(root)), mode="lite")
+    DeltaTable(str(root)).vacuum(mode="lite")
     assert {p.name for p in outside.iterdir()} == {"live.parquet", "removed.parquet"}
     assert files_under(root) == {"inside.parquet"}
 
@@ -335,14 +338,14 @@ def test_url_encoded_log_paths_protect_their_decoded_files(log_writer: Any) -> N
         w.add("p=a%20b/x%20y.parquet", partitionValues={"p": "a b"}),
         w.add("p=a%252Fb/z.parquet", partitionValues={"p": "a/b"}),
     )
-    assert names(vacuum(DeltaTable(str(root)), dry_run=True)) == {"p=c/orphan.parquet"}
+    assert names(DeltaTable(str(root)).vacuum(dry_run=True)) == {"p=c/orphan.parquet"}
 
 
 def test_unencoded_paths_of_careless_writers_are_protected_too(log_writer: Any) -> None:
     w = log_writer
     touch(w.root, "100%.parquet", 30 * DAY)  # a writer that did not URL-encode '%'
     w.commit(0, w.commit_info(), w.protocol(), w.metadata(), w.add("100%.parquet"))
-    assert vacuum(DeltaTable(str(w.root)), dry_run=True).files == ()
+    assert DeltaTable(str(w.root)).vacuum(dry_run=True).files == ()
 
 
 def test_symlinks_are_not_followed_out_of_the_root(tmp_path: Path, log_writer: Any) -> None:
@@ -352,7 +355,7 @@ def test_symlinks_are_not_followed_out_of_the_root(tmp_path: Path, log_writer: A
     touch(outside, "keep.parquet", 30 * DAY)
     w.commit(0, w.commit_info(), w.protocol(), w.metadata())
     (root / "link").symlink_to(outside, target_is_directory=True)
-    result = vacuum(DeltaTable(str(root)))
+    result = DeltaTable(str(root)).vacuum()
     # The link itself is an old untracked entry of the table; the directory it points to is not.
     assert (outside / "keep.parquet").exists()
     assert all("keep.parquet" not in f for f in result.files)
@@ -379,7 +382,7 @@ def test_a_log_path_through_a_symlink_is_refused_before_anything_is_deleted(
     age_log(root, 20 * DAY)
     (root / "link").symlink_to(outside, target_is_directory=True)
     with pytest.raises(InvalidPathError, match=r"not strictly under the table root.*Nothing was deleted"):
-        vacuum(DeltaTable(str(root)), mode="lite")
+        DeltaTable(str(root)).vacuum(mode="lite")
     assert (outside / "x.parquet").exists() and (root / "expired.parquet").exists()
 
 
@@ -391,7 +394,7 @@ def test_removes_that_climb_out_of_the_root_are_never_deleted(tmp_path: Path, lo
     w.commit(0, w.commit_info(), w.protocol(), w.metadata(), w.add("../sibling.parquet"))
     w.commit(1, w.commit_info(), w.remove("../sibling.parquet", now - 20 * DAY))
     age_log(root, 20 * DAY)
-    assert vacuum(DeltaTable(str(root)), mode="lite").files == ()
+    assert DeltaTable(str(root)).vacuum(mode="lite").files == ()
     assert (tmp_path / "sibling.parquet").exists()
 
 
@@ -441,7 +444,7 @@ def lite_table(log_writer: Any) -> Any:
 
 def test_lite_deletes_the_removes_of_commits_outside_the_retention(lite_table: Any) -> None:
     root = lite_table.root
-    result = vacuum(DeltaTable(str(root)), mode="lite")
+    result = DeltaTable(str(root)).vacuum(mode="lite")
     assert names(result) == {"a.parquet", "b.parquet", "_change_data/cdc-1.parquet"}
     assert (result.eligible_start_version, result.eligible_end_version) == (0, 3)
     assert files_under(root) == {"c.parquet", "d.parquet", "e.parquet", "stray.parquet"}
@@ -450,13 +453,13 @@ def test_lite_deletes_the_removes_of_commits_outside_the_retention(lite_table: A
         b'{"latestCommitVersionOutsideOfRetentionWindow":3}\n'
     )
     # FULL finds the stray file that LITE cannot see.
-    assert names(vacuum(DeltaTable(str(root)), dry_run=True)) == {"stray.parquet"}
+    assert names(DeltaTable(str(root)).vacuum(dry_run=True)) == {"stray.parquet"}
 
 
 def test_lite_starts_after_the_last_vacuum(lite_table: Any) -> None:
     root = lite_table.root
     (root / "_delta_log" / LAST_VACUUM_INFO).write_text('{"latestCommitVersionOutsideOfRetentionWindow":1}\n')
-    result = vacuum(DeltaTable(str(root)), mode="lite", dry_run=True)
+    result = DeltaTable(str(root)).vacuum(mode="lite", dry_run=True)
     assert (result.eligible_start_version, result.eligible_end_version) == (2, 3)
     assert names(result) == {"b.parquet"}
 
@@ -469,28 +472,28 @@ def test_lite_refuses_when_the_log_was_cleaned_and_no_vacuum_is_recorded(lite_ta
     with pytest.raises(
         VacuumLiteError, match=r"Please run VACUUM FULL.*earliest commit left in the log is version 2"
     ):
-        vacuum(DeltaTable(str(root)), mode="lite", dry_run=True)
+        DeltaTable(str(root)).vacuum(mode="lite", dry_run=True)
     assert VacuumLiteError.delta_error_class == "DELTA_CANNOT_VACUUM_LITE"
     # A VACUUM recorded at or after the earliest commit makes LITE exact again.
     (root / "_delta_log" / LAST_VACUUM_INFO).write_text('{"latestCommitVersionOutsideOfRetentionWindow":2}')
-    result = vacuum(DeltaTable(str(root)), mode="lite", dry_run=True)
+    result = DeltaTable(str(root)).vacuum(mode="lite", dry_run=True)
     assert (result.eligible_start_version, result.eligible_end_version) == (3, 3) and result.files == ()
 
 
 def test_full_records_its_window_so_a_later_lite_works_on_a_cleaned_log(lite_table: Any) -> None:
     root = lite_table.root
-    full = vacuum(DeltaTable(str(root)))
+    full = DeltaTable(str(root)).vacuum()
     assert full.last_vacuum_version == 3 and read_last_vacuum_info(DeltaTable(str(root)).storage) == 3
     write_checkpoint_for(root, 3)
     for version in (0, 1, 2):
         (root / "_delta_log" / f"{version:020d}.json").unlink()
-    assert vacuum(DeltaTable(str(root)), mode="lite").files == ()
+    assert DeltaTable(str(root)).vacuum(mode="lite").files == ()
 
 
 def test_the_recorded_window_never_moves_back(lite_table: Any) -> None:
     root = lite_table.root
     (root / "_delta_log" / LAST_VACUUM_INFO).write_text('{"latestCommitVersionOutsideOfRetentionWindow":4}')
-    result = vacuum(DeltaTable(str(root)), mode="lite")
+    result = DeltaTable(str(root)).vacuum(mode="lite")
     assert result.last_vacuum_version is None and result.files == ()
     assert read_last_vacuum_info(DeltaTable(str(root)).storage) == 4
 
@@ -502,11 +505,11 @@ def test_an_unreadable_last_vacuum_info_counts_as_missing(lite_table: Any, conte
     root = lite_table.root
     (root / "_delta_log" / LAST_VACUUM_INFO).write_bytes(content)
     assert read_last_vacuum_info(DeltaTable(str(root)).storage) is None
-    assert vacuum(DeltaTable(str(root)), mode="lite", dry_run=True).eligible_start_version == 0
+    assert DeltaTable(str(root)).vacuum(mode="lite", dry_run=True).eligible_start_version == 0
 
 
 def test_lite_with_no_commit_older_than_the_retention_does_nothing(table: Any) -> None:
-    result = vacuum(DeltaTable(str(table.root)), mode="lite")
+    result = DeltaTable(str(table.root)).vacuum(mode="lite")
     assert result.files == () and result.eligible_start_version is None
     assert not (table.root / "_delta_log" / LAST_VACUUM_INFO).exists()
 
@@ -522,7 +525,7 @@ def test_a_retention_shorter_than_the_table_s_is_refused_with_delta_s_explanatio
     root = table.root
     before = files_under(root)
     with pytest.raises(VacuumRetentionTooShortError) as caught:
-        vacuum(DeltaTable(str(root)), retention=timedelta(hours=1))
+        DeltaTable(str(root)).vacuum(retention=timedelta(hours=1))
     message = str(caught.value)
     assert "Are you sure you would like to vacuum files with such a low retention period?" in message
     assert "enforce_retention_duration=False" in message
@@ -541,19 +544,19 @@ def test_the_configured_hours_are_rounded_up_in_the_message(log_writer: Any) -> 
     config = {"delta.deletedFileRetentionDuration": "interval 90 minutes"}
     w.commit(0, w.commit_info(), w.protocol(), w.metadata(configuration=config))
     with pytest.raises(VacuumRetentionTooShortError, match='not less than "2 hours"'):
-        vacuum(DeltaTable(str(w.root)), retention="1 hour")
+        DeltaTable(str(w.root)).vacuum(retention="1 hour")
 
 
 @pytest.mark.parametrize("retention", [timedelta(hours=-1), "-5", "interval -1 days"])
 def test_a_negative_retention_is_refused_even_with_the_check_off(table: Any, retention: Any) -> None:
     with pytest.raises(VacuumRetentionNegativeError, match="can't be less than 0"):
-        vacuum(DeltaTable(str(table.root)), retention=retention, enforce_retention_duration=False)
+        DeltaTable(str(table.root)).vacuum(retention=retention, enforce_retention_duration=False)
 
 
 @pytest.mark.parametrize("retention", ["forever", "3 months", "", "  ", [1], True])
 def test_a_retention_that_is_not_an_interval_is_refused(table: Any, retention: Any) -> None:
     with pytest.raises(RetentionError):
-        vacuum(DeltaTable(str(table.root)), retention=retention, dry_run=True)
+        DeltaTable(str(table.root)).vacuum(retention=retention, dry_run=True)
 
 
 def test_retention_precedence_argument_property_provider_default() -> None:
@@ -574,15 +577,15 @@ def test_retention_precedence_argument_property_provider_default() -> None:
 
 
 def test_a_longer_retention_is_honoured(table: Any) -> None:
-    result = vacuum(DeltaTable(str(table.root)), retention="interval 9 days", dry_run=True)
+    result = DeltaTable(str(table.root)).vacuum(retention="interval 9 days", dry_run=True)
     assert result.files == () and result.retention.value == timedelta(days=9)
 
 
 def test_the_provider_default_sets_the_safety_floor(table: Any) -> None:
     defaults = {"delta.deletedFileRetentionDuration": "interval 30 days"}
     with pytest.raises(VacuumRetentionTooShortError, match='"720 hours"'):
-        vacuum(DeltaTable(str(table.root)), retention="interval 7 days", provider_defaults=defaults)
-    assert vacuum(DeltaTable(str(table.root)), provider_defaults=defaults, dry_run=True).files == ()
+        DeltaTable(str(table.root), provider_defaults=defaults).vacuum(retention="interval 7 days")
+    assert DeltaTable(str(table.root), provider_defaults=defaults).vacuum(dry_run=True).files == ()
 
 
 # --- commits -----------------------------------------------------------------------------------
@@ -595,7 +598,7 @@ def history(root: Path) -> list[dict[str, Any]]:
 def test_start_and_end_commits_carry_delta_s_parameters_and_metrics(table: Any) -> None:
     root = table.root
     (root / "empty").mkdir()
-    result = vacuum(DeltaTable(str(root)), retention="interval 7 days 12 hours")
+    result = DeltaTable(str(root)).vacuum(retention="interval 7 days 12 hours")
     assert (result.start_version, result.end_version) == (2, 3)
     end, start = history(root)[:2]
     assert start["operation"] == "VACUUM START"
@@ -617,16 +620,16 @@ def test_start_and_end_commits_carry_delta_s_parameters_and_metrics(table: Any) 
 
 
 def test_without_a_specified_retention_the_parameter_is_absent(table: Any) -> None:
-    vacuum(DeltaTable(str(table.root)))
+    DeltaTable(str(table.root)).vacuum()
     start = history(table.root)[1]
     assert "specifiedRetentionMillis" not in start["operationParameters"]
 
 
 def test_dry_runs_and_log_commits_false_commit_nothing(table: Any) -> None:
     root = table.root
-    vacuum(DeltaTable(str(root)), dry_run=True)
+    DeltaTable(str(root)).vacuum(dry_run=True)
     assert DeltaTable(str(root)).version() == 1
-    result = vacuum(DeltaTable(str(root)), log_commits=False)
+    result = DeltaTable(str(root)).vacuum(log_commits=False)
     assert result.files and result.start_version is None and result.end_version is None
     assert DeltaTable(str(root)).version() == 1
 
@@ -665,7 +668,7 @@ def test_a_deletion_that_fails_part_way_commits_failed_and_re_raises(log_writer:
         pytest.skip("cannot make a file undeletable here (no chattr)")
     try:
         with pytest.raises(PermissionError):
-            vacuum(DeltaTable(str(root)), max_workers=1)
+            DeltaTable(str(root)).vacuum(max_workers=1)
     finally:
         _mutable(stuck)
     end, start = history(root)[:2]
@@ -677,7 +680,7 @@ def test_a_deletion_that_fails_part_way_commits_failed_and_re_raises(log_writer:
     assert not (root / "_delta_log" / LAST_VACUUM_INFO).exists()
     # The batches before the failing one were deleted; the next VACUUM finishes the job.
     assert len(list((root / "d").iterdir())) < 3000
-    result = vacuum(DeltaTable(str(root)))
+    result = DeltaTable(str(root)).vacuum()
     assert result.status == "COMPLETED" and not any((root / "d").iterdir())
 
 
@@ -695,7 +698,7 @@ def test_an_unknown_writer_feature_is_refused_naming_vacuum_protocol_check(log_w
     with pytest.raises(
         UnsupportedFeatureError, match=r"'someFutureFeature'.*'vacuumProtocolCheck'"
     ) as caught:
-        vacuum(DeltaTable(str(w.root)), dry_run=True)
+        DeltaTable(str(w.root)).vacuum(dry_run=True)
     assert (caught.value.feature, caught.value.operation) == ("someFutureFeature", "vacuum")
     assert (w.root / "orphan.parquet").exists()
 
@@ -705,7 +708,7 @@ def test_vacuum_protocol_check_alone_is_honoured(log_writer: Any) -> None:
     touch(w.root, "orphan.parquet", 30 * DAY)
     features = {"readerFeatures": ["vacuumProtocolCheck"], "writerFeatures": ["vacuumProtocolCheck"]}
     w.commit(0, w.commit_info(), w.protocol(3, 7, **features), w.metadata())
-    result = vacuum(DeltaTable(str(w.root)))
+    result = DeltaTable(str(w.root)).vacuum()
     assert names(result) == {"orphan.parquet"} and result.status == "COMPLETED"
 
 
@@ -714,7 +717,7 @@ def test_catalog_managed_tables_are_refused(log_writer: Any) -> None:
     features = {"readerFeatures": ["catalogManaged"], "writerFeatures": ["catalogManaged"]}
     w.commit(0, w.commit_info(), w.protocol(3, 7, **features), w.metadata())
     with pytest.raises(UnsupportedFeatureError, match=r"catalog"):
-        vacuum(DeltaTable(str(w.root)), dry_run=True)
+        DeltaTable(str(w.root)).vacuum(dry_run=True)
 
 
 def test_features_that_only_bind_data_writes_do_not_stop_a_dry_run(log_writer: Any) -> None:
@@ -722,7 +725,7 @@ def test_features_that_only_bind_data_writes_do_not_stop_a_dry_run(log_writer: A
     touch(w.root, "orphan.parquet", 30 * DAY)
     config = {"delta.columnMapping.mode": "name", "delta.constraints.positive": "id > 0"}
     w.commit(0, w.commit_info(), w.protocol(2, 5), w.metadata(configuration=config))
-    assert names(vacuum(DeltaTable(str(w.root)), dry_run=True)) == {"orphan.parquet"}
+    assert names(DeltaTable(str(w.root)).vacuum(dry_run=True)) == {"orphan.parquet"}
 
 
 @pytest.mark.parametrize(
@@ -738,19 +741,19 @@ def test_features_that_only_bind_data_writes_do_not_stop_a_dry_run(log_writer: A
 )
 def test_bad_arguments_are_refused(table: Any, kwargs: dict[str, Any], match: str) -> None:
     with pytest.raises(ValueError, match=match):
-        vacuum(DeltaTable(str(table.root)), **kwargs)
+        DeltaTable(str(table.root)).vacuum(**kwargs)
     assert files_under(table.root) == {"live.parquet", "old.parquet", "recent.parquet"}
 
 
 def test_mode_is_case_insensitive_and_now_accepts_datetimes(table: Any) -> None:
     naive_future = datetime.now(tz=UTC).replace(tzinfo=None) + timedelta(days=7)
-    result = vacuum(DeltaTable(str(table.root)), mode=" FULL ", now=naive_future, dry_run=True)
+    result = DeltaTable(str(table.root)).vacuum(mode=" FULL ", now=naive_future, dry_run=True)
     assert result.mode == "full"
     assert names(result) == {"old.parquet", "recent.parquet"}
 
 
 def test_to_dict_is_json(table: Any) -> None:
-    result = vacuum(DeltaTable(str(table.root)))
+    result = DeltaTable(str(table.root)).vacuum()
     payload = json.loads(json.dumps(result.to_dict()))
     assert payload["num_files"] == 1 and payload["files"] == list(result.files)
     assert payload["retention"] == {
@@ -764,6 +767,6 @@ def test_to_dict_is_json(table: Any) -> None:
 
 @pytest.mark.parametrize("hours", [200, 200.0, "200"])
 def test_a_number_of_hours_is_a_retention_as_everywhere_else(table: Any, hours: Any) -> None:
-    """vacuum(retention=24) used to raise where cleanup_logs took hours: one unit rule now."""
-    result = vacuum(DeltaTable(str(table.root)), retention=hours, dry_run=True)
+    """retention=24.vacuum() used to raise where cleanup_logs took hours: one unit rule now."""
+    result = DeltaTable(str(table.root)).vacuum(retention=hours, dry_run=True)
     assert result.retention.value == timedelta(hours=200) and result.retention.source == "argument"

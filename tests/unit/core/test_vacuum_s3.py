@@ -12,7 +12,8 @@ from deltalake import DeltaTable as RsDeltaTable
 from deltalake import PostCommitHookProperties, write_deltalake
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.vacuum import DELETE_BATCH, VacuumRetentionTooShortError, vacuum
+from airflow_delta_provider.core.errors import VacuumRetentionTooShortError
+from airflow_delta_provider.core.vacuum import DELETE_BATCH
 
 pytestmark = pytest.mark.s3
 
@@ -72,7 +73,7 @@ def test_dry_run_on_s3_matches_delta_rs(
 ) -> None:
     uri, _ = s3_table
     future = datetime.now(tz=UTC) + timedelta(days=8)  # every object is older than a week by then
-    result = vacuum(DeltaTable(uri, s3_storage_options), now=future, dry_run=True)
+    result = DeltaTable(uri, s3_storage_options).vacuum(now=future, dry_run=True)
     prefix = uri + "/"
     core = {f.removeprefix(prefix) for f in result.files}
     rs = set(
@@ -95,8 +96,8 @@ def test_real_vacuum_on_s3_deletes_in_batches_and_commits_nothing(
     table = DeltaTable(uri, s3_storage_options)
     version = table.version()
     with pytest.raises(VacuumRetentionTooShortError):
-        vacuum(table, retention="0 hours")
-    result = vacuum(table, retention="0 hours", enforce_retention_duration=False)
+        table.vacuum(retention="0 hours")
+    result = table.vacuum(retention="0 hours", enforce_retention_duration=False)
     assert result.num_files == 4 and result.num_deleted == 4
     # Delta writes no VACUUM START/END on S3 (not one of its logged schemes) ...
     assert (result.start_version, result.end_version) == (None, None)
@@ -110,7 +111,7 @@ def test_real_vacuum_on_s3_deletes_in_batches_and_commits_nothing(
     rows = RsDeltaTable(uri, storage_options=rs_options(s3_endpoint)).to_pyarrow_table()
     assert rows["id"].to_pylist() == [3]
     # ... unless asked to.
-    again = vacuum(table, retention="0 hours", enforce_retention_duration=False, log_commits=True)
+    again = table.vacuum(retention="0 hours", enforce_retention_duration=False, log_commits=True)
     assert again.files == () and (again.start_version, again.end_version) == (version + 1, version + 2)
     assert [h["operation"] for h in table.history(2)] == ["VACUUM END", "VACUUM START"]
 
@@ -131,8 +132,7 @@ def test_many_files_on_s3_go_in_several_delete_requests(
         s3.put_object(Bucket=s3_bucket, Key=f"wide/orphans/[x]{i:05d}.parquet", Body=b"o")
     # A name with glob characters must be deleted as written, never expanded.
     s3.put_object(Bucket=s3_bucket, Key="wide/orphans/x1.parquet", Body=b"o")
-    result = vacuum(
-        DeltaTable(uri, s3_storage_options),
+    result = DeltaTable(uri, s3_storage_options).vacuum(
         retention="0 hours",
         enforce_retention_duration=False,
         now=datetime.now(tz=UTC) + timedelta(minutes=5),
@@ -148,7 +148,7 @@ def test_many_files_on_s3_go_in_several_delete_requests(
 def test_lite_on_s3(s3_table: tuple[str, str], s3_storage_options: dict[str, Any], s3_endpoint: str) -> None:
     uri, _ = s3_table
     table = DeltaTable(uri, s3_storage_options)
-    result = vacuum(table, mode="lite", retention="0 hours", enforce_retention_duration=False)
+    result = table.vacuum(mode="lite", retention="0 hours", enforce_retention_duration=False)
     assert result.num_files == 3 and result.eligible_start_version == 0
     assert result.last_vacuum_version == table.version()
     rows = RsDeltaTable(uri, storage_options=rs_options(s3_endpoint)).to_pyarrow_table()

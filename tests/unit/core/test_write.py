@@ -20,9 +20,9 @@ from airflow_delta_provider.core.errors import (
     TableNotFoundError,
     UnsupportedFeatureError,
 )
+from airflow_delta_provider.core.features import minimum_protocol
 from airflow_delta_provider.core.predicate import PredicateError
 from airflow_delta_provider.core.stats import InvalidDataFileError
-from airflow_delta_provider.core.write import minimum_protocol
 
 SCHEMA = pa.schema([("id", pa.int64()), ("value", pa.string()), ("ds", pa.string())])
 

@@ -438,7 +438,7 @@ def test_the_transaction_refuses_values_outside_their_delta_types(table, case):
     build, message = GATE[case]
     before = state(table)
     with pytest.raises(InvalidLogValueError, match=message):
-        OptimisticTransaction(table).commit(build(), operation="WRITE")
+        OptimisticTransaction(table.storage).commit(build(), operation="WRITE")
     assert state(table) == before
 
 
@@ -448,7 +448,7 @@ def test_create_refuses_values_outside_their_types_and_creates_nothing(tmp_path)
 
     metadata = Metadata("id", schema_to_delta_json(SCHEMA), created_time=2**63)
     with pytest.raises(InvalidLogValueError, match="createdTime"):
-        OptimisticTransaction(target, new_table=True).commit(
+        OptimisticTransaction(target.storage, new_table=True).commit(
             [Protocol(1, 2), metadata], operation="CREATE TABLE"
         )
     with pytest.raises(TableNotFoundError):

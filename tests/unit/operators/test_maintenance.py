@@ -670,8 +670,8 @@ def vacuum_commit(root: str, status: str) -> None:
     from airflow_delta_provider.core.transaction import OptimisticTransaction
 
     table = DeltaTable(root)
-    OptimisticTransaction(table).commit([], operation="VACUUM START", data_change=False)
-    OptimisticTransaction(table).commit(
+    OptimisticTransaction(table.storage).commit([], operation="VACUUM START", data_change=False)
+    OptimisticTransaction(table.storage).commit(
         [], operation="VACUUM END", operation_parameters={"status": status}, data_change=False
     )
 

@@ -1,0 +1,255 @@
+"""Creating tables: schema, partitioning and the lowest protocol their properties need.
+
+``create_table`` commits version 0 (``CREATE TABLE``), or applies Delta's modes when a
+table exists (``CREATE OR REPLACE TABLE`` never downgrades the protocol and keeps the
+table's id). The helpers here also define the tables that a first commit creates
+(``CREATE TABLE AS SELECT`` in :mod:`.write`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+import uuid
+from typing import TYPE_CHECKING, Any, Literal
+
+import pyarrow as pa
+
+from airflow_delta_provider.core.actions import Metadata, Protocol, RemoveFile
+from airflow_delta_provider.core.errors import (
+    ProtocolChangedError,
+    SchemaError,
+    SchemaMismatchError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+)
+from airflow_delta_provider.core.features import minimum_protocol
+from airflow_delta_provider.core.redaction import get_logger
+from airflow_delta_provider.core.schema import (
+    arrow_type_to_delta,
+    check_schema_compatible,
+    schema_from_delta,
+    schema_to_delta_json,
+)
+from airflow_delta_provider.core.snapshot import load_snapshot
+from airflow_delta_provider.core.transaction import CommitResult, OptimisticTransaction
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.storage import LogStore
+
+log = get_logger(__name__)
+
+CreateMode = Literal["error", "ignore", "append", "overwrite"]
+
+
+def normalize_properties(properties: Mapping[str, Any] | None) -> dict[str, str]:
+    out = {}
+    for key, value in (properties or {}).items():
+        if not isinstance(key, str) or not key:
+            raise SchemaError(f"Table property names must be non-empty strings, got {key!r}.")
+        out[key] = str(value).lower() if isinstance(value, bool) else str(value)
+    return out
+
+
+def as_schema(schema: pa.Schema | str) -> pa.Schema:
+    if isinstance(schema, pa.Schema):
+        return schema
+    if isinstance(schema, str | dict):  # Delta's (and Spark's df.schema.json()) schema JSON
+        return schema_from_delta(schema)
+    raise TypeError(
+        f"schema must be a pyarrow.Schema or a Delta schema JSON string, got {type(schema).__name__}."
+    )
+
+
+def new_metadata(
+    schema: pa.Schema,
+    partition_by: Sequence[str],
+    properties: Mapping[str, str],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    table_id: str | None = None,
+) -> Metadata:
+    """The ``metaData`` action of a new table, after checking partition columns against the schema.
+
+    :raises SchemaError: a partition column is not in the schema, listed twice, or of a
+        type that cannot partition (struct, array, map).
+    """
+    partition_by = list(partition_by)
+    names = {f.name.lower(): f for f in schema}
+    seen: set[str] = set()
+    for column in partition_by:
+        field = names.get(column.lower())
+        if field is None:
+            raise SchemaError(f"Partition column {column!r} is not in the schema (columns: {schema.names}).")
+        if column.lower() in seen:
+            raise SchemaError(f"Partition column {column!r} is listed twice.")
+        seen.add(column.lower())
+        if not isinstance(arrow_type_to_delta(field.type), str):
+            raise SchemaError(f"Column {column!r} has type {field.type}, which cannot be a partition column.")
+    if len(partition_by) == len(schema):
+        raise SchemaError("Every column is a partition column; a Delta table needs at least one data column.")
+    canonical = [names[c.lower()].name for c in partition_by]
+    return Metadata(
+        id=table_id or str(uuid.uuid4()),
+        schema_string=schema_to_delta_json(schema),
+        partition_columns=tuple(canonical),
+        configuration=dict(properties),
+        name=name,
+        description=description,
+        created_time=int(time.time() * 1000),
+    )
+
+
+def create_table(
+    store: LogStore,
+    schema: pa.Schema | str,
+    partition_by: Sequence[str] = (),
+    properties: Mapping[str, Any] | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    mode: CreateMode = "error",
+    user_metadata: str | None = None,
+    tags: Mapping[str, str] | None = None,
+) -> CommitResult | None:
+    """Create the table (version 0), or apply ``mode`` when it exists.
+
+    :param mode: ``error`` (refuse an existing table), ``ignore`` (keep it as it is),
+        ``append`` (keep it, after checking the schema and partitioning fit), ``overwrite``
+        (replace schema, partitioning and properties and remove every file: Delta's
+        ``CREATE OR REPLACE TABLE``).
+    :returns: the commit, or None when nothing was written.
+    :raises TableAlreadyExistsError: ``mode="error"`` and the table exists.
+    """
+    if mode not in ("error", "ignore", "append", "overwrite"):
+        raise ValueError(f"mode must be 'error', 'ignore', 'append' or 'overwrite', got {mode!r}.")
+    arrow_schema = as_schema(schema)
+    props = normalize_properties(properties)
+    protocol = minimum_protocol(arrow_schema, props)
+    metadata = new_metadata(arrow_schema, partition_by, props, name=name, description=description)
+    parameters = {
+        "isManaged": "false",
+        "description": description,
+        "partitionBy": list(metadata.partition_columns),
+        "properties": json.dumps(props, separators=(",", ":")),
+    }
+    for _ in range(2):  # a second round after losing a race to create the table
+        try:
+            snapshot = load_snapshot(store)
+        except TableNotFoundError:
+            transaction = OptimisticTransaction(store, new_table=True)
+            try:
+                return transaction.commit(
+                    [protocol, metadata],
+                    operation="CREATE TABLE",
+                    operation_parameters=parameters,
+                    user_metadata=user_metadata,
+                    tags=tags,
+                )
+            except ProtocolChangedError:
+                log.info("%s was created concurrently; applying mode=%r to it.", store.root_uri, mode)
+                continue
+        if mode == "error":
+            raise TableAlreadyExistsError(
+                f"A Delta table already exists at {store.root_uri} (version {snapshot.version}). Use "
+                f"mode='ignore' to keep it, 'append' to write into it, or 'overwrite' to replace it."
+            )
+        if mode == "ignore":
+            return None
+        if mode == "append":
+            _check_same_layout(snapshot, arrow_schema, metadata.partition_columns)
+            return None
+        return _replace_table(store, snapshot, protocol, metadata, parameters, user_metadata, tags)
+    raise TableAlreadyExistsError(f"The table at {store.root_uri} keeps changing concurrently; retry.")
+
+
+def _check_same_layout(snapshot: Snapshot, schema: pa.Schema, partition_by: Sequence[str]) -> None:
+    if [c.lower() for c in snapshot.partition_columns] != [c.lower() for c in partition_by]:
+        raise SchemaMismatchError(
+            f"The table is partitioned by {snapshot.partition_columns}, not {list(partition_by)}. Use "
+            f"mode='overwrite' to change its partitioning."
+        )
+    check_schema_compatible(snapshot.schema, schema)
+
+
+def _replace_table(
+    store: LogStore,
+    snapshot: Snapshot,
+    protocol: Protocol,
+    metadata: Metadata,
+    parameters: dict[str, Any],
+    user_metadata: str | None,
+    tags: Mapping[str, str] | None,
+) -> CommitResult:
+    current = snapshot.protocol
+    # Delta never downgrades a protocol on REPLACE.
+    if (current.min_reader_version, current.min_writer_version) >= (
+        protocol.min_reader_version,
+        protocol.min_writer_version,
+    ):
+        protocol = current
+    transaction = OptimisticTransaction(store, read_snapshot=snapshot)
+    files = snapshot.files()
+    transaction.read_files(None, files.column("path").to_pylist())
+    removes = remove_actions(files, int(time.time() * 1000))
+    metadata = dataclasses.replace(metadata, id=snapshot.metadata.id)  # the table keeps its identity
+    actions: list[Any] = [metadata] if protocol is current else [protocol, metadata]
+    return transaction.commit(
+        [*actions, *removes],
+        operation="CREATE OR REPLACE TABLE",
+        operation_parameters=parameters,
+        operation_metrics={
+            "numRemovedFiles": len(removes),
+            "numRemovedBytes": sum(r.size or 0 for r in removes),
+        },
+        user_metadata=user_metadata,
+        tags=tags,
+    )
+
+
+def remove_actions(files: pa.Table, now: int) -> list[RemoveFile]:
+    """Tombstones for active files (from :meth:`Snapshot.files`), carrying their deletion vectors."""
+    columns = files.select(
+        [
+            c
+            for c in (
+                "path",
+                "partition_values",
+                "size",
+                "tags",
+                "deletion_vector",
+                "base_row_id",
+                "default_row_commit_version",
+            )
+            if c in files.column_names
+        ]
+    ).to_pylist()
+    removes = []
+    for row in columns:
+        values = row.get("partition_values")
+        removes.append(
+            RemoveFile(
+                path=row["path"],
+                deletion_timestamp=now,
+                data_change=True,
+                partition_values=dict(values) if values is not None else {},
+                size=row.get("size"),
+                tags=dict(row["tags"]) if row.get("tags") else None,
+                deletion_vector=_drop_nulls(row.get("deletion_vector")),
+                base_row_id=row.get("base_row_id"),
+                default_row_commit_version=row.get("default_row_commit_version"),
+            )
+        )
+    return removes
+
+
+def _drop_nulls(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if not value:
+        return None
+    cleaned = {k: v for k, v in value.items() if v is not None}
+    return cleaned or None

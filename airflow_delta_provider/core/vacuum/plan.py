@@ -1,0 +1,324 @@
+"""What a VACUUM may delete: protected paths, the listing (FULL) or the log's removes (LITE)."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from airflow_delta_provider.core.deletion_vectors import deletion_vector_path
+from airflow_delta_provider.core.errors import InvalidPathError, VacuumLiteError
+from airflow_delta_provider.core.history import commit_timestamps
+from airflow_delta_provider.core.logfiles import LogFileKind
+from airflow_delta_provider.core.paths import LOG_DIR
+from airflow_delta_provider.core.redaction import get_logger
+from airflow_delta_provider.core.segment import list_log_files
+from airflow_delta_provider.core.storage.local import LocalStore
+from airflow_delta_provider.core.table_config import TableConfig
+from airflow_delta_provider.core.vacuum.record import LAST_VACUUM_INFO, read_last_vacuum_info
+from airflow_delta_provider.core.vacuum.retention import millis
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
+    from datetime import timedelta
+
+    import pyarrow as pa
+
+    from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.storage import LogStore
+
+log = get_logger(__name__)
+
+
+@dataclass
+class VacuumPlan:
+    """The files and directories a VACUUM would delete (filesystem paths of the table's store).
+
+    :param files: ``(path, size)`` of each file, sorted by path.
+    :param directories: empty directories, deepest first.
+    :param listed_directories: directories the listing saw (Delta's ``numVacuumedDirectories``
+        is this plus one, for the root).
+    :param eligible_start_version: LITE: the first commit read.
+    :param eligible_end_version: LITE: the last commit read.
+    :param outside_retention_version: the latest commit at or before ``deleteBefore``.
+    """
+
+    files: list[tuple[str, int]] = field(default_factory=list)
+    directories: list[str] = field(default_factory=list)
+    listed_directories: int = 0
+    eligible_start_version: int | None = None
+    eligible_end_version: int | None = None
+    outside_retention_version: int | None = None
+
+    @property
+    def num_bytes(self) -> int:
+        return sum(size for _, size in self.files)
+
+
+def plan_vacuum(snapshot: Snapshot, delete_before_ms: int, *, mode: str = "full") -> VacuumPlan:
+    """What a VACUUM of ``snapshot`` may delete; reads the log and (FULL) lists the table.
+
+    Checks nothing about retention: callers pass a ``delete_before_ms`` already checked.
+
+    :param snapshot: its latest snapshot.
+    :param delete_before_ms: ``now - retention`` in epoch milliseconds.
+    :param mode: ``full`` or ``lite``.
+    """
+    storage = snapshot.storage
+    hidden = hidden_name_rule(snapshot)
+    protected = protected_paths(snapshot, delete_before_ms)
+    outside = latest_commit_at_or_before(snapshot, delete_before_ms)
+    if mode == "lite":
+        plan = _plan_lite(snapshot, delete_before_ms, protected, hidden, outside)
+    else:
+        plan = _plan_full(storage, delete_before_ms, protected, hidden)
+    plan.outside_retention_version = outside
+    return plan
+
+
+def hidden_name_rule(snapshot: Snapshot) -> Callable[[str], bool]:
+    """Delta's ``DeltaTableUtils.isHiddenDirectory`` for this table, applied to each path component."""
+    partition_prefixes = tuple(f"{c}=" for c in snapshot.partition_columns)
+    iceberg = "iceberg" in TableConfig(snapshot.properties).universal_formats
+
+    def is_hidden(name: str) -> bool:
+        # UniForm keeps the Iceberg metadata of the table in `metadata` directories.
+        if iceberg and name == "metadata":
+            return True
+        return (
+            name.startswith((".", "_"))
+            and not name.startswith(("_delta_index", "_change_data"))
+            and not (partition_prefixes and name.startswith(partition_prefixes))
+        )
+
+    return is_hidden
+
+
+def protected_paths(snapshot: Snapshot, delete_before_ms: int) -> set[str]:
+    """Paths (relative to the root, as stored) VACUUM must not delete.
+
+    Every live ``add``; every tombstone with ``deletionTimestamp >= delete_before_ms``; the
+    parent directories of both; their deletion-vector files. Paths are kept both URL-decoded
+    (the protocol's form) and as written, so a writer that forgot to encode cannot lose files.
+    """
+    storage = snapshot.storage
+    retention = _table_retention(snapshot)
+    # replay_files keeps tombstones newer than `now - table retention`; choose `now` so that the
+    # cut falls exactly at delete_before (tombstones at or after it are protected, as in Delta).
+    state = snapshot.replay(tombstones=True, now_ms=delete_before_ms - 1 + millis(retention))
+    protected: set[str] = set()
+    for table in (state.adds, state.removes):
+        for path in table.column("path").to_pylist():
+            for relative in storage.path.relative_forms(path):
+                _add_with_parents(protected, relative)
+        _protect_deletion_vectors(storage, table.column("deletionVector"), protected)
+    return protected
+
+
+def _table_retention(snapshot: Snapshot) -> timedelta:
+    """The retention replay applies to tombstones: the table's own (no argument, no provider default)."""
+    return TableConfig(snapshot.properties).deleted_file_retention.value
+
+
+def _protect_deletion_vectors(storage: LogStore, column: pa.ChunkedArray, protected: set[str]) -> None:
+    if column.null_count == len(column):
+        return
+    for dv in column.filter(column.is_valid()).to_pylist():
+        if dv.get("storageType") == "i":
+            continue
+        # A malformed descriptor raises: VACUUM must not guess which file a live DV is in.
+        path = deletion_vector_path(dv, storage.root)
+        if dv.get("storageType") == "p":
+            for relative in storage.path.relative_forms(path):
+                _add_with_parents(protected, relative)
+            continue
+        relative = storage.path.relative(path)
+        if relative:
+            _add_with_parents(protected, relative)
+
+
+def _add_with_parents(protected: set[str], relative: str) -> None:
+    protected.add(relative)
+    position = relative.rfind("/")
+    while position > 0:
+        parent = relative[:position]
+        if parent in protected:
+            return  # its own parents are in already
+        protected.add(parent)
+        position = relative.rfind("/", 0, position)
+
+
+def latest_commit_at_or_before(snapshot: Snapshot, timestamp_ms: int) -> int | None:
+    """Delta's ``getActiveCommitAtTime(deleteBefore, canReturnLastCommit=true)``: the newest commit
+    whose (monotonized, or in-commit) timestamp is at or before ``timestamp_ms``; None when the
+    earliest commit in the log is newer."""
+    stamps = _commit_stamps(snapshot)
+    eligible = [version for version, stamp in stamps if stamp <= timestamp_ms and version <= snapshot.version]
+    return eligible[-1] if eligible else None
+
+
+def _commit_stamps(snapshot: Snapshot) -> list[tuple[int, int]]:
+    if TableConfig(snapshot.properties).in_commit_timestamps:
+        # In-commit timestamps need the commits read.
+        return [(s.version, s.timestamp) for s in commit_timestamps(snapshot)]
+    stamps = []
+    previous = -1
+    for item in list_log_files(snapshot.storage, 0):
+        if item.kind is not LogFileKind.COMMIT:
+            continue
+        stamp = max(item.file.modification_time, previous + 1)
+        previous = stamp
+        stamps.append((item.version, stamp))
+    return stamps
+
+
+def _plan_full(
+    storage: LogStore, delete_before_ms: int, protected: set[str], hidden: Callable[[str], bool]
+) -> VacuumPlan:
+    listing = storage.list_tree(hidden, protected)
+    plan = VacuumPlan(listed_directories=len(listing.directories))
+    root_prefix = storage.path.prefix
+    for relative, size, mtime in listing.files:
+        if mtime < delete_before_ms and relative not in protected:
+            plan.files.append((root_prefix + relative, size))
+    plan.files.sort()
+    empty = [d for d in listing.empty_directories if d not in protected]
+    # Deepest first, so that a directory holding only empty directories goes after them.
+    empty.sort(key=lambda d: (-d.count("/"), d))
+    plan.directories = [root_prefix + d for d in empty]
+    return plan
+
+
+def _plan_lite(
+    snapshot: Snapshot,
+    delete_before_ms: int,
+    protected: set[str],
+    hidden: Callable[[str], bool],
+    outside: int | None,
+) -> VacuumPlan:
+    storage = snapshot.storage
+    plan = VacuumPlan()
+    if outside is None:
+        log.info("VACUUM LITE of %s: no commit is older than the retention; nothing to do.", storage.root_uri)
+        return plan
+    commits = [f for f in list_log_files(storage, 0) if f.kind is LogFileKind.COMMIT]
+    earliest = commits[0].version if commits else 0
+    last = read_last_vacuum_info(storage)
+    if earliest != 0 and (last is None or last < earliest):
+        since = (
+            f"the last VACUUM recorded version {last}"
+            if last is not None
+            else f"no VACUUM is recorded in {LAST_VACUUM_INFO}"
+        )
+        raise VacuumLiteError(
+            f"VACUUM LITE cannot delete all eligible files as some files are not referenced by the "
+            f"Delta log. Please run VACUUM FULL. ({storage.root_uri}: the earliest commit left in the log "
+            f"is version {earliest} and {since}, so removes in the cleaned commits cannot be read.)"
+        )
+    start = min(snapshot.version, last + 1 if last is not None else earliest)
+    end = outside
+    if start > end:
+        return plan
+    plan.eligible_start_version, plan.eligible_end_version = start, end
+    wanted = [c for c in commits if start <= c.version <= end]
+    root_prefix = storage.path.prefix
+    # As Delta: one entry per path, the newest (deletion) time wins, then the age test.
+    newest: dict[str, tuple[int, int]] = {}
+    for path, size, stamp in _removed_files(storage, [c.file.path for c in wanted]):
+        forms = storage.path.relative_forms(path)
+        if not forms:
+            continue  # outside the table (e.g. a shallow clone's source): never deleted
+        previous = newest.get(forms[0])
+        if previous is None or stamp > previous[1]:
+            newest[forms[0]] = (size, stamp)
+    for relative, (size, stamp) in newest.items():
+        if stamp >= delete_before_ms or relative in protected:
+            continue
+        if relative.startswith("../") or _has_hidden_part(relative, hidden):
+            continue
+        plan.files.append((root_prefix + relative, size))
+    plan.files.sort()
+    return plan
+
+
+def _has_hidden_part(relative: str, hidden: Callable[[str], bool]) -> bool:
+    slashed = "/" + relative
+    if "/_" not in slashed and "/." not in slashed and "/metadata" not in slashed:
+        return False  # the common case, without splitting
+    return any(hidden(part) for part in relative.split("/"))
+
+
+def _removed_files(storage: LogStore, paths: Sequence[str]) -> list[tuple[str, int, int]]:
+    """``(log path, size, time)`` of every ``remove`` (time = deletionTimestamp), its ``u``
+    deletion-vector file, and every ``cdc`` file (time 0, as Delta) in the given commits."""
+
+    def read(path: str) -> bytes:
+        return storage.read_bytes(path)
+
+    if storage.is_local or len(paths) < 4:
+        blobs = [read(p) for p in paths]
+    else:
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            blobs = list(pool.map(read, paths))
+    lines = [
+        line for blob in blobs for line in blob.split(b"\n") if line.startswith((b'{"remove"', b'{"cdc"'))
+    ]
+    if not lines:
+        return []
+    try:
+        actions = json.loads(b"[" + b",".join(lines) + b"]")
+    except ValueError:
+        actions = []
+        for path, blob in zip(paths, blobs, strict=True):
+            for number, line in enumerate(blob.split(b"\n"), 1):
+                if line.startswith((b'{"remove"', b'{"cdc"')):
+                    try:
+                        actions.append(json.loads(line))
+                    except ValueError as err:
+                        from airflow_delta_provider.core.errors import CorruptLogError
+
+                        raise CorruptLogError(
+                            f"Line {number} of {storage.to_uri(path)} is not valid JSON ({err}).",
+                            path=storage.to_uri(path),
+                        ) from None
+    result: list[tuple[str, int, int]] = []
+    for action in actions:
+        if "remove" in action:
+            remove = action["remove"]
+            stamp = int(remove.get("deletionTimestamp") or 0)
+            result.append((remove["path"], int(remove.get("size") or 0), stamp))
+            dv = remove.get("deletionVector")
+            if dv and dv.get("storageType") == "u":
+                # As a URI, so that it resolves like a log path (DV file names need no encoding).
+                dv_path = storage.to_uri(deletion_vector_path(dv, storage.root))
+                result.append((dv_path, int(dv.get("sizeInBytes") or 0), stamp))
+        elif "cdc" in action:
+            cdc = action["cdc"]
+            result.append((cdc["path"], int(cdc.get("size") or 0), 0))
+    return result
+
+
+def check_under_root(storage: LogStore, paths: Iterable[str], *, resolve_links: bool) -> None:
+    """Refuse the whole run when any candidate is not strictly below the table root.
+
+    With ``resolve_links`` (candidates from the log, not from a listing that never follows links)
+    the real location of each parent directory is checked too, locally: a log path through a
+    symbolic link to a directory elsewhere must not make VACUUM delete outside the root.
+    """
+    log_prefix = storage.path.log_dir + "/"
+    check_links = resolve_links and isinstance(storage, LocalStore)
+    checked: dict[str, bool] = {}
+    for path in paths:
+        inside = storage.path.contains(path) and not path.startswith(log_prefix)
+        if inside and check_links:
+            parent = path.rpartition("/")[0]
+            if parent not in checked:
+                checked[parent] = storage.real_path_inside(parent, allow_root=True)
+            inside = checked[parent]
+        if not inside:
+            raise InvalidPathError(
+                f"VACUUM refuses to run: the candidate {path!r} is not strictly under the table root "
+                f"{storage.root_uri} (or is inside {LOG_DIR}). Nothing was deleted. Check the table's log "
+                f"for paths that leave the root."
+            )

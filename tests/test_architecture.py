@@ -1,0 +1,167 @@
+"""The layer picture of docs/architecture.md, kept true: every import of the package, read
+from the source (module level, ``TYPE_CHECKING`` blocks and function bodies alike)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "airflow_delta_provider"
+ROOT = "airflow_delta_provider"
+
+#: The core's layers, bottom up (docs/architecture.md). A module may import its own layer or
+#: lower ones, never a higher one.
+CORE_LAYERS: list[tuple[str, set[str]]] = [
+    ("foundation", {"errors", "redaction", "arguments"}),
+    (
+        "storage",
+        {
+            "paths",
+            "storage",
+            "storage.base",
+            "storage.local",
+            "storage.s3",
+            "storage.memory",
+            "storage.generic",
+            "storage.options",
+        },
+    ),
+    (
+        "model",
+        {
+            "schema",
+            "partitions",
+            "actions",
+            "deletion_vectors",
+            "logfiles",
+            "features",
+            "table_config",
+            "predicate",
+            "datafiles",
+            "stats",
+        },
+    ),
+    ("log", {"segment", "replay", "checksum", "protocol", "retention"}),
+    ("snapshot", {"snapshot", "history"}),
+    (
+        "operations",
+        {
+            "transaction",
+            "create",
+            "write",
+            "idempotency",
+            "checkpoint",
+            "cleanup",
+            "vacuum",
+            "vacuum.plan",
+            "vacuum.record",
+            "vacuum.result",
+            "vacuum.retention",
+        },
+    ),
+    ("facade", {"table", "__init__"}),
+    ("services", {"maintenance", "watch"}),
+]
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every package module ``path`` imports, wherever the import statement is."""
+    tree = ast.parse(path.read_text())
+    found: set[str] = set()
+    package = module_name(path).rsplit(".", 1)[0] if path.name != "__init__.py" else module_name(path)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join([*package.split(".")[: len(package.split(".")) - node.level + 1], base])
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return found
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+GRAPH = {
+    name: {
+        m.removesuffix(".__init__") for m in imports_of(path) if m in MODULES or f"{m}.__init__" in MODULES
+    }
+    - {name.removesuffix(".__init__")}
+    for name, path in MODULES.items()
+}
+
+
+def normalised(name: str) -> str:
+    return name.removesuffix(".__init__")
+
+
+def test_the_graph_sees_the_imports() -> None:
+    assert "airflow_delta_provider.core.snapshot" in GRAPH["airflow_delta_provider.core.table"]
+
+
+def test_the_core_imports_neither_airflow_nor_pyspark() -> None:
+    offenders = {
+        name: sorted(m for m in imports_of(path) if m.split(".")[0] in ("airflow", "pyspark"))
+        for name, path in MODULES.items()
+        if name.startswith(f"{ROOT}.core")
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_there_is_no_import_cycle() -> None:
+    graph = {normalised(k): {normalised(m) for m in v} for k, v in GRAPH.items()}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == 1:
+                cycle = [*stack[stack.index(target) :], target]
+                pytest.fail("import cycle: " + " -> ".join(cycle))
+            if target not in state:
+                visit(target)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+
+
+def core_layer(name: str) -> int:
+    short = normalised(name).removeprefix(f"{ROOT}.core").lstrip(".") or "__init__"
+    for index, (_, members) in enumerate(CORE_LAYERS):
+        if short in members:
+            return index
+    raise AssertionError(f"{name} is in no layer of the core: add it to CORE_LAYERS and docs/architecture.md")
+
+
+def test_every_core_module_has_a_layer_and_imports_only_down() -> None:
+    upward = []
+    for name, targets in GRAPH.items():
+        if not name.startswith(f"{ROOT}.core"):
+            continue
+        for target in targets:
+            if target.startswith(f"{ROOT}.core") and core_layer(target) > core_layer(name):
+                upward.append(f"{normalised(name)} -> {target}")
+    assert upward == []
+
+
+def test_the_core_imports_nothing_of_the_airflow_layer() -> None:
+    upward = [
+        f"{name} -> {target}"
+        for name, targets in GRAPH.items()
+        if name.startswith(f"{ROOT}.core")
+        for target in targets
+        if not target.startswith(f"{ROOT}.core") and target != ROOT
+    ]
+    assert upward == []
