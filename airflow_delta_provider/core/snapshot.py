@@ -20,6 +20,7 @@ from airflow_delta_provider.core.replay import (
     CommitActions,
     FileState,
     SmallState,
+    check_replayable,
     read_commits,
     replay_files,
     replay_small_state,
@@ -115,6 +116,16 @@ class Snapshot:
         """Read protocol and metadata now and check that the core can read the table."""
         _ = self._small
         return self
+
+    def check_replayable(self) -> None:
+        """Raise unless every line of every commit this snapshot replays is a well-formed action.
+
+        Loading a snapshot parses only the lines protocol and metadata need; a writer calls
+        this before it commits, so that it never builds on a log no reader can replay.
+
+        :raises CorruptLogError: naming the file and line of the first bad action.
+        """
+        check_replayable(self._commits)
 
     @property
     def protocol(self) -> Protocol:

@@ -57,7 +57,7 @@ from airflow_delta_provider.core.errors import (
 from airflow_delta_provider.core.logfiles import LogFileKind, commit_name, parse_log_file, version_prefix
 from airflow_delta_provider.core.partitions import partition_columns_from_map
 from airflow_delta_provider.core.protocol import Operation, check_writable
-from airflow_delta_provider.core.replay import canonical_path, parse_commit
+from airflow_delta_provider.core.replay import canonical_path, check_replayable, parse_commit
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -239,6 +239,8 @@ class OptimisticTransaction:
         else:
             check_writable(protocol, metadata, _operation_kind(operation))
         self._check_append_only(actions, metadata)
+        if not self.new_table:
+            self.snapshot.check_replayable()  # never build on a log no reader can replay
         our_txns = {a.app_id: a.version for a in actions if isinstance(a, Transaction)}
         self._read_app_ids.update(our_txns)
         file_actions = [a for a in actions if isinstance(a, AddFile | RemoveFile)]
@@ -304,6 +306,7 @@ class OptimisticTransaction:
                         return self._result(
                             winner.version, False, operation, metrics, actions, attempts, committed=False
                         )
+                check_replayable(winners)  # the retry builds on the winners
                 last = winners[-1]
                 previous_ict = _ict(last)
                 log.info(
