@@ -351,7 +351,9 @@ def replay_small_state(
     """Protocol, metadata, txns and domains: newest wins, checkpoint first, then commits.
 
     :raises CorruptLogError: no protocol or no metadata action in the segment, naming the log;
-        a malformed action, naming its file and line (or checkpoint row).
+        a malformed action, naming its file and line (or checkpoint row); a checkpoint that
+        is not one (no protocol or metaData action in it, or action columns of the wrong
+        shape), naming the checkpoint file, so that the caller can fall back to an older one.
     """
     # Newest wins: the checkpoint's actions first, then each commit's in version order.
     latest: dict[str, dict[str, Any]] = {}
@@ -361,6 +363,7 @@ def replay_small_state(
     checkpoint_actions: list[dict[str, Any]] = []
     if segment.checkpoint is not None:
         checkpoint_actions = read_checkpoint_small_actions(storage, segment.checkpoint)
+        _require_checkpoint_state(storage, segment.checkpoint, checkpoint_actions)
     # A JSON (V2) checkpoint holds file actions too; they join the checkpoint's Parquet adds.
     checkpoint_file_actions = [a for a in checkpoint_actions if "add" in a or "remove" in a]
     metadata_at = -1
@@ -438,6 +441,23 @@ def _origin(
     return None
 
 
+def _require_checkpoint_state(
+    storage: TableStorage, checkpoint: Checkpoint, actions: list[dict[str, Any]]
+) -> None:
+    """A checkpoint holds the table's protocol and metadata; a file without them is not one."""
+    missing = [kind for kind in ("protocol", "metaData") if not any(kind in a for a in actions)]
+    if not missing:
+        return
+    uri = storage.to_uri(checkpoint.paths[0])
+    names = ", ".join(storage.to_uri(p) for p in checkpoint.paths)
+    raise CorruptLogError(
+        f"The checkpoint {names} holds no {' and no '.join(missing)} action: it is not a usable Delta "
+        f"checkpoint (every checkpoint holds the table's protocol and metaData). It was not written "
+        f"by a Delta writer, or its writer failed.",
+        path=uri,
+    )
+
+
 def _sidecar_path(storage: TableStorage, path: str) -> str:
     if has_scheme(path):
         from airflow_delta_provider.core.storage import resolve_path
@@ -449,8 +469,8 @@ def _sidecar_path(storage: TableStorage, path: str) -> str:
 def read_checkpoint_small_actions(storage: TableStorage, checkpoint: Checkpoint) -> list[dict[str, Any]]:
     """The non-file actions of a checkpoint (and, for JSON V2 checkpoints, its file actions).
 
-    :raises CorruptLogError: the file cannot be read, or an action is malformed (naming the
-        file and the 1-based row).
+    :raises CorruptLogError: the file cannot be read, its action columns do not have the
+        shape of actions, or an action is malformed (naming the file and the 1-based row).
     """
     actions: list[dict[str, Any]] = []
     for path in checkpoint.paths:
@@ -461,6 +481,7 @@ def read_checkpoint_small_actions(storage: TableStorage, checkpoint: Checkpoint)
             actions.extend(commit.file_actions())
             continue
         parquet = _open_parquet(storage, path)
+        _check_checkpoint_schema(parquet.schema_arrow, uri)
         names = set(parquet.schema_arrow.names)
         columns = [c for c in _SMALL_COLUMNS if c in names]
         if not columns:
@@ -499,6 +520,43 @@ def _file_row(parquet: pq.ParquetFile, groups: list[int], valid: pa.ChunkedArray
             return sum(sizes[:group]) + position + 1
         position -= sizes[group]
     return position + 1
+
+
+#: The action columns of a checkpoint, and the field each must have (None: any struct).
+_ACTION_COLUMNS: dict[str, str | None] = {
+    "add": "path",
+    "remove": "path",
+    "sidecar": "path",
+    "protocol": None,
+    "metaData": None,
+    "txn": None,
+    "domainMetadata": None,
+    "checkpointMetadata": None,
+}
+
+
+def _is_text(data_type: pa.DataType) -> bool:
+    return pa.types.is_string(data_type) or pa.types.is_large_string(data_type)
+
+
+def _check_checkpoint_schema(schema: pa.Schema, uri: str) -> None:
+    """Refuse a Parquet file whose action columns are not structs (it is not a checkpoint)."""
+    for name, key in _ACTION_COLUMNS.items():
+        index = schema.get_field_index(name)
+        if index < 0:
+            continue
+        column_type = schema.field(index).type
+        if pa.types.is_null(column_type):
+            continue  # an all-null column: no action of this kind
+        if not pa.types.is_struct(column_type):
+            problem = f"its {name!r} column is {column_type}, not the struct of the {name} action"
+        elif key is not None and (
+            column_type.get_field_index(key) < 0 or not _is_text(column_type.field(key).type)
+        ):
+            problem = f"its {name!r} column has no string {key!r} field"
+        else:
+            continue
+        raise CorruptLogError(f"The checkpoint file {uri} is not a Delta checkpoint: {problem}.", path=uri)
 
 
 def _drop_nulls(row: dict[str, Any]) -> dict[str, Any]:
@@ -689,6 +747,7 @@ def _read_checkpoint_files(
     for path in sources:
         uri = storage.to_uri(path)
         schema = _open_parquet(storage, path).schema_arrow
+        _check_checkpoint_schema(schema, uri)
         wanted = [c for c in ("add", "remove") if c in schema.names and (c == "add" or removes)]
         if not wanted:
             continue

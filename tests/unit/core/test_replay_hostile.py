@@ -1,6 +1,6 @@
-"""Hostile logs: every malformed action, out-of-range number, path that leaves the root and
-unparseable tail is refused with an error naming the file and line (or checkpoint row), and
-nothing in the table changes.
+"""Hostile logs: every malformed action, out-of-range number, path that leaves the root, fake
+checkpoint and unparseable tail is refused (or read around) with an error naming the file and
+line, and nothing in the table changes.
 
 Each class is a parametrised set; every case asserts the error and that the version, the
 active files (where they can still be read) and the ``_delta_log`` listing are unchanged.
@@ -9,6 +9,7 @@ active files (where they can still be read) and the ``_delta_log`` listing are u
 from __future__ import annotations
 
 import json
+import logging
 import os
 from typing import Any
 
@@ -485,6 +486,82 @@ def test_a_malformed_small_row_in_a_checkpoint_names_file_and_row(
         DeltaTable(table.uri).snapshot()
     assert fragment in str(info.value)
     assert log_state(table.storage.root) == before
+
+
+def _fake_random(path: str) -> None:
+    pq.write_table(pa.table({"id": [1, 2], "value": ["a", "b"]}), path)
+
+
+def _fake_adds_only(path: str) -> None:
+    table = pq.read_table(path)
+    pq.write_table(table.select(["add"]), path)
+
+
+def _fake_add_is_int(path: str) -> None:
+    table = pq.read_table(path)
+    pq.write_table(
+        table.set_column(table.schema.get_field_index("add"), "add", pa.array([1] * table.num_rows)), path
+    )
+
+
+def _fake_protocol_all_null(path: str) -> None:
+    table = pq.read_table(path)
+    index = table.schema.get_field_index("protocol")
+    pq.write_table(
+        table.set_column(index, "protocol", pa.nulls(table.num_rows, table.schema.field(index).type)), path
+    )
+
+
+FAKES = [
+    ("random-parquet", _fake_random),
+    ("no-protocol-or-metadata-column", _fake_adds_only),
+    ("add-column-not-a-struct", _fake_add_is_int),
+    ("no-protocol-row", _fake_protocol_all_null),
+]
+
+
+@pytest.mark.parametrize("fake", [f[1] for f in FAKES], ids=[f[0] for f in FAKES])
+def test_a_parquet_file_that_is_not_a_checkpoint_is_read_around(tmp_path, caplog, log_state, fake):
+    table = _checkpointed(tmp_path)
+    expected = sorted(table.snapshot().files()["path"].to_pylist())
+    path = _checkpoint_path(table)
+    fake(path)
+    before = log_state(table.storage.root)
+    with caplog.at_level(logging.WARNING):
+        snapshot = DeltaTable(table.uri).snapshot()
+        assert sorted(snapshot.files()["path"].to_pylist()) == expected
+    assert snapshot.version == 2 and snapshot.segment.checkpoint is None
+    assert any(
+        path in r.getMessage() and "trying the checkpoint before" in r.getMessage() for r in caplog.records
+    )
+    assert log_state(table.storage.root) == before
+    # Writers read around it too, and the next checkpoint replaces it.
+    table.commit_files([_write_parquet(table.storage.root, "f9.parquet")], auto_checkpoint=False)
+    table.checkpoint()
+    assert DeltaTable(table.uri).snapshot().segment.checkpoint_version == 3
+
+
+def test_a_fake_checkpoint_falls_back_to_an_older_checkpoint(tmp_path):
+    table = _checkpointed(tmp_path)  # checkpoint at 2
+    for i in (3, 4):
+        table.commit_files([_write_parquet(table.storage.root, f"g{i}.parquet")], auto_checkpoint=False)
+    table.checkpoint()  # checkpoint at 4
+    expected = sorted(table.snapshot().files()["path"].to_pylist())
+    _fake_random(_checkpoint_path(table))
+    _drop_commits_before(table, 2)  # only the checkpoint at 2 can rebuild version 4
+    snapshot = DeltaTable(table.uri).snapshot()
+    assert snapshot.segment.checkpoint_version == 2
+    assert sorted(snapshot.files()["path"].to_pylist()) == expected
+
+
+def test_a_fake_checkpoint_with_nothing_to_fall_back_to_names_it(tmp_path):
+    table = _checkpointed(tmp_path)
+    _fake_random(_checkpoint_path(table))
+    _drop_commits_before(table, 2)
+    with pytest.raises(
+        CorruptLogError, match=r"checkpoint.*00000000000000000002\.checkpoint\.parquet.*no protocol"
+    ):
+        DeltaTable(table.uri).snapshot()
 
 
 # --- a writer never builds on a log it cannot read -------------------------------------------------------
