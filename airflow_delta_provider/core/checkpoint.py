@@ -25,7 +25,8 @@ Crash safety: each checkpoint file is written whole with one atomic put of its f
 file; ``_last_checkpoint`` is written only after every file of the checkpoint exists. A
 crash in between leaves an unreferenced (complete) checkpoint, orphan sidecars, or an
 incomplete multi-part set, which readers ignore. ``_last_checkpoint`` never moves back to
-an older version.
+an older version while the checkpoint it names exists; a dangling hint (its checkpoint
+missing or incomplete) is replaced.
 
 Checkpoints write no commit (Delta has no ``CHECKPOINT`` operation).
 """
@@ -76,7 +77,7 @@ from airflow_delta_provider.core.replay import (
     replay_files,
     replay_small_state,
 )
-from airflow_delta_provider.core.segment import read_last_checkpoint
+from airflow_delta_provider.core.segment import hinted_checkpoint_exists, read_last_checkpoint
 
 if TYPE_CHECKING:
     from airflow_delta_provider.core.storage import TableStorage
@@ -523,6 +524,17 @@ def write_checkpoint(
     }
     last["checksum"] = last_checkpoint_checksum(last)
     hint = read_last_checkpoint(storage)
+    if hint is not None and hint.version > version and not hinted_checkpoint_exists(storage, hint):
+        # Never moving the hint back applies to a hint that names a checkpoint: a dangling one
+        # (its checkpoint missing or incomplete) makes other readers fail, so it is replaced.
+        log.warning(
+            "%s names version %d, whose checkpoint is missing or incomplete; replacing it with this "
+            "checkpoint (version %d).",
+            storage.to_uri(storage.log_path(LAST_CHECKPOINT)),
+            hint.version,
+            version,
+        )
+        hint = None
     if hint is not None and hint.version > version:
         log.info(
             "Not updating %s: it names version %d, newer than this checkpoint (%d).",

@@ -43,7 +43,7 @@ from airflow_delta_provider.core.logfiles import (
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-    from airflow_delta_provider.core.storage import TableStorage
+    from airflow_delta_provider.core.storage import FileInfo, TableStorage
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +94,23 @@ def read_last_checkpoint(storage: TableStorage) -> LastCheckpoint | None:
 
 def list_log_files(storage: TableStorage, start_version: int = 0) -> list[LogFile]:
     """Recognised ``_delta_log`` files from a version on, in name order; strays are dropped."""
-    parsed = (parse_log_file(f) for f in storage.list_log(version_prefix(start_version)))
+    return log_files_of(storage.list_log(version_prefix(start_version)))
+
+
+def log_files_of(listing: Iterable[FileInfo]) -> list[LogFile]:
+    """The recognised ``_delta_log`` files of a listing, in its order; strays are dropped."""
+    parsed = (parse_log_file(f) for f in listing)
     return [f for f in parsed if f is not None]
+
+
+def hinted_checkpoint_exists(storage: TableStorage, hint: LastCheckpoint) -> bool:
+    """Whether the checkpoint ``_last_checkpoint`` names is there and complete (one listing).
+
+    A hint is only a place to start listing; one that names a missing or incomplete
+    checkpoint is dangling, and other readers (delta-rs) fail on it.
+    """
+    files = [f for f in list_log_files(storage, hint.version) if f.version == hint.version]
+    return any(c.version == hint.version for c in complete_checkpoints(files))
 
 
 def complete_checkpoints(files: Iterable[LogFile]) -> list[Checkpoint]:
