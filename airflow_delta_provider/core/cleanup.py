@@ -23,6 +23,11 @@ so that every version from that checkpoint on stays reconstructable
   below ``delta.requireCheckpointProtectionBeforeVersion``, or ends at a checkpoint, or
   every protocol in the removed range (read from the ``.crc`` files) is supported.
 
+Beyond Delta: temp files of killed writers (``.<name>.<uuid>.tmp`` in ``_delta_log``, and
+in ``_delta_log/_sidecars`` for ``v2Checkpoint`` tables) are never part of the table; they
+go once they are last modified at or before the cutoff, whatever the rules above decide
+about the log files (also without ``_last_checkpoint``).
+
 delta-rs differs (it leaves multi-part, UUID, ``.crc`` and compacted files, and does not
 make timestamps monotonic); this module follows Delta. See ``docs/maintenance.md``.
 """
@@ -47,7 +52,7 @@ from airflow_delta_provider.core.errors import (
     RetentionError,
     UnsupportedFeatureError,
 )
-from airflow_delta_provider.core.logfiles import SIDECAR_DIR, LogFileKind
+from airflow_delta_provider.core.logfiles import SIDECAR_DIR, LogFileKind, is_temp_file
 from airflow_delta_provider.core.protocol import (
     MAX_WRITER_VERSION,
     Operation,
@@ -63,7 +68,7 @@ from airflow_delta_provider.core.retention import (
 from airflow_delta_provider.core.segment import (
     Checkpoint,
     complete_checkpoints,
-    list_log_files,
+    log_files_of,
     read_last_checkpoint,
 )
 
@@ -97,12 +102,14 @@ class CleanupResult:
     :param retention: the log retention used and where it came from.
     :param dry_run: True when nothing was deleted, only planned.
     :param files: the deleted (planned) names, relative to ``_delta_log``
-        (``_sidecars/<name>``, ``_staged_commits/<name>`` for those).
+        (``_sidecars/<name>``, ``_staged_commits/<name>`` for those), expired temp files of
+        killed writers (``.<name>.<uuid>.tmp``) included.
     :param num_bytes: their total size.
     :param earliest_retained_version: the oldest version that can still be loaded after the
         cleanup (None when the log holds no commit).
     :param checkpoint_version: the newest checkpoint the deleted groups ended at.
-    :param skipped_reason: why nothing was deleted, when nothing could be.
+    :param skipped_reason: why no log file (commit, checkpoint, ``.crc``) could be deleted,
+        when none could be; expired temp files are deleted all the same.
     """
 
     table_uri: str
@@ -291,29 +298,31 @@ def cleanup_logs(
     result = CleanupResult(table.uri, cutoff, resolved, dry_run)
 
     hint = read_last_checkpoint(storage)
-    files = list_log_files(storage, 0)
+    # One listing from the first name: writers' temp files (dot-names) sort before every version.
+    listing = storage.list_log()
+    files = log_files_of(listing)
+    v2 = "v2Checkpoint" in (reader_features(protocol) | writer_features(protocol))
+    sidecars = storage.list_from(storage.log_path(SIDECAR_DIR)) if v2 else []
+    temps = _expired_temp_files(listing, cutoff_ms) + _expired_temp_files(sidecars, cutoff_ms)
+    skipped = None
     if hint is None:
-        return dataclasses.replace(
-            result,
-            earliest_retained_version=earliest_reconstructable(files),
-            skipped_reason="the table has no _last_checkpoint; Delta deletes no log file then",
-        )
-    plan = plan_expired(files, cutoff_ms, hint.version)
-    if not plan.expired and not plan.compacted:
-        return dataclasses.replace(
-            result,
-            earliest_retained_version=earliest_reconstructable(files),
-            skipped_reason=(
+        skipped = "the table has no _last_checkpoint; Delta deletes no log file then"
+    else:
+        plan = plan_expired(files, cutoff_ms, hint.version)
+        if not plan.expired and not plan.compacted:
+            skipped = (
                 f"no complete checkpoint up to version {hint.version} has all the log before it "
                 f"older than {cutoff.isoformat()}"
-            ),
+            )
+        else:
+            skipped = _protection_refusal(storage, protocol, properties, files, plan)
+            if skipped:
+                log.info("Log cleanup of %s skipped: %s", table.uri, skipped)
+    if skipped is not None:
+        result = dataclasses.replace(
+            result, earliest_retained_version=earliest_reconstructable(files), skipped_reason=skipped
         )
-    refusal = _protection_refusal(storage, protocol, properties, files, plan)
-    if refusal:
-        log.info("Log cleanup of %s skipped: %s", table.uri, refusal)
-        return dataclasses.replace(
-            result, earliest_retained_version=earliest_reconstructable(files), skipped_reason=refusal
-        )
+        return _delete_planned(storage, table.uri, result, temps, max_workers)
 
     doomed: list[FileInfo] = [f.file for f in plan.expired] + [f.file for f in plan.compacted]
     gone = {info.path for info in doomed}
@@ -321,10 +330,9 @@ def cleanup_logs(
     deleted_commits = [f.version for f in plan.expired if f.kind is LogFileKind.COMMIT]
     if deleted_commits:
         doomed += _staged_commits(storage, max(deleted_commits))
-    if any(f.is_checkpoint for f in plan.expired) and "v2Checkpoint" in (
-        reader_features(protocol) | writer_features(protocol)
-    ):
-        doomed += _unreferenced_sidecars(storage, remaining, cutoff_ms)
+    if v2 and any(f.is_checkpoint for f in plan.expired):
+        doomed += _unreferenced_sidecars(storage, sidecars, remaining, cutoff_ms)
+    doomed += temps
     names = _names_inside_log(storage, doomed)
     result = dataclasses.replace(
         result,
@@ -416,15 +424,17 @@ def _staged_commits(storage: TableStorage, max_version: int) -> list[FileInfo]:
 
 
 def _unreferenced_sidecars(
-    storage: TableStorage, remaining: Sequence[LogFile], cutoff_ms: int
+    storage: TableStorage, sidecars: Sequence[FileInfo], remaining: Sequence[LogFile], cutoff_ms: int
 ) -> list[FileInfo]:
     """Sidecars older than the cutoff that no remaining checkpoint references.
 
     As Delta, every remaining single-file checkpoint (classic-named or UUID-named) is read,
     whatever its version, and a sidecar is kept while its time is not strictly before the
     cutoff, so an in-progress checkpoint's sidecars are never touched.
+
+    :param sidecars: the listing of ``_delta_log/_sidecars``.
     """
-    sidecars = storage.list_from(storage.log_path(SIDECAR_DIR))
+    sidecars = [s for s in sidecars if not is_temp_file(s.name)]
     if not sidecars:
         return []
     referenced: set[str] = set()
@@ -437,6 +447,33 @@ def _unreferenced_sidecars(
                 if sidecar and sidecar.get("path"):
                     referenced.add(str(sidecar["path"]).rsplit("/", 1)[-1])
     return [s for s in sidecars if s.modification_time < cutoff_ms and s.name not in referenced]
+
+
+def _expired_temp_files(listing: Sequence[FileInfo], cutoff_ms: int) -> list[FileInfo]:
+    """Writers' temp files (``.<name>.<uuid>.tmp``) of a directory listing, last modified at or
+    before the cutoff."""
+    found = []
+    for info in listing:  # sorted by name: dot-names come before versions and uuids
+        if info.name >= "/":
+            break
+        if info.modification_time <= cutoff_ms and is_temp_file(info.name):
+            found.append(info)
+    return found
+
+
+def _delete_planned(
+    storage: TableStorage, uri: str, result: CleanupResult, doomed: list[FileInfo], max_workers: int | None
+) -> CleanupResult:
+    """Report (and, unless a dry run, delete) ``doomed``: here, only temp files."""
+    if not doomed:
+        return result
+    result = dataclasses.replace(
+        result, files=_names_inside_log(storage, doomed), num_bytes=sum(f.size for f in doomed)
+    )
+    if not result.dry_run:
+        log.info("Deleting %d expired temp file(s) of killed writers in the log of %s.", len(doomed), uri)
+        _delete(storage, uri, [f.path for f in doomed], max_workers)
+    return result
 
 
 def _names_inside_log(storage: TableStorage, doomed: Iterable[FileInfo]) -> list[str]:
