@@ -392,6 +392,20 @@ def _wrong(where: str, key: str, expected: str, value: Any) -> _Malformed:
     return _Malformed(f"{where}.{key} must be {expected}, got {_describe(value)}")
 
 
+def _field(
+    payload: Mapping[str, Any], where: str, key: str, required: bool, json_type: type, expected: str
+) -> Any:
+    """The field's value checked for its JSON type; None when it is absent (or null) and optional."""
+    value = payload.get(key)
+    if value is None:
+        if required:
+            raise _missing(payload, where, key)
+        return None
+    if type(value) is not json_type:
+        raise _wrong(where, key, expected, value)
+    return value
+
+
 def _long(
     payload: Mapping[str, Any],
     where: str,
@@ -402,14 +416,8 @@ def _long(
     maximum: int = LONG_MAX,
     kind: str = "long",
 ) -> None:
-    value = payload.get(key)
-    if value is None:
-        if required:
-            raise _missing(payload, where, key)
-        return
-    if type(value) is not int:
-        raise _wrong(where, key, f"an integer (a Delta {kind})", value)
-    if not minimum <= value <= maximum:
+    value = _field(payload, where, key, required, int, f"an integer (a Delta {kind})")
+    if value is not None and not minimum <= value <= maximum:
         raise _Malformed(
             f"{where}.{key} is {_short(str(value))}, which does not fit: it must be a Delta {kind} "
             f"from {minimum} to {maximum}"
@@ -423,34 +431,16 @@ def _int(
 
 
 def _string(payload: Mapping[str, Any], where: str, key: str, *, required: bool = False) -> None:
-    value = payload.get(key)
-    if value is None:
-        if required:
-            raise _missing(payload, where, key)
-        return
-    if type(value) is not str:
-        raise _wrong(where, key, "a string", value)
+    _field(payload, where, key, required, str, "a string")
 
 
 def _bool(payload: Mapping[str, Any], where: str, key: str, *, required: bool = False) -> None:
-    value = payload.get(key)
-    if value is None:
-        if required:
-            raise _missing(payload, where, key)
-        return
-    if type(value) is not bool:
-        raise _wrong(where, key, "true or false", value)
+    _field(payload, where, key, required, bool, "true or false")
 
 
 def _string_map(payload: Mapping[str, Any], where: str, key: str, *, required: bool = False) -> None:
-    value = payload.get(key)
-    if value is None:
-        if required:
-            raise _missing(payload, where, key)
-        return
-    if type(value) is not dict:
-        raise _wrong(where, key, "an object of strings", value)
-    for name, item in value.items():
+    value = _field(payload, where, key, required, dict, "an object of strings")
+    for name, item in (value or {}).items():
         if item is not None and type(item) is not str:
             raise _Malformed(
                 f"{where}.{key}[{_short(repr(name))}] must be a string or null, got {_describe(item)}"
@@ -458,14 +448,7 @@ def _string_map(payload: Mapping[str, Any], where: str, key: str, *, required: b
 
 
 def _string_list(payload: Mapping[str, Any], where: str, key: str, *, required: bool = False) -> None:
-    value = payload.get(key)
-    if value is None:
-        if required:
-            raise _missing(payload, where, key)
-        return
-    if type(value) is not list:
-        raise _wrong(where, key, "a list of strings", value)
-    for item in value:
+    for item in _field(payload, where, key, required, list, "a list of strings") or ():
         if type(item) is not str:
             raise _Malformed(f"{where}.{key} must hold strings only, got {_describe(item)}")
 
