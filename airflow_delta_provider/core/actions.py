@@ -309,9 +309,10 @@ def action_problem(action: Any) -> str | None:
     if type(action) is not dict:
         return f"the line is {_describe(action)}, not a JSON object holding an action"
     if len(action) == 1:
-        for kind in action:  # the one key, without building an iterator object
-            if kind not in _CHECKS:
-                return None
+        ((kind, payload),) = action.items()
+        check = _CHECKS.get(kind)
+        if check is None:
+            return None
     else:
         kinds = [k for k in action if k in _CHECKS]
         if not kinds:
@@ -319,11 +320,11 @@ def action_problem(action: Any) -> str | None:
         if len(kinds) > 1:
             return f"the line holds {len(kinds)} actions ({', '.join(kinds)}); a line holds one action"
         kind = kinds[0]
-    payload = action[kind]
+        payload, check = action[kind], _CHECKS[kind]
     if type(payload) is not dict:
         return f"the {kind} action is {_describe(payload)}, not an object"
     try:
-        _CHECKS[kind](payload)
+        check(payload)
     except _Malformed as err:
         return str(err)
     return None

@@ -224,10 +224,11 @@ def _checked(
     lines: list[tuple[int, bytes]], actions: list[dict[str, Any]], path: str
 ) -> list[dict[str, Any]]:
     """``actions`` (parsed from ``lines``) after :func:`action_problem` passed each one."""
-    for (number, line), action in zip(lines, actions, strict=True):
-        problem = action_problem(action)
-        if problem is not None:
-            raise _malformed(f"Line {number} of {path}", problem, line, action, path)
+    if any(map(action_problem, actions)):  # a problem is a non-empty text; the loop runs in C
+        for (number, line), action in zip(lines, actions, strict=True):
+            problem = action_problem(action)
+            if problem is not None:
+                raise _malformed(f"Line {number} of {path}", problem, line, action, path)
     return actions
 
 
