@@ -1,7 +1,7 @@
 """The provider-wide ``[delta]`` configuration section.
 
 Values here are defaults for every table; a table's own properties and a task's explicit
-arguments take precedence (see :mod:`airflow_delta_provider.core.retention`). The core
+arguments take precedence (see :mod:`airflow_delta_provider.core.table_config`). The core
 never reads Airflow configuration: the Airflow layer passes these values in.
 """
 

@@ -43,7 +43,7 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
             "stats",
         },
     ),
-    ("log", {"segment", "replay", "checksum", "protocol", "retention"}),
+    ("log", {"segment", "replay", "checksum"}),
     ("snapshot", {"snapshot", "history"}),
     (
         "operations",

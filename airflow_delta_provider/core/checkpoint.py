@@ -25,7 +25,8 @@ Crash safety: each checkpoint file is written whole with one atomic put of its f
 file; ``_last_checkpoint`` is written only after every file of the checkpoint exists. A
 crash in between leaves an unreferenced (complete) checkpoint, orphan sidecars, or an
 incomplete multi-part set, which readers ignore. ``_last_checkpoint`` never moves back to
-an older version.
+an older version while the checkpoint it names exists; a dangling hint (its checkpoint
+missing or incomplete) is replaced.
 
 Checkpoints write no commit (Delta has no ``CHECKPOINT`` operation).
 """
@@ -76,12 +77,12 @@ from airflow_delta_provider.core.replay import (
     replay_files,
     replay_small_state,
 )
-from airflow_delta_provider.core.segment import read_last_checkpoint
+from airflow_delta_provider.core.segment import hinted_checkpoint_exists, read_last_checkpoint
 from airflow_delta_provider.core.table_config import TableConfig
 
 if TYPE_CHECKING:
     from airflow_delta_provider.core.snapshot import Snapshot
-    from airflow_delta_provider.core.storage import TableStorage
+    from airflow_delta_provider.core.storage import LogStore
 
 log = get_logger(__name__)
 
@@ -433,6 +434,17 @@ def write_checkpoint(snapshot: Snapshot, options: CheckpointOptions | None = Non
     }
     last["checksum"] = last_checkpoint_checksum(last)
     hint = read_last_checkpoint(storage)
+    if hint is not None and hint.version > version and not hinted_checkpoint_exists(storage, hint):
+        # Never moving the hint back applies to a hint that names a checkpoint: a dangling one
+        # (its checkpoint missing or incomplete) makes other readers fail, so it is replaced.
+        log.warning(
+            "%s names version %d, whose checkpoint is missing or incomplete; replacing it with this "
+            "checkpoint (version %d).",
+            storage.to_uri(storage.log_path(LAST_CHECKPOINT)),
+            hint.version,
+            version,
+        )
+        hint = None
     if hint is not None and hint.version > version:
         log.info(
             "Not updating %s: it names version %d, newer than this checkpoint (%d).",
@@ -471,7 +483,7 @@ def _progress_level(state: _State) -> int:
     return logging.INFO if state.adds.num_rows >= PROGRESS_THRESHOLD else logging.DEBUG
 
 
-def _validate_against_checksum(storage: TableStorage, version: int, state: _State) -> None:
+def _validate_against_checksum(storage: LogStore, version: int, state: _State) -> None:
     """Refuse to checkpoint a state that contradicts the version's ``.crc``, as Spark does.
 
     Spark validates the snapshot against its checksum before writing a checkpoint and treats
@@ -824,7 +836,7 @@ def _leaf_paths(schema: pa.Schema) -> list[str]:
     return paths
 
 
-def _put(storage: TableStorage, name: str, data: pa.Buffer) -> int:
+def _put(storage: LogStore, name: str, data: pa.Buffer) -> int:
     """Write ``_delta_log/<name>`` whole (atomically on local and S3); returns its size."""
     payload = memoryview(data) if storage.is_local else data.to_pybytes()
     storage.put(storage.log_path(name), payload)  # type: ignore[arg-type]
@@ -835,7 +847,7 @@ def _put(storage: TableStorage, name: str, data: pa.Buffer) -> int:
 
 
 def _write_classic(
-    storage: TableStorage,
+    storage: LogStore,
     version: int,
     state: _State,
     add_column: pa.ChunkedArray,
@@ -850,7 +862,7 @@ def _write_classic(
 
 
 def _write_multipart(
-    storage: TableStorage,
+    storage: LogStore,
     version: int,
     state: _State,
     add_column: pa.ChunkedArray,
@@ -897,7 +909,7 @@ def _dv_ids(state: _State) -> pa.Array:
 
 
 def _write_v2(
-    storage: TableStorage,
+    storage: LogStore,
     version: int,
     state: _State,
     add_column: pa.ChunkedArray,

@@ -21,14 +21,14 @@ from airflow_delta_provider.core.redaction import get_logger
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from airflow_delta_provider.core.storage import TableStorage
+    from airflow_delta_provider.core.storage import LogStore
 
 log = get_logger(__name__)
 
 _DROPPED = ("allFiles", "numDeletedRecordsOpt", "numDeletionVectorsOpt", "deletedRecordCountsHistogramOpt")
 
 
-def read_checksum(storage: TableStorage, version: int) -> dict[str, Any] | None:
+def read_checksum(storage: LogStore, version: int) -> dict[str, Any] | None:
     """The checksum of ``version``, or None when there is none (or it is unreadable)."""
     try:
         data = storage.read_bytes(storage.log_path(checksum_name(version)))
@@ -128,7 +128,7 @@ def _histogram_add(histogram: dict[str, Any] | None, size: int, sign: int) -> di
     return histogram
 
 
-def write_checksum(storage: TableStorage, version: int, checksum: Mapping[str, Any]) -> None:
+def write_checksum(storage: LogStore, version: int, checksum: Mapping[str, Any]) -> None:
     """Write ``version``'s checksum file.
 
     Raises what the storage raises: the caller runs it as post-commit work

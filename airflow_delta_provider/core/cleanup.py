@@ -23,6 +23,11 @@ so that every version from that checkpoint on stays reconstructable
   below ``delta.requireCheckpointProtectionBeforeVersion``, or ends at a checkpoint, or
   every protocol in the removed range (read from the ``.crc`` files) is supported.
 
+Beyond Delta: temp files of killed writers (``.<name>.<uuid>.tmp`` in ``_delta_log``, and
+in ``_delta_log/_sidecars`` for ``v2Checkpoint`` tables) are never part of the table; they
+go once they are last modified at or before the cutoff, whatever the rules above decide
+about the log files (also without ``_last_checkpoint``).
+
 delta-rs differs (it leaves multi-part, UUID, ``.crc`` and compacted files, and does not
 make timestamps monotonic); this module follows Delta. See ``docs/maintenance.md``.
 """
@@ -50,12 +55,12 @@ from airflow_delta_provider.core.features import (
     reader_features,
     writer_features,
 )
-from airflow_delta_provider.core.logfiles import SIDECAR_DIR, LogFileKind
+from airflow_delta_provider.core.logfiles import SIDECAR_DIR, LogFileKind, is_temp_file
 from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.segment import (
     Checkpoint,
     complete_checkpoints,
-    list_log_files,
+    log_files_of,
     read_last_checkpoint,
 )
 from airflow_delta_provider.core.table_config import LOG_RETENTION, Setting, TableConfig
@@ -65,7 +70,7 @@ if TYPE_CHECKING:
 
     from airflow_delta_provider.core.logfiles import LogFile
     from airflow_delta_provider.core.snapshot import Snapshot
-    from airflow_delta_provider.core.storage import FileInfo, TableStorage
+    from airflow_delta_provider.core.storage import FileInfo, LogStore
 
 log = get_logger(__name__)
 
@@ -87,12 +92,14 @@ class CleanupResult:
     :param retention: the log retention used and where it came from.
     :param dry_run: True when nothing was deleted, only planned.
     :param files: the deleted (planned) names, relative to ``_delta_log``
-        (``_sidecars/<name>``, ``_staged_commits/<name>`` for those).
+        (``_sidecars/<name>``, ``_staged_commits/<name>`` for those), expired temp files of
+        killed writers (``.<name>.<uuid>.tmp``) included.
     :param num_bytes: their total size.
     :param earliest_retained_version: the oldest version that can still be loaded after the
         cleanup (None when the log holds no commit).
     :param checkpoint_version: the newest checkpoint the deleted groups ended at.
-    :param skipped_reason: why nothing was deleted, when nothing could be.
+    :param skipped_reason: why no log file (commit, checkpoint, ``.crc``) could be deleted,
+        when none could be; expired temp files are deleted all the same.
     """
 
     table_uri: str
@@ -289,29 +296,31 @@ def cleanup_logs(snapshot: Snapshot, options: CleanupOptions | None = None) -> C
     result = CleanupResult(uri, cutoff, resolved, dry_run)
 
     hint = read_last_checkpoint(storage)
-    files = list_log_files(storage, 0)
+    # One listing from the first name: writers' temp files (dot-names) sort before every version.
+    listing = storage.list_log()
+    files = log_files_of(listing)
+    v2 = "v2Checkpoint" in (reader_features(protocol) | writer_features(protocol))
+    sidecars = storage.list_from(storage.log_path(SIDECAR_DIR)) if v2 else []
+    temps = _expired_temp_files(listing, cutoff_ms) + _expired_temp_files(sidecars, cutoff_ms)
+    skipped = None
     if hint is None:
-        return dataclasses.replace(
-            result,
-            earliest_retained_version=earliest_reconstructable(files),
-            skipped_reason="the table has no _last_checkpoint; Delta deletes no log file then",
-        )
-    plan = plan_expired(files, cutoff_ms, hint.version)
-    if not plan.expired and not plan.compacted:
-        return dataclasses.replace(
-            result,
-            earliest_retained_version=earliest_reconstructable(files),
-            skipped_reason=(
+        skipped = "the table has no _last_checkpoint; Delta deletes no log file then"
+    else:
+        plan = plan_expired(files, cutoff_ms, hint.version)
+        if not plan.expired and not plan.compacted:
+            skipped = (
                 f"no complete checkpoint up to version {hint.version} has all the log before it "
                 f"older than {cutoff.isoformat()}"
-            ),
+            )
+        else:
+            skipped = _protection_refusal(storage, protocol, config, files, plan)
+            if skipped:
+                log.info("Log cleanup of %s skipped: %s", uri, skipped)
+    if skipped is not None:
+        result = dataclasses.replace(
+            result, earliest_retained_version=earliest_reconstructable(files), skipped_reason=skipped
         )
-    refusal = _protection_refusal(storage, protocol, config, files, plan)
-    if refusal:
-        log.info("Log cleanup of %s skipped: %s", uri, refusal)
-        return dataclasses.replace(
-            result, earliest_retained_version=earliest_reconstructable(files), skipped_reason=refusal
-        )
+        return _delete_planned(storage, uri, result, temps, max_workers)
 
     doomed: list[FileInfo] = [f.file for f in plan.expired] + [f.file for f in plan.compacted]
     gone = {info.path for info in doomed}
@@ -319,10 +328,9 @@ def cleanup_logs(snapshot: Snapshot, options: CleanupOptions | None = None) -> C
     deleted_commits = [f.version for f in plan.expired if f.kind is LogFileKind.COMMIT]
     if deleted_commits:
         doomed += _staged_commits(storage, max(deleted_commits))
-    if any(f.is_checkpoint for f in plan.expired) and "v2Checkpoint" in (
-        reader_features(protocol) | writer_features(protocol)
-    ):
-        doomed += _unreferenced_sidecars(storage, remaining, cutoff_ms)
+    if v2 and any(f.is_checkpoint for f in plan.expired):
+        doomed += _unreferenced_sidecars(storage, sidecars, remaining, cutoff_ms)
+    doomed += temps
     names = _names_inside_log(storage, doomed)
     result = dataclasses.replace(
         result,
@@ -345,7 +353,7 @@ def cleanup_logs(snapshot: Snapshot, options: CleanupOptions | None = None) -> C
 
 
 def _protection_refusal(
-    storage: TableStorage,
+    storage: LogStore,
     protocol: Protocol,
     config: TableConfig,
     files: Sequence[LogFile],
@@ -378,7 +386,7 @@ def _protection_refusal(
     )
 
 
-def _all_protocols_supported(storage: TableStorage, files: Sequence[LogFile], start: int, end: int) -> bool:
+def _all_protocols_supported(storage: LogStore, files: Sequence[LogFile], start: int, end: int) -> bool:
     """Every version in ``[start, end]`` has a ``.crc`` with a protocol the core reads (and, at ``end``,
     writes: Delta checkpoints that version)."""
     checksums = {f.version: f for f in files if f.kind is LogFileKind.CHECKSUM and start <= f.version <= end}
@@ -395,7 +403,7 @@ def _all_protocols_supported(storage: TableStorage, files: Sequence[LogFile], st
     return True
 
 
-def _staged_commits(storage: TableStorage, max_version: int) -> list[FileInfo]:
+def _staged_commits(storage: LogStore, max_version: int) -> list[FileInfo]:
     """Staged (unbackfilled) commits up to the newest deleted commit, as Delta deletes them."""
     listed = storage.list_from(storage.log_path(STAGED_COMMITS_DIR))
     selected = []
@@ -407,15 +415,17 @@ def _staged_commits(storage: TableStorage, max_version: int) -> list[FileInfo]:
 
 
 def _unreferenced_sidecars(
-    storage: TableStorage, remaining: Sequence[LogFile], cutoff_ms: int
+    storage: LogStore, sidecars: Sequence[FileInfo], remaining: Sequence[LogFile], cutoff_ms: int
 ) -> list[FileInfo]:
     """Sidecars older than the cutoff that no remaining checkpoint references.
 
     As Delta, every remaining single-file checkpoint (classic-named or UUID-named) is read,
     whatever its version, and a sidecar is kept while its time is not strictly before the
     cutoff, so an in-progress checkpoint's sidecars are never touched.
+
+    :param sidecars: the listing of ``_delta_log/_sidecars``.
     """
-    sidecars = storage.list_from(storage.log_path(SIDECAR_DIR))
+    sidecars = [s for s in sidecars if not is_temp_file(s.name)]
     if not sidecars:
         return []
     referenced: set[str] = set()
@@ -430,7 +440,34 @@ def _unreferenced_sidecars(
     return [s for s in sidecars if s.modification_time < cutoff_ms and s.name not in referenced]
 
 
-def _names_inside_log(storage: TableStorage, doomed: Iterable[FileInfo]) -> list[str]:
+def _expired_temp_files(listing: Sequence[FileInfo], cutoff_ms: int) -> list[FileInfo]:
+    """Writers' temp files (``.<name>.<uuid>.tmp``) of a directory listing, last modified at or
+    before the cutoff."""
+    found = []
+    for info in listing:  # sorted by name: dot-names come before versions and uuids
+        if info.name >= "/":
+            break
+        if info.modification_time <= cutoff_ms and is_temp_file(info.name):
+            found.append(info)
+    return found
+
+
+def _delete_planned(
+    storage: LogStore, uri: str, result: CleanupResult, doomed: list[FileInfo], max_workers: int | None
+) -> CleanupResult:
+    """Report (and, unless a dry run, delete) ``doomed``: here, only temp files."""
+    if not doomed:
+        return result
+    result = dataclasses.replace(
+        result, files=_names_inside_log(storage, doomed), num_bytes=sum(f.size for f in doomed)
+    )
+    if not result.dry_run:
+        log.info("Deleting %d expired temp file(s) of killed writers in the log of %s.", len(doomed), uri)
+        storage.delete_many([f.path for f in doomed], max_workers=max_workers)
+    return result
+
+
+def _names_inside_log(storage: LogStore, doomed: Iterable[FileInfo]) -> list[str]:
     """The names relative to ``_delta_log``; refuses (before any delete) a path outside it."""
     prefix = storage.log_dir + "/"
     cut = len(prefix)

@@ -28,7 +28,7 @@ from airflow_delta_provider.core.paths import LOG_DIR, TablePath, has_scheme
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
-    from airflow_delta_provider.core.storage import TableStorage
+    from airflow_delta_provider.core.storage import LogStore
 
 #: Characters kept as they are in ``add.path`` (a relative URI); everything else is %-encoded.
 _PATH_SAFE = "/=@!$&'()*+,;~-._"
@@ -63,7 +63,7 @@ def is_hidden(component: str, partition_columns: Iterable[str] = ()) -> bool:
     return not (equals and name in set(partition_columns))
 
 
-def relative_path(storage: TableStorage, path: str, partition_columns: Sequence[str] = ()) -> str:
+def relative_path(storage: LogStore, path: str, partition_columns: Sequence[str] = ()) -> str:
     """The path of a data file relative to the table root, refusing anything a commit must not hold.
 
     :param path: relative to the root, an absolute local path, or a URI on the table's storage.
@@ -99,7 +99,7 @@ def relative_path(storage: TableStorage, path: str, partition_columns: Sequence[
 
 
 def collect_files(
-    storage: TableStorage,
+    storage: LogStore,
     *,
     files: Sequence[str] | None = None,
     prefix: str | None = None,
@@ -139,7 +139,7 @@ class _RealPaths:
     Each directory is resolved once (``realpath``); each file costs one ``lstat``.
     """
 
-    def __init__(self, storage: TableStorage) -> None:
+    def __init__(self, storage: LogStore) -> None:
         self.storage = storage
         self.active = storage.is_local
         if self.active:
@@ -182,7 +182,7 @@ class _RealPaths:
         )
 
 
-def _unique(files: Sequence[str], storage: TableStorage, partition_columns: Sequence[str]) -> list[str]:
+def _unique(files: Sequence[str], storage: LogStore, partition_columns: Sequence[str]) -> list[str]:
     seen: dict[str, str] = {}
     for f in files:
         key = relative_path(storage, f, partition_columns)
@@ -194,7 +194,7 @@ def _unique(files: Sequence[str], storage: TableStorage, partition_columns: Sequ
     return list(seen.values())
 
 
-def _stat(storage: TableStorage, relative: str, original: str) -> DataFile:
+def _stat(storage: LogStore, relative: str, original: str) -> DataFile:
     path = storage.join(relative)
     info = storage.info(path)
     if info is None:
@@ -203,7 +203,7 @@ def _stat(storage: TableStorage, relative: str, original: str) -> DataFile:
 
 
 def _scan(
-    storage: TableStorage, prefix: str, partition_columns: Sequence[str], real: _RealPaths
+    storage: LogStore, prefix: str, partition_columns: Sequence[str], real: _RealPaths
 ) -> list[DataFile]:
     base = relative_path(storage, prefix, partition_columns) if prefix.strip("/") not in ("", ".") else ""
     if not base:

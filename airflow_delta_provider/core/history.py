@@ -6,19 +6,26 @@ time travel and ``DeltaTable.history`` all ask these.
 
 from __future__ import annotations
 
-import json
+import math
+import re
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from airflow_delta_provider.core.errors import (
+    TimestampEarlierThanRetentionError,
+    TimestampLaterThanLatestCommitError,
+    VersionNotFoundError,
+)
 from airflow_delta_provider.core.logfiles import LogFileKind, commit_name
-from airflow_delta_provider.core.replay import parse_commit
+from airflow_delta_provider.core.replay import commit_info_of
 from airflow_delta_provider.core.segment import build_segment, complete_checkpoints, list_log_files
 
 if TYPE_CHECKING:
     from airflow_delta_provider.core.snapshot import Snapshot
     from airflow_delta_provider.core.storage import LogStore
 
-__all__ = ["CommitTimestamp", "commit_info", "commit_timestamps", "history"]
+__all__ = ["CommitTimestamp", "commit_info", "commit_timestamps", "history", "to_millis", "version_at"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,15 +84,7 @@ def commit_info(storage: LogStore, version: int) -> dict[str, Any] | None:
         data = storage.read_bytes(path)
     except FileNotFoundError:
         return None
-    # commitInfo is the first action by protocol; read only up to it when possible.
-    first = data.split(b"\n", 1)[0]
-    if first.startswith(b'{"commitInfo"'):
-        try:
-            info: dict[str, Any] = json.loads(first)["commitInfo"]
-            return info
-        except (ValueError, KeyError):
-            pass
-    return parse_commit(version, storage.to_uri(path), data).commit_info
+    return commit_info_of(version, storage.to_uri(path), data)
 
 
 def history(storage: LogStore, latest: int, limit: int | None = None) -> list[dict[str, Any]]:
@@ -115,3 +114,124 @@ def history(storage: LogStore, latest: int, limit: int | None = None) -> list[di
         )
         version -= 1
     return entries
+
+
+def version_at(latest: Snapshot, timestamp: datetime | str | float) -> CommitTimestamp:
+    """The latest version committed at or before ``timestamp`` (Delta's ``getActiveCommitAtTime``).
+
+    Any integer is a timestamp, however far from today (it simply lies before or after every
+    commit); so is any datetime and any ISO-8601 string, years beyond 9999 included.
+
+    :param latest: the table's latest snapshot.
+    :raises TimestampEarlierThanRetentionError: before the earliest reconstructable version.
+    :raises TimestampLaterThanLatestCommitError: after the latest commit.
+    :raises VersionNotFoundError: the log holds no commit file to time travel by.
+    :raises ValueError: ``timestamp`` is not a timestamp (a bool, NaN, an unparseable string).
+    """
+    uri = latest.storage.root_uri
+    target = to_millis(timestamp)
+    stamps = commit_timestamps(latest)
+    given = _describe_timestamp(timestamp, target)
+    if not stamps:
+        raise VersionNotFoundError(
+            f"Cannot time travel to {given} in {uri}: its log holds no commit file to date a "
+            f"version by (only checkpoints). Load a version by number instead."
+        )
+    eligible = [s for s in stamps if s.timestamp <= target]
+    if not eligible:
+        raise TimestampEarlierThanRetentionError(
+            f"The provided timestamp ({given}) is before the earliest version available "
+            f"to {uri} (version {stamps[0].version}, committed {_format_ms(stamps[0].timestamp)}). "
+            f"Use a timestamp at or after {_format_ms(stamps[0].timestamp)}."
+        )
+    if target > stamps[-1].timestamp and eligible[-1] is stamps[-1]:
+        # Delta refuses a timestamp past the last commit rather than guess the future.
+        raise TimestampLaterThanLatestCommitError(
+            f"The provided timestamp ({given}) is after the latest version available to "
+            f"{uri} (version {stamps[-1].version}, committed {_format_ms(stamps[-1].timestamp)}). "
+            f"Use a timestamp at or before {_format_ms(stamps[-1].timestamp)}, or load the latest "
+            f"version."
+        )
+    return eligible[-1]
+
+
+def to_millis(value: datetime | str | float) -> int:
+    """Milliseconds since the epoch from a datetime (naive = UTC), an ISO-8601 string or a number.
+
+    Every datetime and every ISO-8601 date converts, whatever its year (expanded years such
+    as ``+275760-09-13`` too); numbers are milliseconds (a fraction is floored), however large.
+
+    :raises ValueError: not a timestamp (a bool, NaN or infinity, an unparseable string,
+        another type), naming the value.
+    """
+    if isinstance(value, bool):
+        raise ValueError(
+            f"Not a timestamp: {value!r}; pass a datetime, an ISO-8601 string or epoch milliseconds."
+        )
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"Not a timestamp: {value!r}; epoch milliseconds must be a finite number.")
+        return math.floor(value)
+    if isinstance(value, str):
+        return _iso_millis(value)
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        # Integer arithmetic on a timedelta: exact, and no overflow at either end of datetime's range.
+        return (value - _EPOCH) // timedelta(milliseconds=1)
+    raise ValueError(
+        f"Not a timestamp: {_short(repr(value))}; pass a datetime, an ISO-8601 string or epoch milliseconds."
+    )
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+#: The Gregorian calendar repeats every 400 years, which hold exactly this many days.
+_DAYS_PER_400_YEARS = 146_097
+_EXPANDED_YEAR = re.compile(r"^([+-]?)(\d{4,})(-.*)$")
+
+
+def _iso_millis(text: str) -> int:
+    """An ISO-8601 timestamp string in epoch milliseconds, for any year."""
+    stripped = text.strip()
+    normalised = stripped[:-1] + "+00:00" if stripped[-1:] in ("Z", "z") else stripped
+    match = _EXPANDED_YEAR.match(normalised)
+    try:
+        if match is None:
+            return to_millis(datetime.fromisoformat(normalised))
+        sign, digits, rest = match.groups()
+        year = -int(digits) if sign == "-" else int(digits)
+        # Parse within 2000-2399 and shift by whole 400-year cycles: exact for any year.
+        cycles, offset = divmod(year - 2000, 400)
+        parsed = datetime.fromisoformat(f"{2000 + offset:04d}{rest}")
+        return to_millis(parsed) + cycles * _DAYS_PER_400_YEARS * 86_400_000
+    except ValueError:
+        raise ValueError(
+            f"Cannot parse the timestamp {_short(repr(text))}; use ISO-8601, e.g. '2026-11-22T10:00:00Z'."
+        ) from None
+
+
+def _format_ms(ms: int) -> str:
+    """An ISO-8601 UTC rendering of epoch milliseconds, or the number itself outside years 1-9999."""
+    try:
+        return (_EPOCH + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds")
+    except OverflowError:
+        return f"{_short(str(ms))} ms since the epoch (outside the years 1-9999)"
+
+
+def _describe_timestamp(value: Any, ms: int) -> str:
+    """The timestamp as the caller gave it, and the time it stands for."""
+    formatted = _format_ms(ms)
+    if isinstance(value, int | float):
+        return (
+            formatted
+            if formatted.endswith("9999)")
+            else f"{_short(repr(value))} ms since the epoch = {formatted}"
+        )
+    given = _short(repr(value)) if isinstance(value, str) else _short(str(value))
+    return f"{given} = {formatted}"
+
+
+def _short(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -25,6 +25,13 @@ log = get_logger(__name__)
 LAST_CHECKPOINT = "_last_checkpoint"
 SIDECAR_DIR = "_sidecars"
 
+#: The temp file of a whole-file write: ``.<target name>.<uuid>.tmp`` beside the target. The
+#: core writes them (``LogStore._write_local_temp``: a 32-hex uuid) and so does Spark's
+#: Hadoop log store (a dashed uuid); a killed writer leaves them behind.
+_TEMP_FILE_RE = re.compile(
+    r"^\.(?P<target>[0-9A-Za-z_][^/]*)\.(?:[0-9a-f]{32}|[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12})\.tmp$"
+)
+
 _LOG_FILE_RE = re.compile(
     r"^(?P<version>\d{20})\."
     r"(?:(?P<commit>json)"
@@ -96,6 +103,11 @@ def parse_log_file(file: FileInfo) -> LogFile | None:
     return LogFile(file, LogFileKind.COMPACTED, version, end_version=int(match["end"]))
 
 
+def is_temp_file(name: str) -> bool:
+    """Whether a ``_delta_log`` file name is a writer's temp file (never part of the table)."""
+    return name.startswith(".") and _TEMP_FILE_RE.match(name) is not None
+
+
 def commit_name(version: int) -> str:
     return f"{version:020d}.json"
 
@@ -132,8 +144,8 @@ class LastCheckpoint:
     @classmethod
     def from_json(cls, payload: Mapping[str, Any]) -> LastCheckpoint:
         version = payload["version"]
-        if not isinstance(version, int) or isinstance(version, bool) or version < 0:
-            raise ValueError(f"version must be a non-negative integer, got {version!r}")
+        if not isinstance(version, int) or isinstance(version, bool) or not 0 <= version < 2**63:
+            raise ValueError(f"version must be a non-negative long, got {version!r}")
         parts = payload.get("parts")
         return cls(
             version=version,

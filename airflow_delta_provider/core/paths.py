@@ -21,7 +21,7 @@ from urllib.parse import unquote, urlsplit
 from airflow_delta_provider.core.errors import InvalidPathError
 from airflow_delta_provider.core.redaction import register_secret, split_credentials
 
-__all__ = ["LOG_DIR", "TablePath", "has_scheme"]
+__all__ = ["LOG_DIR", "TablePath", "escapes_root", "has_scheme"]
 
 LOG_DIR = "_delta_log"
 
@@ -37,6 +37,30 @@ def has_scheme(path: str) -> bool:
 
 def _is_windows_drive(path: str) -> bool:
     return len(path) >= 2 and path[1] == ":" and path[0].isalpha() and (len(path) == 2 or path[2] in "/\\")
+
+
+def escapes_root(path: str) -> bool:
+    """Whether a relative path from the log climbs above its base directory (``a/../../x``).
+
+    The path is URL-decoded first, as readers decode it; absolute paths and URIs are not
+    relative and return False.
+    """
+    if ".." not in path and "%" not in path:
+        return False
+    if has_scheme(path):
+        return False
+    decoded = unquote(path)
+    if decoded.startswith("/"):
+        return False
+    depth = 0
+    for part in decoded.split("/"):
+        if part == "..":
+            depth -= 1
+            if depth < 0:
+                return True
+        elif part and part != ".":
+            depth += 1
+    return False
 
 
 @dataclass(frozen=True, slots=True)

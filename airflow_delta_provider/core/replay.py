@@ -15,6 +15,13 @@ The replay runs in two layers, each only as far as a question needs:
 
 Paths are compared after canonicalisation, as Delta does: URL-decoded, relative to the
 table root when they point under it.
+
+Every action is checked as it is parsed (:func:`~.actions.action_problem`): a malformed
+one raises :class:`CorruptLogError` naming the file and the line (the row, in a Parquet
+checkpoint), never a bare ``KeyError`` or ``OverflowError`` later. A relative path that
+climbs out of the table root (``../x``) is malformed: the core never reads outside the root.
+Writers call :func:`check_replayable` before they commit, so that no commit is built on a
+log whose commits do not all parse.
 """
 
 from __future__ import annotations
@@ -25,28 +32,32 @@ import re
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from airflow_delta_provider.core.actions import DomainMetadata, Metadata, Protocol, Transaction
-from airflow_delta_provider.core.deletion_vectors import deletion_vector_unique_id
-from airflow_delta_provider.core.errors import CorruptLogError
-from airflow_delta_provider.core.logfiles import SIDECAR_DIR
-from airflow_delta_provider.core.paths import has_scheme
-from airflow_delta_provider.core.redaction import get_logger
-from airflow_delta_provider.core.retention import (
-    DELETED_FILE_RETENTION,
-    SET_TRANSACTION_RETENTION,
-    property_interval,
+from airflow_delta_provider.core.actions import (
+    DomainMetadata,
+    Metadata,
+    Protocol,
+    Transaction,
+    action_problem,
 )
+from airflow_delta_provider.core.deletion_vectors import deletion_vector_unique_id
+from airflow_delta_provider.core.errors import CorruptLogError, ProtocolError
+from airflow_delta_provider.core.logfiles import SIDECAR_DIR
+from airflow_delta_provider.core.paths import TablePath, escapes_root, has_scheme
+from airflow_delta_provider.core.redaction import get_logger
+from airflow_delta_provider.core.table_config import TableConfig
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from airflow_delta_provider.core.segment import Checkpoint, LogSegment
-    from airflow_delta_provider.core.storage import TableStorage
+    from airflow_delta_provider.core.storage import LogStore
 
 log = get_logger(__name__)
 
@@ -107,7 +118,8 @@ class CommitActions:
     """One commit file, split into lines; parsed as late and in as few calls as possible.
 
     ``add``/``remove`` lines are parsed only when files are needed; the other lines
-    (commitInfo, protocol, metaData, txn, ...) when the small state is needed.
+    (commitInfo, protocol, metaData, txn, ...) when the small state is needed. Every
+    parsed action has passed :func:`~.actions.action_problem`.
     """
 
     version: int
@@ -117,12 +129,14 @@ class CommitActions:
     #: (line number, raw line) of the add/remove actions
     file_lines: list[tuple[int, bytes]] = field(default_factory=list)
     _actions: list[dict[str, Any]] | None = None
+    #: every file line parsed and checked once (see :func:`check_replayable`)
+    _files_checked: bool = False
 
     @property
     def actions(self) -> list[dict[str, Any]]:
         """The parsed non-file actions, in file order."""
         if self._actions is None:
-            self._actions = _parse_lines(self.small_lines, self.path)
+            self._actions = _checked(self.small_lines, _parse_lines(self.small_lines, self.path), self.path)
         return self._actions
 
     @property
@@ -132,9 +146,14 @@ class CommitActions:
                 return action["commitInfo"]
         return None
 
+    def line_of(self, action_index: int) -> int:
+        """The 1-based line number of ``actions[action_index]``."""
+        return self.small_lines[action_index][0]
+
     def file_actions(self) -> list[dict[str, Any]]:
         """The ``add`` and ``remove`` actions, in file order."""
-        parsed = _parse_lines(self.file_lines, self.path)
+        parsed = _checked(self.file_lines, _parse_lines(self.file_lines, self.path), self.path)
+        self._files_checked = True
         return parsed + [a for a in self.actions if "add" in a or "remove" in a]
 
 
@@ -161,6 +180,19 @@ def parse_commit(version: int, path: str, data: bytes) -> CommitActions:
     return commit
 
 
+def commit_info_of(version: int, path: str, data: bytes) -> dict[str, Any] | None:
+    """The checked ``commitInfo`` of a commit file's content (reading only its first line when
+    that is the commitInfo, as the protocol puts it first).
+
+    :raises CorruptLogError: the commitInfo (or, when it is not first, any line) is malformed.
+    """
+    first = data.split(b"\n", 1)[0].strip()
+    if first.startswith(b'{"commitInfo"'):
+        commit = CommitActions(version, path, small_lines=[(1, first)])
+        return commit.commit_info
+    return parse_commit(version, path, data).commit_info
+
+
 def _parse_lines(lines: list[tuple[int, bytes]], path: str) -> list[dict[str, Any]]:
     """Parse JSON lines, naming the file and line of the first bad one."""
     parsed = _parse_batch([line for _, line in lines])
@@ -176,15 +208,37 @@ def _parse_batch(lines: list[bytes]) -> list[dict[str, Any]] | None:
         return []
     try:
         parsed = json.loads(b"[" + b",".join(lines) + b"]")
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if len(parsed) != len(lines) or not all(isinstance(a, dict) for a in parsed):
         return None
     return parsed
 
 
+def _checked(
+    lines: list[tuple[int, bytes]], actions: list[dict[str, Any]], path: str
+) -> list[dict[str, Any]]:
+    """``actions`` (parsed from ``lines``) after :func:`action_problem` passed each one."""
+    if any(map(action_problem, actions)):  # a problem is a non-empty text; the loop runs in C
+        for (number, line), action in zip(lines, actions, strict=True):
+            problem = action_problem(action)
+            if problem is not None:
+                raise _malformed(f"Line {number} of {path}", problem, line, action, path)
+    return actions
+
+
+def _malformed(where: str, problem: str, raw: bytes | None, action: Any, path: str) -> CorruptLogError:
+    error = ProtocolError if isinstance(action, dict) and "protocol" in action else CorruptLogError
+    shown = f": {raw[:200]!r}" if raw is not None else ""
+    return error(
+        f"{where} is a malformed Delta action: {problem}{shown}. The log is corrupt; restore the file "
+        f"from a backup, or repair it with the engine that wrote it.",
+        path=path,
+    )
+
+
 def parse_segment_small_actions(commits: list[CommitActions]) -> None:
-    """Parse the non-file lines of many commits at once (each commit's ``actions``)."""
+    """Parse (and check) the non-file lines of many commits at once (each commit's ``actions``)."""
     pending = [c for c in commits if c._actions is None]
     parsed = _parse_batch([line for c in pending for _, line in c.small_lines])
     if parsed is None:
@@ -193,12 +247,13 @@ def parse_segment_small_actions(commits: list[CommitActions]) -> None:
         return
     position = 0
     for commit in pending:
-        commit._actions = parsed[position : position + len(commit.small_lines)]
-        position += len(commit.small_lines)
+        count = len(commit.small_lines)
+        commit._actions = _checked(commit.small_lines, parsed[position : position + count], commit.path)
+        position += count
 
 
 def segment_file_actions(commits: list[CommitActions]) -> list[tuple[CommitActions, list[dict[str, Any]]]]:
-    """The file actions of many commits, parsed at once: (commit, actions) in version order."""
+    """The (checked) file actions of many commits, parsed at once: (commit, actions) in version order."""
     parsed = _parse_batch([line for c in commits for _, line in c.file_lines])
     if parsed is None:
         return [(c, c.file_actions()) for c in commits]
@@ -206,16 +261,35 @@ def segment_file_actions(commits: list[CommitActions]) -> list[tuple[CommitActio
     position = 0
     for commit in commits:
         count = len(commit.file_lines)
+        own = _checked(commit.file_lines, parsed[position : position + count], commit.path)
+        commit._files_checked = True
         extra = [a for a in commit.actions if "add" in a or "remove" in a]
-        result.append((commit, parsed[position : position + count] + extra))
+        result.append((commit, own + extra if extra else own))
         position += count
     return result
+
+
+def check_replayable(commits: Sequence[CommitActions]) -> None:
+    """Raise unless every line of every commit parses and is a well-formed action.
+
+    For writers: a commit must never be built on a log that no reader can replay (a
+    truncated last line, a garbage action in an earlier commit of the tail). Readers that
+    only ask for protocol and metadata never parse the ``add``/``remove`` lines; this parses
+    them in one batch (per commit only when the batch fails, to find the line), once per
+    commit: commits whose files were already replayed are not parsed again.
+
+    :raises CorruptLogError: naming the file and the 1-based line of the first bad action.
+    """
+    pending = [c for c in commits if not c._files_checked]
+    if pending:
+        parse_segment_small_actions(pending)
+        segment_file_actions(pending)
 
 
 def _parse_line(line: bytes, path: str, number: int) -> dict[str, Any]:
     try:
         action = json.loads(line)
-    except ValueError as err:
+    except (ValueError, RecursionError) as err:
         raise CorruptLogError(
             f"Line {number} of {path} is not valid JSON ({err}): {line[:200]!r}. The commit is corrupt.",
             path=path,
@@ -225,7 +299,7 @@ def _parse_line(line: bytes, path: str, number: int) -> dict[str, Any]:
     return action
 
 
-def read_commits(storage: TableStorage, segment: LogSegment) -> list[CommitActions]:
+def read_commits(storage: LogStore, segment: LogSegment) -> list[CommitActions]:
     """Read and split every commit of the segment, in version order."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -268,27 +342,34 @@ class SmallState:
 
 
 def replay_small_state(
-    storage: TableStorage, segment: LogSegment, commits: list[CommitActions], *, now_ms: int | None = None
+    storage: LogStore, segment: LogSegment, commits: list[CommitActions], *, now_ms: int | None = None
 ) -> SmallState:
     """Protocol, metadata, txns and domains: newest wins, checkpoint first, then commits.
 
-    :raises CorruptLogError: no protocol or no metadata action in the segment, naming the log.
+    :raises CorruptLogError: no protocol or no metadata action in the segment, naming the log;
+        a malformed action, naming its file and line (or checkpoint row); a checkpoint that
+        is not one (no protocol or metaData action in it, or action columns of the wrong
+        shape), naming the checkpoint file, so that the caller can fall back to an older one.
     """
     # Newest wins: the checkpoint's actions first, then each commit's in version order.
     latest: dict[str, dict[str, Any]] = {}
     txns: dict[str, dict[str, Any]] = {}
     domains: dict[str, dict[str, Any]] = {}
     sidecars: list[str] = []
-    checkpoint_actions = (
-        read_checkpoint_small_actions(storage, segment.checkpoint) if segment.checkpoint is not None else []
-    )
+    checkpoint_actions: list[dict[str, Any]] = []
+    if segment.checkpoint is not None:
+        checkpoint_actions = read_checkpoint_small_actions(storage, segment.checkpoint)
+        _require_checkpoint_state(storage, segment.checkpoint, checkpoint_actions)
     # A JSON (V2) checkpoint holds file actions too; they join the checkpoint's Parquet adds.
     checkpoint_file_actions = [a for a in checkpoint_actions if "add" in a or "remove" in a]
-    for action in itertools.chain(checkpoint_actions, (a for c in commits for a in c.actions)):
+    metadata_at = -1
+    replayed = itertools.chain(checkpoint_actions, (a for c in commits for a in c.actions))
+    for index, action in enumerate(replayed):
         if "protocol" in action:
             latest["protocol"] = action["protocol"]
         elif "metaData" in action:
             latest["metaData"] = action["metaData"]
+            metadata_at = index
         elif "txn" in action:
             txns[action["txn"]["appId"]] = action["txn"]
         elif "domainMetadata" in action:
@@ -310,9 +391,11 @@ def replay_small_state(
             f"needs one. The log is corrupt or incomplete.",
             path=where,
         )
-    meta = Metadata.from_json(metadata)
+    meta = Metadata.from_json(
+        metadata, origin=_origin(storage, segment, checkpoint_actions, commits, metadata_at)
+    )
     transactions = {app: Transaction.from_json(t) for app, t in txns.items()}
-    retention = property_interval(dict(meta.configuration), SET_TRANSACTION_RETENTION)
+    retention = TableConfig(meta.configuration).set_transaction_retention.value
     if retention is not None:
         now = now_ms if now_ms is not None else int(time.time() * 1000)
         cutoff = now - int(retention.total_seconds() * 1000)
@@ -335,14 +418,54 @@ def replay_small_state(
     )
 
 
-def _sidecar_path(storage: TableStorage, path: str) -> str:
+def _origin(
+    storage: LogStore,
+    segment: LogSegment,
+    checkpoint_actions: list[dict[str, Any]],
+    commits: list[CommitActions],
+    index: int,
+) -> str | None:
+    """Where the ``index``-th small action of the replay was read."""
+    if index < len(checkpoint_actions):
+        checkpoint = segment.checkpoint
+        return f"in the checkpoint {storage.to_uri(checkpoint.paths[0])}" if checkpoint else None
+    index -= len(checkpoint_actions)
+    for commit in commits:
+        if index < len(commit.actions):
+            return f"line {commit.line_of(index)} of {commit.path}"
+        index -= len(commit.actions)
+    return None
+
+
+def _require_checkpoint_state(
+    storage: LogStore, checkpoint: Checkpoint, actions: list[dict[str, Any]]
+) -> None:
+    """A checkpoint holds the table's protocol and metadata; a file without them is not one."""
+    missing = [kind for kind in ("protocol", "metaData") if not any(kind in a for a in actions)]
+    if not missing:
+        return
+    uri = storage.to_uri(checkpoint.paths[0])
+    names = ", ".join(storage.to_uri(p) for p in checkpoint.paths)
+    raise CorruptLogError(
+        f"The checkpoint {names} holds no {' and no '.join(missing)} action: it is not a usable Delta "
+        f"checkpoint (every checkpoint holds the table's protocol and metaData). It was not written "
+        f"by a Delta writer, or its writer failed.",
+        path=uri,
+    )
+
+
+def _sidecar_path(storage: LogStore, path: str) -> str:
     if has_scheme(path):
         return storage.path.decode(path)
     return storage.log_path(f"{SIDECAR_DIR}/{unquote(path)}")
 
 
-def read_checkpoint_small_actions(storage: TableStorage, checkpoint: Checkpoint) -> list[dict[str, Any]]:
-    """The non-file actions of a checkpoint (and, for JSON V2 checkpoints, its file actions)."""
+def read_checkpoint_small_actions(storage: LogStore, checkpoint: Checkpoint) -> list[dict[str, Any]]:
+    """The non-file actions of a checkpoint (and, for JSON V2 checkpoints, its file actions).
+
+    :raises CorruptLogError: the file cannot be read, its action columns do not have the
+        shape of actions, or an action is malformed (naming the file and the 1-based row).
+    """
     actions: list[dict[str, Any]] = []
     for path in checkpoint.paths:
         uri = storage.to_uri(path)
@@ -352,6 +475,7 @@ def read_checkpoint_small_actions(storage: TableStorage, checkpoint: Checkpoint)
             actions.extend(commit.file_actions())
             continue
         parquet = _open_parquet(storage, path)
+        _check_checkpoint_schema(parquet.schema_arrow, uri)
         names = set(parquet.schema_arrow.names)
         columns = [c for c in _SMALL_COLUMNS if c in names]
         if not columns:
@@ -365,10 +489,68 @@ def read_checkpoint_small_actions(storage: TableStorage, checkpoint: Checkpoint)
             raise _corrupt_checkpoint(uri, err) from None
         for name in columns:
             column = table.column(name)
-            valid = column.filter(pc.is_valid(column))
-            rows = valid.to_pylist(maps_as_pydicts="lossy")
-            actions.extend({name: _drop_nulls(row)} for row in rows)
+            valid = pc.is_valid(column)
+            try:
+                rows = column.filter(valid).to_pylist(maps_as_pydicts="lossy")
+            except (pa.ArrowException, ValueError, OverflowError) as err:
+                raise _corrupt_checkpoint(uri, err) from None
+            for index, row in enumerate(rows):
+                action = {name: _drop_nulls(row) if isinstance(row, dict) else row}
+                problem = action_problem(action)
+                if problem is not None:
+                    row_number = _file_row(parquet, groups, valid, index)
+                    raise _malformed(f"Row {row_number} of the checkpoint {uri}", problem, None, action, uri)
+                actions.append(action)
     return actions
+
+
+def _file_row(parquet: pq.ParquetFile, groups: list[int], valid: pa.ChunkedArray, index: int) -> int:
+    """The 1-based file row of the ``index``-th valid row among ``groups`` of ``parquet``."""
+    position = int(np.flatnonzero(np.asarray(valid.to_numpy(zero_copy_only=False)))[index])
+    metadata = parquet.metadata
+    sizes = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
+    for group in groups:
+        if position < sizes[group]:
+            return sum(sizes[:group]) + position + 1
+        position -= sizes[group]
+    return position + 1
+
+
+#: The action columns of a checkpoint, and the field each must have (None: any struct).
+_ACTION_COLUMNS: dict[str, str | None] = {
+    "add": "path",
+    "remove": "path",
+    "sidecar": "path",
+    "protocol": None,
+    "metaData": None,
+    "txn": None,
+    "domainMetadata": None,
+    "checkpointMetadata": None,
+}
+
+
+def _is_text(data_type: pa.DataType) -> bool:
+    return pa.types.is_string(data_type) or pa.types.is_large_string(data_type)
+
+
+def _check_checkpoint_schema(schema: pa.Schema, uri: str) -> None:
+    """Refuse a Parquet file whose action columns are not structs (it is not a checkpoint)."""
+    for name, key in _ACTION_COLUMNS.items():
+        index = schema.get_field_index(name)
+        if index < 0:
+            continue
+        column_type = schema.field(index).type
+        if pa.types.is_null(column_type):
+            continue  # an all-null column: no action of this kind
+        if not pa.types.is_struct(column_type):
+            problem = f"its {name!r} column is {column_type}, not the struct of the {name} action"
+        elif key is not None and (
+            column_type.get_field_index(key) < 0 or not _is_text(column_type.field(key).type)
+        ):
+            problem = f"its {name!r} column has no string {key!r} field"
+        else:
+            continue
+        raise CorruptLogError(f"The checkpoint file {uri} is not a Delta checkpoint: {problem}.", path=uri)
 
 
 def _drop_nulls(row: dict[str, Any]) -> dict[str, Any]:
@@ -407,7 +589,7 @@ def _all_null(row_group: pq.RowGroupMetaData, column: int) -> bool:
     return stats.null_count >= row_group.num_rows
 
 
-def _open_parquet(storage: TableStorage, path: str) -> pq.ParquetFile:
+def _open_parquet(storage: LogStore, path: str) -> pq.ParquetFile:
     uri = storage.to_uri(path)
     try:
         source = path if storage.is_local else storage.arrow_fs.open_input_file(path)
@@ -421,7 +603,7 @@ def _open_parquet(storage: TableStorage, path: str) -> pq.ParquetFile:
         raise _corrupt_checkpoint(uri, err) from None
 
 
-def _read_checkpoint_bytes(storage: TableStorage, path: str) -> bytes:
+def _read_checkpoint_bytes(storage: LogStore, path: str) -> bytes:
     try:
         return storage.read_bytes(path)
     except FileNotFoundError:
@@ -447,7 +629,7 @@ class FileState:
 
 
 def replay_files(
-    storage: TableStorage,
+    storage: LogStore,
     segment: LogSegment,
     commits: list[CommitActions],
     small: SmallState,
@@ -460,18 +642,17 @@ def replay_files(
     checkpoint_adds, checkpoint_removes = _read_checkpoint_files(
         storage, segment.checkpoint, small, removes=tombstones
     )
-    root = _root_prefix(storage)
     if touched:
-        checkpoint_adds = _drop_touched(checkpoint_adds, touched, root)
+        checkpoint_adds = _drop_touched(checkpoint_adds, touched, storage.path)
         if tombstones:
-            checkpoint_removes = _drop_touched(checkpoint_removes, touched, root)
+            checkpoint_removes = _drop_touched(checkpoint_removes, touched, storage.path)
     adds = pa.concat_tables([checkpoint_adds, tail_adds]) if tail_adds.num_rows else checkpoint_adds
     removes = REMOVE_SCHEMA.empty_table()
     if tombstones:
         removes = pa.concat_tables([checkpoint_removes, tail_removes])
-        retention = property_interval(dict(small.metadata.configuration), DELETED_FILE_RETENTION)
+        retention = TableConfig(small.metadata.configuration).deleted_file_retention.value
         now = now_ms if now_ms is not None else int(time.time() * 1000)
-        cutoff = now - int(retention.total_seconds() * 1000) if retention is not None else 0
+        cutoff = now - int(retention.total_seconds() * 1000)
         timestamps = pc.fill_null(removes.column("deletionTimestamp"), 0)
         removes = removes.filter(pc.greater(timestamps, cutoff))
     return FileState(adds=adds, removes=removes)
@@ -489,7 +670,7 @@ class TouchedKeys:
 
 
 def _reconcile_commits(
-    storage: TableStorage, commits: list[CommitActions]
+    storage: LogStore, commits: list[CommitActions]
 ) -> tuple[pa.Table, pa.Table, TouchedKeys]:
     """The commits' winning adds and removes, and every key the commits touched."""
     add_rows: list[dict[str, Any]] = []
@@ -497,8 +678,9 @@ def _reconcile_commits(
     paths: list[str] = []
     keys: list[str] = []
     is_add: list[bool] = []
-    root = _root_prefix(storage)
-    for commit, actions in segment_file_actions(commits):
+    canonical = storage.path.canonical
+    # Every action here passed action_problem: path, types and ranges are as the protocol says.
+    for _commit, actions in segment_file_actions(commits):
         for action in actions:
             if "add" in action:
                 row, rows, flag = action["add"], add_rows, True
@@ -506,12 +688,8 @@ def _reconcile_commits(
                 row, rows, flag = action["remove"], remove_rows, False
             else:
                 continue
-            if not isinstance(row, dict) or not isinstance(row.get("path"), str):
-                raise CorruptLogError(
-                    f"A file action in {commit.path} has no path: {action!r}", path=commit.path
-                )
             rows.append(row)
-            path = canonical_path(row["path"], root)
+            path = canonical(row["path"])
             paths.append(path)
             keys.append(_key(path, deletion_vector_unique_id(row.get("deletionVector"))))
             is_add.append(flag)
@@ -547,12 +725,12 @@ def _key(path: str, dv_id: str | None) -> str:
 def _rows_to_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     try:
         return pa.Table.from_pylist(rows, schema=schema)
-    except (pa.ArrowException, TypeError, ValueError) as err:
+    except (pa.ArrowException, TypeError, ValueError, OverflowError) as err:  # checked before: a bug if hit
         raise CorruptLogError(f"A file action in the log has a field of the wrong type: {err}") from None
 
 
 def _read_checkpoint_files(
-    storage: TableStorage, checkpoint: Checkpoint | None, small: SmallState, *, removes: bool
+    storage: LogStore, checkpoint: Checkpoint | None, small: SmallState, *, removes: bool
 ) -> tuple[pa.Table, pa.Table]:
     if checkpoint is None:
         return ADD_SCHEMA.empty_table(), REMOVE_SCHEMA.empty_table()
@@ -560,8 +738,10 @@ def _read_checkpoint_files(
     remove_parts: list[pa.Table] = []
     sources = [p for p in checkpoint.paths if not p.endswith(".json")] + small.sidecars
     for path in sources:
-        names = set(_open_parquet(storage, path).schema_arrow.names)
-        wanted = [c for c in ("add", "remove") if c in names and (c == "add" or removes)]
+        uri = storage.to_uri(path)
+        schema = _open_parquet(storage, path).schema_arrow
+        _check_checkpoint_schema(schema, uri)
+        wanted = [c for c in ("add", "remove") if c in schema.names and (c == "add" or removes)]
         if not wanted:
             continue
         try:
@@ -572,11 +752,11 @@ def _read_checkpoint_files(
                 filesystem=None if storage.is_local else storage.arrow_fs,
             )
         except (OSError, pa.ArrowException) as err:
-            raise _corrupt_checkpoint(storage.to_uri(path), err) from None
+            raise _corrupt_checkpoint(uri, err) from None
         if "add" in wanted:
-            add_parts.append(_conform_actions(table.column("add"), ADD_SCHEMA))
+            add_parts.append(_checkpoint_file_rows(table.column("add"), ADD_SCHEMA, "add", uri))
         if "remove" in wanted:
-            remove_parts.append(_conform_actions(table.column("remove"), REMOVE_SCHEMA))
+            remove_parts.append(_checkpoint_file_rows(table.column("remove"), REMOVE_SCHEMA, "remove", uri))
     if small.checkpoint_file_actions:
         json_adds = [a["add"] for a in small.checkpoint_file_actions if "add" in a]
         json_removes = [a["remove"] for a in small.checkpoint_file_actions if "remove" in a]
@@ -587,6 +767,133 @@ def _read_checkpoint_files(
     adds = pa.concat_tables(add_parts) if add_parts else ADD_SCHEMA.empty_table()
     tombstones = pa.concat_tables(remove_parts) if remove_parts else REMOVE_SCHEMA.empty_table()
     return adds, tombstones
+
+
+#: Fields a checkpoint's file actions must not leave null (the protocol's required fields).
+_REQUIRED_FILE_FIELDS = {
+    "add": ("path", "partitionValues", "size", "modificationTime", "dataChange"),
+    "remove": ("path", "dataChange"),
+}
+
+
+def _checkpoint_file_rows(column: pa.ChunkedArray, schema: pa.Schema, kind: str, uri: str) -> pa.Table:
+    """A checkpoint's ``add``/``remove`` column as a flat table, after the columnar equivalent of
+    :func:`~.actions.action_problem` (required fields, sizes, paths that stay under the root).
+
+    :raises CorruptLogError: naming the file and the 1-based row of the first bad action.
+    """
+    try:
+        flat = _conform_actions(column, schema)
+    except (pa.ArrowException, ValueError, TypeError, OverflowError) as err:
+        raise CorruptLogError(
+            f"The checkpoint file {uri} is not a readable Delta checkpoint: its {kind!r} column does not "
+            f"hold {kind} actions ({err}).",
+            path=uri,
+        ) from None
+    bad = _first_bad_file_row(flat, kind)
+    if bad is None:
+        return flat
+    index, problem = bad
+    valid = np.asarray(pc.is_valid(column).to_numpy(zero_copy_only=False))
+    row = int(np.flatnonzero(valid)[index]) + 1
+    raise _malformed(f"Row {row} of the checkpoint {uri}", problem, None, {kind: None}, uri)
+
+
+def _first_bad_file_row(flat: pa.Table, kind: str) -> tuple[int, str] | None:
+    """(row, problem) of the first row that breaks the protocol, or None: null checks and minima
+    over whole columns, per-row work only for the rows a byte scan cannot clear."""
+    if flat.num_rows == 0:
+        return None
+    for name in _REQUIRED_FILE_FIELDS[kind]:
+        values = flat.column(name)
+        if values.null_count:
+            return _first_index(pc.is_null(values)), f"{kind}.{name} is null"
+    paths = flat.column("path")
+    empty = _first_index(pc.equal(pc.binary_length(paths), 0))
+    if empty is not None:
+        return empty, f"{kind}.path is empty"
+    sizes = flat.column("size")
+    smallest = pc.min(sizes).as_py()
+    if smallest is not None and smallest < 0:
+        index = _first_index(pc.less(sizes, 0))
+        return index, f"{kind}.size is {sizes[index].as_py()}; it must not be negative"
+    if _may_climb(paths):
+        for index, path in enumerate(paths.to_pylist()):
+            if escapes_root(path):
+                return index, (
+                    f"{kind}.path {path[:80]!r} is relative and leads out of the table root through '..'; "
+                    f"the core never reads outside the table root"
+                )
+    dvs = flat.column("deletionVector")
+    if dvs.null_count < len(dvs):
+        return _first_bad_deletion_vector(dvs, kind)
+    return None
+
+
+def _first_bad_deletion_vector(dvs: pa.ChunkedArray, kind: str) -> tuple[int, str] | None:
+    present = pc.is_valid(dvs)
+    where = f"{kind}.deletionVector"
+    storage_type = pc.struct_field(dvs, "storageType")
+    known = pc.fill_null(pc.is_in(storage_type, pa.array(["u", "i", "p"])), False)
+    bad_type = pc.and_(present, pc.invert(known))
+    index = _first_index(bad_type)
+    if index is not None:
+        return index, f"{where}.storageType must be 'u', 'i' or 'p', got {storage_type[index].as_py()!r}"
+    for name in ("pathOrInlineDv", "sizeInBytes", "cardinality"):
+        index = _first_index(pc.and_(present, pc.is_null(pc.struct_field(dvs, name))))
+        if index is not None:
+            return index, f"{where}.{name} is null"
+    values = pc.struct_field(dvs, "pathOrInlineDv")
+    stored = pc.and_(present, pc.not_equal(storage_type, "i"))
+    if _may_climb(values.filter(stored)):
+        types, texts = storage_type.to_pylist(), values.to_pylist()
+        for index, (dv_type, text) in enumerate(zip(types, texts, strict=True)):
+            if dv_type == "u":
+                escapes = escapes_root(f"{text[:-20]}/deletion_vector.bin")
+            else:
+                escapes = dv_type == "p" and escapes_root(text)
+            if escapes:
+                return index, f"{where}.pathOrInlineDv {text[:80]!r} leads out of the table root through '..'"
+    return None
+
+
+def _first_index(mask: pa.ChunkedArray | pa.Array) -> int | None:
+    """The first position where ``mask`` is true, or None."""
+    index = pc.index(mask, True).as_py()
+    return index if index >= 0 else None
+
+
+def _may_climb(strings: pa.ChunkedArray | pa.Array) -> bool:
+    """Whether any string may hold a ``..`` segment, plain or URL-encoded (``%2E``).
+
+    A scan of the string data buffers as 16-bit pairs at both alignments, without copying
+    them: tens of milliseconds for a million paths, where per-string compute kernels (or a
+    regular expression) take several times that. False positives (``a..b``) only cost the
+    exact per-row check.
+    """
+    chunks = strings.chunks if isinstance(strings, pa.ChunkedArray) else [strings]
+    for chunk in chunks:
+        if len(chunk) == 0 or chunk.null_count == len(chunk):
+            continue
+        offset_type = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
+        offsets = np.frombuffer(chunk.buffers()[1], dtype=offset_type)
+        offsets = offsets[chunk.offset : chunk.offset + len(chunk) + 1]
+        data = np.frombuffer(chunk.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]]
+        for start in (0, 1):
+            pairs = data[start : start + (data.size - start) // 2 * 2].view(np.uint16)
+            if (pairs == _DOT_DOT).any():
+                return True
+            # An encoded dot: '%2' followed by 'E' or 'e' ('%20' and the like are common).
+            after = np.flatnonzero(pairs == _PERCENT_TWO) * 2 + start + 2
+            after = after[after < data.size]
+            if after.size and np.isin(data[after], _CAPITAL_OR_SMALL_E).any():
+                return True
+    return False
+
+
+_DOT_DOT = np.frombuffer(b"..", dtype=np.uint16)[0]
+_PERCENT_TWO = np.frombuffer(b"%2", dtype=np.uint16)[0]
+_CAPITAL_OR_SMALL_E = np.frombuffer(b"Ee", dtype=np.uint8)
 
 
 def _conform_actions(column: pa.ChunkedArray, schema: pa.Schema) -> pa.Table:
@@ -671,42 +978,13 @@ def _json_scalar(value: Any) -> Any:
 # --- paths -----------------------------------------------------------------------------
 
 
-def _root_prefix(storage: TableStorage) -> str:
-    return storage.root.rstrip("/") + "/"
-
-
-def canonical_path(path: str, root_prefix: str) -> str:
-    """A data-file path in the one form used to compare log entries.
-
-    Relative paths are URL-decoded; absolute paths and URIs are decoded, stripped of
-    their scheme (``file:``, ``s3://``) and made relative when they fall under the root.
-    """
-    if "%" not in path and ":" not in path and not path.startswith("/"):
-        return path
-    if has_scheme(path):
-        parts = urlsplit(path)
-        decoded = unquote(parts.path)
-        scheme = parts.scheme.lower()
-        if scheme in ("file", "local"):
-            absolute = decoded
-        elif scheme in ("s3", "s3a", "s3n"):
-            absolute = f"{parts.netloc}/{decoded.lstrip('/')}"
-        else:
-            absolute = f"{scheme}://{parts.netloc}{decoded}"
-    else:
-        absolute = unquote(path)
-    if absolute.startswith(root_prefix):
-        return absolute[len(root_prefix) :]
-    return absolute
-
-
-def _drop_touched(table: pa.Table, touched: TouchedKeys, root_prefix: str) -> pa.Table:
+def _drop_touched(table: pa.Table, touched: TouchedKeys, root: TablePath) -> pa.Table:
     """Checkpoint rows whose (canonical path, DV id) the commits after it did not touch."""
     if table.num_rows == 0:
         return table
     paths = table.column("path")
     if _any_needs_canonical(paths):
-        canonical = pa.array([canonical_path(p, root_prefix) for p in paths.to_pylist()], pa.string())
+        canonical = pa.array([root.canonical(p) for p in paths.to_pylist()], pa.string())
     else:
         canonical = paths
     candidates = pc.is_in(canonical, value_set=touched.paths)
@@ -723,7 +1001,7 @@ def _drop_touched(table: pa.Table, touched: TouchedKeys, root_prefix: str) -> pa
 
 
 def _any_needs_canonical(paths: pa.ChunkedArray) -> bool:
-    """Whether any path is absolute, a URI or URL-encoded (and so needs :func:`canonical_path`).
+    """Whether any path is absolute, a URI or URL-encoded (and so needs ``TablePath.canonical``).
 
     Scans the string data buffers directly: a byte search over a million paths costs a
     few milliseconds, where per-string compute kernels cost a hundred.

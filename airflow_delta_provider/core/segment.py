@@ -43,7 +43,7 @@ from airflow_delta_provider.core.redaction import get_logger
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-    from airflow_delta_provider.core.storage import TableStorage
+    from airflow_delta_provider.core.storage import FileInfo, LogStore
 
 log = get_logger(__name__)
 
@@ -82,7 +82,7 @@ class LogSegment:
         return self.checkpoint.version if self.checkpoint else None
 
 
-def read_last_checkpoint(storage: TableStorage) -> LastCheckpoint | None:
+def read_last_checkpoint(storage: LogStore) -> LastCheckpoint | None:
     """The ``_last_checkpoint`` hint, or None when it is missing, empty or corrupt."""
     path = storage.log_path(LAST_CHECKPOINT)
     try:
@@ -92,10 +92,25 @@ def read_last_checkpoint(storage: TableStorage) -> LastCheckpoint | None:
     return parse_last_checkpoint(data, path=storage.to_uri(path))
 
 
-def list_log_files(storage: TableStorage, start_version: int = 0) -> list[LogFile]:
+def list_log_files(storage: LogStore, start_version: int = 0) -> list[LogFile]:
     """Recognised ``_delta_log`` files from a version on, in name order; strays are dropped."""
-    parsed = (parse_log_file(f) for f in storage.list_log(version_prefix(start_version)))
+    return log_files_of(storage.list_log(version_prefix(start_version)))
+
+
+def log_files_of(listing: Iterable[FileInfo]) -> list[LogFile]:
+    """The recognised ``_delta_log`` files of a listing, in its order; strays are dropped."""
+    parsed = (parse_log_file(f) for f in listing)
     return [f for f in parsed if f is not None]
+
+
+def hinted_checkpoint_exists(storage: LogStore, hint: LastCheckpoint) -> bool:
+    """Whether the checkpoint ``_last_checkpoint`` names is there and complete (one listing).
+
+    A hint is only a place to start listing; one that names a missing or incomplete
+    checkpoint is dangling, and other readers (delta-rs) fail on it.
+    """
+    files = [f for f in list_log_files(storage, hint.version) if f.version == hint.version]
+    return any(c.version == hint.version for c in complete_checkpoints(files))
 
 
 def complete_checkpoints(files: Iterable[LogFile]) -> list[Checkpoint]:
@@ -135,7 +150,7 @@ def complete_checkpoints(files: Iterable[LogFile]) -> list[Checkpoint]:
 
 
 def build_segment(
-    storage: TableStorage,
+    storage: LogStore,
     version: int | None = None,
     *,
     before_checkpoint: int | None = None,
@@ -170,7 +185,7 @@ def build_segment(
 
 
 def _segment_from_listing(
-    storage: TableStorage,
+    storage: LogStore,
     files: Sequence[LogFile],
     version: int | None,
     before_checkpoint: int | None,
@@ -207,7 +222,7 @@ def _segment_from_listing(
     return LogSegment(latest, checkpoint, tuple(commits))
 
 
-def _no_segment_error(storage: TableStorage, files: Sequence[LogFile], version: int | None) -> Exception:
+def _no_segment_error(storage: LogStore, files: Sequence[LogFile], version: int | None) -> Exception:
     commits = [f for f in files if f.kind is LogFileKind.COMMIT]
     checkpoints = [f for f in files if f.is_checkpoint]
     if not commits and not checkpoints:

@@ -20,6 +20,7 @@ from airflow_delta_provider.core.replay import (
     CommitActions,
     FileState,
     SmallState,
+    check_replayable,
     read_commits,
     replay_files,
     replay_small_state,
@@ -34,13 +35,13 @@ if TYPE_CHECKING:
 
     from airflow_delta_provider.core.actions import DomainMetadata, Metadata, Protocol, Transaction
     from airflow_delta_provider.core.segment import LogSegment
-    from airflow_delta_provider.core.storage import TableStorage
+    from airflow_delta_provider.core.storage import LogStore
 
 log = get_logger(__name__)
 
 
 def load_snapshot(
-    storage: TableStorage,
+    storage: LogStore,
     version: int | None = None,
     *,
     provider_defaults: Mapping[str, Any] | None = None,
@@ -110,7 +111,7 @@ class Snapshot:
 
     def __init__(
         self,
-        storage: TableStorage,
+        storage: LogStore,
         segment: LogSegment,
         *,
         commits: list[CommitActions] | None = None,
@@ -136,7 +137,7 @@ class Snapshot:
         return self._segment
 
     @property
-    def storage(self) -> TableStorage:
+    def storage(self) -> LogStore:
         return self._storage
 
     @cached_property
@@ -163,6 +164,16 @@ class Snapshot:
         """Read protocol and metadata now and check that the core can read the table."""
         _ = self._small
         return self
+
+    def check_replayable(self) -> None:
+        """Raise unless every line of every commit this snapshot replays is a well-formed action.
+
+        Loading a snapshot parses only the lines protocol and metadata need; a writer calls
+        this before it commits, so that it never builds on a log no reader can replay.
+
+        :raises CorruptLogError: naming the file and line of the first bad action.
+        """
+        check_replayable(self._commits)
 
     @property
     def protocol(self) -> Protocol:

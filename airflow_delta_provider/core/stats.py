@@ -55,7 +55,7 @@ from airflow_delta_provider.core.errors import InvalidDataFileError, SchemaError
 from airflow_delta_provider.core.redaction import get_logger
 
 if TYPE_CHECKING:
-    from airflow_delta_provider.core.storage import TableStorage
+    from airflow_delta_provider.core.storage import LogStore
 
 log = get_logger(__name__)
 
@@ -183,7 +183,7 @@ def truncate_max_string(value: str, prefix_length: int = STRING_PREFIX_LENGTH) -
 
 
 def read_footer(
-    storage: TableStorage,
+    storage: LogStore,
     path: str,
     *,
     stats_columns: list[tuple[str, ...]],
@@ -467,7 +467,7 @@ def stats_json(stats: Mapping[str, Any]) -> str:
 
 
 def read_footers(
-    storage: TableStorage,
+    storage: LogStore,
     paths: list[str],
     *,
     stats_columns: list[tuple[str, ...]],

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow_delta_provider.core.checkpoint import CheckpointOptions, should_checkpoint, write_checkpoint
@@ -11,10 +10,13 @@ from airflow_delta_provider.core.cleanup import CleanupOptions, cleanup_logs
 from airflow_delta_provider.core.create import create_table
 from airflow_delta_provider.core.errors import (
     TableNotFoundError,
-    TimestampEarlierThanRetentionError,
-    TimestampLaterThanLatestCommitError,
 )
-from airflow_delta_provider.core.history import CommitTimestamp, commit_timestamps, history
+from airflow_delta_provider.core.history import (
+    CommitTimestamp,
+    commit_timestamps,
+    history,
+    version_at,
+)
 from airflow_delta_provider.core.idempotency import already_committed
 from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.segment import (
@@ -29,6 +31,7 @@ from airflow_delta_provider.core.write import CommitOptions, commit_files
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
+    from datetime import datetime
 
     import fsspec
     import pyarrow as pa
@@ -113,30 +116,18 @@ class DeltaTable:
         """
         return commit_timestamps(self.snapshot())
 
-    def version_at(self, timestamp: datetime | str | int) -> CommitTimestamp:
+    def version_at(self, timestamp: datetime | str | float) -> CommitTimestamp:
         """The latest version committed at or before ``timestamp`` (Delta's ``getActiveCommitAtTime``).
+
+        Any integer is a timestamp, however far from today (it simply lies before or after
+        every commit); so is any datetime and any ISO-8601 string, years beyond 9999 included.
 
         :raises TimestampEarlierThanRetentionError: before the earliest reconstructable version.
         :raises TimestampLaterThanLatestCommitError: after the latest commit.
+        :raises VersionNotFoundError: the log holds no commit file to time travel by.
+        :raises ValueError: ``timestamp`` is not a timestamp (a bool, NaN, an unparseable string).
         """
-        target = to_millis(timestamp)
-        stamps = self.commit_timestamps()
-        eligible = [s for s in stamps if s.timestamp <= target]
-        if not eligible:
-            raise TimestampEarlierThanRetentionError(
-                f"The provided timestamp ({_format_ms(target)}) is before the earliest version available "
-                f"to {self.uri} (version {stamps[0].version}, committed {_format_ms(stamps[0].timestamp)}). "
-                f"Use a timestamp at or after {_format_ms(stamps[0].timestamp)}."
-            )
-        if target > stamps[-1].timestamp and eligible[-1] is stamps[-1]:
-            # Delta refuses a timestamp past the last commit rather than guess the future.
-            raise TimestampLaterThanLatestCommitError(
-                f"The provided timestamp ({_format_ms(target)}) is after the latest version available to "
-                f"{self.uri} (version {stamps[-1].version}, committed {_format_ms(stamps[-1].timestamp)}). "
-                f"Use a timestamp at or before {_format_ms(stamps[-1].timestamp)}, or load the latest "
-                f"version."
-            )
-        return eligible[-1]
+        return version_at(self.snapshot(), timestamp)
 
     # --- history -----------------------------------------------------------------------
 
@@ -333,29 +324,3 @@ def _options(kind: type[T], options: Mapping[str, Any]) -> T:
             f"{', '.join(sorted(accepted))}."
         )
     return kind(**options)
-
-
-def to_millis(value: datetime | str | int) -> int:
-    """Milliseconds since the epoch from a datetime (naive = UTC), an ISO-8601 string or an int."""
-    if isinstance(value, bool):
-        raise ValueError(f"Not a timestamp: {value!r}.")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        except ValueError:
-            raise ValueError(
-                f"Cannot parse the timestamp {value!r}; use ISO-8601, e.g. '2026-11-22T10:00:00Z'."
-            ) from None
-    if isinstance(value, datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=UTC)
-        return int(value.timestamp() * 1000)
-    raise ValueError(
-        f"Not a timestamp: {value!r}; pass a datetime, an ISO-8601 string or epoch milliseconds."
-    )
-
-
-def _format_ms(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds")

@@ -68,7 +68,7 @@ from airflow_delta_provider.core.features import Operation, check_supported
 from airflow_delta_provider.core.logfiles import LogFileKind, commit_name, parse_log_file, version_prefix
 from airflow_delta_provider.core.partitions import partition_columns_from_map
 from airflow_delta_provider.core.redaction import get_logger, redact
-from airflow_delta_provider.core.replay import parse_commit
+from airflow_delta_provider.core.replay import check_replayable, parse_commit
 from airflow_delta_provider.core.snapshot import load_snapshot
 from airflow_delta_provider.core.table_config import TableConfig
 
@@ -352,6 +352,8 @@ class OptimisticTransaction:
         validate_actions(actions, metadata)
         check_supported(protocol, metadata, kind)
         self._check_append_only(actions, metadata)
+        if not self.new_table:
+            self.snapshot.check_replayable()  # never build on a log no reader can replay
         our_txns = {a.app_id: a.version for a in actions if isinstance(a, Transaction)}
         self._read_app_ids.update(our_txns)
         file_actions = [a for a in actions if isinstance(a, AddFile | RemoveFile)]
@@ -416,6 +418,7 @@ class OptimisticTransaction:
                         return self._result(
                             winner.version, operation, metrics, actions, attempts, committed=False
                         )
+                check_replayable(winners)  # the retry builds on the winners
                 last = winners[-1]
                 previous_ict = _ict(last)
                 log.info(

@@ -137,7 +137,7 @@ def _to_retention(value: Any, name: str) -> timedelta | str | None:
 
 def _to_interval(value: Any, name: str) -> timedelta | None:
     """A timedelta from a timedelta, a Delta interval string or a number of hours (None: no interval)."""
-    from airflow_delta_provider.core.retention import parse_interval
+    from airflow_delta_provider.core.table_config import parse_interval
 
     retention = _to_retention(value, name)
     if retention is None or isinstance(retention, timedelta):

@@ -110,7 +110,7 @@ class DeltaTableVersionSensor(BaseSensorOperator):
         value = self.after_timestamp
         if value is None or (isinstance(value, str) and value.strip() in ("", "None")):
             return None
-        from airflow_delta_provider.core.table import to_millis
+        from airflow_delta_provider.core.history import to_millis
 
         try:
             return to_millis(value)

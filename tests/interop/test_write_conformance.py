@@ -20,8 +20,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import DeltaTable, ProtocolError, UnsupportedFeatureError
+from airflow_delta_provider.core.features import Operation, check_supported
 from airflow_delta_provider.core.partitions import partition_path, serialize_partition_value
-from airflow_delta_provider.core.protocol import check_writable
 from airflow_delta_provider.core.schema import arrow_type_to_delta
 
 CORPUS = Path(
@@ -40,7 +40,7 @@ def _copy(entry: dict, tmp_path: Path) -> DeltaTable:
 def _writable(table: DeltaTable) -> bool:
     snapshot = table.snapshot()
     try:
-        check_writable(snapshot.protocol, snapshot.metadata)
+        check_supported(snapshot.protocol, snapshot.metadata, Operation.WRITE)
     except (UnsupportedFeatureError, ProtocolError) as err:
         assert str(err)  # refused with a message, naming what is wrong
         return False

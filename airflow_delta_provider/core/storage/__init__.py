@@ -29,9 +29,6 @@ if TYPE_CHECKING:
 
     import fsspec
 
-#: The interface's name before the LogStore split, for type hints not yet moved over.
-TableStorage = LogStore
-
 __all__ = [
     "LOG_DIR",
     "FileInfo",
@@ -40,7 +37,6 @@ __all__ = [
     "LogStore",
     "MemoryStore",
     "S3Store",
-    "TableStorage",
     "TreeListing",
     "open_store",
 ]

@@ -97,3 +97,23 @@ class LogWriter:
 @pytest.fixture
 def log_writer(tmp_path: Path) -> LogWriter:
     return LogWriter(tmp_path / "table")
+
+
+def _log_state(root: Path | str) -> dict[str, bytes]:
+    import os
+
+    log = os.path.join(str(root), "_delta_log")
+    state = {}
+    for directory, _, names in os.walk(log):
+        for name in names:
+            path = os.path.join(directory, name)
+            with open(path, "rb") as f:
+                state[os.path.relpath(path, log)] = f.read()
+    return state
+
+
+@pytest.fixture
+def log_state() -> Any:
+    """``log_state(root)``: every file under ``<root>/_delta_log`` (subdirectories too) with its
+    content; two equal states mean nothing in the log was written, replaced or deleted."""
+    return _log_state

@@ -747,6 +747,71 @@ def test_last_checkpoint_never_moves_backwards(log_writer):
     assert last_checkpoint(log_writer.root)["version"] == 5
 
 
+def _dangle_missing(log_writer: Any, version: int) -> None:
+    pass  # nothing at the hinted version
+
+
+def _dangle_empty(log_writer: Any, version: int) -> None:
+    log_writer.raw(f"{version:020d}.checkpoint.parquet", b"")  # zero bytes: an interrupted write
+
+
+def _dangle_incomplete_multipart(log_writer: Any, version: int) -> None:
+    log_writer.raw(f"{version:020d}.checkpoint.0000000001.0000000002.parquet", b"PAR1")  # part 2 missing
+
+
+DANGLING_HINTS = [
+    ("missing", _dangle_missing, {"version": 100, "size": 3}),
+    ("zero-byte", _dangle_empty, {"version": 100, "size": 3}),
+    ("incomplete-multipart", _dangle_incomplete_multipart, {"version": 100, "size": 3, "parts": 2}),
+    ("far-beyond-a-long", _dangle_missing, {"version": 2**62, "size": 3}),
+]
+
+
+@pytest.mark.parametrize(
+    ("dangle", "hint"), [d[1:] for d in DANGLING_HINTS], ids=[d[0] for d in DANGLING_HINTS]
+)
+def test_a_dangling_last_checkpoint_is_replaced(log_writer, caplog: pytest.LogCaptureFixture, dangle, hint):
+    """ "Never move the hint back" is for a hint that names a checkpoint, not a dangling one."""
+    log_writer.basic(3)
+    expected = state(DeltaTable(str(log_writer.root)).snapshot())
+    dangle(log_writer, hint["version"])
+    log_writer.raw("_last_checkpoint", json.dumps(hint).encode())
+    with caplog.at_level("WARNING"):
+        result = DeltaTable(str(log_writer.root)).checkpoint(now_ms=NOW)
+    assert result.version == 2 and result.last_checkpoint_written
+    assert last_checkpoint(log_writer.root)["version"] == 2
+    assert any("missing or incomplete; replacing it" in r.getMessage() for r in caplog.records)
+    snapshot = DeltaTable(str(log_writer.root)).snapshot()
+    assert snapshot.segment.checkpoint_version == 2 and state(snapshot) == expected
+
+
+def test_a_dangling_hint_is_replaced_even_by_an_older_checkpoint(log_writer):
+    log_writer.basic(5)
+    log_writer.raw("_last_checkpoint", json.dumps({"version": 4, "size": 6}).encode())  # no checkpoint at 4
+    assert DeltaTable(str(log_writer.root)).checkpoint(2, now_ms=NOW).last_checkpoint_written
+    assert last_checkpoint(log_writer.root)["version"] == 2
+    # A hint that names a real checkpoint still never moves back.
+    DeltaTable(str(log_writer.root)).checkpoint(4, now_ms=NOW)
+    assert not DeltaTable(str(log_writer.root)).checkpoint(3, now_ms=NOW).last_checkpoint_written
+    assert last_checkpoint(log_writer.root)["version"] == 4
+
+
+def test_delta_rs_reads_and_writes_after_our_checkpoint_repairs_a_dangling_hint(tmp_path: Path):
+    from deltalake import DeltaTable as RsTable
+    from deltalake import write_deltalake
+
+    write_deltalake(str(tmp_path), pa.table({"id": [1]}))
+    write_deltalake(str(tmp_path), pa.table({"id": [2]}), mode="append")
+    (tmp_path / "_delta_log" / "_last_checkpoint").write_text(json.dumps({"version": 100, "size": 3}))
+    with pytest.raises(Exception, match=r"(?i)checkpoint"):
+        RsTable(str(tmp_path))  # delta-rs cannot even open the table with the dangling hint
+    assert DeltaTable(str(tmp_path)).checkpoint().last_checkpoint_written
+    assert RsTable(str(tmp_path)).version() == 1
+    write_deltalake(str(tmp_path), pa.table({"id": [3]}), mode="append")
+    assert sorted(RsTable(str(tmp_path)).to_pyarrow_table()["id"].to_pylist()) == [1, 2, 3]
+    assert sorted(DeltaTable(str(tmp_path)).snapshot().to_pyarrow_table()["id"].to_pylist()) == [1, 2, 3]
+
+
 def test_checkpoint_of_an_older_version_holds_that_version(log_writer):
     log_writer.basic(5)
     table = DeltaTable(str(log_writer.root))

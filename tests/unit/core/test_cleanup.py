@@ -372,19 +372,19 @@ def test_a_foreign_path_from_the_listing_is_refused(table, monkeypatch):
 
     table.checkpoint(6)
     age(table, dict.fromkeys(range(8), 40))
-    real = cleanup.list_log_files
+    real = cleanup.log_files_of
 
-    def list_log_files(storage, start_version=0):
+    def log_files_of(listing):
         return [
             parse_log_file(
                 FileInfo(f.file.path.replace("/_delta_log/", "/x/"), f.file.size, f.file.modification_time)
             )
             if f.version == 0
             else f
-            for f in real(storage, start_version)
+            for f in real(listing)
         ]
 
-    monkeypatch.setattr(cleanup, "list_log_files", list_log_files)
+    monkeypatch.setattr(cleanup, "log_files_of", log_files_of)
     with pytest.raises(InvalidPathError, match="not inside"):
         table.cleanup_logs(now=NOW)
     monkeypatch.undo()
@@ -583,3 +583,81 @@ def test_earliest_reconstructable():
         == 5
     )
     assert earliest_reconstructable([]) is None
+
+
+# --- temp files of killed writers ----------------------------------------------------------------
+
+
+def _temp(directory: str, name: str, days: float) -> str:
+    path = os.path.join(directory, name)
+    with open(path, "wb") as f:
+        f.write(b"half a commit")
+    touch(path, days)
+    return name
+
+
+HEX = uuid.uuid4().hex
+DASHED = str(uuid.uuid4())
+#: (id, name, days old, expired): temp names of every put target, and look-alikes that are not temp files.
+TEMP_FILES = [
+    ("commit", f".{3:020d}.json.{HEX}.tmp", 40, True),
+    ("last-checkpoint", f"._last_checkpoint.{HEX}.tmp", 40, True),
+    ("checksum", f".{3:020d}.crc.{HEX}.tmp", 40, True),
+    ("checkpoint", f".{6:020d}.checkpoint.parquet.{HEX}.tmp", 40, True),
+    ("spark-dashed-uuid", f".{3:020d}.json.{DASHED}.tmp", 40, True),
+    ("young", f".{7:020d}.json.{uuid.uuid4().hex}.tmp", 0.1, False),
+    ("hadoop-crc", f".{3:020d}.json.crc", 40, False),
+    ("no-uuid", f".{3:020d}.json.tmp", 40, False),
+    ("other-dot-file", ".keep", 40, False),
+    ("dot-dot-target", f"..{3:020d}.json.{HEX}.tmp", 40, False),
+]
+
+
+@pytest.mark.parametrize("with_hint", [True, False], ids=["with-last-checkpoint", "without-last-checkpoint"])
+@pytest.mark.parametrize("dry_run", [True, False], ids=["dry-run", "run"])
+def test_expired_temp_files_of_killed_writers_go(table, log_state, with_hint, dry_run):
+    if with_hint:
+        table.checkpoint(6)
+    age(table, dict.fromkeys(range(8), 40))
+    planned = table.cleanup_logs(now=NOW, dry_run=True)  # Delta's plan, before any temp file exists
+    log = table.storage.log_dir
+    for _, name, days, _ in TEMP_FILES:
+        _temp(log, name, days)
+    expired = sorted(name for _, name, _, gone in TEMP_FILES if gone)
+    version, files = table.version(), ids(table)
+    before = log_state(table.storage.root)
+
+    result = table.cleanup_logs(now=NOW, dry_run=dry_run)
+
+    assert sorted(n for n in result.files if n.startswith(".")) == expired
+    # Delta's rules are untouched: the same log files, the same reason when there are none.
+    assert [n for n in result.files if not n.startswith(".")] == planned.files
+    assert result.skipped_reason == planned.skipped_reason
+    assert (result.skipped_reason is None) is with_hint
+    assert result.num_bytes == planned.num_bytes + len(expired) * len(b"half a commit")
+    remaining = set(os.listdir(log))
+    if dry_run:
+        assert log_state(table.storage.root) == before
+    else:
+        assert not remaining & set(expired)
+        assert {name for _, name, _, gone in TEMP_FILES if not gone} <= remaining
+    assert table.version() == version and ids(table) == files
+
+
+def test_temp_files_within_the_retention_stay(table, log_state):
+    table.checkpoint(6)
+    name = _temp(table.storage.log_dir, f".{8:020d}.json.{uuid.uuid4().hex}.tmp", 10)
+    result = table.cleanup_logs(now=NOW)
+    assert name not in result.files and os.path.exists(os.path.join(table.storage.log_dir, name))
+
+
+def test_sidecar_temp_files_go_on_v2_tables(tmp_path):
+    table = DeltaTable.create(str(tmp_path / "t"), SCHEMA, properties={"delta.checkpointPolicy": "v2"})
+    if "v2Checkpoint" not in (table.snapshot().protocol.writer_features or ()):
+        pytest.skip("the core does not create v2Checkpoint tables from the policy property")
+    commit(table, 1)
+    sidecars = os.path.join(table.storage.log_dir, "_sidecars")
+    os.makedirs(sidecars, exist_ok=True)
+    name = _temp(sidecars, f".{uuid.uuid4()}.parquet.{uuid.uuid4().hex}.tmp", 40)
+    result = table.cleanup_logs(now=NOW)
+    assert f"_sidecars/{name}" in result.files and not os.path.exists(os.path.join(sidecars, name))

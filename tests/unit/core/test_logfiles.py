@@ -63,7 +63,36 @@ def test_last_checkpoint_parsed():
     assert (hint.version, hint.size, hint.parts, hint.size_in_bytes) == (10, 13, 2, 99)
 
 
-@pytest.mark.parametrize("content", [b"", b"{", b"[]", b'{"size":1}', b'{"version":-1}', b'{"version":"7"}'])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b"{",
+        b"[]",
+        b'{"size":1}',
+        b'{"version":-1}',
+        b'{"version":"7"}',
+        b'{"version":9223372036854775808}',
+    ],
+)
 def test_bad_last_checkpoint_is_ignored_with_a_warning(content, caplog):
     assert parse_last_checkpoint(content, path="/t/_delta_log/_last_checkpoint") is None
     assert "/t/_delta_log/_last_checkpoint" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("name", "temp"),
+    [
+        (".00000000000000000003.json.0123456789abcdef0123456789abcdef.tmp", True),
+        ("._last_checkpoint.0123456789abcdef0123456789abcdef.tmp", True),
+        (".00000000000000000003.json.01234567-89ab-cdef-0123-456789abcdef.tmp", True),
+        (".00000000000000000003.json.crc", False),
+        (".00000000000000000003.json.tmp", False),
+        ("00000000000000000003.json.0123456789abcdef0123456789abcdef.tmp", False),
+        ("..x.0123456789abcdef0123456789abcdef.tmp", False),
+    ],
+)
+def test_temp_file_names(name, temp):
+    from airflow_delta_provider.core.logfiles import is_temp_file
+
+    assert is_temp_file(name) is temp

@@ -1,14 +1,16 @@
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 
+import pyarrow as pa
 import pytest
 
 from airflow_delta_provider.core import (
     DeltaTable,
     TimestampEarlierThanRetentionError,
     TimestampLaterThanLatestCommitError,
+    VersionNotFoundError,
 )
 from airflow_delta_provider.core.storage import LocalStore
 
@@ -102,3 +104,85 @@ def test_version_and_timestamp_are_exclusive(log_writer):
     log_writer.basic(1)
     with pytest.raises(ValueError, match="either version or timestamp"):
         DeltaTable(str(log_writer.root)).snapshot(version=0, timestamp=T0)
+
+
+# --- absurd timestamps ------------------------------------------------------------------------------
+
+ABSURD_TIMESTAMPS = [
+    # (id, value, expected error, a fragment naming the value)
+    ("1e18-ms", 10**18, TimestampLaterThanLatestCommitError, "1000000000000000000 ms since the epoch"),
+    ("1e18-float", 1e18, TimestampLaterThanLatestCommitError, "1000000000000000000 ms since the epoch"),
+    ("minus-1e18-ms", -(10**18), TimestampEarlierThanRetentionError, "-1000000000000000000 ms"),
+    ("2**63", 2**63, TimestampLaterThanLatestCommitError, "9223372036854775808 ms"),
+    ("minus-2**63", -(2**63), TimestampEarlierThanRetentionError, "-9223372036854775808 ms"),
+    ("10**40", 10**40, TimestampLaterThanLatestCommitError, "ms since the epoch"),
+    ("max-naive-datetime", datetime.max, TimestampLaterThanLatestCommitError, "9999-12-31 23:59:59.999999"),
+    ("min-naive-datetime", datetime.min, TimestampEarlierThanRetentionError, "0001-01-01 00:00:00"),
+    (
+        "min-datetime-east-of-utc",
+        datetime.min.replace(tzinfo=timezone(timedelta(hours=14))),
+        TimestampEarlierThanRetentionError,
+        "0001-01-01 00:00:00+14:00",
+    ),
+    (
+        "max-datetime-west-of-utc",
+        datetime.max.replace(tzinfo=timezone(timedelta(hours=-14))),
+        TimestampLaterThanLatestCommitError,
+        "9999-12-31 23:59:59.999999-14:00",
+    ),
+    (
+        "huge-iso-year",
+        "+275760-09-13T00:00:00Z",
+        TimestampLaterThanLatestCommitError,
+        "'+275760-09-13T00:00:00Z'",
+    ),
+    ("negative-iso-year", "-10000-01-01", TimestampEarlierThanRetentionError, "'-10000-01-01'"),
+    ("year-zero", "0000-01-01T00:00:00Z", TimestampEarlierThanRetentionError, "'0000-01-01T00:00:00Z'"),
+]
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "fragment"), [c[1:] for c in ABSURD_TIMESTAMPS], ids=[c[0] for c in ABSURD_TIMESTAMPS]
+)
+def test_absurd_timestamps_get_a_clear_error_naming_them(log_writer, log_state, value, error, fragment):
+    log_writer.basic(2)
+    table = DeltaTable(str(log_writer.root))
+    before = log_state(log_writer.root)
+    with pytest.raises(error) as info:
+        table.snapshot(timestamp=value)
+    assert isinstance(info.value, VersionNotFoundError)
+    assert fragment in str(info.value)
+    assert table.version() == 1 and log_state(log_writer.root) == before
+
+
+@pytest.mark.parametrize(
+    "value",
+    [True, float("nan"), float("inf"), "yesterday", "", [T0], object()],
+    ids=["bool", "nan", "inf", "words", "empty", "list", "object"],
+)
+def test_a_value_that_is_not_a_timestamp_is_a_value_error(log_writer, value):
+    log_writer.basic(1)
+    with pytest.raises(ValueError, match="timestamp") as info:
+        DeltaTable(str(log_writer.root)).snapshot(timestamp=value)
+    assert not isinstance(info.value, VersionNotFoundError)
+
+
+def test_iso_timestamps_of_any_year_convert_exactly():
+    from airflow_delta_provider.core.history import to_millis
+
+    assert to_millis("2026-11-22T10:00:00Z") == to_millis(datetime(2026, 11, 22, 10, tzinfo=UTC))
+    assert to_millis("1969-12-31T23:59:59.999Z") == -1
+    assert to_millis("+12026-11-22T10:00:00+01:00") - to_millis("2026-11-22T10:00:00+01:00") == (
+        25 * 146_097 * 86_400_000
+    )
+    assert to_millis(1.9) == 1 and to_millis(-0.5) == -1
+
+
+def test_time_travel_without_commit_files_is_a_version_not_found_error(tmp_path):
+    table = DeltaTable.create(str(tmp_path / "t"), pa.schema([("id", pa.int64())]))
+    table.checkpoint()
+    for name in os.listdir(table.storage.log_dir):
+        if name.endswith(".json"):
+            os.remove(os.path.join(table.storage.log_dir, name))
+    with pytest.raises(VersionNotFoundError, match="no commit file"):
+        table.snapshot(timestamp=T0)

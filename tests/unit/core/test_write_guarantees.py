@@ -21,6 +21,7 @@ import pytest
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.actions import AddFile, Metadata, Protocol, RemoveFile, Transaction
 from airflow_delta_provider.core.errors import (
+    CorruptLogError,
     EmptyOverwriteError,
     InvalidLogValueError,
     InvalidPartitionValueError,
@@ -535,18 +536,18 @@ def test_post_commit_errors_are_redacted(tmp_path, caplog):
     assert secret not in caplog.text and "IsADirectoryError" in caplog.text
 
 
-def test_a_checkpoint_that_overflows(table, caplog):
-    """A txn version of 2^63 committed by another writer (this core refuses to write one) makes
-    the checkpoint at version 10 fail with OverflowError. If the log reader is made to refuse
-    such a txn, this scenario becomes "refused before writing" and this test must follow."""
+def test_a_txn_that_overflows_is_refused_before_anything_is_written(table):
+    """A txn version of 2^63 committed by another writer (this core refuses to write one) would
+    make every later checkpoint fail with OverflowError: the reader refuses the log instead, so
+    no commit is built on it, naming file and line."""
     log_file = os.path.join(table.storage.log_dir, "00000000000000000002.json")
     with open(log_file, "w") as f:
         f.write(json.dumps({"commitInfo": {"timestamp": 1, "operation": "WRITE"}}) + "\n")
         f.write(json.dumps({"txn": {"appId": "other", "version": 2**63, "lastUpdated": 1}}) + "\n")
-    _fill(table, 9)
-    result = table.commit_files([part(table)])
-    assert result.post_commit_errors and "OverflowError" in result.post_commit_errors[-1]
-    assert result.committed and result.version == 10 and table.version() == 10
+    before = sorted(os.listdir(table.storage.log_dir))
+    with pytest.raises(CorruptLogError, match=r"Line 2 of .*00000000000000000002\.json.*txn\.version"):
+        table.commit_files([part(table)])
+    assert sorted(os.listdir(table.storage.log_dir)) == before
 
 
 def test_an_immutable_last_checkpoint(table, caplog):
