@@ -407,6 +407,8 @@ def test_openlineage_names_the_table_by_storage_and_reports_the_commit(tmp_path:
         pytest.param({"partition_by": [""]}, "partition_by must be", id="empty-column"),
         pytest.param({"tags": {"a": 1}}, "tags must map strings", id="bad-tags"),
         pytest.param({"merge_schema": "maybe"}, "merge_schema must be", id="bad-merge"),
+        pytest.param({"app_version": 2**63}, "app_version must be an integer <= ", id="version-beyond-long"),
+        pytest.param({"app_id": "  "}, "app_id must be a non-empty string", id="blank-app-id"),
     ],
 )
 def test_bad_arguments_are_refused_at_parse_time(
