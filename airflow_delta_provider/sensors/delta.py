@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 
     from airflow.sdk import Context
 
+#: ``BaseSensorOperator``'s own default, used until ``[delta] poll_interval`` is read at run time.
+_BASE_POKE_INTERVAL = 60.0
+
 
 class DeltaTableVersionSensor(DeltaTableMixin, BaseSensorOperator):
     """Wait until a Delta table has a commit newer than ``after_version`` or at/after ``after_timestamp``.
@@ -43,6 +46,8 @@ class DeltaTableVersionSensor(DeltaTableMixin, BaseSensorOperator):
     :param operations: only these operations (``["WRITE", "MERGE"]``). (templated)
     :param partition_values: only commits adding files to this partition. (templated)
     :param deferrable: wait in the triggerer (default ``[operators] default_deferrable``).
+    :param poke_interval: seconds between pokes (and the trigger's polls); default
+        ``[delta] poll_interval`` (60), read when the task runs.
     """
 
     template_fields: Sequence[str] = delta_template_fields(
@@ -64,9 +69,13 @@ class DeltaTableVersionSensor(DeltaTableMixin, BaseSensorOperator):
         operations: Sequence[str] | None = None,
         partition_values: Mapping[str, str | None] | None = None,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        poke_interval: timedelta | float | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
+        # Explicit in the signature so that default_args reach it here: None means "not set".
+        super().__init__(
+            poke_interval=_BASE_POKE_INTERVAL if poke_interval is None else poke_interval, **kwargs
+        )
         self._init_table(
             table_uri=table_uri,
             delta_conn_id=delta_conn_id,
@@ -82,6 +91,7 @@ class DeltaTableVersionSensor(DeltaTableMixin, BaseSensorOperator):
         self.operations = operations
         self.partition_values = partition_values
         self.deferrable = to_bool(deferrable, "deferrable", strings=False)
+        self._poke_interval_from_config = poke_interval is None
         if self.deferrable:
             refuse_secret_options(self.storage_options, owner=type(self).__name__, reason=_STORED)
 
@@ -114,13 +124,15 @@ class DeltaTableVersionSensor(DeltaTableMixin, BaseSensorOperator):
         return PokeReturnValue(is_done=True, xcom_value=event)
 
     def execute(self, context: Context) -> Any:
+        if self._poke_interval_from_config:
+            from airflow_delta_provider.config import poll_interval
+
+            self.poke_interval = poll_interval()
         if not self.deferrable:
             return super().execute(context)
         found = self.poke(context)
         if isinstance(found, PokeReturnValue) and found.is_done:
             return found.xcom_value
-        from airflow_delta_provider.config import poll_interval
-
         operations = to_list(self.operations, "operations")
         self.defer(
             trigger=DeltaTableVersionTrigger(
@@ -133,7 +145,7 @@ class DeltaTableVersionSensor(DeltaTableMixin, BaseSensorOperator):
                 data_changes_only=self.data_changes_only,
                 operations=operations or None,
                 partition_values=dict(self.partition_values) if self.partition_values else None,
-                poll_interval=self.poke_interval or poll_interval(),
+                poll_interval=self.poke_interval,
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout) if self.timeout else None,

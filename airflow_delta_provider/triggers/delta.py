@@ -60,7 +60,8 @@ class DeltaTableVersionTrigger(DeltaTableMixin, BaseEventTrigger):
     :param data_changes_only: ignore commits that change no data (OPTIMIZE, VACUUM ...).
     :param operations: only these operations (``WRITE``, ``MERGE``, ...).
     :param partition_values: only commits adding files to this partition (``{"ds": "2024-01-01"}``).
-    :param poll_interval: seconds between polls.
+    :param poll_interval: seconds between polls; default ``[delta] poll_interval`` (60), read by
+        the triggerer when the trigger runs.
     :raises ValueError: no table is named, the location carries credentials, a storage option
         holds a secret, or an argument is not of its kind.
     """
@@ -79,7 +80,7 @@ class DeltaTableVersionTrigger(DeltaTableMixin, BaseEventTrigger):
         data_changes_only: bool = False,
         operations: Sequence[str] | None = None,
         partition_values: Mapping[str, str | None] | None = None,
-        poll_interval: float = 60.0,
+        poll_interval: float | None = None,
     ) -> None:
         super().__init__()
         self._init_table(
@@ -94,7 +95,7 @@ class DeltaTableVersionTrigger(DeltaTableMixin, BaseEventTrigger):
         self.data_changes_only = to_bool(data_changes_only, "data_changes_only", strings=False)
         self.operations = to_list(operations, "operations") or None
         self.partition_values = dict(partition_values) if partition_values else None
-        self.poll_interval = to_seconds(poll_interval, "poll_interval")
+        self.poll_interval = None if poll_interval is None else to_seconds(poll_interval, "poll_interval")
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -112,6 +113,14 @@ class DeltaTableVersionTrigger(DeltaTableMixin, BaseEventTrigger):
                 "poll_interval": self.poll_interval,
             },
         )
+
+    def _poll_interval(self) -> float:
+        """The given interval, else ``[delta] poll_interval`` of the process running the trigger."""
+        if self.poll_interval is not None:
+            return self.poll_interval
+        from airflow_delta_provider.config import poll_interval
+
+        return poll_interval()
 
     def _filter(self) -> CommitFilter:
         return CommitFilter(
@@ -148,7 +157,7 @@ class DeltaTableVersionTrigger(DeltaTableMixin, BaseEventTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         hook = self.hook
-        interval = self.poll_interval
+        interval = self._poll_interval()
         table = await asyncio.to_thread(hook.get_table)
         cursor = await self._load_cursor()
         commit_filter = self._filter()
