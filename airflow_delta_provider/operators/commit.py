@@ -278,6 +278,7 @@ class DeltaCommitMixin(DeltaTableMixin):
     app_version: int | str | None
     user_metadata: str | None
     commit_tags: dict[str, str] | None
+    allow_empty_overwrite: bool
     log: Any
 
     @staticmethod
@@ -308,6 +309,7 @@ class DeltaCommitMixin(DeltaTableMixin):
         app_version: int | str | None,
         user_metadata: str | None,
         tags: Mapping[str, str] | None,
+        allow_empty_overwrite: bool = False,
     ) -> None:
         """Check and store the commit arguments (call after ``super().__init__``)."""
         self._init_table(
@@ -345,6 +347,7 @@ class DeltaCommitMixin(DeltaTableMixin):
         self.app_version = app_version
         self.user_metadata = user_metadata
         self.commit_tags = dict(tags) if tags else None
+        self.allow_empty_overwrite = to_bool(allow_empty_overwrite, "allow_empty_overwrite", strings=False)
 
     # --- the table -------------------------------------------------------------------------
 
@@ -389,6 +392,8 @@ class DeltaCommitMixin(DeltaTableMixin):
     ) -> CommitResult:
         """Commit the files with the core, recording the txn and the run identity."""
         tags = {**(self.commit_tags or {}), **identity.tags()}
+        # The core refuses an overwrite that removes data and adds nothing unless this is set.
+        opt_in: dict[str, Any] = {"allow_empty_overwrite": True} if self.allow_empty_overwrite else {}
         return table.commit_files(
             files,
             prefix=prefix,
@@ -404,6 +409,7 @@ class DeltaCommitMixin(DeltaTableMixin):
             partition_by=self.partition_by,
             properties=provider_table_properties(self.table_properties),
             max_attempts=_configured_max_attempts(),
+            **opt_in,
         )
 
     def _report(
@@ -527,6 +533,9 @@ class DeltaCommitOperator(DeltaCommitMixin, BaseOperator):
     :param app_version: Delta ``txnVersion``; default: see ``docs/idempotency.md``. (templated)
     :param user_metadata: commitInfo ``userMetadata``; default: the run identity as JSON. (templated)
     :param tags: extra commitInfo tags (the run identity is always added).
+    :param allow_empty_overwrite: let an ``overwrite`` (or ``replace_where``) that adds no file
+        remove the data it replaces. Default False: a ``files`` template rendering ``[]`` (or an
+        empty ``prefix``) with ``mode="overwrite"`` is refused instead of emptying the table.
 
     Returns (XCom): ``table_uri``, ``version``, ``skipped``, ``committed``, ``operation``, ``mode``,
     ``app_id``, ``app_version``, ``files``, ``rows``, ``bytes``, ``removed_files``, ``removed_bytes``.
@@ -555,6 +564,7 @@ class DeltaCommitOperator(DeltaCommitMixin, BaseOperator):
         app_version: int | str | None = None,
         user_metadata: str | None = None,
         tags: Mapping[str, str] | None = None,
+        allow_empty_overwrite: bool = False,
         **kwargs: Any,
     ) -> None:
         if (prefix is None) == (files is None):
@@ -578,6 +588,7 @@ class DeltaCommitOperator(DeltaCommitMixin, BaseOperator):
             app_version=app_version,
             user_metadata=user_metadata,
             tags=tags,
+            allow_empty_overwrite=allow_empty_overwrite,
         )
         validate(files, _to_files)
         self.prefix = prefix
