@@ -25,8 +25,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from airflow.sdk.exceptions import TaskDeferred
-from airflow.sdk.execution_time.context import OutletEventAccessors
-from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 
 from airflow_delta_provider.assets.delta import asset_event_extra, delta_table_asset, table_asset_uri
 from airflow_delta_provider.core import DeltaTable
@@ -45,7 +43,6 @@ from airflow_delta_provider.triggers.delta import DeltaTableVersionTrigger
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from pathlib import Path
 
 SCHEMA = pa.schema([("id", pa.int64()), ("ds", pa.string())])
 
@@ -113,20 +110,6 @@ def channels(caplog: pytest.LogCaptureFixture) -> Channels:
     return Channels()
 
 
-def context_for(op: Any, *, run_id: str = "manual__1", try_number: int = 1, **extra: Any) -> dict[str, Any]:
-    ti = RuntimeTaskInstance.model_construct(
-        id=uuid.uuid4(),
-        dag_id="secrets",
-        task_id=op.task_id,
-        run_id=run_id,
-        map_index=-1,
-        try_number=try_number,
-        max_tries=0,
-        task=op,
-    )
-    return {"ti": ti, "task": op, "outlet_events": OutletEventAccessors(), **extra}
-
-
 def connection(monkeypatch: pytest.MonkeyPatch, conn_id: str, **fields: Any) -> None:
     monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(fields))
 
@@ -149,6 +132,7 @@ def test_a_location_with_credentials_is_refused_everywhere_and_never_shown(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     caplog: pytest.LogCaptureFixture,
+    task_context: Callable[..., dict[str, Any]],
 ) -> None:
     secret = planted()
     uri = template.format(secret=secret)
@@ -191,11 +175,11 @@ def test_a_location_with_credentials_is_refused_everywhere_and_never_shown(
 
     # A template that renders it: the rendered fields are masked, the run refuses before any I/O.
     templated = DeltaVacuumOperator(task_id="v", table_uri="{{ params.table }}")
-    context = context_for(templated, params={"table": uri})
+    context = task_context(templated, params={"table": uri})
     templated.render_template_fields(context)
     channels.raises("vacuum of a rendered location", lambda: templated.execute(context), ValueError)
     maintenance = DeltaMaintenanceOperator(task_id="m", tables="{{ params.tables | tojson }}")
-    context = context_for(maintenance, params={"tables": [uri]})
+    context = task_context(maintenance, params={"tables": [uri]})
     maintenance.render_template_fields(context)
     failed = channels.raises(
         "maintenance of a rendered location", lambda: maintenance.execute({}), DeltaMaintenanceError
@@ -263,7 +247,7 @@ def test_a_secret_given_as_a_credential_reaches_no_output_on_s3(
     channels: Channels,
     capsys: pytest.CaptureFixture[str],
     caplog: pytest.LogCaptureFixture,
-    tmp_path: Path,
+    task_context: Callable[..., dict[str, Any]],
 ) -> None:
     import asyncio
 
@@ -274,18 +258,18 @@ def test_a_secret_given_as_a_credential_reaches_no_output_on_s3(
     # A commit: XCom, asset event, lineage, repr, the task log.
     put_parquet(s3_storage_options, s3_bucket, "lake/events/incoming/ds=2026-11-01/part-0.parquet", [1, 2])
     commit = DeltaCommitOperator(task_id="commit", prefix="incoming", partition_by=["ds"], **table)
-    context = context_for(commit)
+    context = task_context(commit)
     result = channels.add("commit XCom", commit.execute(context))
     assert (result["version"], result["rows"], result["table_uri"]) == (0, 2, uri)
     channels.add("asset event extra", context["outlet_events"][delta_table_asset(uri)].extra)
     channels.lineage("OpenLineage facets", commit.get_openlineage_facets_on_complete(None))
     channels.add("repr(operator)", repr(commit))
     channels.add("repr(hook)", repr(commit.hook))
-    retry = channels.add("skipped retry XCom", commit.execute(context_for(commit, try_number=2)))
+    retry = channels.add("skipped retry XCom", commit.execute(task_context(commit, try_number=2)))
     assert retry["skipped"]
     # A commit that fails.
     missing = DeltaCommitOperator(task_id="missing", prefix="not-there", **table)
-    channels.raises("failed commit", lambda: missing.execute(context_for(missing)))
+    channels.raises("failed commit", lambda: missing.execute(task_context(missing)))
 
     # The hook's Test button, for a table that is there and for one that is not.
     hook = DeltaTableHook(

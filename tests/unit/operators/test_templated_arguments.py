@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import os
 import time
-import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from airflow.sdk.execution_time.context import OutletEventAccessors
-from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 from deltalake import PostCommitHookProperties, write_deltalake
 
 from airflow_delta_provider.core import DeltaTable
@@ -83,20 +80,6 @@ def state(root: str) -> tuple[int, list[str], list[str], dict[str, tuple[int, in
         sorted(p.name for p in (Path(root) / "_delta_log").iterdir()),
         tree,
     )
-
-
-def context_for(op: Any, value: Any) -> dict[str, Any]:
-    ti = RuntimeTaskInstance.model_construct(
-        id=uuid.uuid4(),
-        dag_id="d",
-        task_id=op.task_id,
-        run_id="manual__1",
-        map_index=-1,
-        try_number=1,
-        max_tries=0,
-        task=op,
-    )
-    return {"ti": ti, "task": op, "outlet_events": OutletEventAccessors(), "params": {"value": value}}
 
 
 #: (operator built on a table with one argument templated, the argument's name)
@@ -204,12 +187,12 @@ CASES = [
 
 @pytest.mark.parametrize(("key", "value"), CASES, ids=[f"{k}={v!r}" for k, v in CASES])
 def test_a_bad_rendered_value_is_refused_and_the_table_is_unchanged(
-    tmp_path: Path, key: str, value: str
+    tmp_path: Path, key: str, value: str, task_context: Callable[..., dict[str, Any]]
 ) -> None:
     root = busy_table(tmp_path / "t")
     factory, argument = OPERATORS[key]
     op = factory(root)
-    context = context_for(op, value)
+    context = task_context(op, params={"value": value})
     op.render_template_fields(context)
     before = state(root)
     runner = op.poke if isinstance(op, DeltaTableVersionSensor) else op.execute
@@ -221,10 +204,12 @@ def test_a_bad_rendered_value_is_refused_and_the_table_is_unchanged(
 
 
 @pytest.mark.parametrize("value", ["false", "False", "no", "0", "off"])
-def test_every_unambiguous_false_is_a_real_run(tmp_path: Path, value: str) -> None:
+def test_every_unambiguous_false_is_a_real_run(
+    tmp_path: Path, value: str, task_context: Callable[..., dict[str, Any]]
+) -> None:
     """The other side of the rule: a real false deletes (so the refusals above are what kept the files)."""
     root = busy_table(tmp_path / "t")
     op = DeltaVacuumOperator(task_id="o", table_uri=root, dry_run=TEMPLATE)
-    op.render_template_fields(context_for(op, value))
+    op.render_template_fields(task_context(op, params={"value": value}))
     # The 11 replaced files and the uncommitted landing file.
     assert op.execute({})["num_files"] == 12
