@@ -3,8 +3,9 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+SOURCES := airflow_delta_provider tests benchmarks scripts dags_examples
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint typecheck bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -15,12 +16,16 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) scripts/demo.py
 
-test: $(STAMP)
+# The whole suite: lint and type checks first (fast), then every test tier.
+test: lint typecheck
 	$(PY) -m pytest
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check airflow_delta_provider tests benchmarks scripts
-	$(VENV)/bin/ruff format --check airflow_delta_provider tests benchmarks scripts
+	$(VENV)/bin/ruff check $(SOURCES)
+	$(VENV)/bin/ruff format --check $(SOURCES)
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
 
 bench: $(STAMP)
 	$(PY) benchmarks/generate.py

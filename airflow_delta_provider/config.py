@@ -30,26 +30,27 @@ def _get(option: str, fallback: str = "") -> str:
 
 
 def poll_interval() -> float:
-    """``[delta] poll_interval``: seconds between polls of sensors and triggers (default 60)."""
-    raw = _get("poll_interval", str(DEFAULT_POLL_INTERVAL))
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"[delta] poll_interval={raw!r} is not a number of seconds.") from None
-    if value <= 0:
-        raise ValueError(f"[delta] poll_interval={raw!r} must be positive.")
-    return value
+    """``[delta] poll_interval``: seconds between polls of sensors and triggers (default 60).
+
+    It applies wherever the task does not set its own: a sensor without ``poke_interval``, a
+    trigger without ``poll_interval``.
+    """
+    from airflow_delta_provider.utils.coercion import to_seconds
+
+    return to_seconds(_get("poll_interval", str(DEFAULT_POLL_INTERVAL)), "[delta] poll_interval")
 
 
 def max_commit_attempts() -> int:
     """``[delta] max_commit_attempts``: commit attempts when concurrent writers keep winning."""
-    raw = _get("max_commit_attempts", str(DEFAULT_MAX_COMMIT_ATTEMPTS))
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"[delta] max_commit_attempts={raw!r} is not an integer.") from None
-    if value < 1:
-        raise ValueError(f"[delta] max_commit_attempts={raw!r} must be at least 1.")
+    from airflow_delta_provider.utils.coercion import to_int
+
+    value = to_int(
+        _get("max_commit_attempts", str(DEFAULT_MAX_COMMIT_ATTEMPTS)),
+        "[delta] max_commit_attempts",
+        minimum=1,
+        optional=False,
+    )
+    assert value is not None  # not optional: to_int raised otherwise
     return value
 
 

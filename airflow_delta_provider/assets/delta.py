@@ -13,14 +13,15 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import Asset
 
 from airflow_delta_provider.core.paths import TablePath
-from airflow_delta_provider.core.redaction import split_credentials
+from airflow_delta_provider.utils.coercion import is_deferred
+from airflow_delta_provider.utils.secrets import credential_free
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from airflow_delta_provider.core.transaction import CommitResult
 
-__all__ = ["asset_event_extra", "delta_table_asset", "is_template", "table_asset_uri"]
+__all__ = ["asset_event_extra", "delta_table_asset", "table_asset_uri"]
 
 #: The metrics of a commit that go into an asset event's extra (the commit's XCom has them all).
 _EVENT_METRICS = (
@@ -32,29 +33,25 @@ _EVENT_METRICS = (
 )
 
 
-def is_template(value: Any) -> bool:
-    """Whether a string is a Jinja template, only known when the task runs."""
-    return isinstance(value, str) and ("{{" in value or "{%" in value)
-
-
 def table_asset_uri(table_uri: str) -> str:
     """The asset URI of a table: its normalised storage URI, without credentials.
 
     A local path becomes ``file:///abs/path``; ``s3a://`` and ``s3n://`` become ``s3://``;
-    a trailing slash is dropped; a ``user:password@`` part is removed, so a secret written
-    into a location never reaches the metadata database.
+    a trailing slash is dropped; credentials (a ``user:password@`` part, any userinfo on S3 and
+    GCS) are removed before the location is looked at, so a secret written into a location
+    never reaches the metadata database.
 
     :param table_uri: the table root as the user writes it.
     :raises ValueError: the location is empty or is itself a template (render it first).
     """
-    if is_template(table_uri):
+    if is_deferred(table_uri):
         raise ValueError(
             f"The table location {table_uri!r} is a template, known only when the task runs; an asset "
             f"must be known when the DAG is parsed. Give a literal table_uri, or pass "
             f"outlets=[AssetAlias(...)] and the operator attaches the rendered table to the alias."
         )
-    location, _ = split_credentials(table_uri.strip())
-    return TablePath.parse(location).uri
+    # A bare ``name@`` on Azure (``container@account``) is part of the location and stays.
+    return TablePath.parse(credential_free(table_uri.strip())).uri
 
 
 def delta_table_asset(table_uri: str, *, name: str | None = None, **kwargs: Any) -> Asset:

@@ -977,7 +977,7 @@ def _check_add(p: Mapping[str, Any]) -> None:
         and type(p.get("dataChange")) is bool
         and type(values) is dict
     )
-    if plain:
+    if plain and values is not None:
         for value in values.values():
             if value is not None and type(value) is not str:
                 plain = False

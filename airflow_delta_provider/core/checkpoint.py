@@ -839,8 +839,8 @@ def _leaf_paths(schema: pa.Schema) -> list[str]:
 def _put(storage: LogStore, name: str, data: pa.Buffer) -> int:
     """Write ``_delta_log/<name>`` whole (atomically on local and S3); returns its size."""
     payload = memoryview(data) if storage.is_local else data.to_pybytes()
-    storage.put(storage.log_path(name), payload)  # type: ignore[arg-type]
-    return data.size
+    storage.put(storage.log_path(name), payload)
+    return int(data.size)
 
 
 # --- writers ------------------------------------------------------------------------------

@@ -91,9 +91,9 @@ class CleanupResult:
     :param cutoff: log files last modified at or before this time may go (a UTC midnight).
     :param retention: the log retention used and where it came from.
     :param dry_run: True when nothing was deleted, only planned.
-    :param files: the deleted (planned) names, relative to ``_delta_log``
-        (``_sidecars/<name>``, ``_staged_commits/<name>`` for those), expired temp files of
-        killed writers (``.<name>.<uuid>.tmp``) included.
+    :param files: absolute URIs of the files deleted (or to delete), as in ``VacuumResult``:
+        commits, checkpoints and ``.crc`` files of ``_delta_log``, sidecars and staged commits
+        below it, expired temp files of killed writers (``.<name>.<uuid>.tmp``) included.
     :param num_bytes: their total size.
     :param earliest_retained_version: the oldest version that can still be loaded after the
         cleanup (None when the log holds no commit).
@@ -331,10 +331,10 @@ def cleanup_logs(snapshot: Snapshot, options: CleanupOptions | None = None) -> C
     if v2 and any(f.is_checkpoint for f in plan.expired):
         doomed += _unreferenced_sidecars(storage, sidecars, remaining, cutoff_ms)
     doomed += temps
-    names = _names_inside_log(storage, doomed)
+    uris = _uris_inside_log(storage, doomed)
     result = dataclasses.replace(
         result,
-        files=names,
+        files=uris,
         num_bytes=sum(f.size for f in doomed),
         earliest_retained_version=earliest_reconstructable(remaining),
         checkpoint_version=plan.checkpoint_version,
@@ -459,7 +459,7 @@ def _delete_planned(
     if not doomed:
         return result
     result = dataclasses.replace(
-        result, files=_names_inside_log(storage, doomed), num_bytes=sum(f.size for f in doomed)
+        result, files=_uris_inside_log(storage, doomed), num_bytes=sum(f.size for f in doomed)
     )
     if not result.dry_run:
         log.info("Deleting %d expired temp file(s) of killed writers in the log of %s.", len(doomed), uri)
@@ -467,20 +467,18 @@ def _delete_planned(
     return result
 
 
-def _names_inside_log(storage: LogStore, doomed: Iterable[FileInfo]) -> list[str]:
-    """The names relative to ``_delta_log``; refuses (before any delete) a path outside it."""
-    prefix = storage.log_dir + "/"
-    cut = len(prefix)
-    names = []
+def _uris_inside_log(storage: LogStore, doomed: Iterable[FileInfo]) -> list[str]:
+    """The URIs of files inside ``_delta_log``; refuses (before any delete) a path outside it."""
+    log_dir = storage.log_dir
+    uris = []
     for info in doomed:
-        path = info.path
-        relative = path[cut:]
-        if not path.startswith(prefix) or ".." in relative:
+        relative = info.path[len(log_dir) + 1 :] if info.path.startswith(log_dir + "/") else None
+        if not relative or any(part in ("", ".", "..") for part in relative.split("/")):
             raise InvalidPathError(
-                f"Refusing log cleanup: {path} is not inside {storage.log_dir}; nothing was deleted."
+                f"Refusing log cleanup: {info.path} is not inside {log_dir}; nothing was deleted."
             )
-        names.append(relative)
-    return names
+        uris.append(storage.to_uri(info.path))
+    return uris
 
 
 def _as_datetime(now: datetime | int | None) -> datetime:

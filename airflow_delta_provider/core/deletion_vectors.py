@@ -185,7 +185,7 @@ def z85_decode(text: str, size: int | None = None) -> bytes:
     values = (codes.reshape(-1, 5).astype(np.uint64) * _Z85_POWERS).sum(axis=1, dtype=np.uint64)
     if values.size and int(values.max()) > 0xFFFFFFFF:
         raise DeletionVectorError(f"Invalid Z85 text (a block exceeds 32 bits): {text!r}")
-    decoded = values.astype(">u4").tobytes()
+    decoded: bytes = values.astype(">u4").tobytes()
     if size is None:
         return decoded
     if size < 0 or size > len(decoded):

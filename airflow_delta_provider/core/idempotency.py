@@ -37,8 +37,8 @@ def check_app_arguments(app_id: str | None, app_version: int | None) -> None:
             "Invalid options for idempotent writes: both app_id and app_version must be given (Delta's "
             "txnAppId and txnVersion), or neither."
         )
-    if app_id is not None:
-        Transaction(app_id, app_version).validate()  # type: ignore[arg-type]
+    if app_id is not None and app_version is not None:
+        Transaction(app_id, app_version).validate()
 
 
 MAX_TXN_PROBES = 16

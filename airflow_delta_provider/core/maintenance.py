@@ -130,9 +130,9 @@ def checkpoint_due(snapshot: Snapshot, config: TableConfig | None = None) -> Che
     """Whether a checkpoint of ``snapshot`` is due under Delta's interval.
 
     :param snapshot: the table's latest snapshot.
-    :param config: its configuration (default: its properties without provider defaults).
+    :param config: its configuration (default: the snapshot's, provider defaults included).
     """
-    config = config if config is not None else TableConfig(snapshot.properties)
+    config = config if config is not None else snapshot.config
     interval = config.checkpoint_interval
     version = snapshot.version
     last = snapshot.segment.checkpoint_version

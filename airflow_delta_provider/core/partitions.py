@@ -227,7 +227,8 @@ def serialize_partition_value(value: Any, delta_type: str) -> str | None:
     if value is None:
         return None
     try:
-        return _SERIALIZERS[kind.name](value, kind)
+        serialized: str = _SERIALIZERS[kind.name](value, kind)
+        return serialized
     except (TypeError, ValueError, InvalidOperation, OverflowError) as exc:
         raise SchemaError(
             f"Cannot write {value!r} as a partition value of type {delta_type}: {exc}"

@@ -19,11 +19,12 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterator
 
 __all__ = [
     "REDACTED",
@@ -34,6 +35,7 @@ __all__ = [
     "redact",
     "register_secret",
     "register_secrets_in",
+    "sensitive_options",
     "split_credentials",
 ]
 
@@ -133,13 +135,19 @@ def register_secret(value: Any) -> None:
         _secrets_pattern = re.compile("|".join(re.escape(s) for s in ordered))
 
 
+def sensitive_options(options: Mapping[str, Any] | None, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """The (dotted name, value) of every option named like a secret that holds a value, nested ones too."""
+    for name, value in (options or {}).items():
+        if isinstance(value, Mapping):
+            yield from sensitive_options(value, f"{prefix}{name}.")
+        elif is_sensitive_option(name) and value not in (None, ""):
+            yield f"{prefix}{name}", value
+
+
 def register_secrets_in(options: Mapping[str, Any] | None) -> None:
     """Register the values of every sensitive option, nested mappings included."""
-    for name, value in (options or {}).items():
-        if isinstance(value, dict):
-            register_secrets_in(value)
-        elif is_sensitive_option(name):
-            register_secret(value if isinstance(value, str) else None)
+    for _name, value in sensitive_options(options):
+        register_secret(value if isinstance(value, str) else None)
 
 
 def _redact_uris(text: str) -> str:

@@ -143,7 +143,8 @@ class CommitActions:
     def commit_info(self) -> dict[str, Any] | None:
         for action in self.actions:
             if "commitInfo" in action:
-                return action["commitInfo"]
+                info: dict[str, Any] | None = action["commitInfo"]
+                return info
         return None
 
     def line_of(self, action_index: int) -> int:
@@ -212,7 +213,8 @@ def _parse_batch(lines: list[bytes]) -> list[dict[str, Any]] | None:
         return None
     if len(parsed) != len(lines) or not all(isinstance(a, dict) for a in parsed):
         return None
-    return parsed
+    actions: list[dict[str, Any]] = parsed
+    return actions
 
 
 def _checked(
@@ -511,7 +513,7 @@ def _file_row(parquet: pq.ParquetFile, groups: list[int], valid: pa.ChunkedArray
     sizes = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
     for group in groups:
         if position < sizes[group]:
-            return sum(sizes[:group]) + position + 1
+            return int(sum(sizes[:group])) + position + 1
         position -= sizes[group]
     return position + 1
 
@@ -530,7 +532,7 @@ _ACTION_COLUMNS: dict[str, str | None] = {
 
 
 def _is_text(data_type: pa.DataType) -> bool:
-    return pa.types.is_string(data_type) or pa.types.is_large_string(data_type)
+    return bool(pa.types.is_string(data_type) or pa.types.is_large_string(data_type))
 
 
 def _check_checkpoint_schema(schema: pa.Schema, uri: str) -> None:
@@ -586,7 +588,7 @@ def _all_null(row_group: pq.RowGroupMetaData, column: int) -> bool:
     stats = row_group.column(column).statistics
     if stats is None or not stats.has_null_count:
         return False
-    return stats.null_count >= row_group.num_rows
+    return bool(stats.null_count >= row_group.num_rows)
 
 
 def _open_parquet(storage: LogStore, path: str) -> pq.ParquetFile:
@@ -807,7 +809,7 @@ def _first_bad_file_row(flat: pa.Table, kind: str) -> tuple[int, str] | None:
     for name in _REQUIRED_FILE_FIELDS[kind]:
         values = flat.column(name)
         if values.null_count:
-            return _first_index(pc.is_null(values)), f"{kind}.{name} is null"
+            return _index_of(pc.is_null(values)), f"{kind}.{name} is null"
     paths = flat.column("path")
     empty = _first_index(pc.equal(pc.binary_length(paths), 0))
     if empty is not None:
@@ -815,7 +817,7 @@ def _first_bad_file_row(flat: pa.Table, kind: str) -> tuple[int, str] | None:
     sizes = flat.column("size")
     smallest = pc.min(sizes).as_py()
     if smallest is not None and smallest < 0:
-        index = _first_index(pc.less(sizes, 0))
+        index = _index_of(pc.less(sizes, 0))
         return index, f"{kind}.size is {sizes[index].as_py()}; it must not be negative"
     if _may_climb(paths):
         for index, path in enumerate(paths.to_pylist()):
@@ -859,8 +861,16 @@ def _first_bad_deletion_vector(dvs: pa.ChunkedArray, kind: str) -> tuple[int, st
 
 def _first_index(mask: pa.ChunkedArray | pa.Array) -> int | None:
     """The first position where ``mask`` is true, or None."""
-    index = pc.index(mask, True).as_py()
+    index = int(pc.index(mask, True).as_py())
     return index if index >= 0 else None
+
+
+def _index_of(mask: pa.ChunkedArray | pa.Array) -> int:
+    """The first position where ``mask`` is true, which the caller knows exists."""
+    index = _first_index(mask)
+    if index is None:
+        raise AssertionError("no true value in a mask known to hold one")
+    return index
 
 
 def _may_climb(strings: pa.ChunkedArray | pa.Array) -> bool:
@@ -1017,7 +1027,8 @@ def _any_needs_canonical(paths: pa.ChunkedArray) -> bool:
         raw = data.tobytes()
         if b"%" in raw or b":" in raw:
             return True
-        starts = offsets[:-1][offsets[1:] > offsets[:-1]] - offsets[0]
+        ends, begins = np.asarray(offsets[1:]), np.asarray(offsets[:-1])
+        starts = begins[ends > begins] - offsets[0]
         if (data[starts] == ord("/")).any():
             return True
     return False

@@ -366,9 +366,9 @@ def physical_name(field: pa.Field) -> str:
     """
     raw = (field.metadata or {}).get(COLUMN_MAPPING_PHYSICAL_NAME_KEY.encode())
     if raw is None:
-        return field.name
+        return str(field.name)
     value = _metadata_value(raw)
-    return value if isinstance(value, str) else str(value)
+    return str(value)
 
 
 def physical_name_map(schema: pa.Schema) -> dict[str, str]:
@@ -476,7 +476,7 @@ def _logical_names(data_type: pa.DataType, logical_type: pa.DataType) -> pa.Data
     """``data_type`` (named physically) with the struct field names of ``logical_type``."""
     types = pa.types
     if types.is_struct(data_type) and types.is_struct(logical_type):
-        by_physical = {}
+        by_physical: dict[str, pa.Field] = {}
         for i in range(logical_type.num_fields):
             child = logical_type.field(i)
             by_physical.setdefault(physical_name(child), child)

@@ -255,7 +255,7 @@ class Snapshot:
         return pa.table(typed.flatten(), names=self.partition_columns) if fields else pa.table({})
 
     def num_files(self) -> int:
-        return self._file_state.adds.num_rows
+        return int(self._file_state.adds.num_rows)
 
     def replay(self, *, tombstones: bool = False, now_ms: int | None = None) -> FileState:
         """The reconciled file actions (Arrow, the log's column names), with the unexpired

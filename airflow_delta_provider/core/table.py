@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
     import fsspec
     import pyarrow as pa
+    from _typeshed import DataclassInstance
 
     from airflow_delta_provider.core.checkpoint import CheckpointResult
     from airflow_delta_provider.core.cleanup import CleanupResult
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 
 log = get_logger(__name__)
 
-T = TypeVar("T")
+T = TypeVar("T", bound="DataclassInstance")
 
 
 class DeltaTable:
@@ -316,7 +317,7 @@ class DeltaTable:
 
 def _options(kind: type[T], options: Mapping[str, Any]) -> T:
     """``kind(**options)``, naming every accepted option when one is unknown."""
-    accepted = {f.name for f in dataclasses.fields(kind)}  # type: ignore[arg-type]
+    accepted = {f.name for f in dataclasses.fields(kind)}
     unknown = sorted(set(options) - accepted)
     if unknown:
         raise TypeError(

@@ -333,7 +333,7 @@ class TableConfig:
         return self._configured(name)
 
     def _configured(self, name: str) -> Setting[Any]:
-        cache = self.__dict__.setdefault("_cache", {})
+        cache: dict[str, Setting[Any]] = self.__dict__.setdefault("_cache", {})
         if name in cache:
             return cache[name]
         spec = PROPERTIES[name]

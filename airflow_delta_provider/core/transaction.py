@@ -236,7 +236,7 @@ def run_post_commit_hooks(commit: LandedCommit, hooks: Sequence[PostCommitHook])
 
 def _describe(err: BaseException) -> str:
     """``Type: message``, with the chain of causes (what a WARNING line needs to be acted on)."""
-    parts = []
+    parts: list[str] = []
     seen: set[int] = set()
     current: BaseException | None = err
     while current is not None and id(current) not in seen and len(parts) < 4:
@@ -451,8 +451,8 @@ class OptimisticTransaction:
         # The commit file is in place: from here on nothing may turn the commit into a failure.
         result = self._result(version, operation, metrics, actions, attempts, committed=True)
         log.info("Committed %s to %s at version %d.", operation, self.store.root_uri, version)
-        landed = LandedCommit(self.store, version, protocol, metadata)
-        errors = run_post_commit_hooks(landed, [self._checksum_hook(actions, ict), *self.post_commit_hooks])
+        commit = LandedCommit(self.store, version, protocol, metadata)
+        errors = run_post_commit_hooks(commit, [self._checksum_hook(actions, ict), *self.post_commit_hooks])
         return dataclasses.replace(result, post_commit_errors=errors) if errors else result
 
     # --- helpers ----------------------------------------------------------------------
@@ -526,7 +526,7 @@ class OptimisticTransaction:
             info = commit.commit_info if commit is not None else None
         except DeltaError:
             return False
-        return bool(info) and info.get("txnId") == self.txn_id
+        return info is not None and bool(info) and info.get("txnId") == self.txn_id
 
     def _commit_ict(self, version: int) -> int | None:
         try:

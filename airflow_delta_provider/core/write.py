@@ -172,11 +172,11 @@ def commit_files(
         max_attempts=max_attempts,
         post_commit_hooks=post_commit_hooks,
     )
-    if app_id is not None and snapshot is not None:
+    if app_id is not None and app_version is not None and snapshot is not None:
         # The hot path of a retry: protocol, metadata and txns only, never the file list.
         current = transaction.app_transaction_version(app_id)
-        if current is not None and current >= app_version:  # type: ignore[operator]
-            return already_committed_result(snapshot, app_id, app_version, current)  # type: ignore[arg-type]
+        if current is not None and current >= app_version:
+            return already_committed_result(snapshot, app_id, app_version, current)
 
     if snapshot is not None:
         # Refuse a table this core cannot write before looking at a single file.
@@ -251,8 +251,8 @@ def commit_files(
         assert metadata is not None
         actions.append(dataclasses.replace(metadata, schema_string=schema_to_delta_json(new_schema)))
         log.info("Merging new columns into the schema of %s.", store.root_uri)
-    if app_id is not None:
-        actions.append(Transaction(app_id, app_version, last_updated=now))  # type: ignore[arg-type]
+    if app_id is not None and app_version is not None:
+        actions.append(Transaction(app_id, app_version, last_updated=now))
 
     removes: list[RemoveFile] = []
     predicate = None
@@ -385,9 +385,10 @@ def _typed_partition_table(
     for column in columns:
         field = schema.field(column)
         delta_type = arrow_type_to_delta(field.type)
+        if not isinstance(delta_type, str):  # create_table refuses nested partition columns
+            raise SchemaError(f"Partition column {column!r} has the nested type {field.type}.")
         arrays[column] = pa.array(
-            [parse_partition_value(v[column], delta_type, column=column) for v in values],
-            field.type,  # type: ignore[arg-type]
+            [parse_partition_value(v[column], delta_type, column=column) for v in values], field.type
         )
     return pa.table(arrays)
 

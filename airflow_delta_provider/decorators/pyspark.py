@@ -34,7 +34,9 @@ if TYPE_CHECKING:
 __all__ = ["delta_pyspark_task"]
 
 
-class _DeltaPySparkDecoratedOperator(DecoratedOperator, DeltaPySparkOperator):
+# Airflow types op_kwargs differently in DecoratedOperator and PythonOperator; its own
+# @task.pyspark inherits the same pair.
+class _DeltaPySparkDecoratedOperator(DecoratedOperator, DeltaPySparkOperator):  # type: ignore[misc]
     """The operator behind ``@task.delta_pyspark``."""
 
     custom_operator_name = "@task.delta_pyspark"
@@ -60,6 +62,7 @@ class _DeltaPySparkDecoratedOperator(DecoratedOperator, DeltaPySparkOperator):
             p.replace(default=None) if p.name in SPARK_CONTEXT_KEYS else p
             for p in signature.parameters.values()
         ]
+        # Functions take attributes; typeshed's FunctionType does not declare __signature__.
         python_callable.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
         super().__init__(
             kwargs_to_upstream=kwargs_to_upstream,

@@ -7,24 +7,35 @@ Credentials come from the storage connection through Airflow's object-storage
 filesystems (``airflow.sdk.io.get_fs``), so they are never part of task arguments, logs,
 XCom, commitInfo or error messages. For ``s3://`` without the amazon provider installed,
 an ``aws`` connection's key, secret, region and endpoint are handed to s3fs directly.
+
+Every secret the hook sees (storage options and connection extras named like secrets,
+connection passwords) is registered for redaction (:mod:`airflow_delta_provider.utils.secrets`),
+and a location carrying credentials (``s3://KEY:SECRET@bucket/t``) is refused before it is used.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
 from airflow.sdk import BaseHook
 
 from airflow_delta_provider.core.paths import TablePath
+from airflow_delta_provider.utils.secrets import (
+    credential_free,
+    describe_error,
+    mask_connection,
+    mask_options,
+    mask_uri,
+    refuse_credentials,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     import fsspec
 
+    from airflow_delta_provider.core.create import CreateMode
     from airflow_delta_provider.core.table import DeltaTable
 
 _SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3", "local": "file"}
@@ -55,13 +66,24 @@ class DeltaTableHook(BaseHook):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        if storage_options is not None and not isinstance(storage_options, Mapping):
+            raise ValueError(
+                f"storage_options must be a mapping of fsspec options, got {type(storage_options).__name__}."
+            )
         self.delta_conn_id = delta_conn_id
         self._table_uri = table_uri
         self._storage_conn_id = storage_conn_id
         self._storage_options = dict(storage_options or {})
+        mask_options(self._storage_options)
+        mask_uri(table_uri)
 
     def __repr__(self) -> str:
-        return f"DeltaTableHook(delta_conn_id={self.delta_conn_id!r}, table_uri={self.table_uri!r})"
+        # No I/O: the connection's location is shown once it has been read.
+        if "_settings" in self.__dict__:
+            uri: str | None = self.table_uri
+        else:
+            uri = credential_free(self._table_uri) if self._table_uri else None
+        return f"DeltaTableHook(delta_conn_id={self.delta_conn_id!r}, table_uri={uri!r})"
 
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
@@ -84,8 +106,10 @@ class DeltaTableHook(BaseHook):
         options: dict[str, Any] = {}
         if self.delta_conn_id:
             conn = self.get_connection(self.delta_conn_id)
+            mask_connection(conn)
             extra = conn.extra_dejson or {}
             uri = uri or extra.get("table_uri") or conn.host
+            mask_uri(uri)
             storage_conn_id = storage_conn_id or extra.get("storage_conn_id")
             raw = extra.get("storage_options") or {}
             if isinstance(raw, str):
@@ -96,6 +120,12 @@ class DeltaTableHook(BaseHook):
                         f"The storage_options extra of connection {self.delta_conn_id!r} is not a JSON "
                         f"object."
                     ) from None
+            if not isinstance(raw, Mapping):
+                raise ValueError(
+                    f"The storage_options extra of connection {self.delta_conn_id!r} must be a JSON object, "
+                    f"got {type(raw).__name__}."
+                )
+            mask_options(raw)
             options.update(raw)
         options.update(self._storage_options)
         if not uri:
@@ -110,17 +140,23 @@ class DeltaTableHook(BaseHook):
         """The table's storage URI, without credentials (safe to log and to use as an asset URI)."""
         if self._table_uri is None and not self.delta_conn_id:
             return ""
+        # Only user:password@ (any userinfo on S3/GCS) is a credential; abfss://container@account stays.
+        return credential_free(self._settings[0])
+
+    def _location(self) -> str:
+        """The location to open: refused when it carries credentials (they belong in a connection)."""
         uri = self._settings[0]
-        parts = urlsplit(uri)
-        # Only user:password@ is a credential; abfss://container@account is a location.
-        if parts.scheme and "@" in parts.netloc and ":" in parts.netloc.rsplit("@", 1)[0]:
-            uri = urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+        source = (
+            "table_uri" if self._table_uri else f"the table location of connection {self.delta_conn_id!r}"
+        )
+        refuse_credentials(uri, argument=source, owner="DeltaTableHook")
         return uri
 
     @cached_property
     def filesystem(self) -> fsspec.AbstractFileSystem | None:
         """The fsspec filesystem built from the storage connection, or None (options only)."""
-        uri, storage_conn_id, options = self._settings
+        uri = self._location()
+        _, storage_conn_id, options = self._settings
         if not storage_conn_id:
             return None
         scheme = TablePath.parse(uri).scheme
@@ -135,14 +171,17 @@ class DeltaTableHook(BaseHook):
                     f"No Airflow filesystem is registered for {scheme}:// (connection {storage_conn_id!r}); "
                     f"install the Airflow provider for that storage."
                 ) from None
-        return _s3fs_from_aws_connection(self.get_connection(storage_conn_id), options)
+        conn = self.get_connection(storage_conn_id)
+        mask_connection(conn)
+        return _s3fs_from_aws_connection(conn, options)
 
     def get_table(self) -> DeltaTable:
         """The core table, with the connection's credentials (no I/O yet)."""
         from airflow_delta_provider.config import retention_defaults
         from airflow_delta_provider.core.table import DeltaTable
 
-        uri, _, options = self._settings
+        uri = self._location()
+        options = self._settings[2]
         filesystem = self.filesystem
         return DeltaTable(
             uri,
@@ -157,7 +196,7 @@ class DeltaTableHook(BaseHook):
         partition_by: tuple[str, ...] | list[str] = (),
         properties: Mapping[str, Any] | None = None,
         *,
-        mode: str = "error",
+        mode: CreateMode = "error",
         **kwargs: Any,
     ) -> DeltaTable:
         """Create the table (see :meth:`DeltaTable.create`), with the provider's default txn retention."""
@@ -168,14 +207,15 @@ class DeltaTableHook(BaseHook):
         txn_retention = retention_defaults().get("delta.setTransactionRetentionDuration")
         if txn_retention:
             props.setdefault("delta.setTransactionRetentionDuration", txn_retention)
-        uri, _, options = self._settings
+        uri = self._location()
+        options = self._settings[2]
         filesystem = self.filesystem
         return DeltaTable.create(
             uri,
             schema,
             partition_by,
             props,
-            mode=mode,  # type: ignore[arg-type]
+            mode=mode,
             storage_options=None if filesystem is not None else options,
             filesystem=filesystem,
             **kwargs,
@@ -186,7 +226,11 @@ class DeltaTableHook(BaseHook):
         try:
             version = self.get_table().version()
         except Exception as err:
-            return False, f"Cannot read the Delta table at {self.table_uri}: {type(err).__name__}: {err}"
+            try:
+                where = f" at {self.table_uri}"
+            except Exception:  # the location itself could not be resolved; the error says why
+                where = ""
+            return False, f"Cannot read the Delta table{where}: {describe_error(err)}"
         return True, f"Delta table at {self.table_uri} is at version {version}."
 
 

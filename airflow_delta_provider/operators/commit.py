@@ -24,28 +24,33 @@ Users with their own sequencing pass ``app_id`` / ``app_version`` (templated). T
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import AssetAlias, BaseOperator
 
-from airflow_delta_provider.assets.delta import (
-    asset_event_extra,
-    delta_table_asset,
-    is_template,
-    table_asset_uri,
+from airflow_delta_provider.assets.delta import asset_event_extra, delta_table_asset, table_asset_uri
+from airflow_delta_provider.utils.coercion import (
+    LONG_MAX,
+    is_deferred,
+    to_bool,
+    to_choice,
+    to_int,
+    to_list,
+    to_text,
+    validate,
 )
+from airflow_delta_provider.utils.mixins import DeltaTableMixin, delta_template_fields
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     import pyarrow as pa
     from airflow.sdk import Context
 
     from airflow_delta_provider.core.snapshot import Snapshot
     from airflow_delta_provider.core.table import DeltaTable
     from airflow_delta_provider.core.transaction import CommitResult
-    from airflow_delta_provider.hooks.delta import DeltaTableHook
 
 __all__ = [
     "DEFAULT_SET_TRANSACTION_RETENTION",
@@ -110,7 +115,7 @@ class RunIdentity:
         map_index = getattr(ti, "map_index", -1)
         logical_date = context.get("logical_date")
         return cls(
-            logical_date=logical_date.isoformat() if hasattr(logical_date, "isoformat") else None,
+            logical_date=logical_date.isoformat() if logical_date is not None else None,
             dag_id=str(ti.dag_id),
             task_id=str(ti.task_id),
             run_id=str(ti.run_id),
@@ -164,61 +169,27 @@ def default_app_version(identity: RunIdentity, mode: str) -> int:
 
 # --- argument checks ---------------------------------------------------------------------
 
-
-def _deferred(value: Any) -> bool:
-    """Whether a value is only known at run time (Jinja, an XComArg); such values are checked then."""
-    return is_template(value) or callable(getattr(value, "resolve", None))
+#: What an app_version is, for its errors.
+_TXN_VERSION = "a Delta txnVersion (a non-negative integer, stored as a signed 64-bit long)"
 
 
 def _to_mode(value: Any) -> str:
-    text = value.strip().lower() if isinstance(value, str) else value
-    if text not in MODES:
-        raise ValueError(f"mode must be 'append' or 'overwrite', got {value!r}.")
-    return text
+    return to_choice(value, "mode", MODES, expected="'append' or 'overwrite'")
 
 
 def _to_app_version(value: Any) -> int | None:
-    """A txnVersion from an int or a rendered template (``"42"``); None or ``""`` for the default."""
-    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
-        return None
-    if isinstance(value, bool):
-        raise ValueError(f"app_version must be a non-negative integer, got {value!r}.")
-    try:
-        number = int(value.strip()) if isinstance(value, str) else int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"app_version must be a non-negative integer, got {value!r}.") from None
-    if number < 0 or (not isinstance(value, str) and number != value):
-        raise ValueError(f"app_version must be a non-negative integer, got {value!r}.")
-    return number
+    """A txnVersion from an int or a rendered template (``"42"``); None (or ``"None"``) for the default."""
+    return to_int(value, "app_version", minimum=0, maximum=LONG_MAX, meaning=_TXN_VERSION)
 
 
 def _to_app_id(value: Any) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise ValueError(f"app_id must be a string, got {value!r}.")
-    text = value.strip()
-    if not text or text.lower() == "none":
-        return None
-    return text
+    """A txnAppId; None (or ``"None"``) for the default (the task instance)."""
+    return to_text(value, "app_id")
 
 
-def _to_partition_by(value: Any) -> list[str] | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, Sequence) or not all(isinstance(c, str) and c.strip() for c in value):
-        raise ValueError(f"partition_by must be a column name or a list of column names, got {value!r}.")
-    return [c.strip() for c in value]
-
-
-def _to_bool(value: Any, name: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    raise ValueError(f"{name} must be true or false, got {value!r}.")
+def _to_files(value: Any) -> list[str]:
+    """The files to commit: a list, one path, or a JSON list rendered by a template (``"[]"``: none)."""
+    return to_list(value, "files")
 
 
 def provider_table_properties(properties: Mapping[str, Any] | None) -> dict[str, str]:
@@ -249,24 +220,6 @@ def _configured_max_attempts() -> int:
     return max_commit_attempts()
 
 
-def open_hook(
-    delta_conn_id: str | None,
-    *,
-    table_uri: str | None,
-    storage_conn_id: str | None,
-    storage_options: Mapping[str, Any] | None,
-) -> DeltaTableHook:
-    """The provider's :class:`DeltaTableHook` for a table (credentials from Airflow connections)."""
-    from airflow_delta_provider.hooks.delta import DeltaTableHook
-
-    return DeltaTableHook(
-        delta_conn_id,
-        table_uri=table_uri,
-        storage_conn_id=storage_conn_id,
-        storage_options=dict(storage_options) if storage_options else None,
-    )
-
-
 def already_committed(
     table: DeltaTable, app_id: str, app_version: int, *, snapshot: Snapshot | None = None
 ) -> CommitResult | None:
@@ -278,29 +231,19 @@ def already_committed(
 # --- the shared behaviour of the commit operators ---------------------------------------------
 
 
-class DeltaCommitMixin:
+class DeltaCommitMixin(DeltaTableMixin):
     """What :class:`DeltaCommitOperator` and ``DeltaPySparkOperator`` share: the table, the
     idempotency key, the commit, the asset event and the lineage.
 
-    Subclasses call :meth:`_init_commit_args` from ``__init__`` (before ``super().__init__`` so
-    the default outlet is in the kwargs) and :meth:`_commit` from ``execute``.
+    Subclasses call :meth:`_default_outlets` before ``super().__init__`` (so the default outlet is
+    in the kwargs), :meth:`_init_commit_args` after it, and :meth:`_commit` from ``execute``.
     """
 
-    commit_template_fields: tuple[str, ...] = (
-        "table_uri",
-        "delta_conn_id",
-        "storage_conn_id",
-        "mode",
-        "replace_where",
-        "app_id",
-        "app_version",
-        "user_metadata",
+    table_purpose = "to write"
+    commit_template_fields: tuple[str, ...] = delta_template_fields(
+        "mode", "replace_where", "app_id", "app_version", "user_metadata"
     )
 
-    table_uri: str | None
-    delta_conn_id: str | None
-    storage_conn_id: str | None
-    storage_options: dict[str, Any] | None
     mode: str
     replace_where: str | None
     partition_by: list[str] | None
@@ -310,6 +253,7 @@ class DeltaCommitMixin:
     app_version: int | str | None
     user_metadata: str | None
     commit_tags: dict[str, str] | None
+    allow_empty_overwrite: bool
     log: Any
 
     @staticmethod
@@ -319,7 +263,7 @@ class DeltaCommitMixin:
             "outlets" not in kwargs
             and isinstance(table_uri, str)
             and table_uri
-            and not is_template(table_uri)
+            and not is_deferred(table_uri)
         ):
             # The asset must be known at parse time; a templated table can use an AssetAlias outlet.
             kwargs["outlets"] = [delta_table_asset(table_uri)]
@@ -340,57 +284,53 @@ class DeltaCommitMixin:
         app_version: int | str | None,
         user_metadata: str | None,
         tags: Mapping[str, str] | None,
+        allow_empty_overwrite: bool = False,
     ) -> None:
         """Check and store the commit arguments (call after ``super().__init__``)."""
-        name = type(self).__name__
-        if not table_uri and not delta_conn_id:
-            raise ValueError(
-                f"{name} needs table_uri or delta_conn_id to know which table to write; got neither."
-            )
-        if not _deferred(mode):
-            mode = _to_mode(mode)
-        if replace_where is not None and not isinstance(replace_where, str) and not _deferred(replace_where):
+        self._init_table(
+            table_uri=table_uri,
+            delta_conn_id=delta_conn_id,
+            storage_conn_id=storage_conn_id,
+            storage_options=storage_options,
+        )
+        validate(mode, _to_mode)
+        if (
+            replace_where is not None
+            and not isinstance(replace_where, str)
+            and not is_deferred(replace_where)
+        ):
             raise ValueError(f"replace_where must be a SQL predicate string, got {replace_where!r}.")
         if isinstance(replace_where, str) and not replace_where.strip():
             raise ValueError(
                 "replace_where is empty; give a predicate such as \"ds = '{{ ds }}'\" or leave it out."
             )
-        if replace_where is not None and not _deferred(mode) and mode != "overwrite":
+        if replace_where is not None and not is_deferred(mode) and _to_mode(mode) != "overwrite":
             raise ValueError(
                 "replace_where selects the partitions an overwrite replaces; use it with mode='overwrite' "
                 f"(got mode={mode!r})."
             )
-        if not _deferred(app_version):
-            _to_app_version(app_version)
-        if app_id is not None and not isinstance(app_id, str) and not _deferred(app_id):
-            raise ValueError(f"app_id must be a string, got {app_id!r}.")
+        validate(app_version, _to_app_version)
+        validate(app_id, _to_app_id)
         if tags is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in tags.items()):
             raise ValueError(f"tags must map strings to strings, got {tags!r}.")
-        self.table_uri = table_uri
-        self.delta_conn_id = delta_conn_id
-        self.storage_conn_id = storage_conn_id
-        self.storage_options = dict(storage_options) if storage_options else None
         self.mode = mode
         self.replace_where = replace_where
-        self.partition_by = _to_partition_by(partition_by)
-        self.merge_schema = _to_bool(merge_schema, "merge_schema")
+        self.partition_by = to_list(partition_by, "partition_by") if partition_by is not None else None
+        self.merge_schema = to_bool(merge_schema, "merge_schema")
         self.table_properties = dict(table_properties) if table_properties else None
         self.app_id = app_id
         self.app_version = app_version
         self.user_metadata = user_metadata
         self.commit_tags = dict(tags) if tags else None
+        self.allow_empty_overwrite = to_bool(allow_empty_overwrite, "allow_empty_overwrite", strings=False)
 
     # --- the table -------------------------------------------------------------------------
 
-    @cached_property
-    def hook(self) -> DeltaTableHook:
-        """The hook that opens the table (built on first use, never in ``__init__``)."""
-        return open_hook(
-            self.delta_conn_id,
-            table_uri=self.table_uri,
-            storage_conn_id=self.storage_conn_id,
-            storage_options=self.storage_options,
-        )
+    def _resolved_replace_where(self) -> str | None:
+        """The rendered predicate; a blank one is refused (it would turn a replace into a full overwrite)."""
+        if self.replace_where is None:
+            return None
+        return to_text(self.replace_where, "replace_where", optional=False)
 
     def _resolved_mode(self) -> str:
         mode = _to_mode(self.mode)
@@ -427,11 +367,12 @@ class DeltaCommitMixin:
     ) -> CommitResult:
         """Commit the files with the core, recording the txn and the run identity."""
         tags = {**(self.commit_tags or {}), **identity.tags()}
+        # The core refuses an overwrite that removes data and adds nothing unless this is set.
         return table.commit_files(
             files,
             prefix=prefix,
-            mode=self._resolved_mode(),  # type: ignore[arg-type]
-            replace_where=self.replace_where,
+            mode=self._resolved_mode(),
+            replace_where=self._resolved_replace_where(),
             partition_values=partition_values,
             schema_mode="merge" if self.merge_schema else "enforce",
             app_id=app_id,
@@ -442,6 +383,7 @@ class DeltaCommitMixin:
             partition_by=self.partition_by,
             properties=provider_table_properties(self.table_properties),
             max_attempts=_configured_max_attempts(),
+            allow_empty_overwrite=self.allow_empty_overwrite,
         )
 
     def _report(
@@ -565,6 +507,9 @@ class DeltaCommitOperator(DeltaCommitMixin, BaseOperator):
     :param app_version: Delta ``txnVersion``; default: see ``docs/idempotency.md``. (templated)
     :param user_metadata: commitInfo ``userMetadata``; default: the run identity as JSON. (templated)
     :param tags: extra commitInfo tags (the run identity is always added).
+    :param allow_empty_overwrite: let an ``overwrite`` (or ``replace_where``) that adds no file
+        remove the data it replaces. Default False: a ``files`` template rendering ``[]`` (or an
+        empty ``prefix``) with ``mode="overwrite"`` is refused instead of emptying the table.
 
     Returns (XCom): ``table_uri``, ``version``, ``skipped``, ``committed``, ``operation``, ``mode``,
     ``app_id``, ``app_version``, ``files``, ``rows``, ``bytes``, ``removed_files``, ``removed_bytes``.
@@ -593,6 +538,7 @@ class DeltaCommitOperator(DeltaCommitMixin, BaseOperator):
         app_version: int | str | None = None,
         user_metadata: str | None = None,
         tags: Mapping[str, str] | None = None,
+        allow_empty_overwrite: bool = False,
         **kwargs: Any,
     ) -> None:
         if (prefix is None) == (files is None):
@@ -616,40 +562,25 @@ class DeltaCommitOperator(DeltaCommitMixin, BaseOperator):
             app_version=app_version,
             user_metadata=user_metadata,
             tags=tags,
+            allow_empty_overwrite=allow_empty_overwrite,
         )
+        validate(files, _to_files)
         self.prefix = prefix
         self.files = files
         self.partition_values = dict(partition_values) if partition_values is not None else None
         self.schema = schema
 
     def _files(self) -> list[str] | None:
-        files = self.files
-        if files is None:
-            return None
-        if isinstance(files, str):  # a rendered template: a JSON list, or one path
-            text = files.strip()
-            if text.startswith("["):
-                try:
-                    files = json.loads(text)
-                except ValueError:
-                    raise ValueError(f"files is not a JSON list of paths: {files!r}.") from None
-            else:
-                files = [text]
-        if not isinstance(files, Sequence) or not all(isinstance(f, str) and f for f in files):
-            raise ValueError(f"files must be a list of paths, got {self.files!r}.")
-        return list(files)
+        return None if self.files is None else _to_files(self.files)
 
     def execute(self, context: Context) -> dict[str, Any]:
         identity, app_id, app_version = self.idempotency_key(context)
+        prefix = None if self.prefix is None else to_text(self.prefix, "prefix", optional=False)
+        files = self._files()
         table = self.hook.get_table()
-        prefix = self.prefix.strip() if isinstance(self.prefix, str) else self.prefix
-        if self.prefix is not None and not prefix:
-            raise ValueError(
-                "prefix rendered to an empty string; it must name a directory under the table root."
-            )
         self.log.info(
             "Committing %s to %s (mode=%s%s, appId=%r, txnVersion=%d).",
-            f"the files under {prefix!r}" if prefix is not None else f"{len(self._files() or [])} file(s)",
+            f"the files under {prefix!r}" if prefix is not None else f"{len(files or [])} file(s)",
             self.hook.table_uri,
             self._resolved_mode(),
             f", replace_where={self.replace_where!r}" if self.replace_where else "",
@@ -661,7 +592,7 @@ class DeltaCommitOperator(DeltaCommitMixin, BaseOperator):
             identity,
             app_id,
             app_version,
-            files=self._files(),
+            files=files,
             prefix=prefix,
             schema=self.schema,
             partition_values=self.partition_values,

@@ -2,31 +2,40 @@
 
 The operators are thin: they open the table through
 :class:`~airflow_delta_provider.hooks.delta.DeltaTableHook` (so credentials come from Airflow
-connections), pass the provider-wide ``[delta]`` retention defaults to the core as
-``provider_defaults``, and call the core's ``DeltaTable.checkpoint``, ``.cleanup_logs`` and ``.vacuum``.
+connections, and the provider-wide ``[delta]`` defaults reach the core through the hook's
+table) and call the core's ``DeltaTable.checkpoint``, ``.cleanup_logs`` and ``.vacuum``.
 Every rule about what may be deleted lives in the core; nothing here decides it again.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, is_dataclass
-from datetime import UTC, datetime, timedelta
-from enum import Enum
-from functools import cached_property
+from datetime import datetime, timedelta
+from enum import Enum, StrEnum
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_delta_provider.core.errors import DeltaError
+from airflow_delta_provider.core.maintenance import checkpoint_due, cleanup_due, vacuum_due
+from airflow_delta_provider.operators.base import DeltaBaseOperator, delta_template_fields
+from airflow_delta_provider.utils.coercion import (
+    is_deferred,
+    to_bool,
+    to_choice,
+    to_int,
+    to_interval,
+    to_list,
+    validate,
+)
+from airflow_delta_provider.utils.mixins import build_hook
+from airflow_delta_provider.utils.secrets import credential_free, describe_error, refuse_credentials
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_delta_provider.core.snapshot import Snapshot
     from airflow_delta_provider.core.table import DeltaTable
     from airflow_delta_provider.hooks.delta import DeltaTableHook
 
@@ -45,15 +54,8 @@ VACUUM_MODES = ("full", "lite")
 MAX_XCOM_FILES = 1000
 #: Log at most this many paths of a dry run; the rest is summarised.
 MAX_LOGGED_FILES = 50
-#: Table property that gates Delta's automatic log cleanup (default true).
-ENABLE_EXPIRED_LOG_CLEANUP = "delta.enableExpiredLogCleanup"
-#: The ``[delta]`` config key for the checkpoint interval, as ``retention_defaults()`` maps it.
-CHECKPOINT_INTERVAL = "delta.checkpointInterval"
 #: Default time between two VACUUMs of one table by :class:`DeltaMaintenanceOperator`.
 DEFAULT_VACUUM_INTERVAL = timedelta(days=7)
-#: Commit operation names of Delta's VACUUM logging commits.
-VACUUM_END = "VACUUM END"
-LAST_VACUUM_INFO = "_last_vacuum_info"
 
 
 class DeltaMaintenanceError(AirflowException):
@@ -71,104 +73,12 @@ class DeltaMaintenanceError(AirflowException):
 # --- argument helpers --------------------------------------------------------------------
 
 
-def _is_template(value: Any) -> bool:
-    """Whether a value is only known at run time (Jinja, an XComArg); such values are validated then."""
-    if isinstance(value, str):
-        return "{{" in value or "{%" in value
-    # XComArg and other lazily resolved arguments (``ResolveMixin``) resolve before execute().
-    return callable(getattr(value, "resolve", None))
-
-
-def _to_bool(value: Any, name: str) -> bool:
-    """A bool from a bool or the string a rendered template gives (``"True"``, ``"false"``, ``"1"``...)."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        text = value.strip().lower()
-        if text in ("true", "1", "yes", "on"):
-            return True
-        if text in ("false", "0", "no", "off", ""):
-            return False
-    raise ValueError(f"{name} must be true or false, got {value!r}.")
-
-
-def _to_optional_int(value: Any, name: str, *, minimum: int = 0) -> int | None:
-    """An int (or None) from an int or a rendered template string, at least ``minimum``."""
-    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
-        return None
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
-    try:
-        number = int(value.strip()) if isinstance(value, str) else int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.") from None
-    if number < minimum or (not isinstance(value, str) and number != value):
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
-    return number
-
-
 def _to_mode(value: Any) -> str:
-    text = value.strip().lower() if isinstance(value, str) else value
-    if text not in VACUUM_MODES:
-        raise ValueError(f"mode must be one of {', '.join(map(repr, VACUUM_MODES))}, got {value!r}.")
-    return text
+    return to_choice(value, "mode", VACUUM_MODES)
 
 
-def _to_retention(value: Any, name: str) -> timedelta | str | None:
-    """Pass a retention through to the core, which parses it; reject only what is surely wrong.
-
-    Rendered templates give strings; an empty one or ``"None"`` means "use the table's".
-    """
-    if value is None or isinstance(value, timedelta):
-        return value
-    if isinstance(value, str):
-        text = value.strip()
-        return None if text.lower() in ("", "none") else text
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        # Number of hours, as delta-rs' ``retention_hours`` and Spark's ``RETAIN n HOURS``.
-        if value < 0:
-            raise ValueError(f"{name} must not be negative, got {value!r}.")
-        return timedelta(hours=value)
-    raise ValueError(
-        f"{name} must be a timedelta, a Delta interval such as 'interval 7 days', or a number of hours; "
-        f"got {value!r}."
-    )
-
-
-def _to_interval(value: Any, name: str) -> timedelta | None:
-    """A timedelta from a timedelta, a Delta interval string or a number of hours (None: no interval)."""
-    from airflow_delta_provider.core.table_config import parse_interval
-
-    retention = _to_retention(value, name)
-    if retention is None or isinstance(retention, timedelta):
-        return retention
-    try:
-        return timedelta(hours=float(retention))
-    except ValueError:
-        return parse_interval(retention, name=name)
-
-
-def _to_list(value: Any, name: str) -> list[str]:
-    """A list of strings from a list, a JSON list rendered by a template, or one string."""
-    if value is None:
-        return []
-    if isinstance(value, str):
-        text = value.strip()
-        if not text:
-            return []
-        if text.startswith("["):
-            try:
-                value = json.loads(text)
-            except ValueError:
-                raise ValueError(f"{name} is not a valid JSON list: {value!r}.") from None
-        else:
-            return [text]
-    if not isinstance(value, Sequence) or not all(isinstance(item, str) and item.strip() for item in value):
-        raise ValueError(f"{name} must be a string or a list of non-empty strings, got {value!r}.")
-    seen: dict[str, None] = {}
-    for item in value:
-        seen.setdefault(item.strip())
-    return list(seen)
+def _to_vacuum_mode(value: Any) -> str:
+    return to_choice(value, "vacuum_mode", VACUUM_MODES)
 
 
 def _jsonable(value: Any) -> Any:
@@ -200,82 +110,51 @@ def _cap_files(result: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def provider_defaults() -> dict[str, str]:
-    """The provider-wide ``[delta]`` defaults, keyed by Delta property (``delta.logRetentionDuration``)."""
-    from airflow_delta_provider.config import retention_defaults
+class StepStatus(StrEnum):
+    """What happened to one maintenance step of one table."""
 
-    return dict(retention_defaults())
-
-
-def _hook(
-    delta_conn_id: str | None = None,
-    *,
-    table_uri: str | None = None,
-    storage_conn_id: str | None = None,
-    storage_options: Mapping[str, Any] | None = None,
-) -> DeltaTableHook:
-    from airflow_delta_provider.hooks.delta import DeltaTableHook
-
-    return DeltaTableHook(
-        delta_conn_id, table_uri=table_uri, storage_conn_id=storage_conn_id, storage_options=storage_options
-    )
+    RAN = "ran"
+    #: due, but a dry run did nothing
+    DUE = "due"
+    NOT_DUE = "not due"
+    DISABLED = "disabled"
+    FAILED = "failed"
+    #: an earlier step of the table failed
+    SKIPPED = "skipped"
 
 
-def _redact(uri: str) -> str:
-    """The URI without a ``user:password@`` part, for reports about tables the hook could not open."""
-    parts = urlsplit(uri)
-    if parts.scheme and "@" in parts.netloc:
-        return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
-    return uri
+@dataclass(frozen=True)
+class StepReport:
+    """One maintenance step of one table: its status, why, the core's decision and its result.
 
+    :param status: what happened.
+    :param reason: why, in words.
+    :param decision: the core's decision (``CheckpointDecision``, ``CleanupDecision``,
+        ``VacuumDecision``) as JSON, when one was taken.
+    :param result: what the step did (the core's result as JSON, paths capped), when it ran.
+    """
 
-def _now() -> datetime:
-    return datetime.now(UTC)
+    status: StepStatus
+    reason: str
+    decision: dict[str, Any] | None = None
+    result: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"status": self.status.value, "reason": self.reason}
+        if self.decision is not None:
+            out["decision"] = self.decision
+        if self.result is not None:
+            out["result"] = self.result
+        return out
 
 
 # --- single-table operators --------------------------------------------------------------
 
 
-class _DeltaTableOperator(BaseOperator):
-    """Shared parameters of the single-table maintenance operators.
+class _DeltaTableOperator(DeltaBaseOperator):
+    """The single-table maintenance operators: a :class:`DeltaBaseOperator` that maintains its table."""
 
-    :param table_uri: the table root (``s3://bucket/path``, a local path...). (templated)
-    :param delta_conn_id: a ``delta`` connection naming the table and its storage. (templated)
-    :param storage_conn_id: an Airflow storage connection (aws, google, azure) for ``table_uri``. (templated)
-    :param storage_options: fsspec options for the storage, when no connection holds them.
-    """
-
-    template_fields: Sequence[str] = ("table_uri", "delta_conn_id", "storage_conn_id")
-
-    def __init__(
-        self,
-        *,
-        table_uri: str | None = None,
-        delta_conn_id: str | None = None,
-        storage_conn_id: str | None = None,
-        storage_options: Mapping[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        if not table_uri and not delta_conn_id:
-            raise ValueError(
-                f"{type(self).__name__} needs table_uri or delta_conn_id to know which table to maintain; "
-                "got neither."
-            )
-        self.table_uri = table_uri
-        self.delta_conn_id = delta_conn_id
-        self.storage_conn_id = storage_conn_id
-        self.storage_options = dict(storage_options) if storage_options else None
-
-    @cached_property
-    def hook(self) -> DeltaTableHook:
-        """The hook that opens the table (built on first use, never in ``__init__``)."""
-        return _hook(
-            self.delta_conn_id,
-            table_uri=self.table_uri,
-            storage_conn_id=self.storage_conn_id,
-            storage_options=self.storage_options,
-        )
+    table_purpose = "to maintain"
 
 
 class DeltaCheckpointOperator(_DeltaTableOperator):
@@ -298,7 +177,7 @@ class DeltaCheckpointOperator(_DeltaTableOperator):
     ``{"written": False, "reason": ...}`` when ``only_if_due`` found nothing to do.
     """
 
-    template_fields: Sequence[str] = (*_DeltaTableOperator.template_fields, "version")
+    template_fields: Sequence[str] = delta_template_fields("version")
     ui_color = "#e8f4fd"
 
     def __init__(
@@ -310,19 +189,19 @@ class DeltaCheckpointOperator(_DeltaTableOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if not _is_template(version):
-            _to_optional_int(version, "version")
-        _to_optional_int(parts, "parts", minimum=1)
+        validate(version, to_int, "version")
+        to_int(parts, "parts", minimum=1)
         self.version = version
         self.parts = parts
-        self.only_if_due = only_if_due
+        self.only_if_due = to_bool(only_if_due, "only_if_due", strings=False)
 
     def execute(self, context: Context) -> dict[str, Any]:
-        version = _to_optional_int(self.version, "version")
+        version = to_int(self.version, "version")
         table = self.hook.get_table()
         uri = self.hook.table_uri
         if self.only_if_due:
-            due, reason = checkpoint_due(table.snapshot())
+            decision = checkpoint_due(table.snapshot())
+            due, reason = decision.due, decision.reason
             if not due:
                 self.log.info("No checkpoint of %s: %s.", uri, reason)
                 return {"table_uri": uri, "written": False, "reason": reason}
@@ -360,7 +239,7 @@ class DeltaLogCleanupOperator(_DeltaTableOperator):
     of files and bytes, the earliest retained version, and the reason when nothing was done.
     """
 
-    template_fields: Sequence[str] = (*_DeltaTableOperator.template_fields, "retention", "dry_run")
+    template_fields: Sequence[str] = delta_template_fields("retention", "dry_run")
     ui_color = "#fdf6e3"
 
     def __init__(
@@ -371,19 +250,19 @@ class DeltaLogCleanupOperator(_DeltaTableOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if not _is_template(retention):
-            _to_retention(retention, "retention")
-        if not _is_template(dry_run):
-            _to_bool(dry_run, "dry_run")
+        validate(retention, to_interval, "retention")
+        validate(dry_run, to_bool, "dry_run")
         self.retention = retention
-        self.dry_run = dry_run
+        # Shadows BaseOperator.dry_run(), a debugging hook; the argument name is the contract.
+        self.dry_run = dry_run  # type: ignore[method-assign,assignment]
 
     def execute(self, context: Context) -> dict[str, Any]:
-        dry_run = _to_bool(self.dry_run, "dry_run")
+        dry_run = to_bool(self.dry_run, "dry_run")
+        retention = to_interval(self.retention, "retention")
         table = self.hook.get_table()
         uri = self.hook.table_uri
         result = table.cleanup_logs(
-            retention=_to_retention(self.retention, "retention"),
+            retention=retention,
             dry_run=dry_run,
         )
         summary = _jsonable(result)
@@ -417,12 +296,7 @@ class DeltaVacuumOperator(_DeltaTableOperator):
     number of files, bytes and directories, the START/END commit versions, status.
     """
 
-    template_fields: Sequence[str] = (
-        *_DeltaTableOperator.template_fields,
-        "retention",
-        "dry_run",
-        "mode",
-    )
+    template_fields: Sequence[str] = delta_template_fields("retention", "dry_run", "mode")
     ui_color = "#fde8e8"
 
     def __init__(
@@ -436,25 +310,22 @@ class DeltaVacuumOperator(_DeltaTableOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if not _is_template(retention):
-            _to_retention(retention, "retention")
-        if not _is_template(dry_run):
-            _to_bool(dry_run, "dry_run")
-        if not _is_template(mode):
-            _to_mode(mode)
-        if not isinstance(enforce_retention_duration, bool):
-            raise ValueError(
-                f"enforce_retention_duration must be True or False, got {enforce_retention_duration!r}."
-            )
-        _to_optional_int(max_workers, "max_workers", minimum=1)
+        validate(retention, to_interval, "retention")
+        validate(dry_run, to_bool, "dry_run")
+        validate(mode, _to_mode)
         self.retention = retention
-        self.dry_run = dry_run
+        # Shadows BaseOperator.dry_run(), a debugging hook; the argument name is the contract.
+        self.dry_run = dry_run  # type: ignore[method-assign,assignment]
         self.mode = mode
-        self.enforce_retention_duration = enforce_retention_duration
-        self.max_workers = max_workers
+        self.enforce_retention_duration = to_bool(
+            enforce_retention_duration, "enforce_retention_duration", strings=False
+        )
+        self.max_workers = to_int(max_workers, "max_workers", minimum=1)
 
     def execute(self, context: Context) -> dict[str, Any]:
-        dry_run = _to_bool(self.dry_run, "dry_run")
+        dry_run = to_bool(self.dry_run, "dry_run")
+        retention = to_interval(self.retention, "retention")
+        mode = _to_mode(self.mode)
         table = self.hook.get_table()
         uri = self.hook.table_uri
         if not self.enforce_retention_duration:
@@ -464,9 +335,9 @@ class DeltaVacuumOperator(_DeltaTableOperator):
                 uri,
             )
         result = table.vacuum(
-            retention=_to_retention(self.retention, "retention"),
+            retention=retention,
             dry_run=dry_run,
-            mode=_to_mode(self.mode),
+            mode=mode,
             enforce_retention_duration=self.enforce_retention_duration,
             max_workers=self.max_workers,
         )
@@ -518,28 +389,6 @@ def _log_paths(logger: Any, files: Sequence[str]) -> None:
         logger.info("  %s", path)
     if len(files) > MAX_LOGGED_FILES:
         logger.info("  ... and %d more.", len(files) - MAX_LOGGED_FILES)
-
-
-# --- the policy ----------------------------------------------------------------------------
-
-
-def checkpoint_due(snapshot: Snapshot, defaults: Mapping[str, str] | None = None) -> tuple[bool, str]:
-    """Whether a checkpoint is due, and why (not): the core's decision (see ``core.maintenance``)."""
-    from airflow_delta_provider.core.maintenance import checkpoint_due as decide
-    from airflow_delta_provider.core.table_config import TableConfig
-
-    decision = decide(
-        snapshot, snapshot.config if defaults is None else TableConfig(snapshot.properties, defaults)
-    )
-    return decision.due, decision.reason
-
-
-def last_vacuum(table: DeltaTable, since: datetime) -> tuple[datetime, str] | None:
-    """When the table was last vacuumed, if at or after ``since`` (see ``core.maintenance``)."""
-    from airflow_delta_provider.core.maintenance import last_vacuum as find
-
-    last = find(table, since)
-    return (last.timestamp, last.description) if last is not None else None
 
 
 class DeltaMaintenanceOperator(BaseOperator):
@@ -611,74 +460,69 @@ class DeltaMaintenanceOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        known = [value for value in (tables, delta_conn_ids) if not is_deferred(value)]
         if (
-            not _is_template(tables)
-            and not _is_template(delta_conn_ids)
-            and not _to_list(tables, "tables")
-            and not _to_list(delta_conn_ids, "delta_conn_ids")
+            len(known) == 2
+            and not to_list(tables, "tables")
+            and not to_list(delta_conn_ids, "delta_conn_ids")
         ):
             raise ValueError(
                 "DeltaMaintenanceOperator needs tables (URIs) or delta_conn_ids to maintain; got neither."
             )
-        for name, value in (("log_retention", log_retention), ("vacuum_retention", vacuum_retention)):
-            if not _is_template(value):
-                _to_retention(value, name)
-        if not _is_template(vacuum_interval):
-            _to_interval(vacuum_interval, "vacuum_interval")
-        if not _is_template(vacuum_mode):
-            _to_mode(vacuum_mode)
-        if not _is_template(dry_run):
-            _to_bool(dry_run, "dry_run")
-        for name, flag in (
-            ("run_checkpoint", run_checkpoint),
-            ("run_cleanup", run_cleanup),
-            ("run_vacuum", run_vacuum),
-            ("enforce_retention_duration", enforce_retention_duration),
-        ):
-            if not isinstance(flag, bool):
-                raise ValueError(f"{name} must be True or False, got {flag!r}.")
-        _to_optional_int(max_workers, "max_workers", minimum=1)
+        if not is_deferred(tables):
+            for uri in to_list(tables, "tables"):
+                refuse_credentials(uri, argument="tables", owner=type(self).__name__)
+        validate(delta_conn_ids, to_list, "delta_conn_ids")
+        validate(log_retention, to_interval, "log_retention")
+        validate(vacuum_retention, to_interval, "vacuum_retention")
+        validate(vacuum_interval, to_interval, "vacuum_interval")
+        validate(vacuum_mode, _to_vacuum_mode)
+        validate(dry_run, to_bool, "dry_run")
         self.tables = tables
         self.delta_conn_ids = delta_conn_ids
         self.storage_conn_id = storage_conn_id
         self.storage_options = dict(storage_options) if storage_options else None
-        self.run_checkpoint = run_checkpoint
-        self.run_cleanup = run_cleanup
-        self.run_vacuum = run_vacuum
+        self.run_checkpoint = to_bool(run_checkpoint, "run_checkpoint", strings=False)
+        self.run_cleanup = to_bool(run_cleanup, "run_cleanup", strings=False)
+        self.run_vacuum = to_bool(run_vacuum, "run_vacuum", strings=False)
         self.log_retention = log_retention
         self.vacuum_retention = vacuum_retention
         self.vacuum_interval = vacuum_interval
         self.vacuum_mode = vacuum_mode
-        self.enforce_retention_duration = enforce_retention_duration
-        self.dry_run = dry_run
-        self.max_workers = max_workers
+        self.enforce_retention_duration = to_bool(
+            enforce_retention_duration, "enforce_retention_duration", strings=False
+        )
+        # Shadows BaseOperator.dry_run(), a debugging hook; the argument name is the contract.
+        self.dry_run = dry_run  # type: ignore[method-assign,assignment]
+        self.max_workers = to_int(max_workers, "max_workers", minimum=1)
 
     def get_hook(self, *, table_uri: str | None = None, delta_conn_id: str | None = None) -> DeltaTableHook:
         """The hook for one table: a URI from ``tables`` or a connection from ``delta_conn_ids``."""
         if delta_conn_id is not None:
-            return _hook(delta_conn_id)
-        return _hook(
+            return build_hook(delta_conn_id=delta_conn_id)
+        return build_hook(
             table_uri=table_uri, storage_conn_id=self.storage_conn_id, storage_options=self.storage_options
         )
 
     def execute(self, context: Context) -> dict[str, Any]:
-        uris = _to_list(self.tables, "tables")
-        conn_ids = _to_list(self.delta_conn_ids, "delta_conn_ids")
+        uris = to_list(self.tables, "tables", unique=True)
+        conn_ids = to_list(self.delta_conn_ids, "delta_conn_ids", unique=True)
         if not uris and not conn_ids:
             raise ValueError(
-                f"No table to maintain: tables rendered to {self.tables!r} and delta_conn_ids to "
-                f"{self.delta_conn_ids!r}."
+                f"No table to maintain: tables rendered to {self.tables!r} and "
+                f"delta_conn_ids to {self.delta_conn_ids!r}; give at least one table."
             )
-        dry_run = _to_bool(self.dry_run, "dry_run")
+        dry_run = to_bool(self.dry_run, "dry_run")
         settings = _Settings(
             dry_run=dry_run,
-            log_retention=_to_retention(self.log_retention, "log_retention"),
-            vacuum_retention=_to_retention(self.vacuum_retention, "vacuum_retention"),
-            vacuum_interval=_to_interval(self.vacuum_interval, "vacuum_interval"),
-            vacuum_mode=_to_mode(self.vacuum_mode),
-            defaults=provider_defaults(),
+            log_retention=to_interval(self.log_retention, "log_retention"),
+            vacuum_retention=to_interval(self.vacuum_retention, "vacuum_retention"),
+            vacuum_interval=to_interval(self.vacuum_interval, "vacuum_interval"),
+            vacuum_mode=_to_vacuum_mode(self.vacuum_mode),
         )
-        targets: list[tuple[str, dict[str, str]]] = [(_redact(uri), {"table_uri": uri}) for uri in uris]
+        targets: list[tuple[str, dict[str, str]]] = [
+            (credential_free(uri), {"table_uri": uri}) for uri in uris
+        ]
         targets += [(f"connection {conn_id!r}", {"delta_conn_id": conn_id}) for conn_id in conn_ids]
         self.log.info(
             "Maintaining %d Delta table(s)%s: checkpoint=%s, cleanup=%s, vacuum=%s (interval %s, mode %s).",
@@ -730,7 +574,7 @@ class DeltaMaintenanceOperator(BaseOperator):
             "versions_retained": None,
             "error": None,
         }
-        steps: dict[str, dict[str, Any]] = report["steps"]
+        steps: dict[str, dict[str, Any]] = report["steps"]  # StepReport.to_dict() per step
         planned = [
             ("checkpoint", self.run_checkpoint, self._checkpoint),
             ("cleanup", self.run_cleanup, self._cleanup),
@@ -745,13 +589,14 @@ class DeltaMaintenanceOperator(BaseOperator):
             return self._failed(report, "open", err, [name for name, *_ in planned])
         for index, (name, enabled, step) in enumerate(planned):
             if not enabled:
-                steps[name] = {"status": "disabled", "reason": f"run_{name}=False"}
+                steps[name] = StepReport(StepStatus.DISABLED, f"run_{name}=False").to_dict()
                 continue
             try:
-                steps[name] = step(table, settings)
+                done = step(table, settings)
             except Exception as err:
                 return self._failed(report, name, err, [n for n, *_ in planned[index + 1 :]])
-            self.log.info("%s: %s %s (%s).", label, name, steps[name]["status"], steps[name]["reason"])
+            steps[name] = done.to_dict()
+            self.log.info("%s: %s %s (%s).", label, name, done.status.value, done.reason)
         self._summarise(report)
         self._retained(report, table)
         return report
@@ -774,14 +619,14 @@ class DeltaMaintenanceOperator(BaseOperator):
     def _failed(
         self, report: dict[str, Any], step: str, err: Exception, later: Sequence[str]
     ) -> dict[str, Any]:
-        message = f"{type(err).__name__}: {err}"
+        message = describe_error(err)
         self.log.error("%s: %s failed: %s", report["table"], step, message, exc_info=err)
         report["status"] = "failed"
         report["error"] = f"{step} failed: {message}"
         if step != "open":
-            report["steps"][step] = {"status": "failed", "reason": message}
+            report["steps"][step] = StepReport(StepStatus.FAILED, message).to_dict()
         for name in later:
-            report["steps"][name] = {"status": "skipped", "reason": f"{step} failed"}
+            report["steps"][name] = StepReport(StepStatus.SKIPPED, f"{step} failed").to_dict()
         self._summarise(report)
         return report
 
@@ -796,28 +641,25 @@ class DeltaMaintenanceOperator(BaseOperator):
         report["bytes_removed"] = int(vacuum.get("num_bytes") or 0)
         report["earliest_retained_version"] = cleanup.get("earliest_retained_version")
 
-    def _checkpoint(self, table: DeltaTable, settings: _Settings) -> dict[str, Any]:
-        due, reason = checkpoint_due(table.snapshot())
-        if not due:
-            return {"status": "not due", "reason": reason}
+    def _checkpoint(self, table: DeltaTable, settings: _Settings) -> StepReport:
+        decision = checkpoint_due(table.snapshot())
+        if not decision.due:
+            return StepReport(StepStatus.NOT_DUE, decision.reason, decision.to_dict())
         if settings.dry_run:
-            return {"status": "due", "reason": f"{reason}; dry run, nothing written"}
-        result = _jsonable(table.checkpoint())
-        return {"status": "ran", "reason": reason, "result": _cap_files(result)}
+            return StepReport(
+                StepStatus.DUE, f"{decision.reason}; dry run, nothing written", decision.to_dict()
+            )
+        result = _cap_files(_jsonable(table.checkpoint()))
+        return StepReport(StepStatus.RAN, decision.reason, decision.to_dict(), result)
 
-    def _cleanup(self, table: DeltaTable, settings: _Settings) -> dict[str, Any]:
-        enabled = table.snapshot().properties.get(ENABLE_EXPIRED_LOG_CLEANUP, "true")
-        if enabled.strip().lower() == "false":
+    def _cleanup(self, table: DeltaTable, settings: _Settings) -> StepReport:
+        decision = cleanup_due(table.snapshot().config)
+        if not decision.due:
             # Delta's property gates automatic cleanup; a scheduled policy is automatic. An explicit
             # DeltaLogCleanupOperator still cleans such a table.
-            return {"status": "disabled", "reason": f"the table sets {ENABLE_EXPIRED_LOG_CLEANUP}=false"}
+            return StepReport(StepStatus.DISABLED, decision.reason, decision.to_dict())
         result = _cap_files(
-            _jsonable(
-                table.cleanup_logs(
-                    retention=settings.log_retention,
-                    dry_run=settings.dry_run,
-                )
-            )
+            _jsonable(table.cleanup_logs(retention=settings.log_retention, dry_run=settings.dry_run))
         )
         if result.get("num_files"):
             verb = "would delete" if settings.dry_run else "deleted"
@@ -825,24 +667,15 @@ class DeltaMaintenanceOperator(BaseOperator):
                 f"{verb} {result['num_files']} log file(s) older than {result.get('cutoff')}; earliest "
                 f"retained version {result.get('earliest_retained_version')}"
             )
-            return {"status": "due" if settings.dry_run else "ran", "reason": reason, "result": result}
+            status = StepStatus.DUE if settings.dry_run else StepStatus.RAN
+            return StepReport(status, reason, decision.to_dict(), result)
         reason = result.get("skipped_reason") or f"no expired log files before {result.get('cutoff')}"
-        return {"status": "not due", "reason": reason, "result": result}
+        return StepReport(StepStatus.NOT_DUE, reason, decision.to_dict(), result)
 
-    def _vacuum(self, table: DeltaTable, settings: _Settings) -> dict[str, Any]:
-        if settings.vacuum_interval is not None:
-            since = _now() - settings.vacuum_interval
-            last = last_vacuum(table, since)
-            if last is not None:
-                stamp, what = last
-                return {
-                    "status": "not due",
-                    "reason": f"last vacuumed by {what}; next due after "
-                    f"{(stamp + settings.vacuum_interval).isoformat(timespec='seconds')}",
-                }
-            reason = f"no completed VACUUM since {since.isoformat(timespec='seconds')}"
-        else:
-            reason = "vacuum_interval is None: VACUUM on every run"
+    def _vacuum(self, table: DeltaTable, settings: _Settings) -> StepReport:
+        decision = vacuum_due(table, settings.vacuum_interval)
+        if not decision.due:
+            return StepReport(StepStatus.NOT_DUE, decision.reason, decision.to_dict())
         result = _cap_files(
             _jsonable(
                 table.vacuum(
@@ -855,8 +688,10 @@ class DeltaMaintenanceOperator(BaseOperator):
             )
         )
         verb = "would delete" if settings.dry_run else "deleted"
-        reason = f"{reason}; {verb} {result.get('num_files', 0)} file(s), {result.get('num_bytes', 0)} bytes"
-        return {"status": "due" if settings.dry_run else "ran", "reason": reason, "result": result}
+        removed = f"{result.get('num_files', 0)} file(s), {result.get('num_bytes', 0)} bytes"
+        reason = f"{decision.reason}; {verb} {removed}"
+        status = StepStatus.DUE if settings.dry_run else StepStatus.RAN
+        return StepReport(status, reason, decision.to_dict(), result)
 
 
 @dataclass(frozen=True, slots=True)
@@ -864,8 +699,7 @@ class _Settings:
     """The rendered, validated policy of one :class:`DeltaMaintenanceOperator` run."""
 
     dry_run: bool
-    log_retention: timedelta | str | None
-    vacuum_retention: timedelta | str | None
+    log_retention: timedelta | None
+    vacuum_retention: timedelta | None
     vacuum_interval: timedelta | None
     vacuum_mode: str
-    defaults: dict[str, str]

@@ -79,7 +79,7 @@ class _Pending:
     context: Context
 
 
-class _DataFrameWriter(PythonOperator):
+class _DataFrameWriter(PythonOperator):  # type: ignore[misc]  # the compat import is untyped (Any)
     """Writes what the callable returned while the Spark session is still up.
 
     ``PySparkOperator.execute_callable`` opens the session, calls ``super().execute_callable()``
@@ -90,7 +90,7 @@ class _DataFrameWriter(PythonOperator):
 
     def execute_callable(self) -> Any:
         frame = super().execute_callable()
-        return self._write_frame(frame)  # type: ignore[attr-defined]
+        return self._write_frame(frame)
 
 
 class DeltaPySparkOperator(DeltaCommitMixin, PySparkOperator, _DataFrameWriter):
@@ -131,6 +131,8 @@ class DeltaPySparkOperator(DeltaCommitMixin, PySparkOperator, _DataFrameWriter):
     :param app_version: Delta ``txnVersion``; default: see ``docs/idempotency.md``. (templated)
     :param user_metadata: commitInfo ``userMetadata``; default: the run identity as JSON. (templated)
     :param tags: extra commitInfo tags (the run identity is always added).
+    :param allow_empty_overwrite: let an ``overwrite`` (or ``replace_where``) whose DataFrame wrote
+        no file remove the data it replaces; default False (refused).
     :param spark_table_uri: where Spark writes the table, when its Hadoop path differs from
         ``table_uri`` (default: ``table_uri`` with ``s3://`` as ``s3a://``). (templated)
     :param write_subdir: the directory under the table root holding each attempt's output;
@@ -174,6 +176,7 @@ class DeltaPySparkOperator(DeltaCommitMixin, PySparkOperator, _DataFrameWriter):
         app_version: int | str | None = None,
         user_metadata: str | None = None,
         tags: Mapping[str, str] | None = None,
+        allow_empty_overwrite: bool = False,
         spark_table_uri: str | None = None,
         write_subdir: str = "airflow",
         write_options: Mapping[str, str] | None = None,
@@ -201,6 +204,7 @@ class DeltaPySparkOperator(DeltaCommitMixin, PySparkOperator, _DataFrameWriter):
             app_version=app_version,
             user_metadata=user_metadata,
             tags=tags,
+            allow_empty_overwrite=allow_empty_overwrite,
         )
         self.spark_table_uri = spark_table_uri
         self.write_subdir = _check_subdir(write_subdir)
@@ -297,13 +301,17 @@ class DeltaPySparkOperator(DeltaCommitMixin, PySparkOperator, _DataFrameWriter):
                 f"{self.hook.table_uri}, got {type(frame).__name__}."
             )
         table = pending.table
+        if pending.snapshot is not None:
+            frame = _with_table_spelling(frame, pending.snapshot.schema.names, self.log)
         attempt = self._attempt_dir(pending.identity)
         root = (self.spark_table_uri or spark_path(table.uri)).rstrip("/")
         target = f"{root}/{attempt}"
         options = {**DEFAULT_WRITE_OPTIONS, **(self.write_options or {})}
         committing = False
         try:
-            writer = frame.write.format("parquet").mode("errorifexists").options(**options)
+            # "error" (not its alias "errorifexists", which Spark Connect rejects): the attempt's
+            # directory is fresh, so existing output there is a bug, never something to overwrite.
+            writer = frame.write.format("parquet").mode("error").options(**options)
             if pending.partition_columns:
                 writer = writer.partitionBy(*pending.partition_columns)
             self.log.info("Writing the DataFrame to %s.", target)
@@ -333,6 +341,30 @@ class DeltaPySparkOperator(DeltaCommitMixin, PySparkOperator, _DataFrameWriter):
         return self._report(
             pending.context, result, pending.identity, write_dir=None if result.skipped else attempt
         )
+
+
+def _with_table_spelling(frame: Any, table_columns: Sequence[str], log: Any) -> Any:
+    """The DataFrame with each column that matches a table column but for case renamed to the table's
+    spelling, as Delta does on write (Spark resolves names case-insensitively; Parquet readers do not).
+
+    Only top-level columns are renamed; a column matching none, or several, stays as it is and the
+    core's schema check decides.
+    """
+    by_lower: dict[str, list[str]] = {}
+    for name in table_columns:
+        by_lower.setdefault(name.lower(), []).append(name)
+    renames: dict[str, str] = {}
+    for name in frame.columns:
+        matches = by_lower.get(name.lower(), [])
+        if len(matches) == 1 and matches[0] != name and matches[0] not in frame.columns:
+            renames[name] = matches[0]
+    if not renames:
+        return frame
+    log.info(
+        "Renaming DataFrame column(s) to the table's spelling: %s.",
+        ", ".join(f"{old!r} -> {new!r}" for old, new in renames.items()),
+    )
+    return frame.withColumnsRenamed(renames)
 
 
 def _check_subdir(value: str) -> str:

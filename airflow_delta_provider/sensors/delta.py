@@ -3,25 +3,29 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow.configuration import conf
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowException
 
+from airflow_delta_provider.core.redaction import redact
 from airflow_delta_provider.core.watch import CommitFilter, payload, poll
 from airflow_delta_provider.triggers.delta import DeltaTableVersionTrigger
+from airflow_delta_provider.utils.coercion import to_bool, to_int, to_list, to_timestamp, validate
+from airflow_delta_provider.utils.mixins import DeltaTableMixin, delta_template_fields
+from airflow_delta_provider.utils.secrets import refuse_secret_options
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from airflow.sdk import Context
 
-    from airflow_delta_provider.hooks.delta import DeltaTableHook
+#: ``BaseSensorOperator``'s own default, used until ``[delta] poll_interval`` is read at run time.
+_BASE_POKE_INTERVAL = 60.0
 
 
-class DeltaTableVersionSensor(BaseSensorOperator):
+class DeltaTableVersionSensor(DeltaTableMixin, BaseSensorOperator):
     """Wait until a Delta table has a commit newer than ``after_version`` or at/after ``after_timestamp``.
 
     A poke costs one storage request when nothing is new (a GET of the next commit file),
@@ -32,7 +36,8 @@ class DeltaTableVersionSensor(BaseSensorOperator):
     :param table_uri: the table location (or set it in the ``delta`` connection). (templated)
     :param delta_conn_id: a ``delta`` connection. (templated)
     :param storage_conn_id: an Airflow storage connection with the credentials. (templated)
-    :param storage_options: fsspec options.
+    :param storage_options: fsspec options. With ``deferrable=True`` they are handed to the
+        trigger, which is stored in the metadata database, so they may hold no secret.
     :param after_version: done on a commit after this version, e.g.
         ``"{{ ti.xcom_pull('commit')['version'] }}"``. (templated)
     :param after_timestamp: done on a commit at or after this time: a datetime, ISO string
@@ -41,18 +46,15 @@ class DeltaTableVersionSensor(BaseSensorOperator):
     :param operations: only these operations (``["WRITE", "MERGE"]``). (templated)
     :param partition_values: only commits adding files to this partition. (templated)
     :param deferrable: wait in the triggerer (default ``[operators] default_deferrable``).
+    :param poke_interval: seconds between pokes (and the trigger's polls); default
+        ``[delta] poll_interval`` (60), read when the task runs.
     """
 
-    template_fields: Sequence[str] = (
-        "table_uri",
-        "delta_conn_id",
-        "storage_conn_id",
-        "after_version",
-        "after_timestamp",
-        "operations",
-        "partition_values",
+    template_fields: Sequence[str] = delta_template_fields(
+        "after_version", "after_timestamp", "operations", "partition_values"
     )
     ui_color = "#00add4"
+    table_purpose = "to watch"
 
     def __init__(
         self,
@@ -67,60 +69,43 @@ class DeltaTableVersionSensor(BaseSensorOperator):
         operations: Sequence[str] | None = None,
         partition_values: Mapping[str, str | None] | None = None,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        poke_interval: timedelta | float | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
-        if not table_uri and not delta_conn_id:
-            raise ValueError("DeltaTableVersionSensor needs table_uri or delta_conn_id.")
-        self.table_uri = table_uri
-        self.delta_conn_id = delta_conn_id
-        self.storage_conn_id = storage_conn_id
-        self.storage_options = storage_options
+        # Explicit in the signature so that default_args reach it here: None means "not set".
+        super().__init__(
+            poke_interval=_BASE_POKE_INTERVAL if poke_interval is None else poke_interval, **kwargs
+        )
+        self._init_table(
+            table_uri=table_uri,
+            delta_conn_id=delta_conn_id,
+            storage_conn_id=storage_conn_id,
+            storage_options=storage_options,
+        )
+        validate(after_version, _to_after_version)
+        validate(after_timestamp, to_timestamp, "after_timestamp")
+        validate(operations, to_list, "operations")
         self.after_version = after_version
         self.after_timestamp = after_timestamp
-        self.data_changes_only = data_changes_only
+        self.data_changes_only = to_bool(data_changes_only, "data_changes_only", strings=False)
         self.operations = operations
         self.partition_values = partition_values
-        self.deferrable = deferrable
-
-    @cached_property
-    def hook(self) -> DeltaTableHook:
-        from airflow_delta_provider.hooks.delta import DeltaTableHook
-
-        return DeltaTableHook(
-            self.delta_conn_id,
-            table_uri=self.table_uri,
-            storage_conn_id=self.storage_conn_id,
-            storage_options=self.storage_options,
-        )
+        self.deferrable = to_bool(deferrable, "deferrable", strings=False)
+        self._poke_interval_from_config = poke_interval is None
+        if self.deferrable:
+            refuse_secret_options(self.storage_options, owner=type(self).__name__, reason=_STORED)
 
     def _after_version(self) -> int | None:
-        value = self.after_version
-        if value is None or (isinstance(value, str) and value.strip() in ("", "None")):
-            return None
-        try:
-            version = int(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"after_version={value!r} is not a table version (an integer).") from None
-        if version < -1:
-            raise ValueError(f"after_version={value!r} is negative.")
-        return version
+        return _to_after_version(self.after_version)
 
     def _after_timestamp(self) -> int | None:
-        value = self.after_timestamp
-        if value is None or (isinstance(value, str) and value.strip() in ("", "None")):
-            return None
-        from airflow_delta_provider.core.history import to_millis
-
-        try:
-            return to_millis(value)
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"after_timestamp={value!r} is not a point in time: {err}") from None
+        return to_timestamp(self.after_timestamp, "after_timestamp")
 
     def _filter(self) -> CommitFilter:
+        operations = to_list(self.operations, "operations")
         return CommitFilter(
             data_changes_only=self.data_changes_only,
-            operations=list(self.operations) if self.operations else None,
+            operations=operations or None,
             partition_values=dict(self.partition_values) if self.partition_values else None,
             after_timestamp=self._after_timestamp(),
         )
@@ -139,25 +124,28 @@ class DeltaTableVersionSensor(BaseSensorOperator):
         return PokeReturnValue(is_done=True, xcom_value=event)
 
     def execute(self, context: Context) -> Any:
+        if self._poke_interval_from_config:
+            from airflow_delta_provider.config import poll_interval
+
+            self.poke_interval = poll_interval()
         if not self.deferrable:
             return super().execute(context)
         found = self.poke(context)
         if isinstance(found, PokeReturnValue) and found.is_done:
             return found.xcom_value
-        from airflow_delta_provider.config import poll_interval
-
+        operations = to_list(self.operations, "operations")
         self.defer(
             trigger=DeltaTableVersionTrigger(
                 table_uri=self.table_uri,
                 delta_conn_id=self.delta_conn_id,
                 storage_conn_id=self.storage_conn_id,
-                storage_options=dict(self.storage_options) if self.storage_options else None,
+                storage_options=self.storage_options,
                 after_version=self._after_version(),
                 after_timestamp=self._after_timestamp(),
                 data_changes_only=self.data_changes_only,
-                operations=list(self.operations) if self.operations else None,
+                operations=operations or None,
                 partition_values=dict(self.partition_values) if self.partition_values else None,
-                poll_interval=self.poke_interval or poll_interval(),
+                poll_interval=self.poke_interval,
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout) if self.timeout else None,
@@ -166,6 +154,19 @@ class DeltaTableVersionSensor(BaseSensorOperator):
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """Resume after the trigger fired: the event is the XCom value, or the failure reason."""
         if event.get("status") != "success":
-            raise AirflowException(event.get("message") or f"The Delta table trigger failed: {event!r}")
+            raise AirflowException(
+                redact(event.get("message") or f"The Delta table trigger failed: {event!r}")
+            )
         self.log.info("Version(s) %s of %s.", event.get("versions"), event.get("table_uri"))
         return event
+
+
+#: Why a deferrable sensor's storage options may hold no secret.
+_STORED = (
+    "with deferrable=True they are handed to DeltaTableVersionTrigger, whose arguments are stored in the "
+    "metadata database; or use deferrable=False"
+)
+
+
+def _to_after_version(value: Any) -> int | None:
+    return to_int(value, "after_version", minimum=-1, meaning="a table version")

@@ -15,6 +15,9 @@ Each poll costs one storage request when nothing is new (see :mod:`.core.watch`)
 blocking reads run in a thread, off the triggerer's event loop. Under an ``AssetWatcher``
 on Airflow 3.3+ the cursor (last version seen) lives in the asset's state store, so a
 triggerer restart does not emit a version twice.
+
+A trigger's arguments are stored in the metadata database: it takes connection ids and
+credential-free locations only, and refuses storage options that hold a secret.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
 from airflow_delta_provider.core.errors import DeltaError
 from airflow_delta_provider.core.watch import CommitFilter, PollResult, payload, poll
+from airflow_delta_provider.utils.coercion import to_bool, to_int, to_list, to_seconds, to_timestamp
+from airflow_delta_provider.utils.mixins import DeltaTableMixin
+from airflow_delta_provider.utils.secrets import describe_error, refuse_secret_options
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping, Sequence
@@ -35,24 +41,32 @@ log = logging.getLogger(__name__)
 
 #: The key of the cursor in the asset state store.
 CURSOR_KEY = "delta_version"
+#: Why a trigger's storage options may hold no secret.
+_STORED = "a trigger's arguments are stored in the metadata database"
 
 
-class DeltaTableVersionTrigger(BaseEventTrigger):
+class DeltaTableVersionTrigger(DeltaTableMixin, BaseEventTrigger):
     """Poll a Delta table's log and emit an event per batch of matching new commits.
 
     :param table_uri: the table location (or set it in the ``delta`` connection).
     :param delta_conn_id: a ``delta`` connection.
     :param storage_conn_id: an Airflow storage connection with the credentials.
-    :param storage_options: fsspec options (serialised with the trigger: keep secrets in
-        connections, not here).
+    :param storage_options: fsspec options that are no secret (``endpoint_url``, ``region_name``...);
+        they are serialised with the trigger, so options named like a secret are refused: keep
+        credentials in a connection (``storage_conn_id``).
     :param after_version: only commits after this version; None: from the start (or
         from ``after_timestamp``).
     :param after_timestamp: only commits at or after this time (milliseconds since the epoch).
     :param data_changes_only: ignore commits that change no data (OPTIMIZE, VACUUM ...).
     :param operations: only these operations (``WRITE``, ``MERGE``, ...).
     :param partition_values: only commits adding files to this partition (``{"ds": "2024-01-01"}``).
-    :param poll_interval: seconds between polls.
+    :param poll_interval: seconds between polls; default ``[delta] poll_interval`` (60), read by
+        the triggerer when the trigger runs.
+    :raises ValueError: no table is named, the location carries credentials, a storage option
+        holds a secret, or an argument is not of its kind.
     """
+
+    table_purpose = "to watch"
 
     def __init__(
         self,
@@ -66,19 +80,22 @@ class DeltaTableVersionTrigger(BaseEventTrigger):
         data_changes_only: bool = False,
         operations: Sequence[str] | None = None,
         partition_values: Mapping[str, str | None] | None = None,
-        poll_interval: float = 60.0,
+        poll_interval: float | None = None,
     ) -> None:
         super().__init__()
-        self.table_uri = table_uri
-        self.delta_conn_id = delta_conn_id
-        self.storage_conn_id = storage_conn_id
-        self.storage_options = dict(storage_options) if storage_options else None
-        self.after_version = after_version
-        self.after_timestamp = after_timestamp
-        self.data_changes_only = data_changes_only
-        self.operations = list(operations) if operations else None
+        self._init_table(
+            table_uri=table_uri,
+            delta_conn_id=delta_conn_id,
+            storage_conn_id=storage_conn_id,
+            storage_options=storage_options,
+        )
+        refuse_secret_options(self.storage_options, owner=type(self).__name__, reason=_STORED)
+        self.after_version = to_int(after_version, "after_version", minimum=-1, meaning="a table version")
+        self.after_timestamp = to_timestamp(after_timestamp, "after_timestamp")
+        self.data_changes_only = to_bool(data_changes_only, "data_changes_only", strings=False)
+        self.operations = to_list(operations, "operations") or None
         self.partition_values = dict(partition_values) if partition_values else None
-        self.poll_interval = poll_interval
+        self.poll_interval = None if poll_interval is None else to_seconds(poll_interval, "poll_interval")
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -97,15 +114,13 @@ class DeltaTableVersionTrigger(BaseEventTrigger):
             },
         )
 
-    def _hook(self) -> Any:
-        from airflow_delta_provider.hooks.delta import DeltaTableHook
+    def _poll_interval(self) -> float:
+        """The given interval, else ``[delta] poll_interval`` of the process running the trigger."""
+        if self.poll_interval is not None:
+            return self.poll_interval
+        from airflow_delta_provider.config import poll_interval
 
-        return DeltaTableHook(
-            self.delta_conn_id,
-            table_uri=self.table_uri,
-            storage_conn_id=self.storage_conn_id,
-            storage_options=self.storage_options,
-        )
+        return poll_interval()
 
     def _filter(self) -> CommitFilter:
         return CommitFilter(
@@ -141,7 +156,8 @@ class DeltaTableVersionTrigger(BaseEventTrigger):
                 raise
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        hook = self._hook()
+        hook = self.hook
+        interval = self._poll_interval()
         table = await asyncio.to_thread(hook.get_table)
         cursor = await self._load_cursor()
         commit_filter = self._filter()
@@ -149,11 +165,14 @@ class DeltaTableVersionTrigger(BaseEventTrigger):
             try:
                 result: PollResult = await asyncio.to_thread(poll, table, cursor, commit_filter)
             except DeltaError as err:
+                # Redacted: the event is stored and shown (a DeltaError's message already is).
                 yield TriggerEvent(
                     {
                         "status": "error",
                         "table_uri": hook.table_uri,
-                        "message": f"The Delta table at {hook.table_uri} cannot be read: {err}",
+                        "message": (
+                            f"The Delta table at {hook.table_uri} cannot be read: {describe_error(err)}"
+                        ),
                     }
                 )
                 return
@@ -168,4 +187,4 @@ class DeltaTableVersionTrigger(BaseEventTrigger):
                 event = payload(hook.table_uri, result, previous)
                 self.log.info("New version(s) %s of %s.", event["versions"], hook.table_uri)
                 yield TriggerEvent(event)
-            await asyncio.sleep(self.poll_interval)
+            await asyncio.sleep(interval)

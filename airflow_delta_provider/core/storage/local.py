@@ -35,7 +35,7 @@ class LocalStore(LogStore):
         return fsspec.filesystem("file")
 
     @property
-    def arrow_fs(self) -> pafs.FileSystem:  # type: ignore[override]  # no cache needed
+    def arrow_fs(self) -> pafs.FileSystem:
         import pyarrow.fs as pafs
 
         return pafs.LocalFileSystem()

@@ -133,9 +133,9 @@ def _protect_deletion_vectors(storage: LogStore, column: pa.ChunkedArray, protec
             for relative in storage.path.relative_forms(path):
                 _add_with_parents(protected, relative)
             continue
-        relative = storage.path.relative(path)
-        if relative:
-            _add_with_parents(protected, relative)
+        inside = storage.path.relative(path)
+        if inside:
+            _add_with_parents(protected, inside)
 
 
 def _add_with_parents(protected: set[str], relative: str) -> None:
@@ -307,14 +307,14 @@ def check_under_root(storage: LogStore, paths: Iterable[str], *, resolve_links: 
     symbolic link to a directory elsewhere must not make VACUUM delete outside the root.
     """
     log_prefix = storage.path.log_dir + "/"
-    check_links = resolve_links and isinstance(storage, LocalStore)
+    local = storage if resolve_links and isinstance(storage, LocalStore) else None
     checked: dict[str, bool] = {}
     for path in paths:
         inside = storage.path.contains(path) and not path.startswith(log_prefix)
-        if inside and check_links:
+        if inside and local is not None:
             parent = path.rpartition("/")[0]
             if parent not in checked:
-                checked[parent] = storage.real_path_inside(parent, allow_root=True)
+                checked[parent] = local.real_path_inside(parent, allow_root=True)
             inside = checked[parent]
         if not inside:
             raise InvalidPathError(

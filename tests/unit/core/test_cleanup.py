@@ -11,6 +11,7 @@ import json
 import os
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -21,6 +22,12 @@ from airflow_delta_provider.core.cleanup import cutoff_for, earliest_reconstruct
 from airflow_delta_provider.core.errors import InvalidPathError, RetentionError, UnsupportedFeatureError
 from airflow_delta_provider.core.logfiles import parse_log_file
 from airflow_delta_provider.core.storage import FileInfo
+
+
+def cleaned(result: Any) -> list[str]:
+    """The files a cleanup deleted (planned), relative to ``_delta_log`` (the result has URIs)."""
+    return [uri.split("/_delta_log/", 1)[1] for uri in result.files]
+
 
 SCHEMA = pa.schema([("id", pa.int64())])
 NOW = datetime(2026, 6, 15, 12, 0, tzinfo=UTC)
@@ -169,10 +176,12 @@ def test_whole_groups_before_the_checkpoint_go_and_its_version_stays(table):
     names = log_names(table)
     assert names[0].startswith(f"{6:020d}")
     assert {f"{6:020d}.json", f"{6:020d}.crc", f"{6:020d}.checkpoint.parquet"} <= set(names)
-    assert set(result.files) == {f"{v:020d}.{ext}" for v in range(6) for ext in ("json", "crc")} | {
+    assert set(cleaned(result)) == {f"{v:020d}.{ext}" for v in range(6) for ext in ("json", "crc")} | {
         f"{3:020d}.checkpoint.parquet"
     }
-    assert result.num_bytes > 0 and not os.path.exists(os.path.join(table.storage.log_dir, result.files[0]))
+    assert result.num_bytes > 0 and not os.path.exists(
+        os.path.join(table.storage.log_dir, cleaned(result)[0])
+    )
     assert ids(table) == before
     assert ids(table, 6) == before[:-1]
 
@@ -220,7 +229,7 @@ def test_the_adjustment_chain_stops_at_a_second_file_of_a_version(table):
     table.checkpoint(6)
     age(table, {**dict.fromkeys(range(8), 40), 2: 1})
     result = table.cleanup_logs(now=NOW)
-    assert result.checkpoint_version == 6 and f"{2:020d}.json" in result.files
+    assert result.checkpoint_version == 6 and f"{2:020d}.json" in cleaned(result)
     assert ids(table) == list(range(1, 8))
 
 
@@ -253,7 +262,7 @@ def test_multipart_and_crc_files_go_too(table):
     table.checkpoint(6)
     age(table, dict.fromkeys(range(8), 40))
     result = table.cleanup_logs(now=NOW)
-    gone = set(result.files)
+    gone = set(cleaned(result))
     assert {f"{2:020d}.checkpoint.{p:010d}.{2:010d}.parquet" for p in (1, 2)} <= gone
     assert {f"{2:020d}.crc", f"{5:020d}.crc"} <= gone
     assert ids(table) == list(range(1, 8))
@@ -272,7 +281,7 @@ def test_a_multipart_checkpoint_ends_a_group_only_when_complete(table):
     result = table.cleanup_logs(now=NOW)
     assert result.checkpoint_version == 6
     # Delta never selects the parts of an incomplete set: the stray part stays.
-    assert part1 not in result.files and part1 in log_names(table)
+    assert part1 not in cleaned(result) and part1 in log_names(table)
     assert ids(table) == list(range(1, 8))
 
 
@@ -283,7 +292,7 @@ def test_empty_checkpoint_files_end_no_group(table):
     open(path, "wb").close()
     touch(path, 40, 3)
     result = table.cleanup_logs(now=NOW)
-    assert result.checkpoint_version == 6 and f"{3:020d}.checkpoint.parquet" in result.files
+    assert result.checkpoint_version == 6 and f"{3:020d}.checkpoint.parquet" in cleaned(result)
 
 
 def test_uuid_checkpoints_go_too(tmp_path):
@@ -296,7 +305,7 @@ def test_uuid_checkpoints_go_too(tmp_path):
     assert uuid_named, log_names(table)
     age(table, dict.fromkeys(range(8), 40))
     result = table.cleanup_logs(now=NOW)
-    assert set(uuid_named) <= set(result.files)
+    assert set(uuid_named) <= set(cleaned(result))
     assert ids(table) == list(range(1, 8))
 
 
@@ -316,8 +325,8 @@ def test_unreferenced_sidecars_go_when_a_checkpoint_goes(tmp_path):
     stray = os.path.join(sidecar_dir, "stray-in-progress.parquet")
     open(stray, "wb").close()  # young and unreferenced: an in-progress checkpoint's; kept
     result = table.cleanup_logs(now=NOW)
-    assert old_sidecars <= set(result.files)
-    assert not new_sidecars & set(result.files)
+    assert old_sidecars <= set(cleaned(result))
+    assert not new_sidecars & set(cleaned(result))
     assert sorted(os.listdir(sidecar_dir)) == sorted([n.split("/")[1] for n in new_sidecars] + [stray[-25:]])
     assert ids(table) == list(range(1, 8))
 
@@ -336,7 +345,7 @@ def test_expired_compacted_logs_go_without_blocking_the_groups(table):
     touch(after, 40)  # starts after _last_checkpoint: readers may still use it
     result = table.cleanup_logs(now=NOW)  # the young compacted file is not part of the groups
     assert result.checkpoint_version == 6
-    assert os.path.basename(old) in result.files
+    assert os.path.basename(old) in cleaned(result)
     assert os.path.exists(young) and os.path.exists(after)
 
 
@@ -349,7 +358,7 @@ def test_staged_commits_go_up_to_the_newest_deleted_commit(table):
     for name in names:
         open(os.path.join(staged, name), "w").close()
     result = table.cleanup_logs(now=NOW)
-    assert {f"_staged_commits/{n}" for n in names[:2]} <= set(result.files)
+    assert {f"_staged_commits/{n}" for n in names[:2]} <= set(cleaned(result))
     assert os.listdir(staged) == [names[2]]
 
 
@@ -629,9 +638,9 @@ def test_expired_temp_files_of_killed_writers_go(table, log_state, with_hint, dr
 
     result = table.cleanup_logs(now=NOW, dry_run=dry_run)
 
-    assert sorted(n for n in result.files if n.startswith(".")) == expired
+    assert sorted(n for n in cleaned(result) if n.startswith(".")) == expired
     # Delta's rules are untouched: the same log files, the same reason when there are none.
-    assert [n for n in result.files if not n.startswith(".")] == planned.files
+    assert [n for n in cleaned(result) if not n.startswith(".")] == cleaned(planned)
     assert result.skipped_reason == planned.skipped_reason
     assert (result.skipped_reason is None) is with_hint
     assert result.num_bytes == planned.num_bytes + len(expired) * len(b"half a commit")
@@ -648,7 +657,7 @@ def test_temp_files_within_the_retention_stay(table, log_state):
     table.checkpoint(6)
     name = _temp(table.storage.log_dir, f".{8:020d}.json.{uuid.uuid4().hex}.tmp", 10)
     result = table.cleanup_logs(now=NOW)
-    assert name not in result.files and os.path.exists(os.path.join(table.storage.log_dir, name))
+    assert name not in cleaned(result) and os.path.exists(os.path.join(table.storage.log_dir, name))
 
 
 def test_sidecar_temp_files_go_on_v2_tables(tmp_path):
@@ -660,4 +669,4 @@ def test_sidecar_temp_files_go_on_v2_tables(tmp_path):
     os.makedirs(sidecars, exist_ok=True)
     name = _temp(sidecars, f".{uuid.uuid4()}.parquet.{uuid.uuid4().hex}.tmp", 40)
     result = table.cleanup_logs(now=NOW)
-    assert f"_sidecars/{name}" in result.files and not os.path.exists(os.path.join(sidecars, name))
+    assert f"_sidecars/{name}" in cleaned(result) and not os.path.exists(os.path.join(sidecars, name))

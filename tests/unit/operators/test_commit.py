@@ -407,6 +407,11 @@ def test_openlineage_names_the_table_by_storage_and_reports_the_commit(tmp_path:
         pytest.param({"partition_by": [""]}, "partition_by must be", id="empty-column"),
         pytest.param({"tags": {"a": 1}}, "tags must map strings", id="bad-tags"),
         pytest.param({"merge_schema": "maybe"}, "merge_schema must be", id="bad-merge"),
+        pytest.param(
+            {"allow_empty_overwrite": "yes"}, "allow_empty_overwrite must be True or False", id="bad-opt-in"
+        ),
+        pytest.param({"app_version": 2**63}, "app_version must be an integer <= ", id="version-beyond-long"),
+        pytest.param({"app_id": "  "}, "app_id must be a non-empty string", id="blank-app-id"),
     ],
 )
 def test_bad_arguments_are_refused_at_parse_time(
@@ -439,6 +444,57 @@ def test_a_prefix_outside_the_root_or_hidden_is_refused(tmp_path: Path) -> None:
         with pytest.raises(InvalidPathError):
             op.execute(context_for(op))
     assert not (root / "_delta_log").exists()
+
+
+# --- an overwrite that adds nothing -----------------------------------------------------------------
+
+
+def log_listing(root: Path) -> list[str]:
+    return sorted(p.name for p in (root / "_delta_log").iterdir())
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "params"),
+    [
+        pytest.param({"files": "{{ params.files | tojson }}"}, {"files": []}, id="files-render-empty-list"),
+        pytest.param({"files": "{{ params.files }}"}, {"files": "[]"}, id="files-render-json-empty"),
+        pytest.param({"files": []}, {}, id="files-empty-list"),
+        pytest.param({"prefix": "{{ params.dir }}"}, {"dir": "empty-dir"}, id="prefix-empty-dir"),
+        pytest.param(
+            {"files": "{{ params.files | tojson }}", "replace_where": "ds = '2026-11-01'"},
+            {"files": []},
+            id="replace-where",
+        ),
+    ],
+)
+def test_an_overwrite_that_adds_nothing_is_refused_and_the_table_is_unchanged(
+    tmp_path: Path, kwargs: dict[str, Any], params: dict[str, Any]
+) -> None:
+    root = tmp_path / "events"
+    write_parquet(root, "landing-1", [1, 2], ds="2026-11-01")
+    seed = operator(root, partition_by=["ds"])
+    seed.execute(context_for(seed))
+    (root / "empty-dir").mkdir()
+    before = (DeltaTable(str(root)).version(), rows(root), log_listing(root))
+    op = operator(root, mode="overwrite", **kwargs)
+    context = {**context_for(op, run_id=RUN_2), "params": params}
+    op.render_template_fields(context)
+    with pytest.raises(ValueError, match="allow_empty_overwrite=True"):
+        op.execute(context)
+    assert (DeltaTable(str(root)).version(), rows(root), log_listing(root)) == before
+
+
+def test_an_empty_overwrite_runs_when_the_user_opts_in(tmp_path: Path) -> None:
+    root = tmp_path / "events"
+    write_parquet(root, "landing-1", [1, 2])
+    seed = operator(root)
+    seed.execute(context_for(seed))
+    op = operator(root, files="{{ params.files | tojson }}", mode="overwrite", allow_empty_overwrite=True)
+    context = {**context_for(op, run_id=RUN_2), "params": {"files": []}}
+    op.render_template_fields(context)
+    result = op.execute(context)
+    assert (result["committed"], result["files"], result["removed_files"]) == (True, 0, 1)
+    assert rows(root) == []
 
 
 # --- S3 (a real moto server on loopback) ----------------------------------------------------------

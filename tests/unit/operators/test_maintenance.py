@@ -20,13 +20,13 @@ from deltalake import DeltaTable as RsDeltaTable
 from deltalake import PostCommitHookProperties, write_deltalake
 
 from airflow_delta_provider.core import DeltaTable, RetentionError, TableNotFoundError
+from airflow_delta_provider.core.maintenance import checkpoint_due
 from airflow_delta_provider.operators.maintenance import (
     DeltaCheckpointOperator,
     DeltaLogCleanupOperator,
     DeltaMaintenanceError,
     DeltaMaintenanceOperator,
     DeltaVacuumOperator,
-    checkpoint_due,
 )
 
 DAY = 86_400
@@ -270,17 +270,25 @@ def test_checkpoint_only_if_due(tmp_path: Path) -> None:
 def test_checkpoint_due_policy(tmp_path: Path) -> None:
     root = write_table(tmp_path / "t", commits=4)
     snapshot = DeltaTable(root).snapshot()
-    assert checkpoint_due(snapshot)[0] is False
+    assert checkpoint_due(snapshot).due is False
     # The provider-wide default applies when the table sets nothing...
-    assert checkpoint_due(snapshot, {"delta.checkpointInterval": "3"})[0] is True
-    assert checkpoint_due(snapshot, {"delta.checkpointInterval": None})[0] is False
+    assert checkpoint_due(
+        DeltaTable(root, provider_defaults={"delta.checkpointInterval": "3"}).snapshot()
+    ).due
+    assert not checkpoint_due(
+        DeltaTable(root, provider_defaults={"delta.checkpointInterval": None}).snapshot()
+    ).due
 
     pinned = write_table(tmp_path / "p", commits=4, properties={"delta.checkpointInterval": "50"})
     # ...and the table's own property wins over it.
-    assert checkpoint_due(DeltaTable(pinned).snapshot(), {"delta.checkpointInterval": "3"})[0] is False
+    three = {"delta.checkpointInterval": "3"}
+    assert checkpoint_due(DeltaTable(pinned, provider_defaults=three).snapshot()).due is False
 
     DeltaCheckpointOperator(task_id="t", table_uri=root).execute({})
-    due, reason = checkpoint_due(DeltaTable(root).snapshot(), {"delta.checkpointInterval": "1"})
+    decision = checkpoint_due(
+        DeltaTable(root, provider_defaults={"delta.checkpointInterval": "1"}).snapshot()
+    )
+    due, reason = decision.due, decision.reason
     assert (due, reason) == (False, "version 3 already has a checkpoint")
 
 
@@ -509,6 +517,11 @@ def test_maintenance_respects_disabled_log_cleanup(tmp_path: Path) -> None:
     assert steps["cleanup"] == {
         "status": "disabled",
         "reason": "the table sets delta.enableExpiredLogCleanup=false",
+        "decision": {
+            "due": False,
+            "reason": "the table sets delta.enableExpiredLogCleanup=false",
+            "enabled": {"name": "delta.enableExpiredLogCleanup", "value": False, "source": "table property"},
+        },
     }
     assert steps["vacuum"] == {"status": "disabled", "reason": "run_vacuum=False"}
     assert len(commit_files(root)) == 12
@@ -571,28 +584,9 @@ def test_tables_rendered_as_a_json_list_are_deduplicated(tmp_path: Path) -> None
 
 
 def test_vacuum_interval_accepts_hours_and_intervals() -> None:
+    """The value is kept as given and coerced when the task runs (see tests/unit/utils/test_coercion.py)."""
     operator = DeltaMaintenanceOperator(task_id="m", tables=["/x"], vacuum_interval=36)
     assert operator.vacuum_interval == 36
-    from airflow_delta_provider.operators.maintenance import _to_interval
-
-    assert _to_interval(36, "vacuum_interval") == timedelta(hours=36)
-    assert _to_interval("interval 2 days", "vacuum_interval") == timedelta(days=2)
-    assert _to_interval("12", "vacuum_interval") == timedelta(hours=12)
-    assert _to_interval(None, "vacuum_interval") is None
-
-
-@pytest.mark.parametrize(
-    ("uri", "shown"),
-    [
-        pytest.param("s3://AKIDEXAMPLE:s3cr3t@bucket/t", "s3://bucket/t", id="userinfo"),
-        pytest.param("s3://bucket/t", "s3://bucket/t", id="plain"),
-        pytest.param("/data/a@b/t", "/data/a@b/t", id="local-path-with-at"),
-    ],
-)
-def test_reports_never_show_credentials_in_uris(uri: str, shown: str) -> None:
-    from airflow_delta_provider.operators.maintenance import _redact
-
-    assert _redact(uri) == shown
 
 
 # --- S3 (a real moto server on loopback) ---------------------------------------------------------
@@ -677,7 +671,7 @@ def vacuum_commit(root: str, status: str) -> None:
 
 
 def test_last_vacuum_reads_the_newest_completed_vacuum_end(tmp_path: Path) -> None:
-    from airflow_delta_provider.operators.maintenance import last_vacuum
+    from airflow_delta_provider.core.maintenance import last_vacuum
 
     root = write_table(tmp_path / "t", commits=3)
     week_ago = datetime.now(UTC) - timedelta(days=7)
@@ -691,13 +685,13 @@ def test_last_vacuum_reads_the_newest_completed_vacuum_end(tmp_path: Path) -> No
     write_table(tmp_path / "t", commits=2)  # later writes do not hide it
     found = last_vacuum(DeltaTable(root), week_ago)
     assert found is not None
-    stamp, reason = found
+    stamp, reason = found.timestamp, found.description
     assert reason.startswith("VACUUM END at version 6 (")
     assert abs((datetime.now(UTC) - stamp).total_seconds()) < 600
 
 
 def test_last_vacuum_ignores_a_vacuum_older_than_the_window(tmp_path: Path) -> None:
-    from airflow_delta_provider.operators.maintenance import last_vacuum
+    from airflow_delta_provider.core.maintenance import last_vacuum
 
     root = write_table(tmp_path / "t", commits=2)
     vacuum_commit(root, "COMPLETED")
@@ -708,14 +702,14 @@ def test_last_vacuum_ignores_a_vacuum_older_than_the_window(tmp_path: Path) -> N
 
 def test_last_vacuum_falls_back_to_last_vacuum_info(tmp_path: Path) -> None:
     """On S3 Delta writes no VACUUM commits; ``_last_vacuum_info`` still says when VACUUM last ran."""
-    from airflow_delta_provider.operators.maintenance import last_vacuum
+    from airflow_delta_provider.core.maintenance import last_vacuum
 
     root = write_table(tmp_path / "t", commits=2)
     info = Path(root) / "_delta_log" / "_last_vacuum_info"
     info.write_text(json.dumps({"latestCommitVersionOutsideOfRetentionWindow": 0}))
     found = last_vacuum(DeltaTable(root), datetime.now(UTC) - timedelta(days=7))
     assert found is not None
-    assert found[1].startswith("_last_vacuum_info written ")
+    assert found.description.startswith("_last_vacuum_info written ")
     old = time.time() - 8 * DAY
     os.utime(info, (old, old))
     assert last_vacuum(DeltaTable(root), datetime.now(UTC) - timedelta(days=7)) is None

@@ -52,12 +52,19 @@ class Job:
     """A PySpark callable producing one day of events; counts its runs in a file."""
 
     def __init__(
-        self, counter: Path, ids: list[int], *, extra_column: bool = False, fail: bool = False
+        self,
+        counter: Path,
+        ids: list[int],
+        *,
+        extra_column: bool = False,
+        fail: bool = False,
+        columns: str = "id LONG, user STRING, ds DATE",
     ) -> None:
         self.counter = counter
         self.ids = ids
         self.extra_column = extra_column
         self.fail = fail
+        self.columns = columns
 
     def runs(self) -> int:
         return len(self.counter.read_text().splitlines()) if self.counter.exists() else 0
@@ -73,9 +80,7 @@ class Job:
         if self.extra_column:
             data = [(i, f"user-{i}", day, float(i)) for i in self.ids]
             return spark.createDataFrame(data, "id LONG, user STRING, ds DATE, score DOUBLE")
-        return spark.createDataFrame(
-            [(i, f"user-{i}", day) for i in self.ids], "id LONG, user STRING, ds DATE"
-        )
+        return spark.createDataFrame([(i, f"user-{i}", day) for i in self.ids], self.columns)
 
 
 def make(root: Path, job: Any, **kwargs: Any) -> DeltaPySparkOperator:
@@ -214,3 +219,72 @@ def test_openlineage_injection_is_off_by_default_and_never_fails_the_task(tmp_pa
     off = make(tmp_path / "t", Job(tmp_path / "runs", [1]), task_id="other")
     assert off.spark_config(context_for(off)) == SPARK_CONF
     assert on.spark_config(context_for(on)) == SPARK_CONF
+
+
+def committed_column_names(root: Path) -> set[tuple[str, ...]]:
+    """The column names inside the Parquet files the table references (what every reader matches on)."""
+    import pyarrow.parquet as pq
+
+    return {tuple(pq.read_schema(uri).names) for uri in DeltaTable(str(root)).snapshot().file_uris()}
+
+
+def test_columns_differing_only_by_case_are_written_in_the_table_s_spelling(tmp_path: Path) -> None:
+    """As Delta does: Spark resolves ``ID`` to ``id``, but Parquet readers (pyarrow, delta-rs) match
+    names exactly and would read NULL for a file whose column is spelled ``ID``."""
+    root = tmp_path / "events"
+    seed = make(root, Job(tmp_path / "seed", [1]), partition_by=["ds"])
+    seed.execute(context_for(seed, run_id="manual__seed"))
+    shouting = make(root, Job(tmp_path / "runs", [2, 3], columns="ID LONG, User STRING, DS DATE"))
+    result = shouting.execute(context_for(shouting))
+    assert result["committed"] and result["rows"] == 2
+    assert committed_column_names(root) == {("id", "user")}  # ds is in the directory names
+    assert table_rows(root) == [("2026-11-01", 1), ("2026-11-01", 2), ("2026-11-01", 3)]
+    assert sorted(RsDeltaTable(str(root)).to_pyarrow_table().column("id").to_pylist()) == [1, 2, 3]
+    assert DeltaTable(str(root)).snapshot().schema.names == ["id", "user", "ds"]
+
+
+#: Runs in its own interpreter: a JVM that ran a classic session keeps ``spark.master`` as a system
+#: property, which a new SparkConf reads and Spark Connect then refuses next to ``spark.remote``
+#: (one task is one process in Airflow, so this only concerns tests).
+_CONNECT_JOB = """
+import sys, uuid
+from airflow.sdk.execution_time.context import OutletEventAccessors
+from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+from airflow_delta_provider.operators.pyspark import DeltaPySparkOperator
+
+def job(spark=None):
+    import datetime as dt
+    return spark.createDataFrame([(1, "u1", dt.date(2026, 11, 1)), (2, "u2", dt.date(2026, 11, 1))],
+                                 "ID LONG, USER STRING, ds DATE")
+
+op = DeltaPySparkOperator(task_id="ingest", python_callable=job, table_uri=sys.argv[1],
+                          config_kwargs={"spark.remote": "local[1]", "spark.sql.session.timeZone": "UTC"})
+ti = RuntimeTaskInstance.model_construct(id=uuid.uuid4(), dag_id="daily", task_id="ingest", run_id="r",
+                                         map_index=-1, try_number=1, max_tries=0, task=op)
+result = op.execute({"ti": ti, "task": op, "outlet_events": OutletEventAccessors()})
+print("RESULT", result["committed"], result["rows"])
+"""
+
+
+def test_spark_connect_writes_and_commits(tmp_path: Path) -> None:
+    """A real Spark Connect session (a local server PySpark starts): Connect rejects the writer mode
+    "errorifexists", so the attempt's directory is written with its alias "error"; the DataFrame's
+    upper-case columns are renamed to the table's spelling on Connect too."""
+    import subprocess
+    import sys
+
+    import pyarrow as pa
+
+    root = tmp_path / "events"
+    schema = pa.schema([("id", pa.int64()), ("user", pa.string()), ("ds", pa.date32())])
+    DeltaTable.create(str(root), schema, partition_by=["ds"])
+    done = subprocess.run(
+        [sys.executable, "-c", _CONNECT_JOB, str(root)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert "RESULT True 2" in done.stdout, done.stderr[-3000:]
+    assert table_rows(root) == [("2026-11-01", 1), ("2026-11-01", 2)]
+    assert committed_column_names(root) == {("id", "user")}

@@ -95,3 +95,59 @@ def test_templated_fields():
     assert {"table_uri", "after_version", "after_timestamp", "partition_values"} <= set(
         DeltaTableVersionSensor.template_fields
     )
+
+
+# --- [delta] poll_interval --------------------------------------------------------------------
+
+
+def test_the_delta_poll_interval_applies_when_the_sensor_sets_no_poke_interval(table, monkeypatch):
+    monkeypatch.setenv("AIRFLOW__DELTA__POLL_INTERVAL", "7.5")
+    sensor = DeltaTableVersionSensor(task_id="wait", table_uri=table.uri, after_version=0, deferrable=True)
+    with pytest.raises(TaskDeferred) as deferred:
+        sensor.execute({})
+    assert sensor.poke_interval == 7.5
+    assert deferred.value.trigger.poll_interval == 7.5
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        pytest.param({"poke_interval": 30}, id="argument"),
+        pytest.param({"poke_interval": dt.timedelta(seconds=30)}, id="timedelta"),
+        pytest.param({"default_args": {"poke_interval": 30}}, id="default-args"),
+    ],
+)
+def test_an_explicit_poke_interval_wins_over_the_config(table, monkeypatch, kwargs):
+    monkeypatch.setenv("AIRFLOW__DELTA__POLL_INTERVAL", "7.5")
+    sensor = DeltaTableVersionSensor(
+        task_id="wait", table_uri=table.uri, after_version=0, deferrable=True, **kwargs
+    )
+    with pytest.raises(TaskDeferred) as deferred:
+        sensor.execute({})
+    assert sensor.poke_interval == 30
+    assert deferred.value.trigger.poll_interval == 30
+
+
+def test_a_poking_sensor_polls_at_the_configured_interval(table, monkeypatch):
+    """BaseSensorOperator's poke loop sleeps ``poke_interval`` between pokes: the configured one."""
+    import threading
+
+    monkeypatch.setenv("AIRFLOW__DELTA__POLL_INTERVAL", "0.05")
+    sensor = DeltaTableVersionSensor(task_id="wait", table_uri=table.uri, after_version=0, timeout=20)
+    timer = threading.Timer(0.3, commit, args=(table,))
+    timer.start()
+    try:
+        assert sensor.execute({})["version"] == 1
+    finally:
+        timer.join()
+    assert sensor.poke_interval == 0.05
+
+
+@pytest.mark.parametrize("value", ["soon", "0", "-1", ""])
+def test_a_bad_poll_interval_config_names_the_option(table, monkeypatch, value):
+    monkeypatch.setenv("AIRFLOW__DELTA__POLL_INTERVAL", value)
+    sensor = DeltaTableVersionSensor(
+        task_id="wait", table_uri=table.uri, after_version=0, deferrable=True, timeout=5
+    )
+    with pytest.raises(ValueError, match=r"\[delta\] poll_interval must be a positive number of seconds"):
+        sensor.execute({})

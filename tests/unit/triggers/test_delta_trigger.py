@@ -116,3 +116,17 @@ async def test_cursor_in_the_asset_state_store_survives_a_restart(tmp_path):
     event = await next_event(restarted)
     timer.join()
     assert event.payload["versions"] == [2]  # versions 0 and 1 are not emitted again
+
+
+@pytest.mark.asyncio
+async def test_without_poll_interval_the_delta_config_applies(tmp_path, monkeypatch):
+    """With a hard-coded 60 s the second poll would come after the 10 s the test waits for an event."""
+    monkeypatch.setenv("AIRFLOW__DELTA__POLL_INTERVAL", "0.05")
+    table = DeltaTable.create(str(tmp_path / "t"), SCHEMA)
+    trigger = DeltaTableVersionTrigger(table_uri=table.uri, after_version=0)
+    assert trigger.serialize()[1]["poll_interval"] is None  # read by the triggerer, not stored
+    timer = threading.Timer(0.3, commit, args=(table,))
+    timer.start()
+    event = await next_event(trigger)
+    timer.join()
+    assert event.payload["version"] == 1

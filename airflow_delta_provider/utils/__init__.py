@@ -1,0 +1,1 @@
+"""Shared by the Airflow layer: argument coercion, secrets at the boundary, the table mixin."""

@@ -1,0 +1,355 @@
+"""No secret leaves the place it was given: one planted secret, every entry point, every output channel.
+
+The secret is planted, one place at a time, where a credential can enter the provider: the userinfo
+of a table location, an Airflow connection's password, a connection's extra (a ``delta``
+connection's ``storage_options``) and the ``storage_options`` argument. Then the hook, every
+operator, the sensor and the trigger run, succeeding and failing, and every channel that leaves
+the provider is searched for it: exception messages and tracebacks, log records (``caplog``) and
+the task log (Airflow's structured logging writes to stdout), XCom return values, asset event
+extras, OpenLineage facets, serialized triggers, trigger events, ``repr()``, ``test_connection``
+messages and the maintenance report. On S3 the tables live on a real moto server, which accepts
+any secret, so the planted one is the credential every request is signed with.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import traceback
+import uuid
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from airflow.sdk.exceptions import TaskDeferred
+
+from airflow_delta_provider.assets.delta import asset_event_extra, delta_table_asset, table_asset_uri
+from airflow_delta_provider.core import DeltaTable
+from airflow_delta_provider.hooks.delta import DeltaTableHook
+from airflow_delta_provider.openlineage import dataset_naming, output_dataset
+from airflow_delta_provider.operators.commit import DeltaCommitOperator
+from airflow_delta_provider.operators.maintenance import (
+    DeltaCheckpointOperator,
+    DeltaLogCleanupOperator,
+    DeltaMaintenanceError,
+    DeltaMaintenanceOperator,
+    DeltaVacuumOperator,
+)
+from airflow_delta_provider.sensors.delta import DeltaTableVersionSensor
+from airflow_delta_provider.triggers.delta import DeltaTableVersionTrigger
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+SCHEMA = pa.schema([("id", pa.int64()), ("ds", pa.string())])
+
+
+def planted() -> str:
+    """A fresh secret per test (the redaction registry is process-wide)."""
+    return f"Pl4nted-{uuid.uuid4().hex}"
+
+
+class Channels:
+    """Everything that left the provider, as text, by where it came out."""
+
+    def __init__(self) -> None:
+        self.outputs: list[tuple[str, str]] = []
+
+    def add(self, where: str, value: Any) -> Any:
+        if isinstance(value, BaseException):
+            text = "".join(traceback.format_exception(value)) + repr(value)
+        elif isinstance(value, str):
+            text = value
+        else:
+            try:
+                text = json.dumps(value, default=str)
+            except (TypeError, ValueError):
+                text = repr(value)
+        self.outputs.append((where, text))
+        return value
+
+    def raises(self, where: str, call: Callable[[], Any], expected: type[BaseException] = Exception) -> Any:
+        """Run ``call``, which must raise ``expected``; keep its message and traceback."""
+        with pytest.raises(expected) as caught:
+            call()
+        self.add(where, caught.value)
+        return caught.value
+
+    def lineage(self, where: str, lineage: Any) -> None:
+        from openlineage.client.serde import Serde
+
+        for dataset in getattr(lineage, "outputs", None) or []:
+            self.add(where, Serde.to_json(dataset))
+
+    def assert_clean(
+        self, secret: str, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+    ) -> None:
+        output = capsys.readouterr()
+        self.add("stdout (task log)", output.out)
+        self.add("stderr", output.err)
+        for record in caplog.records:
+            self.add(f"log record {record.name}", record.getMessage())
+            if record.exc_info:
+                self.add(
+                    f"log record {record.name} traceback",
+                    "".join(traceback.format_exception(*record.exc_info)),
+                )
+        variants = {secret, quote(secret, safe="")}
+        leaked = [where for where, text in self.outputs if any(v in text for v in variants)]
+        assert leaked == []
+        assert len(self.outputs) > 10  # the channels were really searched
+
+
+@pytest.fixture
+def channels(caplog: pytest.LogCaptureFixture) -> Channels:
+    caplog.set_level(logging.INFO)
+    caplog.set_level(logging.DEBUG, logger="airflow_delta_provider")
+    return Channels()
+
+
+def connection(monkeypatch: pytest.MonkeyPatch, conn_id: str, **fields: Any) -> None:
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(fields))
+
+
+# --- a secret in the location ----------------------------------------------------------------------
+
+LOCATIONS = [
+    pytest.param("s3://AKIAPLANTED:{secret}@bucket/lake/t", id="s3-key-and-secret"),
+    pytest.param("s3a://{secret}@bucket/lake/t", id="s3-token-only"),
+    pytest.param("gs://AKIAPLANTED:{secret}@bucket/t", id="gcs"),
+    pytest.param("file://user:{secret}@localhost/tmp/t", id="file"),
+    pytest.param("abfss://user:{secret}@account.dfs.core.windows.net/t", id="abfss"),
+]
+
+
+@pytest.mark.parametrize("template", LOCATIONS)
+def test_a_location_with_credentials_is_refused_everywhere_and_never_shown(
+    template: str,
+    channels: Channels,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    task_context: Callable[..., dict[str, Any]],
+) -> None:
+    secret = planted()
+    uri = template.format(secret=secret)
+
+    # Every class refuses it when built (DAG parse time), naming what to do instead.
+    builders: dict[str, Callable[[], Any]] = {
+        "DeltaCommitOperator": lambda: DeltaCommitOperator(task_id="c", table_uri=uri, prefix="x"),
+        "DeltaCheckpointOperator": lambda: DeltaCheckpointOperator(task_id="c", table_uri=uri),
+        "DeltaLogCleanupOperator": lambda: DeltaLogCleanupOperator(task_id="c", table_uri=uri),
+        "DeltaVacuumOperator": lambda: DeltaVacuumOperator(task_id="c", table_uri=uri),
+        "DeltaMaintenanceOperator": lambda: DeltaMaintenanceOperator(task_id="c", tables=[uri]),
+        "DeltaTableVersionSensor": lambda: DeltaTableVersionSensor(task_id="c", table_uri=uri),
+        "DeltaTableVersionTrigger": lambda: DeltaTableVersionTrigger(table_uri=uri),
+    }
+    pytest.importorskip("pyspark")
+    from airflow_delta_provider.operators.pyspark import DeltaPySparkOperator
+
+    builders["DeltaPySparkOperator"] = lambda: DeltaPySparkOperator(
+        task_id="c", python_callable=lambda spark=None: None, table_uri=uri
+    )
+    for name, build in builders.items():
+        error = channels.raises(name, build, ValueError)
+        assert "carries credentials" in str(error) and "storage_conn_id" in str(error)
+
+    # The hook: its location without credentials, a refusal to open it, and the Test button.
+    hook = DeltaTableHook(table_uri=uri)
+    channels.add("hook.table_uri", hook.table_uri)
+    channels.add("repr(hook)", repr(hook))
+    channels.raises("hook.get_table", hook.get_table, ValueError)
+    ok, message = channels.add("test_connection", hook.test_connection())
+    assert ok is False and "carries credentials" in message
+
+    # A delta connection whose location holds them.
+    connection(monkeypatch, "planted_delta", conn_type="delta", host=uri)
+    by_conn = DeltaTableHook("planted_delta")
+    channels.add("test_connection (delta connection)", by_conn.test_connection())
+    checkpoint = DeltaCheckpointOperator(task_id="c", delta_conn_id="planted_delta")
+    channels.raises("checkpoint via delta connection", lambda: checkpoint.execute({}), ValueError)
+    channels.add("repr(hook via connection)", repr(checkpoint.hook))
+
+    # A template that renders it: the rendered fields are masked, the run refuses before any I/O.
+    templated = DeltaVacuumOperator(task_id="v", table_uri="{{ params.table }}")
+    context = task_context(templated, params={"table": uri})
+    templated.render_template_fields(context)
+    channels.raises("vacuum of a rendered location", lambda: templated.execute(context), ValueError)
+    maintenance = DeltaMaintenanceOperator(task_id="m", tables="{{ params.tables | tojson }}")
+    context = task_context(maintenance, params={"tables": [uri]})
+    maintenance.render_template_fields(context)
+    failed = channels.raises(
+        "maintenance of a rendered location", lambda: maintenance.execute({}), DeltaMaintenanceError
+    )
+    channels.add("maintenance report", failed.report)
+    assert "carries credentials" in failed.report["tables"][0]["error"]
+
+    # Where the location itself is published: asset URIs, asset event extras, OpenLineage names.
+    if not uri.startswith("file://"):
+        channels.add("table_asset_uri", table_asset_uri(uri))
+        channels.add("delta_table_asset", repr(delta_table_asset(uri)))
+        channels.add("asset_event_extra", asset_event_extra({"version": 1, "committed": True}, uri))
+        channels.add("dataset_naming", dataset_naming(uri))
+        channels.lineage("output_dataset", type("L", (), {"outputs": [output_dataset(uri, version=1)]})())
+    channels.assert_clean(secret, capsys, caplog)
+
+
+# --- a secret in a connection or in storage_options, on S3 ------------------------------------------
+
+ENTRIES = ["connection password", "connection extra", "storage_options"]
+
+
+def s3_table_arguments(
+    entry: str, secret: str, bucket: str, endpoint: str, path: str, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, Any]:
+    """The table arguments of a task whose credential (the planted secret) enters through ``entry``."""
+    uri = f"s3://{bucket}/{path}"
+    client = {"endpoint_url": endpoint, "region_name": "us-east-1"}
+    options = {"key": "AKIAPLANTED", "secret": secret, "client_kwargs": client}
+    if entry == "connection password":
+        conn_id = f"planted_aws_{path.replace('/', '_')}"
+        connection(monkeypatch, conn_id, conn_type="aws", login="AKIAPLANTED", password=secret, extra=client)
+        return {"table_uri": uri, "storage_conn_id": conn_id}
+    if entry == "connection extra":
+        conn_id = f"planted_delta_{path.replace('/', '_')}"
+        connection(monkeypatch, conn_id, conn_type="delta", host=uri, extra={"storage_options": options})
+        return {"delta_conn_id": conn_id}
+    return {"table_uri": uri, "storage_options": options}
+
+
+def put_parquet(storage_options: dict[str, Any], bucket: str, key: str, ids: list[int]) -> None:
+    from airflow_delta_provider.core.storage import open_store
+
+    storage = open_store(f"s3://{bucket}", storage_options)
+    with storage.fs.open(f"{bucket}/{key}", "wb") as out:
+        pq.write_table(pa.table({"id": pa.array(ids, pa.int64())}), out)
+
+
+async def first_event(trigger: DeltaTableVersionTrigger) -> Any:
+    import asyncio
+    import contextlib
+
+    async with contextlib.aclosing(trigger.run()) as events:
+        return await asyncio.wait_for(events.__anext__(), 60)
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("entry", ENTRIES)
+def test_a_secret_given_as_a_credential_reaches_no_output_on_s3(
+    entry: str,
+    s3_bucket: str,
+    s3_endpoint: str,
+    s3_storage_options: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    channels: Channels,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    task_context: Callable[..., dict[str, Any]],
+) -> None:
+    import asyncio
+
+    secret = planted()
+    table = s3_table_arguments(entry, secret, s3_bucket, s3_endpoint, "lake/events", monkeypatch)
+    uri = f"s3://{s3_bucket}/lake/events"
+
+    # A commit: XCom, asset event, lineage, repr, the task log.
+    put_parquet(s3_storage_options, s3_bucket, "lake/events/incoming/ds=2026-11-01/part-0.parquet", [1, 2])
+    commit = DeltaCommitOperator(task_id="commit", prefix="incoming", partition_by=["ds"], **table)
+    context = task_context(commit)
+    result = channels.add("commit XCom", commit.execute(context))
+    assert (result["version"], result["rows"], result["table_uri"]) == (0, 2, uri)
+    channels.add("asset event extra", context["outlet_events"][delta_table_asset(uri)].extra)
+    channels.lineage("OpenLineage facets", commit.get_openlineage_facets_on_complete(None))
+    channels.add("repr(operator)", repr(commit))
+    channels.add("repr(hook)", repr(commit.hook))
+    retry = channels.add("skipped retry XCom", commit.execute(task_context(commit, try_number=2)))
+    assert retry["skipped"]
+    # A commit that fails.
+    missing = DeltaCommitOperator(task_id="missing", prefix="not-there", **table)
+    channels.raises("failed commit", lambda: missing.execute(task_context(missing)))
+
+    # The hook's Test button, for a table that is there and for one that is not.
+    hook = DeltaTableHook(
+        table.get("delta_conn_id"), **{k: v for k, v in table.items() if k != "delta_conn_id"}
+    )
+    ok, message = channels.add("test_connection", hook.test_connection())
+    assert ok, message
+    gone = s3_table_arguments(entry, secret, s3_bucket, s3_endpoint, "lake/gone", monkeypatch)
+    gone_hook = DeltaTableHook(
+        gone.get("delta_conn_id"), **{k: v for k, v in gone.items() if k != "delta_conn_id"}
+    )
+    assert channels.add("test_connection (no table)", gone_hook.test_connection())[0] is False
+
+    # The sensor: a poke, and a deferral whose trigger is serialised.
+    sensor = DeltaTableVersionSensor(task_id="wait", after_version=-1, **table)
+    channels.add("sensor XCom", sensor.execute({}))
+    if entry == "storage_options":
+        refused = channels.raises(
+            "deferrable sensor with secret options",
+            lambda: DeltaTableVersionSensor(task_id="w", after_version=0, deferrable=True, **table),
+            ValueError,
+        )
+        assert "'secret'" in str(refused) and "storage_conn_id" in str(refused)
+        channels.raises(
+            "trigger with secret options",
+            lambda: DeltaTableVersionTrigger(after_version=0, **table),
+            ValueError,
+        )
+    else:
+        deferring = DeltaTableVersionSensor(task_id="w", after_version=0, deferrable=True, **table)
+        deferred = channels.raises("deferral", lambda: deferring.execute({}), TaskDeferred)
+        _classpath, kwargs = deferred.trigger.serialize()
+        channels.add("serialized trigger", kwargs)
+        channels.add("repr(trigger)", repr(deferred.trigger))
+        assert set(kwargs) >= {"table_uri", "delta_conn_id", "storage_conn_id"}
+        assert kwargs["storage_options"] is None
+
+        # The trigger: a success event on a new commit, and an error event on a corrupt one.
+        trigger = DeltaTableVersionTrigger(after_version=0, poll_interval=0.05, **table)
+        put_parquet(s3_storage_options, s3_bucket, "lake/events/more/ds=2026-11-02/part-0.parquet", [3])
+        writer = threading.Timer(0.2, lambda: DeltaTable(uri, s3_storage_options).commit_files(prefix="more"))
+        writer.start()
+        event = asyncio.run(first_event(trigger))
+        writer.join()
+        channels.add("trigger event", event.payload)
+        assert event.payload["status"] == "success"
+
+    # Maintenance of the table, and of one that is not there.
+    channels.add("checkpoint XCom", DeltaCheckpointOperator(task_id="cp", **table).execute({}))
+    channels.add("log cleanup XCom", DeltaLogCleanupOperator(task_id="lc", dry_run=True, **table).execute({}))
+    channels.add("vacuum XCom", DeltaVacuumOperator(task_id="v", dry_run=True, **table).execute({}))
+    too_short = DeltaVacuumOperator(task_id="v", retention=0, **table)
+    channels.raises("refused vacuum", lambda: too_short.execute({}))
+    if "delta_conn_id" in table:
+        policy = DeltaMaintenanceOperator(
+            task_id="m", delta_conn_ids=[table["delta_conn_id"], gone["delta_conn_id"]]
+        )
+    else:
+        extra = {k: v for k, v in table.items() if k != "table_uri"}
+        policy = DeltaMaintenanceOperator(task_id="m", tables=[uri, gone["table_uri"]], **extra)
+    failed = channels.raises("maintenance", lambda: policy.execute({}), DeltaMaintenanceError)
+    channels.add("maintenance report", failed.report)
+    assert [entry["status"] for entry in failed.report["tables"]] == ["success", "failed"]
+
+    # A table whose next commit cannot be read: the trigger's error event, and the sensor failing on it.
+    if entry != "storage_options":
+        from airflow_delta_provider.core.storage import open_store
+
+        broken_uri = f"s3://{s3_bucket}/lake/broken"
+        DeltaTable.create(broken_uri, SCHEMA, storage_options=s3_storage_options)
+        storage = open_store(broken_uri, s3_storage_options)
+        with storage.fs.open(f"{s3_bucket}/lake/broken/_delta_log/{1:020d}.json", "wb") as out:
+            out.write(b"garbage\n")
+        broken = s3_table_arguments(entry, secret, s3_bucket, s3_endpoint, "lake/broken", monkeypatch)
+        event = asyncio.run(
+            first_event(DeltaTableVersionTrigger(after_version=0, poll_interval=0.05, **broken))
+        )
+        channels.add("trigger error event", event.payload)
+        assert event.payload["status"] == "error" and "00000000000000000001.json" in event.payload["message"]
+        waiting = DeltaTableVersionSensor(task_id="w2", after_version=0, deferrable=True, **broken)
+        channels.raises("sensor resumed with the error", lambda: waiting.execute_complete({}, event.payload))
+
+    channels.assert_clean(secret, capsys, caplog)
