@@ -12,6 +12,7 @@ import dataclasses
 import json
 import time
 import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
@@ -105,29 +106,46 @@ def new_metadata(
     )
 
 
+@dataclass(frozen=True)
+class CreateOptions:
+    """Every keyword option of a table creation (``DeltaTable.create``).
+
+    :param name: the table's name in its metadata.
+    :param description: the table's description.
+    :param mode: when a table exists: ``error`` (refuse it), ``ignore`` (keep it as it is),
+        ``append`` (keep it, after checking that schema, with names spelled as the table spells
+        them, and partitioning fit), ``overwrite`` (replace schema, partitioning and properties
+        and remove every file: Delta's ``CREATE OR REPLACE TABLE``).
+    :param user_metadata: commitInfo ``userMetadata``.
+    :param tags: commitInfo ``tags``.
+    """
+
+    name: str | None = None
+    description: str | None = None
+    mode: CreateMode = "error"
+    user_metadata: str | None = None
+    tags: Mapping[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("error", "ignore", "append", "overwrite"):
+            raise ValueError(f"mode must be 'error', 'ignore', 'append' or 'overwrite', got {self.mode!r}.")
+
+
 def create_table(
     store: LogStore,
     schema: pa.Schema | str,
     partition_by: Sequence[str] = (),
     properties: Mapping[str, Any] | None = None,
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    mode: CreateMode = "error",
-    user_metadata: str | None = None,
-    tags: Mapping[str, str] | None = None,
+    options: CreateOptions | None = None,
 ) -> CommitResult | None:
-    """Create the table (version 0), or apply ``mode`` when it exists.
+    """Create the table (version 0), or apply ``options.mode`` when it exists.
 
-    :param mode: ``error`` (refuse an existing table), ``ignore`` (keep it as it is),
-        ``append`` (keep it, after checking the schema and partitioning fit), ``overwrite``
-        (replace schema, partitioning and properties and remove every file: Delta's
-        ``CREATE OR REPLACE TABLE``).
     :returns: the commit, or None when nothing was written.
     :raises TableAlreadyExistsError: ``mode="error"`` and the table exists.
     """
-    if mode not in ("error", "ignore", "append", "overwrite"):
-        raise ValueError(f"mode must be 'error', 'ignore', 'append' or 'overwrite', got {mode!r}.")
+    options = options or CreateOptions()
+    name, description, mode = options.name, options.description, options.mode
+    user_metadata, tags = options.user_metadata, options.tags
     arrow_schema = as_schema(schema)
     props = normalize_properties(properties)
     protocol = minimum_protocol(arrow_schema, props)

@@ -15,7 +15,7 @@ from airflow_delta_provider.core.actions import Transaction
 from airflow_delta_provider.core.errors import DeltaError, TableNotFoundError
 from airflow_delta_provider.core.logfiles import commit_name
 from airflow_delta_provider.core.redaction import get_logger
-from airflow_delta_provider.core.replay import parse_commit
+from airflow_delta_provider.core.replay import read_commit
 from airflow_delta_provider.core.snapshot import load_snapshot
 from airflow_delta_provider.core.transaction import ALREADY_COMMITTED, CommitResult
 
@@ -128,11 +128,10 @@ def _find_txn_commit(storage: LogStore, app_id: str, txn: Transaction, last: int
         order = [last - step for step in range(MAX_TXN_PROBES)]
     probes = [v for v in dict.fromkeys(order) if 0 <= v <= last][:MAX_TXN_PROBES]
     for version in probes:
-        path = storage.log_path(commit_name(version))
         try:
-            commit = parse_commit(version, storage.to_uri(path), storage.read_bytes(path))
-            actions = commit.actions
-        except (FileNotFoundError, DeltaError):
+            commit = read_commit(storage, version)
+            actions = commit.actions if commit is not None else []
+        except DeltaError:
             continue
         for action in actions:
             recorded = action.get("txn") if isinstance(action, dict) else None

@@ -48,7 +48,7 @@ from airflow_delta_provider.core.actions import (
 )
 from airflow_delta_provider.core.deletion_vectors import deletion_vector_unique_id
 from airflow_delta_provider.core.errors import CorruptLogError, ProtocolError
-from airflow_delta_provider.core.logfiles import SIDECAR_DIR
+from airflow_delta_provider.core.logfiles import SIDECAR_DIR, commit_name
 from airflow_delta_provider.core.paths import TablePath, escapes_root, has_scheme
 from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.table_config import TableConfig
@@ -156,6 +156,16 @@ class CommitActions:
         parsed = _checked(self.file_lines, _parse_lines(self.file_lines, self.path), self.path)
         self._files_checked = True
         return parsed + [a for a in self.actions if "add" in a or "remove" in a]
+
+
+def read_commit(storage: LogStore, version: int) -> CommitActions | None:
+    """The commit file of ``version``, split into lines; None when it does not exist."""
+    path = storage.log_path(commit_name(version))
+    try:
+        data = storage.read_bytes(path)
+    except FileNotFoundError:
+        return None
+    return parse_commit(version, storage.to_uri(path), data)
 
 
 def parse_commit(version: int, path: str, data: bytes) -> CommitActions:

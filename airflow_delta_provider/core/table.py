@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow_delta_provider.core.checkpoint import CheckpointOptions, should_checkpoint, write_checkpoint
 from airflow_delta_provider.core.cleanup import CleanupOptions, cleanup_logs
-from airflow_delta_provider.core.create import create_table
+from airflow_delta_provider.core.create import CreateOptions, create_table
 from airflow_delta_provider.core.errors import (
     TableNotFoundError,
 )
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 
     from airflow_delta_provider.core.checkpoint import CheckpointResult
     from airflow_delta_provider.core.cleanup import CleanupResult
-    from airflow_delta_provider.core.create import CreateMode
     from airflow_delta_provider.core.transaction import CommitResult, LandedCommit
     from airflow_delta_provider.core.vacuum import VacuumResult
 
@@ -155,14 +154,10 @@ class DeltaTable:
         partition_by: Sequence[str] = (),
         properties: Mapping[str, Any] | None = None,
         *,
-        name: str | None = None,
-        description: str | None = None,
-        mode: CreateMode = "error",
         storage_options: Mapping[str, Any] | None = None,
         filesystem: fsspec.AbstractFileSystem | None = None,
         provider_defaults: Mapping[str, Any] | None = None,
-        user_metadata: str | None = None,
-        tags: Mapping[str, str] | None = None,
+        **options: Any,
     ) -> DeltaTable:
         """Create a Delta table (version 0) with the lowest protocol its schema and properties need.
 
@@ -170,12 +165,11 @@ class DeltaTable:
         :param schema: a pyarrow schema, or a Delta / Spark (``df.schema.json()``) schema JSON.
         :param partition_by: partition columns, in directory order.
         :param properties: table properties (``delta.appendOnly``, ``delta.logRetentionDuration``...).
-        :param name: the table's name in its metadata.
-        :param description: the table's description.
-        :param mode: when a table exists: ``error`` (default), ``ignore`` (keep it), ``append``
-            (keep it after checking that schema, with names spelled as the table spells them,
-            and partitioning fit) or ``overwrite`` (replace its schema, partitioning and
-            properties and remove all its files: Delta's ``CREATE OR REPLACE TABLE``).
+        :param storage_options: as for :class:`DeltaTable`.
+        :param filesystem: as for :class:`DeltaTable`.
+        :param provider_defaults: as for :class:`DeltaTable`.
+        :param options: :class:`~airflow_delta_provider.core.create.CreateOptions` (``name``,
+            ``description``, ``mode`` error/ignore/append/overwrite, ``user_metadata``, ``tags``).
         :raises TableAlreadyExistsError: ``mode="error"`` and a table exists at ``uri``.
         :raises UnsupportedFeatureError: a property needs a feature this core cannot write.
         :raises SchemaMismatchError: ``mode="append"`` and the table's schema or partitioning differ.
@@ -183,18 +177,9 @@ class DeltaTable:
         Like every commit, the version-0 commit is validated before it is written and reported
         as landed once written (see :meth:`commit_files`).
         """
+        settings = _options(CreateOptions, options)
         table = cls(uri, storage_options, filesystem=filesystem, provider_defaults=provider_defaults)
-        create_table(
-            table.storage,
-            schema,
-            partition_by,
-            properties,
-            name=name,
-            description=description,
-            mode=mode,
-            user_metadata=user_metadata,
-            tags=tags,
-        )
+        create_table(table.storage, schema, partition_by, properties, settings)
         return table
 
     def commit_files(self, files: Sequence[str] | None = None, **options: Any) -> CommitResult:

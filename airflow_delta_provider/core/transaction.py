@@ -68,7 +68,7 @@ from airflow_delta_provider.core.features import Operation, check_supported
 from airflow_delta_provider.core.logfiles import LogFileKind, commit_name, parse_log_file, version_prefix
 from airflow_delta_provider.core.partitions import partition_columns_from_map
 from airflow_delta_provider.core.redaction import get_logger, redact
-from airflow_delta_provider.core.replay import check_replayable, parse_commit
+from airflow_delta_provider.core.replay import check_replayable, read_commit
 from airflow_delta_provider.core.snapshot import load_snapshot
 from airflow_delta_provider.core.table_config import TableConfig
 
@@ -512,13 +512,7 @@ class OptimisticTransaction:
         return info
 
     def _read_commit(self, version: int) -> CommitActions | None:
-        storage = self.store
-        path = storage.log_path(commit_name(version))
-        try:
-            data = storage.read_bytes(path)
-        except FileNotFoundError:
-            return None
-        return parse_commit(version, storage.to_uri(path), data)
+        return read_commit(self.store, version)
 
     def _is_ours(self, commit: CommitActions | None) -> bool:
         """Whether ``commit`` is this transaction's own (found through its ``txnId``)."""
