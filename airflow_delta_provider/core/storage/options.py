@@ -162,6 +162,8 @@ def fsspec_options(scheme: str, options: Mapping[str, Any] | None) -> dict[str, 
     :param options: storage options in object_store and/or fsspec form.
     :raises StorageError: an unknown key, a key given twice with different values, or a bad value.
     """
+    if not options:
+        return {}  # nothing to map or check (and no filesystem class to import for it)
     result: dict[str, Any] = {}
     origins: dict[tuple[str, ...], str] = {}
     keys, prefixes = _FAMILIES.get(scheme, ({}, ()))
