@@ -31,9 +31,12 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
     (
         "model",
         {
+            "delta_types",
+            "action_checks",
             "schema",
             "partitions",
             "actions",
+            "validation",
             "deletion_vectors",
             "logfiles",
             "features",

@@ -16,7 +16,7 @@ The replay runs in two layers, each only as far as a question needs:
 Paths are compared after canonicalisation, as Delta does: URL-decoded, relative to the
 table root when they point under it.
 
-Every action is checked as it is parsed (:func:`~.actions.action_problem`): a malformed
+Every action is checked as it is parsed (:func:`~.action_checks.action_problem`): a malformed
 one raises :class:`CorruptLogError` naming the file and the line (the row, in a Parquet
 checkpoint), never a bare ``KeyError`` or ``OverflowError`` later. A relative path that
 climbs out of the table root (``../x``) is malformed: the core never reads outside the root.
@@ -39,13 +39,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from airflow_delta_provider.core.actions import (
-    DomainMetadata,
-    Metadata,
-    Protocol,
-    Transaction,
-    action_problem,
-)
+from airflow_delta_provider.core.action_checks import action_problem
+from airflow_delta_provider.core.actions import DomainMetadata, Metadata, Protocol, Transaction
 from airflow_delta_provider.core.deletion_vectors import deletion_vector_unique_id
 from airflow_delta_provider.core.errors import CorruptLogError, ProtocolError
 from airflow_delta_provider.core.logfiles import SIDECAR_DIR, commit_name
@@ -119,7 +114,7 @@ class CommitActions:
 
     ``add``/``remove`` lines are parsed only when files are needed; the other lines
     (commitInfo, protocol, metaData, txn, ...) when the small state is needed. Every
-    parsed action has passed :func:`~.actions.action_problem`.
+    parsed action has passed :func:`~.action_checks.action_problem`.
     """
 
     version: int
@@ -790,7 +785,7 @@ _REQUIRED_FILE_FIELDS = {
 
 def _checkpoint_file_rows(column: pa.ChunkedArray, schema: pa.Schema, kind: str, uri: str) -> pa.Table:
     """A checkpoint's ``add``/``remove`` column as a flat table, after the columnar equivalent of
-    :func:`~.actions.action_problem` (required fields, sizes, paths that stay under the root).
+    :func:`~.action_checks.action_problem` (required fields, sizes, paths that stay under the root).
 
     :raises CorruptLogError: naming the file and the 1-based row of the first bad action.
     """
