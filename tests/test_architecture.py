@@ -46,7 +46,7 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
             "stats",
         },
     ),
-    ("log", {"segment", "replay", "checksum"}),
+    ("log", {"segment", "commits", "replay", "checksum"}),
     ("snapshot", {"snapshot", "history"}),
     (
         "operations",

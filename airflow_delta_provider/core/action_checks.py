@@ -2,9 +2,9 @@
 
 Unknown fields and unknown actions in the log are tolerated everywhere, as the protocol
 asks of readers; a field the protocol defines must have its type and fit its Delta type
-(:mod:`.delta_types`). Readers name the file and line of the action it refuses; the
-actions' ``from_json`` refuse a payload through :func:`check_action`. The checks take the
-parsed JSON (plain dicts), never the typed models.
+(:mod:`.delta_types`). Readers name the file and line of the action it refuses
+(:func:`malformed_action_error`); the actions' ``from_json`` refuse a payload through
+:func:`check_action`. The checks take the parsed JSON (plain dicts), never the typed models.
 """
 
 from __future__ import annotations
@@ -68,6 +68,23 @@ def check_action(kind: str, payload: Any) -> None:
     if problem is not None:
         error = ProtocolError if kind == "protocol" else CorruptLogError
         raise error(f"Invalid {kind} action: {problem}. The log is corrupt.")
+
+
+def malformed_action_error(
+    where: str, problem: str, raw: bytes | None, action: Any, path: str
+) -> CorruptLogError:
+    """The error for an action read from the log that :func:`action_problem` refused.
+
+    :param where: the line or row (``Line 3 of <uri>``); ``raw``, the line as read, if any.
+    :returns: a :class:`ProtocolError` for a protocol action, a :class:`CorruptLogError` otherwise.
+    """
+    error = ProtocolError if isinstance(action, dict) and "protocol" in action else CorruptLogError
+    shown = f": {raw[:200]!r}" if raw is not None else ""
+    return error(
+        f"{where} is a malformed Delta action: {problem}{shown}. The log is corrupt; restore the file "
+        f"from a backup, or repair it with the engine that wrote it.",
+        path=path,
+    )
 
 
 def shorten(text: str, limit: int = 80) -> str:

@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from airflow_delta_provider.core.commits import commit_info_of
 from airflow_delta_provider.core.errors import (
     TimestampEarlierThanRetentionError,
     TimestampLaterThanLatestCommitError,
     VersionNotFoundError,
 )
 from airflow_delta_provider.core.logfiles import LogFileKind, commit_name
-from airflow_delta_provider.core.replay import commit_info_of
 from airflow_delta_provider.core.segment import build_segment, complete_checkpoints, list_log_files
 
 if TYPE_CHECKING:

@@ -48,6 +48,7 @@ from airflow_delta_provider.core.actions import (
     dumps,
 )
 from airflow_delta_provider.core.checksum import next_checksum, read_checksum, write_checksum
+from airflow_delta_provider.core.commits import check_replayable, read_commit
 from airflow_delta_provider.core.errors import (
     AppendOnlyViolationError,
     CommitError,
@@ -66,7 +67,6 @@ from airflow_delta_provider.core.features import Operation, check_supported
 from airflow_delta_provider.core.logfiles import LogFileKind, commit_name, parse_log_file, version_prefix
 from airflow_delta_provider.core.partitions import partition_columns_from_map
 from airflow_delta_provider.core.redaction import get_logger, redact
-from airflow_delta_provider.core.replay import check_replayable, read_commit
 from airflow_delta_provider.core.snapshot import load_snapshot
 from airflow_delta_provider.core.table_config import TableConfig
 from airflow_delta_provider.core.validation import validate_actions, validate_commit_info
@@ -74,8 +74,8 @@ from airflow_delta_provider.core.validation import validate_actions, validate_co
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
+    from airflow_delta_provider.core.commits import CommitActions
     from airflow_delta_provider.core.predicate import Predicate
-    from airflow_delta_provider.core.replay import CommitActions
     from airflow_delta_provider.core.snapshot import Snapshot
     from airflow_delta_provider.core.storage import LogStore
 
