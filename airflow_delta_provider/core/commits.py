@@ -75,12 +75,18 @@ class CommitActions:
 
 def read_commit(storage: LogStore, version: int) -> CommitActions | None:
     """The commit file of ``version``, split into lines; None when it does not exist."""
+    found = read_commit_bytes(storage, version)
+    return None if found is None else parse_commit(version, *found)
+
+
+def read_commit_bytes(storage: LogStore, version: int) -> tuple[str, bytes] | None:
+    """The URI and the content of the commit file of ``version``; None when it does not exist."""
     path = storage.log_path(commit_name(version))
     try:
         data = storage.read_bytes(path)
     except FileNotFoundError:
         return None
-    return parse_commit(version, storage.to_uri(path), data)
+    return storage.to_uri(path), data
 
 
 def parse_commit(version: int, path: str, data: bytes) -> CommitActions:
