@@ -31,9 +31,12 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
     (
         "model",
         {
+            "delta_types",
+            "action_checks",
             "schema",
             "partitions",
             "actions",
+            "validation",
             "deletion_vectors",
             "logfiles",
             "features",
@@ -43,7 +46,7 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
             "stats",
         },
     ),
-    ("log", {"segment", "replay", "checksum"}),
+    ("log", {"segment", "commits", "replay", "checksum"}),
     ("snapshot", {"snapshot", "history"}),
     (
         "operations",

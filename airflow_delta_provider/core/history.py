@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from airflow_delta_provider.core.commits import commit_info_of, read_commit_bytes
 from airflow_delta_provider.core.errors import (
     TimestampEarlierThanRetentionError,
     TimestampLaterThanLatestCommitError,
     VersionNotFoundError,
 )
 from airflow_delta_provider.core.logfiles import LogFileKind, commit_name
-from airflow_delta_provider.core.replay import commit_info_of
 from airflow_delta_provider.core.segment import build_segment, complete_checkpoints, list_log_files
 
 if TYPE_CHECKING:
@@ -79,12 +79,8 @@ def commit_timestamps(latest: Snapshot) -> list[CommitTimestamp]:
 
 def commit_info(storage: LogStore, version: int) -> dict[str, Any] | None:
     """The ``commitInfo`` of one commit (None when the commit file does not exist)."""
-    path = storage.log_path(commit_name(version))
-    try:
-        data = storage.read_bytes(path)
-    except FileNotFoundError:
-        return None
-    return commit_info_of(version, storage.to_uri(path), data)
+    found = read_commit_bytes(storage, version)
+    return None if found is None else commit_info_of(version, *found)
 
 
 def history(storage: LogStore, latest: int, limit: int | None = None) -> list[dict[str, Any]]:

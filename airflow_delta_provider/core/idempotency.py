@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from airflow_delta_provider.core.actions import Transaction
+from airflow_delta_provider.core.commits import read_commit
 from airflow_delta_provider.core.errors import DeltaError, TableNotFoundError
 from airflow_delta_provider.core.logfiles import commit_name
 from airflow_delta_provider.core.redaction import get_logger
-from airflow_delta_provider.core.replay import read_commit
 from airflow_delta_provider.core.snapshot import load_snapshot
 from airflow_delta_provider.core.transaction import ALREADY_COMMITTED, CommitResult
 

@@ -16,12 +16,12 @@ The replay runs in two layers, each only as far as a question needs:
 Paths are compared after canonicalisation, as Delta does: URL-decoded, relative to the
 table root when they point under it.
 
-Every action is checked as it is parsed (:func:`~.actions.action_problem`): a malformed
+Every action is checked as it is parsed (:func:`~.action_checks.action_problem`): a malformed
 one raises :class:`CorruptLogError` naming the file and the line (the row, in a Parquet
 checkpoint), never a bare ``KeyError`` or ``OverflowError`` later. A relative path that
 climbs out of the table root (``../x``) is malformed: the core never reads outside the root.
-Writers call :func:`check_replayable` before they commit, so that no commit is built on a
-log whose commits do not all parse.
+The commit files themselves (reading, splitting into lines, parsing, :func:`~.commits.check_replayable`
+for writers) are :mod:`.commits`.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import itertools
 import json
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
@@ -39,23 +39,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from airflow_delta_provider.core.actions import (
-    DomainMetadata,
-    Metadata,
-    Protocol,
-    Transaction,
-    action_problem,
-)
+from airflow_delta_provider.core.action_checks import action_problem, malformed_action_error
+from airflow_delta_provider.core.actions import DomainMetadata, Metadata, Protocol, Transaction
+from airflow_delta_provider.core.commits import parse_commit, segment_file_actions
 from airflow_delta_provider.core.deletion_vectors import deletion_vector_unique_id
-from airflow_delta_provider.core.errors import CorruptLogError, ProtocolError
-from airflow_delta_provider.core.logfiles import SIDECAR_DIR, commit_name
+from airflow_delta_provider.core.errors import CorruptLogError
+from airflow_delta_provider.core.logfiles import SIDECAR_DIR
 from airflow_delta_provider.core.paths import TablePath, escapes_root, has_scheme
 from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.table_config import TableConfig
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
+    from airflow_delta_provider.core.commits import CommitActions
     from airflow_delta_provider.core.segment import Checkpoint, LogSegment
     from airflow_delta_provider.core.storage import LogStore
 
@@ -106,234 +101,7 @@ REMOVE_SCHEMA = pa.schema(
 )
 
 _SMALL_COLUMNS = ("protocol", "metaData", "txn", "domainMetadata", "sidecar", "checkpointMetadata")
-_FILE_LINE_PREFIXES = (b'{"add"', b'{"remove"')
 _REPEATED_SEGMENT_RE = re.compile(r"\.(list|key_value|element|array|bag|map)\b")
-
-
-# --- commits ---------------------------------------------------------------------------
-
-
-@dataclass
-class CommitActions:
-    """One commit file, split into lines; parsed as late and in as few calls as possible.
-
-    ``add``/``remove`` lines are parsed only when files are needed; the other lines
-    (commitInfo, protocol, metaData, txn, ...) when the small state is needed. Every
-    parsed action has passed :func:`~.actions.action_problem`.
-    """
-
-    version: int
-    path: str
-    #: (line number, raw line) of the non-file actions
-    small_lines: list[tuple[int, bytes]] = field(default_factory=list)
-    #: (line number, raw line) of the add/remove actions
-    file_lines: list[tuple[int, bytes]] = field(default_factory=list)
-    _actions: list[dict[str, Any]] | None = None
-    #: every file line parsed and checked once (see :func:`check_replayable`)
-    _files_checked: bool = False
-
-    @property
-    def actions(self) -> list[dict[str, Any]]:
-        """The parsed non-file actions, in file order."""
-        if self._actions is None:
-            self._actions = _checked(self.small_lines, _parse_lines(self.small_lines, self.path), self.path)
-        return self._actions
-
-    @property
-    def commit_info(self) -> dict[str, Any] | None:
-        for action in self.actions:
-            if "commitInfo" in action:
-                info: dict[str, Any] | None = action["commitInfo"]
-                return info
-        return None
-
-    def line_of(self, action_index: int) -> int:
-        """The 1-based line number of ``actions[action_index]``."""
-        return self.small_lines[action_index][0]
-
-    def file_actions(self) -> list[dict[str, Any]]:
-        """The ``add`` and ``remove`` actions, in file order."""
-        parsed = _checked(self.file_lines, _parse_lines(self.file_lines, self.path), self.path)
-        self._files_checked = True
-        return parsed + [a for a in self.actions if "add" in a or "remove" in a]
-
-
-def read_commit(storage: LogStore, version: int) -> CommitActions | None:
-    """The commit file of ``version``, split into lines; None when it does not exist."""
-    path = storage.log_path(commit_name(version))
-    try:
-        data = storage.read_bytes(path)
-    except FileNotFoundError:
-        return None
-    return parse_commit(version, storage.to_uri(path), data)
-
-
-def parse_commit(version: int, path: str, data: bytes) -> CommitActions:
-    """Split a commit file into lines (no JSON parsing yet).
-
-    :raises CorruptLogError: the file has no action.
-    """
-    commit = CommitActions(version, path)
-    for number, line in enumerate(data.split(b"\n"), 1):
-        line = line.strip()
-        if not line:
-            continue
-        if line.startswith(_FILE_LINE_PREFIXES):
-            commit.file_lines.append((number, line))
-        else:
-            commit.small_lines.append((number, line))
-    if not commit.small_lines and not commit.file_lines:
-        raise CorruptLogError(
-            f"The commit file {path} is empty: a commit holds at least one action. The log is corrupt; "
-            f"restore the file from a backup.",
-            path=path,
-        )
-    return commit
-
-
-def commit_info_of(version: int, path: str, data: bytes) -> dict[str, Any] | None:
-    """The checked ``commitInfo`` of a commit file's content (reading only its first line when
-    that is the commitInfo, as the protocol puts it first).
-
-    :raises CorruptLogError: the commitInfo (or, when it is not first, any line) is malformed.
-    """
-    first = data.split(b"\n", 1)[0].strip()
-    if first.startswith(b'{"commitInfo"'):
-        commit = CommitActions(version, path, small_lines=[(1, first)])
-        return commit.commit_info
-    return parse_commit(version, path, data).commit_info
-
-
-def _parse_lines(lines: list[tuple[int, bytes]], path: str) -> list[dict[str, Any]]:
-    """Parse JSON lines, naming the file and line of the first bad one."""
-    parsed = _parse_batch([line for _, line in lines])
-    if parsed is None:
-        return [_parse_line(line, path, number) for number, line in lines]
-    return parsed
-
-
-def _parse_batch(lines: list[bytes]) -> list[dict[str, Any]] | None:
-    """All lines in one ``json.loads`` of a JSON array (a fraction of the per-call cost);
-    None when any line is not exactly one JSON object, so the caller can find which."""
-    if not lines:
-        return []
-    try:
-        parsed = json.loads(b"[" + b",".join(lines) + b"]")
-    except (ValueError, RecursionError):
-        return None
-    if len(parsed) != len(lines) or not all(isinstance(a, dict) for a in parsed):
-        return None
-    actions: list[dict[str, Any]] = parsed
-    return actions
-
-
-def _checked(
-    lines: list[tuple[int, bytes]], actions: list[dict[str, Any]], path: str
-) -> list[dict[str, Any]]:
-    """``actions`` (parsed from ``lines``) after :func:`action_problem` passed each one."""
-    if any(map(action_problem, actions)):  # a problem is a non-empty text; the loop runs in C
-        for (number, line), action in zip(lines, actions, strict=True):
-            problem = action_problem(action)
-            if problem is not None:
-                raise _malformed(f"Line {number} of {path}", problem, line, action, path)
-    return actions
-
-
-def _malformed(where: str, problem: str, raw: bytes | None, action: Any, path: str) -> CorruptLogError:
-    error = ProtocolError if isinstance(action, dict) and "protocol" in action else CorruptLogError
-    shown = f": {raw[:200]!r}" if raw is not None else ""
-    return error(
-        f"{where} is a malformed Delta action: {problem}{shown}. The log is corrupt; restore the file "
-        f"from a backup, or repair it with the engine that wrote it.",
-        path=path,
-    )
-
-
-def parse_segment_small_actions(commits: list[CommitActions]) -> None:
-    """Parse (and check) the non-file lines of many commits at once (each commit's ``actions``)."""
-    pending = [c for c in commits if c._actions is None]
-    parsed = _parse_batch([line for c in pending for _, line in c.small_lines])
-    if parsed is None:
-        for commit in pending:
-            _ = commit.actions  # parses per commit, raising for the bad line
-        return
-    position = 0
-    for commit in pending:
-        count = len(commit.small_lines)
-        commit._actions = _checked(commit.small_lines, parsed[position : position + count], commit.path)
-        position += count
-
-
-def segment_file_actions(commits: list[CommitActions]) -> list[tuple[CommitActions, list[dict[str, Any]]]]:
-    """The (checked) file actions of many commits, parsed at once: (commit, actions) in version order."""
-    parsed = _parse_batch([line for c in commits for _, line in c.file_lines])
-    if parsed is None:
-        return [(c, c.file_actions()) for c in commits]
-    result = []
-    position = 0
-    for commit in commits:
-        count = len(commit.file_lines)
-        own = _checked(commit.file_lines, parsed[position : position + count], commit.path)
-        commit._files_checked = True
-        extra = [a for a in commit.actions if "add" in a or "remove" in a]
-        result.append((commit, own + extra if extra else own))
-        position += count
-    return result
-
-
-def check_replayable(commits: Sequence[CommitActions]) -> None:
-    """Raise unless every line of every commit parses and is a well-formed action.
-
-    For writers: a commit must never be built on a log that no reader can replay (a
-    truncated last line, a garbage action in an earlier commit of the tail). Readers that
-    only ask for protocol and metadata never parse the ``add``/``remove`` lines; this parses
-    them in one batch (per commit only when the batch fails, to find the line), once per
-    commit: commits whose files were already replayed are not parsed again.
-
-    :raises CorruptLogError: naming the file and the 1-based line of the first bad action.
-    """
-    pending = [c for c in commits if not c._files_checked]
-    if pending:
-        parse_segment_small_actions(pending)
-        segment_file_actions(pending)
-
-
-def _parse_line(line: bytes, path: str, number: int) -> dict[str, Any]:
-    try:
-        action = json.loads(line)
-    except (ValueError, RecursionError) as err:
-        raise CorruptLogError(
-            f"Line {number} of {path} is not valid JSON ({err}): {line[:200]!r}. The commit is corrupt.",
-            path=path,
-        ) from None
-    if not isinstance(action, dict):
-        raise CorruptLogError(f"Line {number} of {path} is not a JSON object: {line[:200]!r}.", path=path)
-    return action
-
-
-def read_commits(storage: LogStore, segment: LogSegment) -> list[CommitActions]:
-    """Read and split every commit of the segment, in version order."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    def read(item: Any) -> CommitActions:
-        uri = storage.to_uri(item.file.path)
-        try:
-            data = storage.read_bytes(item.file.path)
-        except FileNotFoundError:
-            raise CorruptLogError(
-                f"The commit file {uri} disappeared while the table was being read (log cleanup "
-                f"running at the same time?). Load the table again.",
-                path=uri,
-            ) from None
-        return parse_commit(item.version, uri, data)
-
-    if storage.is_local or len(segment.commits) < 8:
-        commits = [read(c) for c in segment.commits]
-    else:
-        with ThreadPoolExecutor(max_workers=16) as pool:
-            commits = list(pool.map(read, segment.commits))
-    parse_segment_small_actions(commits)
-    return commits
 
 
 # --- small state -----------------------------------------------------------------------
@@ -511,7 +279,9 @@ def read_checkpoint_small_actions(storage: LogStore, checkpoint: Checkpoint) -> 
                 problem = action_problem(action)
                 if problem is not None:
                     row_number = _file_row(parquet, groups, valid, index)
-                    raise _malformed(f"Row {row_number} of the checkpoint {uri}", problem, None, action, uri)
+                    raise malformed_action_error(
+                        f"Row {row_number} of the checkpoint {uri}", problem, None, action, uri
+                    )
                 actions.append(action)
     return actions
 
@@ -790,7 +560,7 @@ _REQUIRED_FILE_FIELDS = {
 
 def _checkpoint_file_rows(column: pa.ChunkedArray, schema: pa.Schema, kind: str, uri: str) -> pa.Table:
     """A checkpoint's ``add``/``remove`` column as a flat table, after the columnar equivalent of
-    :func:`~.actions.action_problem` (required fields, sizes, paths that stay under the root).
+    :func:`~.action_checks.action_problem` (required fields, sizes, paths that stay under the root).
 
     :raises CorruptLogError: naming the file and the 1-based row of the first bad action.
     """
@@ -808,7 +578,7 @@ def _checkpoint_file_rows(column: pa.ChunkedArray, schema: pa.Schema, kind: str,
     index, problem = bad
     valid = np.asarray(pc.is_valid(column).to_numpy(zero_copy_only=False))
     row = int(np.flatnonzero(valid)[index]) + 1
-    raise _malformed(f"Row {row} of the checkpoint {uri}", problem, None, {kind: None}, uri)
+    raise malformed_action_error(f"Row {row} of the checkpoint {uri}", problem, None, {kind: None}, uri)
 
 
 def _first_bad_file_row(flat: pa.Table, kind: str) -> tuple[int, str] | None:

@@ -13,18 +13,11 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from airflow_delta_provider.core.commits import CommitActions, check_replayable, read_commits
 from airflow_delta_provider.core.errors import CorruptLogError, DeletionVectorError, DeltaError
 from airflow_delta_provider.core.features import Operation, check_supported, reader_features
 from airflow_delta_provider.core.redaction import get_logger
-from airflow_delta_provider.core.replay import (
-    CommitActions,
-    FileState,
-    SmallState,
-    check_replayable,
-    read_commits,
-    replay_files,
-    replay_small_state,
-)
+from airflow_delta_provider.core.replay import FileState, SmallState, replay_files, replay_small_state
 from airflow_delta_provider.core.segment import build_segment
 from airflow_delta_provider.core.table_config import TableConfig
 

@@ -18,7 +18,7 @@ commit carries a unique ``txnId`` in its commitInfo, so a writer whose put succe
 whose response was lost (an S3 retry answered 412) recognises its own commit.
 
 Before the first attempt every action is checked against its Delta types
-(:func:`~.actions.validate_actions`): nothing that a reader or a checkpoint could not
+(:func:`~.validation.validate_actions`): nothing that a reader or a checkpoint could not
 read back ever reaches the log. Once the commit file is in place the commit has
 happened: the post-commit work (the ``.crc`` checksum, the checkpoint Delta's policy asks
 for, log cleanup after it) runs through :func:`run_post_commit_hooks`, which logs a
@@ -46,10 +46,9 @@ from airflow_delta_provider.core.actions import (
     RemoveFile,
     Transaction,
     dumps,
-    validate_actions,
-    validate_commit_info,
 )
 from airflow_delta_provider.core.checksum import next_checksum, read_checksum, write_checksum
+from airflow_delta_provider.core.commits import check_replayable, read_commit
 from airflow_delta_provider.core.errors import (
     AppendOnlyViolationError,
     CommitError,
@@ -68,15 +67,15 @@ from airflow_delta_provider.core.features import Operation, check_supported
 from airflow_delta_provider.core.logfiles import LogFileKind, commit_name, parse_log_file, version_prefix
 from airflow_delta_provider.core.partitions import partition_columns_from_map
 from airflow_delta_provider.core.redaction import get_logger, redact
-from airflow_delta_provider.core.replay import check_replayable, read_commit
 from airflow_delta_provider.core.snapshot import load_snapshot
 from airflow_delta_provider.core.table_config import TableConfig
+from airflow_delta_provider.core.validation import validate_actions, validate_commit_info
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
+    from airflow_delta_provider.core.commits import CommitActions
     from airflow_delta_provider.core.predicate import Predicate
-    from airflow_delta_provider.core.replay import CommitActions
     from airflow_delta_provider.core.snapshot import Snapshot
     from airflow_delta_provider.core.storage import LogStore
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from airflow_delta_provider.core.commits import read_commit
 from airflow_delta_provider.core.errors import TableNotFoundError
 from airflow_delta_provider.core.logfiles import commit_name
 from airflow_delta_provider.core.redaction import get_logger
-from airflow_delta_provider.core.replay import parse_commit
 from airflow_delta_provider.core.segment import read_last_checkpoint
 
 if TYPE_CHECKING:
@@ -98,12 +98,9 @@ def read_commit_summary(table: DeltaTable, version: int) -> CommitSummary | None
     :raises CorruptLogError: the commit file is not valid JSON lines.
     """
     storage = table.storage
-    path = storage.log_path(commit_name(version))
-    try:
-        data = storage.read_bytes(path)
-    except FileNotFoundError:
+    commit = read_commit(storage, version)
+    if commit is None:
         return None
-    commit = parse_commit(version, storage.to_uri(path), data)
     info = commit.commit_info or {}
     data_change = False
     partitions: list[dict[str, str | None]] = []
@@ -115,7 +112,7 @@ def read_commit_summary(table: DeltaTable, version: int) -> CommitSummary | None
             partitions.append(dict(body.get("partitionValues") or {}))
     timestamp = info.get("inCommitTimestamp") or info.get("timestamp")
     if not isinstance(timestamp, int | float):
-        stat = storage.info(path)
+        stat = storage.info(storage.log_path(commit_name(version)))
         timestamp = stat.modification_time if stat else 0
     return CommitSummary(
         version=version,

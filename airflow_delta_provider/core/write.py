@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
-from airflow_delta_provider.core.actions import AddFile, LogTypes, Metadata, RemoveFile, Transaction
+from airflow_delta_provider.core.actions import AddFile, Metadata, RemoveFile, Transaction
 from airflow_delta_provider.core.arguments import check_bool, check_positive_int
 from airflow_delta_provider.core.create import (
     as_schema,
@@ -52,6 +52,7 @@ from airflow_delta_provider.core.transaction import (
     CommitResult,
     OptimisticTransaction,
 )
+from airflow_delta_provider.core.validation import LogTypes
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

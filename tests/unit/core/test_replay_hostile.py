@@ -18,7 +18,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import CorruptLogError, DeltaTable
-from airflow_delta_provider.core.actions import LONG_MAX, action_problem
+from airflow_delta_provider.core.action_checks import action_problem
+from airflow_delta_provider.core.delta_types import LONG_MAX
 from airflow_delta_provider.core.errors import ProtocolError
 from airflow_delta_provider.core.paths import escapes_root
 from airflow_delta_provider.core.transaction import OptimisticTransaction

@@ -1,0 +1,364 @@
+"""The one gate for values written to the log: :func:`validate_actions`.
+
+It checks every value an action would put into the log against its Delta type (``long``
+versions, sizes and timestamps, partition values against their column's type, the numbers
+and bounds inside ``add.stats``) before anything is serialised, so no reader or checkpoint
+later fails on what this core wrote. :class:`~.transaction.OptimisticTransaction` runs it on
+every commit (writes, CREATE, VACUUM records). Each action's own fields are checked by its
+``validate()`` (:mod:`.actions`); what needs the table schema is checked here (:class:`LogTypes`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from decimal import Decimal, InvalidOperation
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from airflow_delta_provider.core.actions import AddFile
+from airflow_delta_provider.core.delta_types import (
+    FLOAT_MAX,
+    INTEGER_RANGES,
+    LONG_MAX,
+    check_integer,
+    is_integer,
+    show_value,
+)
+from airflow_delta_provider.core.errors import (
+    CorruptLogError,
+    InvalidLogValueError,
+    InvalidPartitionValueError,
+)
+from airflow_delta_provider.core.partitions import parse_partition_value
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
+    from airflow_delta_provider.core.actions import Metadata
+
+
+def validate_actions(actions: Iterable[Any], metadata: Metadata) -> None:
+    """Check every value ``actions`` would write against its Delta type, before serialisation.
+
+    The one gate for numbers and typed strings in the log: versions, sizes and timestamps
+    are ``long`` (sizes and txn versions non-negative), protocol versions ``integer``;
+    ``add.partitionValues`` must name exactly the partition columns and parse as their
+    types (integer ranges, dates, timestamps, decimal precision); ``add.stats`` must be a
+    JSON object whose ``numRecords`` and ``nullCount`` are non-negative longs and whose
+    ``minValues`` / ``maxValues`` fit the columns' types.
+
+    :param metadata: the table's metadata after the commit (the schema values are checked against).
+    :raises InvalidLogValueError: naming the field, the value and the allowed range
+        (:class:`~.errors.InvalidPartitionValueError` for partition values).
+    """
+    adds = []
+    for action in actions:
+        action.validate()
+        if isinstance(action, AddFile):
+            adds.append(action)
+    if not adds:
+        return
+    types = LogTypes(metadata)
+    types.check_partition_values((a.path, a.partition_values) for a in adds)
+    types.check_stats([(a.path, a.stats) for a in adds if a.stats is not None])
+
+
+def validate_commit_info(info: Mapping[str, Any]) -> None:
+    """The numbers a commitInfo carries: ``timestamp``, ``inCommitTimestamp``, ``readVersion``."""
+    for key in ("timestamp", "inCommitTimestamp"):
+        if info.get(key) is not None:
+            check_integer(f"commitInfo.{key}", info[key])
+    if info.get("readVersion") is not None:
+        check_integer("commitInfo.readVersion", info["readVersion"], 0)
+
+
+class LogTypes:
+    """The Delta types of a table's partition columns and stats columns, from its metadata."""
+
+    def __init__(self, metadata: Metadata) -> None:
+        try:
+            schema = json.loads(metadata.schema_string)
+            fields = schema["fields"]
+        except (ValueError, TypeError, KeyError):
+            raise InvalidLogValueError(
+                f"metaData.schemaString is not a Delta schema: {metadata.schema_string[:200]!r}."
+            ) from None
+        self.columns: dict[str, Any] = _type_tree(fields)
+        by_key = {name.lower(): name for name in self.columns}
+        self.partition_types: dict[str, Any] = {}
+        for column in metadata.partition_columns:
+            name = column if column in self.columns else by_key.get(column.lower())
+            if name is None:
+                raise InvalidLogValueError(
+                    f"metaData.partitionColumns names {column!r}, which is not in the schema "
+                    f"({list(self.columns)})."
+                )
+            self.partition_types[column] = self.columns[name]
+
+    # --- partition values ---------------------------------------------------------------
+
+    def check_partition_values(self, items: Iterable[tuple[str, Mapping[str, Any] | None]]) -> None:
+        """Each ``(where, partitionValues)``: exactly the partition columns, values parsing as their types.
+
+        :param items: ``where`` names the file in messages.
+        :raises InvalidPartitionValueError: a column is missing or unknown, or a value does not fit.
+        """
+        expected = set(self.partition_types)
+        checked: set[tuple[str, Any]] = set()
+        for where, values in items:
+            values = values or {}
+            if set(values) != expected:
+                raise InvalidPartitionValueError(
+                    f"{where}: partitionValues {dict(values)!r} must name exactly the partition columns "
+                    f"{sorted(expected)}."
+                )
+            for column, value in values.items():
+                if (column, value) in checked:
+                    continue
+                delta_type = self.partition_types[column]
+                if value is not None and not isinstance(value, str):
+                    raise InvalidPartitionValueError(
+                        f"{where}: partition value {value!r} of column {column!r} must be a string (the "
+                        f"log stores partition values as strings) or None."
+                    )
+                try:
+                    parse_partition_value(value, delta_type, column=column)
+                except CorruptLogError as err:
+                    reason = str(err).rsplit(f"not a valid {delta_type}: ", 1)[-1]
+                    limits = INTEGER_RANGES.get(delta_type) if isinstance(delta_type, str) else None
+                    allowed = f" (allowed: {limits[0]} to {limits[1]})" if limits else ""
+                    raise InvalidPartitionValueError(
+                        f"{where}: partition value {value!r} of column {column!r} is not a valid "
+                        f"{delta_type}: {reason}{allowed}."
+                    ) from None
+                checked.add((column, value))
+
+    # --- statistics ----------------------------------------------------------------------
+
+    def check_stats(self, items: Sequence[tuple[str, str]]) -> None:
+        """Each ``(where, stats JSON)``: an object whose numbers fit their columns' types.
+
+        :raises InvalidLogValueError: naming the file, the stats field and the value.
+        """
+        if not items:
+            return
+        for (where, _), stats in zip(items, _parse_stats(items), strict=True):
+            if self._stats_ok(stats):
+                continue  # the common case, checked without building a message
+            if not isinstance(stats, dict):
+                raise InvalidLogValueError(
+                    f"add.stats of {where!r} must be a JSON object, got {show_value(stats)}."
+                )
+            records = stats.get("numRecords")
+            if records is not None:
+                check_integer(f"add.stats.numRecords of {where!r}", records, 0)
+            for key in ("minValues", "maxValues"):
+                if stats.get(key) is not None:
+                    self._check_bounds(stats[key], self.columns, f"add.stats.{key}", where)
+            if stats.get("nullCount") is not None:
+                _check_null_counts(stats["nullCount"], "add.stats.nullCount", where, records)
+            if "tightBounds" in stats and not isinstance(stats["tightBounds"], bool):
+                raise InvalidLogValueError(
+                    f"add.stats.tightBounds of {where!r} must be true or false, got "
+                    f"{show_value(stats['tightBounds'])}."
+                )
+
+    def _stats_ok(self, stats: Any) -> bool:
+        """Whether ``stats`` passes every check of :meth:`check_stats` (fast, no messages)."""
+        if type(stats) is not dict:
+            return False
+        records = stats.get("numRecords", 0)
+        if type(records) is not int or not 0 <= records <= LONG_MAX:
+            return False
+        for key in ("minValues", "maxValues"):
+            values = stats.get(key)
+            if values is not None and not _bounds_ok(values, self.checkers):
+                return False
+        counts = stats.get("nullCount")
+        if counts is not None and not _counts_ok(counts, records if "numRecords" in stats else LONG_MAX):
+            return False
+        return "tightBounds" not in stats or type(stats["tightBounds"]) is bool
+
+    @cached_property
+    def checkers(self) -> dict[str, Any]:
+        """Per stats column: a predicate on a bound (``{child: ...}`` for structs)."""
+
+        def plan(tree: Mapping[str, Any]) -> dict[str, Any]:
+            out: dict[str, Any] = {}
+            for name, delta_type in tree.items():
+                if isinstance(delta_type, dict):
+                    out[name] = plan(delta_type)
+                elif delta_type in INTEGER_RANGES:
+                    low, high = INTEGER_RANGES[delta_type]
+                    out[name] = lambda value, low=low, high=high: type(value) is int and low <= value <= high
+                elif delta_type in ("string", "binary"):
+                    out[name] = lambda value: type(value) is str
+                elif isinstance(delta_type, str):
+                    out[name] = lambda value, t=delta_type: _bound_problem(value, t) is None
+            return out
+
+        return plan(self.columns)
+
+    def _check_bounds(self, values: Any, types: Mapping[str, Any], field: str, where: str) -> None:
+        if not isinstance(values, dict):
+            raise InvalidLogValueError(
+                f"{field} of {where!r} must be a JSON object, got {show_value(values)}."
+            )
+        for name, value in values.items():
+            delta_type = types.get(name)
+            path = f"{field}.{name}"
+            if delta_type is None or value is None:
+                continue  # readers ignore columns they do not know
+            if isinstance(delta_type, dict):
+                self._check_bounds(value, delta_type, path, where)
+            else:
+                _check_bound(value, delta_type, path, where)
+
+
+def _type_tree(fields: list[dict[str, Any]]) -> dict[str, Any]:
+    """``{name: primitive type name | {child: ...}}``; arrays and maps map to ``"nested"``."""
+    tree: dict[str, Any] = {}
+    for item in fields:
+        delta_type = item.get("type") if isinstance(item, dict) else None
+        name = item.get("name") if isinstance(item, dict) else None
+        if not isinstance(name, str):
+            continue
+        if isinstance(delta_type, dict):
+            tree[name] = (
+                _type_tree(delta_type.get("fields") or []) if delta_type.get("type") == "struct" else "nested"
+            )
+        else:
+            tree[name] = delta_type
+    return tree
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _parse_stats(items: Sequence[tuple[str, str]]) -> list[Any]:
+    """The stats objects, parsed in one call (decimals exactly); naming the file of a bad one."""
+    texts = [text for _, text in items]
+    options: dict[str, Any] = {"parse_float": Decimal, "parse_constant": _reject_constant}
+    try:
+        parsed = json.loads("[" + ",".join(texts) + "]", **options)
+        if isinstance(parsed, list) and len(parsed) == len(texts):
+            return parsed
+    except (ValueError, TypeError):
+        pass
+    out = []
+    for where, text in items:
+        if not isinstance(text, str):
+            raise InvalidLogValueError(
+                f"add.stats of {where!r} must be a JSON string, got {show_value(text)}."
+            )
+        try:
+            out.append(json.loads(text, **options))
+        except ValueError as err:
+            raise InvalidLogValueError(
+                f"add.stats of {where!r} is not valid JSON ({err}): {text[:200]!r}."
+            ) from None
+    return out
+
+
+def _bounds_ok(values: Any, checkers: Mapping[str, Any]) -> bool:
+    if type(values) is not dict:
+        return False
+    for name, value in values.items():
+        check = checkers.get(name)
+        if check is None or value is None:
+            continue
+        if isinstance(check, dict):
+            if not _bounds_ok(value, check):
+                return False
+        elif not check(value):
+            return False
+    return True
+
+
+def _counts_ok(counts: Any, records: int) -> bool:
+    if type(counts) is int:
+        return 0 <= counts <= records
+    if type(counts) is not dict:
+        return False
+    return all(_counts_ok(value, records) for value in counts.values())
+
+
+def _check_bound(value: Any, delta_type: str, field: str, where: str) -> None:
+    """One min/max value against its column's Delta type."""
+    problem = _bound_problem(value, delta_type)
+    if problem is not None:
+        raise InvalidLogValueError(f"{field} of {where!r} {problem}.")
+
+
+def _bound_problem(value: Any, delta_type: str) -> str | None:
+    """None when ``value`` is a valid bound of a ``delta_type`` column, else what is wrong."""
+    if delta_type in INTEGER_RANGES:
+        low, high = INTEGER_RANGES[delta_type]
+        if not is_integer(value):
+            return f"must be an integer (a Delta {delta_type}, {low} to {high}), got {show_value(value)}"
+        if low <= value <= high:
+            return None
+        return f"is {value}, outside the allowed range of a Delta {delta_type}: {low} to {high}"
+    if delta_type in FLOAT_MAX:
+        limit = FLOAT_MAX[delta_type]
+        if type(value) not in (int, Decimal) or not Decimal(value).is_finite():
+            return f"must be a finite number (a Delta {delta_type}), got {show_value(value)}"
+        if abs(Decimal(value)) > limit:
+            return f"is {value}, outside the allowed range of a Delta {delta_type}: -{limit} to {limit}"
+        return None
+    if delta_type.startswith("decimal("):
+        return _decimal_problem(value, delta_type)
+    if delta_type in ("string", "binary"):
+        return None if type(value) is str else f"must be a string, got {show_value(value)}"
+    if delta_type == "date":
+        if type(value) is str and _parses(dt.date.fromisoformat, value):
+            return None
+        return f"must be a date 'YYYY-MM-DD', got {show_value(value)}"
+    if delta_type in ("timestamp", "timestamp_ntz"):
+        if type(value) is str and _parses(dt.datetime.fromisoformat, value):
+            return None
+        return f"must be an ISO-8601 timestamp ('2024-01-01T00:00:00.000Z'), got {show_value(value)}"
+    if delta_type == "boolean" and type(value) is not bool:
+        return f"must be true or false, got {show_value(value)}"
+    return None
+
+
+def _decimal_problem(value: Any, delta_type: str) -> str | None:
+    precision, _, scale = delta_type[len("decimal(") : -1].partition(",")
+    try:
+        p, s = int(precision), int(scale)
+        number = Decimal(value) if type(value) in (int, Decimal) else None
+    except (ValueError, InvalidOperation):
+        number = None
+        p = s = 0
+    if number is None or not number.is_finite():
+        return f"must be a number (a Delta {delta_type}), got {show_value(value)}"
+    digits = number.normalize().as_tuple()
+    exponent = int(digits.exponent)
+    fraction = max(0, -exponent)
+    integral = max(0, len(digits.digits) + exponent) if number != 0 else 0
+    if fraction > s or integral > p - s:
+        return (
+            f"is {value}, which does not fit a Delta {delta_type} (at most {p - s} digits before the "
+            f"point and {s} after)"
+        )
+    return None
+
+
+def _check_null_counts(counts: Any, field: str, where: str, records: Any) -> None:
+    if isinstance(counts, dict):
+        for name, value in counts.items():
+            _check_null_counts(value, f"{field}.{name}", where, records)
+        return
+    maximum = records if is_integer(records) else LONG_MAX
+    check_integer(f"{field} of {where!r}", counts, 0, maximum, "long (at most numRecords)")
+
+
+def _parses(parse: Any, text: str) -> bool:
+    try:
+        parse(text)
+    except ValueError:
+        return False
+    return True
