@@ -46,7 +46,6 @@ from airflow_delta_provider.core.deletion_vectors import deletion_vector_unique_
 from airflow_delta_provider.core.errors import CorruptLogError
 from airflow_delta_provider.core.logfiles import SIDECAR_DIR
 from airflow_delta_provider.core.paths import TablePath, escapes_root, has_scheme
-from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.table_config import TableConfig
 
 if TYPE_CHECKING:
@@ -54,7 +53,6 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.segment import Checkpoint, LogSegment
     from airflow_delta_provider.core.storage import LogStore
 
-log = get_logger(__name__)
 
 DELETION_VECTOR_TYPE = pa.struct(
     [
