@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
 from airflow_delta_provider.core.errors import InvalidPathError
@@ -76,6 +76,10 @@ class TablePath:
     scheme: str
     root: str
     uri: str
+    _prefix: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_prefix", self.root.rstrip("/") + "/")
 
     @classmethod
     def parse(cls, location: str) -> TablePath:
@@ -129,7 +133,7 @@ class TablePath:
     @property
     def prefix(self) -> str:
         """The root with one trailing slash: every path under the root starts with it."""
-        return self.root.rstrip("/") + "/"
+        return self._prefix
 
     @property
     def log_dir(self) -> str:
@@ -161,20 +165,14 @@ class TablePath:
         return path[len(prefix) :] if path.startswith(prefix) else None
 
     def contains(self, path: str) -> bool:
-        """Whether a filesystem path lies strictly below the root, with no ``.``/``..`` segment."""
+        """Whether a filesystem path lies strictly below the root, with no empty, ``.`` or ``..`` segment."""
         prefix = self.prefix
         if not path.startswith(prefix) or len(path) == len(prefix):
             return False
-        # String tests rather than a split: VACUUM asks this of every candidate.
-        relative = path[len(prefix) :]
-        return not (
-            relative.startswith(("/", "./", "../"))
-            or relative in (".", "..")
-            or relative.endswith(("/", "/.", "/.."))
-            or "//" in relative
-            or "/./" in relative
-            or "/../" in relative
-        )
+        # String tests rather than a split: VACUUM asks this of every candidate. Framed by
+        # slashes, every segment of the relative path sits between two of them.
+        framed = "/" + path[len(prefix) :] + "/"
+        return "//" not in framed and "/./" not in framed and "/../" not in framed
 
     # --- paths written in the log ----------------------------------------------------------
 

@@ -180,8 +180,9 @@ def vacuum(
     check_under_root(
         storage, [p for p, _ in plan.files] + plan.directories, resolve_links=mode_name == "lite"
     )
-    files = tuple(storage.to_uri(p) for p, _ in plan.files)
-    directories = tuple(storage.to_uri(p) for p in plan.directories)
+    to_uri = storage.path.to_uri
+    files = tuple(to_uri(p) for p, _ in plan.files)
+    directories = tuple(map(to_uri, plan.directories))
     result = VacuumResult(
         table_uri=uri,
         version=snapshot.version,
