@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import os
 import threading
+import types
 import uuid
 
 import pyarrow as pa
@@ -130,3 +131,45 @@ async def test_without_poll_interval_the_delta_config_applies(tmp_path, monkeypa
     event = await next_event(trigger)
     timer.join()
     assert event.payload["version"] == 1
+
+
+class BlockingStateStore:
+    """Airflow 3.3.1's ``AssetStateStoreAccessors``: ``get``/``set`` only, no ``aget``/``aset``."""
+
+    def __init__(self):
+        self.values = {}
+
+    def get(self, key, default=None):
+        return self.values.get(key, default)
+
+    def set(self, key, value):
+        self.values[key] = value
+
+
+@pytest.mark.asyncio
+async def test_cursor_with_airflow_3_3_1_accessors_survives_a_restart(tmp_path):
+    """3.3.1 hands the trigger accessors without aget/aset; the trigger must still keep its cursor."""
+    table = DeltaTable.create(str(tmp_path / "t"), SCHEMA)
+    store = BlockingStateStore()
+    first = DeltaTableVersionTrigger(table_uri=table.uri, poll_interval=0.05)
+    first.asset_state_store = store
+    assert (await next_event(first)).payload["versions"] == [0]
+    assert store.values[CURSOR_KEY] == "0"
+    restarted = DeltaTableVersionTrigger(table_uri=table.uri, poll_interval=0.05)
+    restarted.asset_state_store = store
+    timer = threading.Timer(0.3, commit, args=(table,))
+    timer.start()
+    event = await next_event(restarted)
+    timer.join()
+    assert event.payload["versions"] == [1]
+
+
+@pytest.mark.asyncio
+async def test_a_deferred_task_s_trigger_ends_after_its_event(tmp_path):
+    """Left running, the triggerer would cancel it as a "user action" and call on_kill."""
+    table = DeltaTable.create(str(tmp_path / "t"), SCHEMA)
+    trigger = DeltaTableVersionTrigger(table_uri=table.uri, poll_interval=0.05)
+    # What the triggerer sets for a deferred task (a task instance; its ids are all a trigger reads).
+    trigger.task_instance = types.SimpleNamespace(task_id="wait", dag_id="d", run_id="r", map_index=-1)
+    events = [event async for event in trigger.run()]  # ends by itself
+    assert [e.payload["versions"] for e in events] == [[0]]
