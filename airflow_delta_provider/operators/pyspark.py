@@ -94,7 +94,18 @@ class _DataFrameWriter(PythonOperator):  # type: ignore[misc]  # the compat impo
         return self._write_frame(frame)
 
 
-class DeltaPySparkOperator(DeltaCommitMixin, PySparkOperator, _DataFrameWriter):
+class _RoutedSparkOutput(PythonOperator):  # type: ignore[misc]  # the compat import is untyped (Any)
+    """Builds the Spark session (``PySparkOperator.execute_callable``, after it in the MRO) with Spark's
+    own output logged at its levels (:mod:`.spark_output`), so a green task shows no ERROR line."""
+
+    def execute_callable(self) -> Any:
+        from airflow_delta_provider.operators.spark_output import routed_spark_output
+
+        with routed_spark_output():
+            return super().execute_callable()
+
+
+class DeltaPySparkOperator(DeltaCommitMixin, _RoutedSparkOutput, PySparkOperator, _DataFrameWriter):
     """Run a PySpark callable and commit the DataFrame it returns to a Delta table, exactly once.
 
     .. code-block:: python
