@@ -8,9 +8,14 @@ Run it with ``make demo``. Everything lives under ``.demo/`` in the repository: 
    fourth day whose task fails *after* its commit, so Airflow retries it (the retry commits
    nothing and does not start Spark);
 2. runs ``delta_events_downstream`` (scheduled on the table's asset), which reads the version
-   the last commit produced, and ``delta_events_wait_for_version`` (the deferrable version sensor);
+   the last commit produced, and ``delta_events_wait_for_version`` (the deferrable version sensor)
+   waiting for a version that does not exist yet: it defers, its trigger polls, and another
+   writer (delta-rs, in a thread) commits a fifth day a few seconds later, which resumes it;
 3. runs ``delta_nightly_maintenance`` over the tables under ``.demo/`` (checkpoint and log
-   cleanup when due, VACUUM when due);
+   cleanup when due, VACUUM when due), then the same steps with the demo's clock moved forward
+   (31 days for the log retention, 8 for VACUUM's 7): a checkpoint is written, the expired log
+   files before it are deleted, and the data files the clear and the retry replaced or left
+   behind are removed;
 4. prints the table's history and its rows per day.
 """
 
@@ -19,6 +24,8 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -78,6 +85,45 @@ def describe(result: dict[str, Any] | None) -> str:
     )
 
 
+def foreign_commit(table_uri: str, day: str) -> None:
+    """Another writer (delta-rs, outside Airflow) appends a day of events."""
+    import deltalake
+    import pyarrow as pa
+
+    rows = pa.table(
+        {
+            "event_id": pa.array(range(4), pa.int64()),
+            "user_id": pa.array([1, 2, 3, 4], pa.int32()),
+            "page": ["home", "cart", "home", "search"],
+            "clicks": pa.array([1, 2, 3, 4], pa.int32()),
+            "ds": [day] * 4,
+        }
+    )
+    deltalake.write_deltalake(table_uri, rows, mode="append", partition_by=["ds"])
+
+
+def later_maintenance(table_uri: str) -> None:
+    """The maintenance steps under the demo's clock: what the nightly DAG does once retention has passed."""
+    from airflow_delta_provider.core import DeltaTable
+
+    table = DeltaTable(table_uri)
+    print("\n== maintenance later (the demo's clock) ==")
+    checkpoint = table.checkpoint()
+    print(f"  checkpoint written at version {checkpoint.version}: {len(checkpoint.files)} file(s)")
+    month_later = datetime.now(UTC) + timedelta(days=31)
+    cleanup = table.cleanup_logs(now=month_later)
+    print(
+        f"  {month_later.date()} (log retention 30 days passed): deleted {cleanup.num_files} expired log "
+        f"file(s); earliest retained version {cleanup.earliest_retained_version}"
+    )
+    week_later = datetime.now(UTC) + timedelta(days=8)
+    vacuum = table.vacuum(now=week_later)
+    print(
+        f"  {week_later.date()} (deleted-file retention 7 days passed): VACUUM removed {vacuum.num_files} "
+        f"data file(s) no version needs ({vacuum.num_bytes} bytes)"
+    )
+
+
 def main() -> None:
     prepare_environment()
     from airflow.utils import db
@@ -119,10 +165,21 @@ def main() -> None:
     print(f"  run {dag_run.state}; saw version {summary.get('version')} with {summary.get('rows')} rows")
 
     print("\n== delta_events_wait_for_version (deferrable DeltaTableVersionSensor) ==")
-    after = int(summary.get("version") or 0) - 1
+    from airflow_delta_provider.core import DeltaTable
+
+    after = DeltaTable(table_uri).version()
+    writer = threading.Timer(5.0, foreign_commit, args=(table_uri, "2026-11-05"))
+    writer.start()
+    print(f"  waiting for a version after {after}; delta-rs commits day 2026-11-05 in 5 seconds")
+    started = time.monotonic()
     dag_run = downstream.wait_dag.test(run_conf={"after_version": after})
+    writer.join()
     found = return_value(dag_run, "summarize_new_version") or {}
-    print(f"  waited for a version after {after}: run {dag_run.state}; found version {found.get('version')}")
+    print(
+        f"  the sensor deferred, its trigger polled, and it resumed after "
+        f"{time.monotonic() - started:.0f} s: run {dag_run.state}; found version {found.get('version')} "
+        f"({found.get('rows')} rows)"
+    )
 
     print("\n== delta_nightly_maintenance ==")
     try:
@@ -133,7 +190,7 @@ def main() -> None:
     except Exception as err:  # the demo still shows the table
         print(f"  could not run: {err}")
 
-    from airflow_delta_provider.core import DeltaTable
+    later_maintenance(table_uri)
 
     table = DeltaTable(table_uri)
     snapshot = table.snapshot()

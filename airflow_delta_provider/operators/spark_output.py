@@ -8,7 +8,9 @@ lines, and PySpark's ``FutureWarning`` about pandas too. While the session is bu
 :func:`routed_spark_output` has PySpark start the JVM with its output piped to the provider, which
 logs each line at its log4j level (a line without one, at INFO; the JVM's own ``WARNING:`` lines at
 WARNING; the lines of a stack trace at the level of the record they belong to), and logs Python
-warnings raised meanwhile at WARNING. Spark Connect starts no JVM: nothing to route.
+warnings raised meanwhile at WARNING. Spark Connect starts no JVM: nothing to route. A
+``spark.driver.bindAddress`` in the session's configuration is also the JVM's ``SPARK_LOCAL_IP``,
+so a driver pinned to loopback neither looks for nor warns about other interfaces.
 """
 
 from __future__ import annotations
@@ -93,9 +95,21 @@ def _routed_gateway() -> Iterator[None]:
     original = namespace["launch_gateway"]
 
     def launch(conf: Any = None, popen_kwargs: dict[str, Any] | None = None) -> Any:
+        import os
         from subprocess import PIPE
 
-        gateway = original(conf, {**(popen_kwargs or {}), "stdout": PIPE, "stderr": PIPE})
+        # The JVM picks its local address before it reads spark.driver.bindAddress, warning on a
+        # multi-homed host that the host name resolves to loopback; SPARK_LOCAL_IP (the environment
+        # PySpark hands the JVM is its own) makes the configured bind address that address too.
+        bind = conf.get("spark.driver.bindAddress") if conf is not None else None
+        pinned = bool(bind) and "SPARK_LOCAL_IP" not in os.environ
+        if pinned:
+            os.environ["SPARK_LOCAL_IP"] = str(bind)
+        try:
+            gateway = original(conf, {**(popen_kwargs or {}), "stdout": PIPE, "stderr": PIPE})
+        finally:
+            if pinned:
+                os.environ.pop("SPARK_LOCAL_IP", None)
         process = getattr(gateway, "proc", None)
         for stream in (getattr(process, "stdout", None), getattr(process, "stderr", None)):
             if stream is not None:

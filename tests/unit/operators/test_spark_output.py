@@ -70,3 +70,5 @@ def test_a_local_session_start_writes_nothing_to_stderr(tmp_path):
     assert spark_lines, done.stdout[-3000:]
     assert not [line for line in spark_lines if line.startswith(("ERROR|", "CRITICAL|"))]
     assert any("log4j profile" in line and line.startswith("INFO|") for line in spark_lines)
+    # The bind address is the JVM's local address too: no search of other interfaces, no warning.
+    assert "resolves to a loopback address" not in done.stdout
