@@ -45,7 +45,6 @@ SPARK_CONF = {
 }
 
 
-
 def run_day(dag_run: Any) -> str:
     """The day a run ingests: its logical date, or the day it was triggered for when it has none."""
     when = getattr(dag_run, "logical_date", None) or dag_run.run_after
