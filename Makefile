@@ -6,10 +6,13 @@ STAMP := $(VENV)/.installed
 SOURCES := airflow_delta_provider tests benchmarks scripts dags_examples
 
 # The oldest Airflow the `apache-airflow>=3.1` pin admits, tested in a second venv with the same
-# versions of everything else as $(VENV) (its `pip freeze` is the constraint), except what that
-# Airflow cannot run with: structlog 26 removed `structlog.dev.Styles`, which Airflow 3.1 imports.
+# versions of everything else as $(VENV) (its `pip freeze`, without Airflow's own packages, is the
+# constraint), except what that Airflow cannot run with, pinned to what was current when it was released: structlog 26 removed
+# `structlog.dev.Styles`, which Airflow 3.1 imports; with cadwyn 7 (and the FastAPI it needs) its
+# execution API refuses every task start (422).
 OLDEST_AIRFLOW := 3.1.0
-OLDEST_PINS := apache-airflow==$(OLDEST_AIRFLOW) structlog==25.4.0
+OLDEST_PINS := apache-airflow==$(OLDEST_AIRFLOW) structlog==25.4.0 cadwyn==5.4.6 \
+	"fastapi[standard-no-fastapi-cloud-cli]==0.118.3"
 OLDEST := .venv-airflow-$(OLDEST_AIRFLOW)
 OLDEST_STAMP := $(OLDEST)/.installed
 # What runs on the oldest Airflow: the provider's surface (provider info, hook, sensor, trigger,
@@ -29,7 +32,8 @@ $(OLDEST_STAMP): $(STAMP)
 	test -x $(OLDEST)/bin/python || $(PYTHON) -m venv $(OLDEST)
 	$(OLDEST)/bin/python -m pip install --quiet --upgrade pip
 	$(PY) -m pip freeze --exclude-editable \
-		| grep -v -i -E '^(apache-airflow|airflow-delta-provider|structlog)([=@ ]|$$)' > $(OLDEST)/constraints.txt
+		| grep -v -i -E '^(apache-airflow|airflow-delta-provider|structlog|cadwyn|fastapi|starlette)' \
+		> $(OLDEST)/constraints.txt
 	$(OLDEST)/bin/python -m pip install --quiet -c $(OLDEST)/constraints.txt $(OLDEST_PINS) -e ".[dev]"
 	touch $(OLDEST_STAMP)
 

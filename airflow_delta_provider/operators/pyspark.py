@@ -270,7 +270,7 @@ class DeltaPySparkOperator(DeltaCommitMixin, _RoutedSparkOutput, PySparkOperator
         config = dict(self.config_kwargs or {})
         parent, transport = self.openlineage_inject_parent_job_info, self.openlineage_inject_transport_info
         if parent is None or transport is None:
-            from airflow.sdk.configuration import conf
+            from airflow.configuration import conf  # airflow.sdk.configuration is 3.2+
 
             if parent is None:
                 parent = conf.getboolean("openlineage", "spark_inject_parent_job_info", fallback=False)

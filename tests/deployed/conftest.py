@@ -143,6 +143,8 @@ class Deployment:
                 "AIRFLOW__API__BASE_URL": self.base_url,
                 "AIRFLOW__API__SECRET_KEY": secrets.token_hex(16),
                 "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
+                # Airflow 3.1.0 leaves the issuer unset (None), which PyJWT >= 2.10 refuses.
+                "AIRFLOW__API_AUTH__JWT_ISSUER": "delta-deployed-tests",
                 "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": (
                     f"postgresql+psycopg2://airflow@127.0.0.1:{self.pg_port}/airflow"
                 ),
@@ -251,6 +253,9 @@ class Deployment:
         (self.root / "passwords.json").write_text(json.dumps({"admin": "admin-deployed"}))
         self.start_postgres()
         self.cli("db", "migrate", timeout=300)
+        # The example maintenance DAG maintains every table under the demo root unless this Variable
+        # names some; its scheduled run must not commit VACUUMs to the tables the other tests watch.
+        self.cli("variables", "set", "delta_maintenance_tables", json.dumps([str(self.tables / "events")]))
         for component in COMPONENTS:
             self.start_component(component)
         self._wait_healthy()
