@@ -42,6 +42,7 @@ from airflow_delta_provider.utils.coercion import (
     validate,
 )
 from airflow_delta_provider.utils.mixins import DeltaTableMixin, delta_template_fields
+from airflow_delta_provider.utils.version_compat import alias_event_extra
 from airflow_delta_provider.utils.wording import count
 
 if TYPE_CHECKING:
@@ -522,7 +523,7 @@ class DeltaCommitMixin(DeltaTableMixin):
         asset_uri = table_asset_uri(uri)
         for outlet in outlets:
             if isinstance(outlet, AssetAlias):
-                events[outlet].add(delta_table_asset(asset_uri), extra=extra)
+                events[outlet].add(delta_table_asset(asset_uri), extra=alias_event_extra(extra))
             elif getattr(outlet, "uri", None) == asset_uri:
                 events[outlet].extra = extra
 

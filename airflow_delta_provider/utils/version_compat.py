@@ -12,6 +12,9 @@ version number itself:
   triggerer answers a blocking request for a connection through ``asgiref``'s ``async_to_sync``,
   which finds the triggerer's loop only from a thread ``sync_to_async`` started; 3.3 accepts any
   thread. :func:`run_blocking` uses ``sync_to_async`` everywhere.
+* **Asset events attached through an alias.** Airflow before 3.3 hashes such an event's extra
+  (``frozenset(extra.items())``), so a nested value (a dict) fails the task when it ends:
+  :func:`alias_event_extra` lifts nested values to top-level keys there.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["run_blocking", "state_get", "state_set"]
+__all__ = ["alias_event_extra", "run_blocking", "state_get", "state_set"]
 
 T = TypeVar("T")
 
@@ -62,3 +65,31 @@ async def state_set(store: Any, key: str, value: Any) -> None:
         await aset(key, value)
         return
     await run_blocking(store.set, key, value)
+
+
+def _airflow_before(major: int, minor: int) -> bool:
+    from airflow import __version__
+
+    parts = [int("".join(c for c in p if c.isdigit()) or 0) for p in __version__.split(".")[:2]]
+    return (parts[0], parts[1]) < (major, minor)
+
+
+def alias_event_extra(extra: dict[str, Any]) -> dict[str, Any]:
+    """The extra of an asset event attached through an ``AssetAlias``, as this Airflow can register it.
+
+    Airflow 3.3+ takes any JSON object. Before 3.3 the extra's values must be hashable: a nested
+    object ``{"metrics": {"num_output_rows": 3}}`` becomes top-level keys ``{"num_output_rows": 3}``.
+
+    :param extra: the event's extra.
+    """
+    if not _airflow_before(3, 3):
+        return extra
+    flat: dict[str, Any] = {}
+    for key, value in extra.items():
+        if isinstance(value, dict):
+            flat.update(value)
+        elif isinstance(value, list):
+            flat[key] = tuple(value)
+        else:
+            flat[key] = value
+    return flat

@@ -63,3 +63,19 @@ async def test_async_accessors_are_awaited():
 async def test_run_blocking_runs_in_a_worker_thread():
     loop_thread = threading.get_ident()
     assert await run_blocking(threading.get_ident) != loop_thread
+
+
+def test_an_alias_event_extra_is_one_this_airflow_can_register():
+    """Before 3.3 Airflow hashes an alias event's extra (``frozenset(extra.items())``) when the task ends."""
+    import airflow
+
+    from airflow_delta_provider.utils.version_compat import alias_event_extra
+
+    extra = {"version": 3, "metrics": {"num_output_rows": 5}, "table_uri": "file:///t"}
+    registered = alias_event_extra(extra)
+    major, minor = (int(p) for p in airflow.__version__.split(".")[:2])
+    if (major, minor) >= (3, 3):
+        assert registered == extra
+    else:
+        assert registered == {"version": 3, "num_output_rows": 5, "table_uri": "file:///t"}
+        assert frozenset(registered.items())  # what Airflow 3.1 does with it
