@@ -102,6 +102,35 @@ def foreign_commit(table_uri: str, day: str) -> None:
     deltalake.write_deltalake(table_uri, rows, mode="append", partition_by=["ds"])
 
 
+def print_history(table_uri: str, title: str) -> None:
+    from airflow_delta_provider.core import DeltaTable
+
+    print(f"\n{title}")
+    for entry in DeltaTable(table_uri).history():
+        metrics = entry.get("operationMetrics") or {}
+        tags = entry.get("tags") or {}
+        day = tags.get("airflow.logical_date", "")[:10]
+        print(
+            f"  version {entry['version']:>2}  {entry.get('operation', '?'):<24} "
+            f"{'run ' + day if day else '':<15} +{metrics.get('numOutputRows', 0)} rows "
+            f"-{metrics.get('numRemovedFiles', 0)} files  try {tags.get('airflow.try_number', '-')}"
+        )
+
+
+def leave_orphan(table_uri: str) -> str:
+    """What a Spark attempt killed before its commit leaves: a data file no version references."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from airflow_delta_provider.core import DeltaTable
+
+    root = Path(DeltaTable(table_uri).storage.root)
+    orphan = root / "airflow" / "killed-attempt" / "ds=2026-11-02" / "part-00000.parquet"
+    orphan.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"event_id": [1]}), orphan)
+    return str(orphan.relative_to(root))
+
+
 def later_maintenance(table_uri: str) -> None:
     """The maintenance steps under the demo's clock: what the nightly DAG does once retention has passed."""
     from airflow_delta_provider.core import DeltaTable
@@ -116,6 +145,8 @@ def later_maintenance(table_uri: str) -> None:
         f"  {month_later.date()} (log retention 30 days passed): deleted {cleanup.num_files} expired log "
         f"file(s); earliest retained version {cleanup.earliest_retained_version}"
     )
+    orphan = leave_orphan(table_uri)
+    print(f"  a killed Spark attempt left {orphan}, which no version references")
     week_later = datetime.now(UTC) + timedelta(days=8)
     vacuum = table.vacuum(now=week_later)
     print(
@@ -190,21 +221,13 @@ def main() -> None:
     except Exception as err:  # the demo still shows the table
         print(f"  could not run: {err}")
 
+    print_history(table_uri, "History before the later maintenance (newest first):")
     later_maintenance(table_uri)
+    print_history(table_uri, "History after it (the expired commits are gone; newest first):")
 
     table = DeltaTable(table_uri)
     snapshot = table.snapshot()
     print(f"\nTable {table.uri} at version {snapshot.version}, partitioned by {snapshot.partition_columns}")
-    print("History (newest first):")
-    for entry in table.history():
-        metrics = entry.get("operationMetrics") or {}
-        tags = entry.get("tags") or {}
-        day = tags.get("airflow.logical_date", "")[:10]
-        print(
-            f"  version {entry['version']:>2}  {entry.get('operation', '?'):<24} "
-            f"{'run ' + day if day else '':<15} +{metrics.get('numOutputRows', 0)} rows "
-            f"-{metrics.get('numRemovedFiles', 0)} files  try {tags.get('airflow.try_number', '-')}"
-        )
     rows = snapshot.to_pyarrow_table(columns=["ds", "clicks"])
     per_day = rows.group_by("ds").aggregate([("clicks", "count"), ("clicks", "sum")]).sort_by("ds")
     print(f"Rows: {rows.num_rows}")
