@@ -79,9 +79,11 @@ def describe(result: dict[str, Any] | None) -> str:
         return "no result"
     if result.get("skipped"):
         return f"nothing committed: version {result['version']} already holds this run's commit"
+    from airflow_delta_provider.utils.wording import count
+
     return (
-        f"committed version {result['version']} ({result['operation']}): {result['rows']} rows in "
-        f"{result['files']} file(s), {result['removed_files']} file(s) replaced"
+        f"committed version {result['version']} ({result['operation']}): {count(result['rows'], 'row')} in "
+        f"{count(result['files'], 'file')}, {count(result['removed_files'], 'file')} replaced"
     )
 
 
@@ -134,25 +136,25 @@ def leave_orphan(table_uri: str) -> str:
 def later_maintenance(table_uri: str) -> None:
     """The maintenance steps under the demo's clock: what the nightly DAG does once retention has passed."""
     from airflow_delta_provider.core import DeltaTable
+    from airflow_delta_provider.utils.wording import count
 
     table = DeltaTable(table_uri)
     print("\n== maintenance later (the demo's clock) ==")
     checkpoint = table.checkpoint()
-    print(f"  checkpoint written at version {checkpoint.version}: {len(checkpoint.files)} file(s)")
-    month_later = datetime.now(UTC) + timedelta(days=31)
-    cleanup = table.cleanup_logs(now=month_later)
-    print(
-        f"  {month_later.date()} (log retention 30 days passed): deleted {cleanup.num_files} expired log "
-        f"file(s); earliest retained version {cleanup.earliest_retained_version}"
-    )
+    print(f"  checkpoint written at version {checkpoint.version}: {count(len(checkpoint.files), 'file')}")
+    month, week = (datetime.now(UTC) + timedelta(days=days) for days in (31, 8))
+    cleanup = table.cleanup_logs(now=month)
     orphan = leave_orphan(table_uri)
-    print(f"  a killed Spark attempt left {orphan}, which no version references")
-    week_later = datetime.now(UTC) + timedelta(days=8)
-    vacuum = table.vacuum(now=week_later)
-    print(
-        f"  {week_later.date()} (deleted-file retention 7 days passed): VACUUM removed {vacuum.num_files} "
-        f"data file(s) no version needs ({vacuum.num_bytes} bytes)"
-    )
+    vacuum = table.vacuum(now=week)
+    for line in (
+        f"{month.date()} (log retention 30 days passed): deleted "
+        f"{count(cleanup.num_files, 'expired log file')}; earliest retained version "
+        f"{cleanup.earliest_retained_version}",
+        f"a killed Spark attempt left {orphan}, which no version references",
+        f"{week.date()} (deleted-file retention 7 days passed): VACUUM removed "
+        f"{count(vacuum.num_files, 'data file')} no version needs ({count(vacuum.num_bytes, 'byte')})",
+    ):
+        print(f"  {line}")
 
 
 def main() -> None:
