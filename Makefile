@@ -5,7 +5,23 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SOURCES := airflow_delta_provider tests benchmarks scripts dags_examples
 
-.PHONY: demo test lint typecheck bench clean
+# The oldest Airflow the `apache-airflow>=3.1` pin admits, tested in a second venv with the same
+# versions of everything else as $(VENV) (its `pip freeze`, without Airflow's own packages, is the
+# constraint), except what that Airflow cannot run with, pinned to what was current when it was released: structlog 26 removed
+# `structlog.dev.Styles`, which Airflow 3.1 imports; with cadwyn 7 (and the FastAPI it needs) its
+# execution API refuses every task start (422); FastAPI 0.118 commits a request's session after
+# the response is sent, so what one REST call wrote is not yet there for the next.
+OLDEST_AIRFLOW := 3.1.0
+OLDEST_PINS := apache-airflow==$(OLDEST_AIRFLOW) structlog==25.4.0 cadwyn==5.4.6 \
+	"fastapi[standard-no-fastapi-cloud-cli]==0.117.1"
+OLDEST := .venv-airflow-$(OLDEST_AIRFLOW)
+OLDEST_STAMP := $(OLDEST)/.installed
+# What runs on the oldest Airflow: the provider's surface (provider info, hook, sensor, trigger,
+# assets, compat) and the deployed tier.
+OLDEST_TESTS := tests/unit/test_get_provider_info.py tests/unit/hooks tests/unit/sensors \
+	tests/unit/triggers tests/unit/assets tests/unit/utils tests/deployed
+
+.PHONY: demo test test-newest test-oldest lint typecheck system-deps bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -13,12 +29,34 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
+$(OLDEST_STAMP): $(STAMP)
+	test -x $(OLDEST)/bin/python || $(PYTHON) -m venv $(OLDEST)
+	$(OLDEST)/bin/python -m pip install --quiet --upgrade pip
+	$(PY) -m pip freeze --exclude-editable \
+		| grep -v -i -E '^(apache-airflow|airflow-delta-provider|structlog|cadwyn|fastapi|starlette)' \
+		> $(OLDEST)/constraints.txt
+	$(OLDEST)/bin/python -m pip install --quiet -c $(OLDEST)/constraints.txt $(OLDEST_PINS) -e ".[dev]"
+	touch $(OLDEST_STAMP)
+
+# PostgreSQL for the deployed tier's metadata database, from the OS packages.
+system-deps:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null; \
+		else echo "PostgreSQL is missing: install it (Debian: sudo apt-get install postgresql) for the deployed tier."; fi; }
+
 demo: $(STAMP)
 	$(PY) scripts/demo.py
 
-# The whole suite: lint and type checks first (fast), then every test tier.
-test: lint typecheck
+# The whole suite: lint and type checks first (fast), then every test tier on the newest Airflow
+# that installs, then the provider's surface and the deployed tier on the oldest one.
+test: lint typecheck test-newest test-oldest
+
+test-newest: $(STAMP) system-deps
 	$(PY) -m pytest
+
+test-oldest: $(OLDEST_STAMP) system-deps
+	$(OLDEST)/bin/python -m pytest $(OLDEST_TESTS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check $(SOURCES)
@@ -32,4 +70,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_read.py --write-readme
 
 clean:
-	rm -rf $(VENV) .demo benchmarks/data
+	rm -rf $(VENV) $(OLDEST) .demo benchmarks/data

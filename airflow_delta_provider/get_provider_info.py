@@ -73,9 +73,14 @@ def get_provider_info() -> dict[str, Any]:
                 "hook-class-name": "airflow_delta_provider.hooks.delta.DeltaTableHook",
                 "hook-name": "Delta Lake table",
                 "ui-field-behaviour": {
-                    "hidden-fields": ["schema", "port", "login", "password"],
-                    "relabeling": {"host": "Table location (URI)"},
-                    "placeholders": {"host": "s3://bucket/path/to/table"},
+                    "hidden-fields": ["schema", "port", "login"],
+                    # The password holds the secret storage options: Airflow masks it in its form,
+                    # its REST API and task logs, whereas the extra is shown in clear text.
+                    "relabeling": {
+                        "host": "Table location (URI)",
+                        "password": "Secret storage options (JSON)",
+                    },
+                    "placeholders": {"host": "s3://bucket/path/to/table", "password": '{"secret": "..."}'},
                 },
                 "conn-fields": {
                     "storage_conn_id": {
@@ -85,9 +90,11 @@ def get_provider_info() -> dict[str, Any]:
                         "schema": {"type": ["string", "null"]},
                     },
                     "storage_options": {
-                        "label": "Storage options (JSON)",
-                        "description": "fsspec options for the table's filesystem, as a JSON object.",
-                        "schema": {"type": ["string", "null"], "format": "password"},
+                        "label": "Storage options (JSON), no secrets",
+                        "description": "fsspec options for the table's filesystem that are no secret "
+                        "(endpoint_url, region_name...), as a JSON object. They are shown in clear text; "
+                        "put secret options in the password field, or credentials in a storage connection.",
+                        "schema": {"type": ["string", "null"]},
                     },
                     "table_uri": {
                         "label": "Table location (URI), when not in Host",

@@ -4,16 +4,19 @@ Each run computes one day of click events with Spark and commits them to the ``e
 (``$DELTA_DEMO_ROOT/events``, default ``.demo/events`` in the repository; ``$DELTA_EVENTS_TABLE``
 to point it elsewhere, e.g. ``s3://lake/events``). The task:
 
-* replaces the partition ``ds = '{{ ds }}'`` (Delta's replaceWhere), so re-running a day after a
-  clear replaces that day and nothing else;
+* replaces the partition of its day (Delta's replaceWhere), so re-running a day after a clear
+  replaces that day and nothing else. The day is the run's logical date, or, for a run triggered
+  without one (``airflow dags trigger`` without ``-l``, the UI's "Trigger" without a date), the
+  day the run was triggered for (``run_after``);
 * is idempotent: a retry after its commit landed commits nothing and does not start Spark again,
   and several days may run at once or be backfilled in any order;
 * creates the table on the first run, partitioned by ``ds``;
 * emits an asset event for the table (its storage URI) with the version it committed, which
   schedules ``delta_events_downstream`` in ``downstream.py``.
 
-Runs on a local Spark (``local[*]``); set ``conn_id`` to a ``spark`` or ``spark_connect``
-connection to run the job on a cluster.
+Runs on a local Spark (``local[*]``, bound to the loopback interface so that a laptop with
+several network interfaces neither warns nor exposes the driver); set ``conn_id`` to a ``spark`` or
+``spark_connect`` connection to run the job on a cluster.
 """
 
 from __future__ import annotations
@@ -31,11 +34,22 @@ DEMO_ROOT = Path(os.environ.get("DELTA_DEMO_ROOT", Path(__file__).resolve().pare
 EVENTS_TABLE = os.environ.get("DELTA_EVENTS_TABLE", str(DEMO_ROOT / "events"))
 #: Spark settings for a small local job; a cluster connection brings its own.
 SPARK_CONF = {
+    # Pinned to loopback: a local job needs no other interface, and on a multi-homed host Spark
+    # would otherwise warn and bind to whichever address the host name resolves to.
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "2",
     "spark.sql.session.timeZone": "UTC",
 }
+
+
+def run_day(dag_run: Any) -> str:
+    """The day a run ingests: its logical date, or the day it was triggered for when it has none."""
+    when = getattr(dag_run, "logical_date", None) or dag_run.run_after
+    return when.strftime("%Y-%m-%d")
+
 
 # [START howto_decorator_delta_pyspark]
 with DAG(
@@ -49,20 +63,21 @@ with DAG(
     default_args={"retries": 2, "retry_delay": timedelta(minutes=1)},
     tags=["delta", "example"],
     doc_md=__doc__,
+    user_defined_macros={"run_day": run_day},
 ) as dag:
 
     @task.delta_pyspark(
         table_uri=EVENTS_TABLE,
         partition_by=["ds"],
         mode="overwrite",
-        replace_where="ds = '{{ ds }}'",
+        replace_where="ds = '{{ run_day(dag_run) }}'",
         config_kwargs=SPARK_CONF,
     )
-    def ingest_events(spark: Any = None, ds: str | None = None) -> Any:
+    def ingest_events(spark: Any = None, dag_run: Any = None) -> Any:
         """The day's events: a deterministic function of the day, so a re-run writes the same rows."""
         from pyspark.sql import functions as F
 
-        day = datetime.fromisoformat(str(ds)).date()
+        day = datetime.fromisoformat(run_day(dag_run)).date()
         count = 20 + day.toordinal() % 7
         return spark.range(count).select(
             F.col("id").alias("event_id"),

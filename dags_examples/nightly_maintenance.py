@@ -16,8 +16,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+# Airflow 3.1 has them in airflow.exceptions, 3.2+ in airflow.sdk.exceptions: the compat provider picks.
+from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSkipException
 from airflow.sdk import DAG, Param, Variable, task
-from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from airflow_delta_provider.operators.maintenance import DeltaMaintenanceOperator
 

@@ -8,9 +8,14 @@ Run it with ``make demo``. Everything lives under ``.demo/`` in the repository: 
    fourth day whose task fails *after* its commit, so Airflow retries it (the retry commits
    nothing and does not start Spark);
 2. runs ``delta_events_downstream`` (scheduled on the table's asset), which reads the version
-   the last commit produced, and ``delta_events_wait_for_version`` (the deferrable version sensor);
+   the last commit produced, and ``delta_events_wait_for_version`` (the deferrable version sensor)
+   waiting for a version that does not exist yet: it defers, its trigger polls, and another
+   writer (delta-rs, in a thread) commits a fifth day a few seconds later, which resumes it;
 3. runs ``delta_nightly_maintenance`` over the tables under ``.demo/`` (checkpoint and log
-   cleanup when due, VACUUM when due);
+   cleanup when due, VACUUM when due), then the same steps with the demo's clock moved forward
+   (31 days for the log retention, 8 for VACUUM's 7): a checkpoint is written, the expired log
+   files before it are deleted, and the data files the clear and the retry replaced or left
+   behind are removed;
 4. prints the table's history and its rows per day.
 """
 
@@ -19,6 +24,8 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -72,10 +79,82 @@ def describe(result: dict[str, Any] | None) -> str:
         return "no result"
     if result.get("skipped"):
         return f"nothing committed: version {result['version']} already holds this run's commit"
+    from airflow_delta_provider.utils.wording import count
+
     return (
-        f"committed version {result['version']} ({result['operation']}): {result['rows']} rows in "
-        f"{result['files']} file(s), {result['removed_files']} file(s) replaced"
+        f"committed version {result['version']} ({result['operation']}): {count(result['rows'], 'row')} in "
+        f"{count(result['files'], 'file')}, {count(result['removed_files'], 'file')} replaced"
     )
+
+
+def foreign_commit(table_uri: str, day: str) -> None:
+    """Another writer (delta-rs, outside Airflow) appends a day of events."""
+    import deltalake
+    import pyarrow as pa
+
+    rows = pa.table(
+        {
+            "event_id": pa.array(range(4), pa.int64()),
+            "user_id": pa.array([1, 2, 3, 4], pa.int32()),
+            "page": ["home", "cart", "home", "search"],
+            "clicks": pa.array([1, 2, 3, 4], pa.int32()),
+            "ds": [day] * 4,
+        }
+    )
+    deltalake.write_deltalake(table_uri, rows, mode="append", partition_by=["ds"])
+
+
+def print_history(table_uri: str, title: str) -> None:
+    from airflow_delta_provider.core import DeltaTable
+
+    print(f"\n{title}")
+    for entry in DeltaTable(table_uri).history():
+        metrics = entry.get("operationMetrics") or {}
+        tags = entry.get("tags") or {}
+        day = tags.get("airflow.logical_date", "")[:10]
+        print(
+            f"  version {entry['version']:>2}  {entry.get('operation', '?'):<24} "
+            f"{'run ' + day if day else '':<15} +{metrics.get('numOutputRows', 0)} rows "
+            f"-{metrics.get('numRemovedFiles', 0)} files  try {tags.get('airflow.try_number', '-')}"
+        )
+
+
+def leave_orphan(table_uri: str) -> str:
+    """What a Spark attempt killed before its commit leaves: a data file no version references."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from airflow_delta_provider.core import DeltaTable
+
+    root = Path(DeltaTable(table_uri).storage.root)
+    orphan = root / "airflow" / "killed-attempt" / "ds=2026-11-02" / "part-00000.parquet"
+    orphan.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"event_id": [1]}), orphan)
+    return str(orphan.relative_to(root))
+
+
+def later_maintenance(table_uri: str) -> None:
+    """The maintenance steps under the demo's clock: what the nightly DAG does once retention has passed."""
+    from airflow_delta_provider.core import DeltaTable
+    from airflow_delta_provider.utils.wording import count
+
+    table = DeltaTable(table_uri)
+    print("\n== maintenance later (the demo's clock) ==")
+    checkpoint = table.checkpoint()
+    print(f"  checkpoint written at version {checkpoint.version}: {count(len(checkpoint.files), 'file')}")
+    month, week = (datetime.now(UTC) + timedelta(days=days) for days in (31, 8))
+    cleanup = table.cleanup_logs(now=month)
+    orphan = leave_orphan(table_uri)
+    vacuum = table.vacuum(now=week)
+    for line in (
+        f"{month.date()} (log retention 30 days passed): deleted "
+        f"{count(cleanup.num_files, 'expired log file')}; earliest retained version "
+        f"{cleanup.earliest_retained_version}",
+        f"a killed Spark attempt left {orphan}, which no version references",
+        f"{week.date()} (deleted-file retention 7 days passed): VACUUM removed "
+        f"{count(vacuum.num_files, 'data file')} no version needs ({count(vacuum.num_bytes, 'byte')})",
+    ):
+        print(f"  {line}")
 
 
 def main() -> None:
@@ -119,10 +198,21 @@ def main() -> None:
     print(f"  run {dag_run.state}; saw version {summary.get('version')} with {summary.get('rows')} rows")
 
     print("\n== delta_events_wait_for_version (deferrable DeltaTableVersionSensor) ==")
-    after = int(summary.get("version") or 0) - 1
+    from airflow_delta_provider.core import DeltaTable
+
+    after = DeltaTable(table_uri).version()
+    writer = threading.Timer(5.0, foreign_commit, args=(table_uri, "2026-11-05"))
+    writer.start()
+    print(f"  waiting for a version after {after}; delta-rs commits day 2026-11-05 in 5 seconds")
+    started = time.monotonic()
     dag_run = downstream.wait_dag.test(run_conf={"after_version": after})
+    writer.join()
     found = return_value(dag_run, "summarize_new_version") or {}
-    print(f"  waited for a version after {after}: run {dag_run.state}; found version {found.get('version')}")
+    print(
+        f"  the sensor deferred, its trigger polled, and it resumed after "
+        f"{time.monotonic() - started:.0f} s: run {dag_run.state}; found version {found.get('version')} "
+        f"({found.get('rows')} rows)"
+    )
 
     print("\n== delta_nightly_maintenance ==")
     try:
@@ -133,21 +223,13 @@ def main() -> None:
     except Exception as err:  # the demo still shows the table
         print(f"  could not run: {err}")
 
-    from airflow_delta_provider.core import DeltaTable
+    print_history(table_uri, "History before the later maintenance (newest first):")
+    later_maintenance(table_uri)
+    print_history(table_uri, "History after it (the expired commits are gone; newest first):")
 
     table = DeltaTable(table_uri)
     snapshot = table.snapshot()
     print(f"\nTable {table.uri} at version {snapshot.version}, partitioned by {snapshot.partition_columns}")
-    print("History (newest first):")
-    for entry in table.history():
-        metrics = entry.get("operationMetrics") or {}
-        tags = entry.get("tags") or {}
-        day = tags.get("airflow.logical_date", "")[:10]
-        print(
-            f"  version {entry['version']:>2}  {entry.get('operation', '?'):<24} "
-            f"{'run ' + day if day else '':<15} +{metrics.get('numOutputRows', 0)} rows "
-            f"-{metrics.get('numRemovedFiles', 0)} files  try {tags.get('airflow.try_number', '-')}"
-        )
     rows = snapshot.to_pyarrow_table(columns=["ds", "clicks"])
     per_day = rows.group_by("ds").aggregate([("clicks", "count"), ("clicks", "sum")]).sort_by("ds")
     print(f"Rows: {rows.num_rows}")

@@ -12,9 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Asset
 
-from airflow_delta_provider.core.paths import TablePath
 from airflow_delta_provider.utils.coercion import is_deferred
-from airflow_delta_provider.utils.secrets import credential_free
+from airflow_delta_provider.utils.secrets import public_location
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -51,7 +50,7 @@ def table_asset_uri(table_uri: str) -> str:
             f"outlets=[AssetAlias(...)] and the operator attaches the rendered table to the alias."
         )
     # A bare ``name@`` on Azure (``container@account``) is part of the location and stays.
-    return TablePath.parse(credential_free(table_uri.strip())).uri
+    return public_location(table_uri)
 
 
 def delta_table_asset(table_uri: str, *, name: str | None = None, **kwargs: Any) -> Asset:

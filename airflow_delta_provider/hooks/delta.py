@@ -3,6 +3,11 @@
 A table is located either by a ``delta`` connection (its location, an optional storage
 connection and storage options live in the connection) or by a plain URI plus an
 optional Airflow storage connection (``aws``, ``google_cloud_platform``, ``wasb`` ...).
+
+In a ``delta`` connection, secrets go where Airflow masks them: the **Password** field holds the
+secret storage options as a JSON object (``{"secret": "..."}``), merged over the extra
+``storage_options``, which hold only what is no secret (``endpoint_url``, ``region_name``): Airflow
+shows the extra in clear text in its connection form, its Extra editor and its REST API.
 Credentials come from the storage connection through Airflow's object-storage
 filesystems (``airflow.sdk.io.get_fs``), so they are never part of task arguments, logs,
 XCom, commitInfo or error messages. For ``s3://`` without the amazon provider installed,
@@ -23,12 +28,15 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseHook
 
 from airflow_delta_provider.core.paths import TablePath
+from airflow_delta_provider.core.redaction import sensitive_options
 from airflow_delta_provider.utils.secrets import (
     credential_free,
     describe_error,
     mask_connection,
     mask_options,
+    mask_secret,
     mask_uri,
+    public_location,
     refuse_credentials,
 )
 
@@ -39,13 +47,17 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.table import DeltaTable
 
 _SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3", "local": "file"}
+#: The label and placeholder of a ``delta`` connection's password field in Airflow's form.
+SECRET_OPTIONS_LABEL = "Secret storage options (JSON)"
+SECRET_OPTIONS_PLACEHOLDER = '{"secret": "..."}'
 
 
 class DeltaTableHook(BaseHook):
     """Open Delta tables with credentials from Airflow connections.
 
     :param delta_conn_id: a ``delta`` connection: ``host`` (or extra ``table_uri``) is the
-        table location; extras ``storage_conn_id`` and ``storage_options`` (a JSON object).
+        table location; extras ``storage_conn_id`` and ``storage_options`` (a JSON object of options
+        that are no secret); the password, a JSON object of secret storage options.
     :param table_uri: the table location, instead of (or overriding) the connection's.
     :param storage_conn_id: an Airflow connection holding the storage credentials.
     :param storage_options: fsspec options for the filesystem (merged over the connection's).
@@ -74,6 +86,8 @@ class DeltaTableHook(BaseHook):
         self._table_uri = table_uri
         self._storage_conn_id = storage_conn_id
         self._storage_options = dict(storage_options or {})
+        #: Secret-named options found in the connection's (clear-text) extra.
+        self._exposed_secrets: list[str] = []
         mask_options(self._storage_options)
         mask_uri(table_uri)
 
@@ -89,10 +103,11 @@ class DeltaTableHook(BaseHook):
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
         """For Airflow < 3.2, which does not read ``conn-fields`` from provider info."""
         return {
-            "hidden_fields": ["schema", "port", "login", "password"],
-            "relabeling": {"host": "Table location (URI)"},
+            "hidden_fields": ["schema", "port", "login"],
+            "relabeling": {"host": "Table location (URI)", "password": SECRET_OPTIONS_LABEL},
             "placeholders": {
                 "host": "s3://bucket/path/to/table",
+                "password": SECRET_OPTIONS_PLACEHOLDER,
                 "extra": '{"storage_conn_id": "aws_default"}',
             },
         }
@@ -111,22 +126,32 @@ class DeltaTableHook(BaseHook):
             uri = uri or extra.get("table_uri") or conn.host
             mask_uri(uri)
             storage_conn_id = storage_conn_id or extra.get("storage_conn_id")
-            raw = extra.get("storage_options") or {}
-            if isinstance(raw, str):
-                try:
-                    raw = json.loads(raw)
-                except ValueError:
-                    raise ValueError(
-                        f"The storage_options extra of connection {self.delta_conn_id!r} is not a JSON "
-                        f"object."
-                    ) from None
-            if not isinstance(raw, Mapping):
-                raise ValueError(
-                    f"The storage_options extra of connection {self.delta_conn_id!r} must be a JSON object, "
-                    f"got {type(raw).__name__}."
-                )
+            raw = _json_object(
+                extra.get("storage_options") or {},
+                f"The storage_options extra of connection {self.delta_conn_id!r}",
+            )
             mask_options(raw)
+            exposed = [name for name, _value in sensitive_options(raw)]
+            if exposed:
+                self._exposed_secrets = exposed
+                self.log.warning(
+                    "The storage_options extra of connection %r holds %s, which Airflow shows in clear text "
+                    "in its connection form, Extra editor and REST API: move them to the connection's "
+                    "password field (a JSON object of secret storage options) or to a storage connection.",
+                    self.delta_conn_id,
+                    ", ".join(repr(name) for name in exposed),
+                )
             options.update(raw)
+            if conn.password:
+                secret = _json_object(
+                    conn.password,
+                    f"The password of connection {self.delta_conn_id!r} (its secret storage options)",
+                    secret=True,
+                    example=SECRET_OPTIONS_PLACEHOLDER,
+                )
+                for value in _leaf_values(secret):
+                    mask_secret(value)
+                options.update(secret)
         options.update(self._storage_options)
         if not uri:
             raise ValueError(
@@ -137,11 +162,11 @@ class DeltaTableHook(BaseHook):
 
     @property
     def table_uri(self) -> str:
-        """The table's storage URI, without credentials (safe to log and to use as an asset URI)."""
+        """The table's location in the provider's one form: normalised (``file:///abs/path``,
+        ``s3://``), without credentials (safe to log, to push to XCom and to use as an asset URI)."""
         if self._table_uri is None and not self.delta_conn_id:
             return ""
-        # Only user:password@ (any userinfo on S3/GCS) is a credential; abfss://container@account stays.
-        return credential_free(self._settings[0])
+        return public_location(self._settings[0])
 
     def _location(self) -> str:
         """The location to open: refused when it carries credentials (they belong in a connection)."""
@@ -231,7 +256,45 @@ class DeltaTableHook(BaseHook):
             except Exception:  # the location itself could not be resolved; the error says why
                 where = ""
             return False, f"Cannot read the Delta table{where}: {describe_error(err)}"
-        return True, f"Delta table at {self.table_uri} is at version {version}."
+        message = f"Delta table at {self.table_uri} is at version {version}."
+        if self._exposed_secrets:
+            message += (
+                f" Warning: the storage_options extra holds {', '.join(self._exposed_secrets)}, shown in "
+                f"clear text by Airflow's form and REST API; move them to the password field (secret "
+                f"storage options, JSON)."
+            )
+        return True, message
+
+
+def _json_object(
+    value: Any, what: str, *, secret: bool = False, example: str = '{"endpoint_url": "..."}'
+) -> dict[str, Any]:
+    """A connection field holding a JSON object, as a dict.
+
+    :param value: the field (a JSON string or an already decoded mapping).
+    :param what: names the field, for the error.
+    :param secret: never show the value in the error.
+    :param example: a JSON object of the kind expected, for the error.
+    :raises ValueError: the field is not a JSON object.
+    """
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            shown = "" if secret else f" (got {value[:40]!r})"
+            raise ValueError(f"{what} is not a JSON object such as {example}{shown}.") from None
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{what} must be a JSON object, got {type(value).__name__}.")
+    return dict(value)
+
+
+def _leaf_values(value: Any) -> list[Any]:
+    """Every scalar inside a JSON value (the secrets of the password's storage options)."""
+    if isinstance(value, Mapping):
+        return [leaf for item in value.values() for leaf in _leaf_values(item)]
+    if isinstance(value, list | tuple):
+        return [leaf for item in value for leaf in _leaf_values(item)]
+    return [value]
 
 
 def _s3fs_from_aws_connection(conn: Any, options: Mapping[str, Any]) -> fsspec.AbstractFileSystem:

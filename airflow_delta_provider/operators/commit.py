@@ -24,12 +24,13 @@ Users with their own sequencing pass ``app_id`` / ``app_version`` (templated). T
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import AssetAlias, BaseOperator
 
 from airflow_delta_provider.assets.delta import asset_event_extra, delta_table_asset, table_asset_uri
+from airflow_delta_provider.core.transaction import ALREADY_COMMITTED
 from airflow_delta_provider.utils.coercion import (
     LONG_MAX,
     is_deferred,
@@ -41,6 +42,8 @@ from airflow_delta_provider.utils.coercion import (
     validate,
 )
 from airflow_delta_provider.utils.mixins import DeltaTableMixin, delta_template_fields
+from airflow_delta_provider.utils.version_compat import alias_event_extra
+from airflow_delta_provider.utils.wording import count
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -56,6 +59,7 @@ __all__ = [
     "DEFAULT_SET_TRANSACTION_RETENTION",
     "DeltaCommitOperator",
     "RunIdentity",
+    "connection_asset_alias",
     "default_app_version",
 ]
 
@@ -167,6 +171,14 @@ def default_app_version(identity: RunIdentity, mode: str) -> int:
     return 0 if mode == "append" else identity.first_try
 
 
+def connection_asset_alias(delta_conn_id: str) -> AssetAlias:
+    """The asset alias a commit operator given only ``delta_conn_id`` emits its table's asset event through.
+
+    :param delta_conn_id: the ``delta`` connection naming the table.
+    """
+    return AssetAlias(name=f"delta-connection/{delta_conn_id}")
+
+
 # --- argument checks ---------------------------------------------------------------------
 
 #: What an app_version is, for its errors.
@@ -220,6 +232,41 @@ def _configured_max_attempts() -> int:
     return max_commit_attempts()
 
 
+def _recorded_commit(table: DeltaTable, result: CommitResult) -> CommitResult:
+    """``result`` (nothing committed: the txn was recorded by ``result.version``) with the operation and
+    metrics of the commit that recorded it, read from its commitInfo.
+
+    The core's "already committed" result names the recording version but carries no metrics; when
+    that commit cannot be read (cleaned up, or ``version_exact`` is False) the result is kept as it is.
+    """
+    from airflow_delta_provider.core.history import commit_info
+
+    if not result.version_exact:
+        return result
+    try:
+        info = commit_info(table.storage, result.version) or {}
+    except Exception:  # the report is a courtesy; the skip itself is decided
+        return result
+    metrics = info.get("operationMetrics") or {}
+
+    def metric(name: str) -> int:
+        try:
+            return int(metrics.get(name) or 0)
+        except (TypeError, ValueError):
+            return 0
+
+    return replace(
+        result,
+        operation=str(info.get("operation") or result.operation),
+        num_added_files=metric("numFiles") or metric("numAddedFiles"),
+        num_removed_files=metric("numRemovedFiles"),
+        num_output_rows=metric("numOutputRows"),
+        num_output_bytes=metric("numOutputBytes"),
+        num_removed_bytes=metric("numRemovedBytes"),
+        operation_metrics={str(k): str(v) for k, v in metrics.items()},
+    )
+
+
 def already_committed(
     table: DeltaTable, app_id: str, app_version: int, *, snapshot: Snapshot | None = None
 ) -> CommitResult | None:
@@ -257,16 +304,25 @@ class DeltaCommitMixin(DeltaTableMixin):
     log: Any
 
     @staticmethod
-    def _default_outlets(kwargs: dict[str, Any], table_uri: str | None) -> None:
-        """Make the table an outlet unless the user chose outlets (call before ``super().__init__``)."""
-        if (
-            "outlets" not in kwargs
-            and isinstance(table_uri, str)
-            and table_uri
-            and not is_deferred(table_uri)
-        ):
-            # The asset must be known at parse time; a templated table can use an AssetAlias outlet.
+    def _default_outlets(kwargs: dict[str, Any], table_uri: str | None, delta_conn_id: str | None) -> None:
+        """Make the table an outlet unless the user chose outlets (call before ``super().__init__``).
+
+        A literal ``table_uri`` is the table's asset. A table named only by a ``delta`` connection is
+        known when the task runs (reading the connection at parse time would be I/O): the outlet is the
+        connection's :func:`connection_asset_alias`, to which the task attaches the table's asset, so
+        the event is the table's asset event all the same.
+        """
+        if "outlets" in kwargs:
+            return
+        if isinstance(table_uri, str) and table_uri and not is_deferred(table_uri):
             kwargs["outlets"] = [delta_table_asset(table_uri)]
+        elif (
+            not table_uri
+            and isinstance(delta_conn_id, str)
+            and delta_conn_id
+            and not is_deferred(delta_conn_id)
+        ):
+            kwargs["outlets"] = [connection_asset_alias(delta_conn_id)]
 
     def _init_commit_args(
         self,
@@ -391,40 +447,55 @@ class DeltaCommitMixin(DeltaTableMixin):
         context: Context | Mapping[str, Any],
         result: CommitResult,
         identity: RunIdentity,
+        *,
+        note: str = "",
         **more: Any,
     ) -> dict[str, Any]:
-        """Log the outcome, emit the asset event and build the XCom value."""
-        uri = table_asset_uri(self.hook.table_uri)  # normalised, never with credentials
-        if result.skipped:
+        """Log the outcome, emit the asset event and build the XCom value.
+
+        For a commit made by an earlier execution, the value reports what that recorded commit did
+        (its operation, files, rows and bytes), read from its commitInfo.
+
+        :param note: a sentence added to the log line of a skipped commit.
+        """
+        uri = self.hook.table_uri  # normalised, never with credentials
+        if result.skipped and result.reason == ALREADY_COMMITTED:
+            result = _recorded_commit(self.hook.get_table(), result)
             self.log.info(
-                "Nothing to commit: %s already holds this task instance's commit "
-                "(appId=%r, txnVersion=%d) at table version %d; try %d of task %r did not run the job again.",
+                "Nothing to commit: version %d of %s already holds this task instance's commit "
+                "(appId=%r, txnVersion=%d), made by an earlier execution: %s, %s, %s, %s. This is try %d.%s",
+                result.version,
                 uri,
                 result.app_id,
                 result.app_version,
-                result.version,
+                result.operation,
+                count(result.num_added_files, "file"),
+                count(result.num_output_rows, "row"),
+                count(result.num_output_bytes, "byte"),
                 identity.try_number,
-                identity.task_id,
+                f" {note}" if note else "",
             )
+        elif result.skipped:
+            self.log.info("Nothing to commit to %s: %s.", uri, result.reason)
         else:
             self.log.info(
-                "Committed %d file(s), %d row(s), %d byte(s) to %s as version %d "
-                "(%s, appId=%r, txnVersion=%d, %d file(s) removed).",
-                result.num_added_files,
-                result.num_output_rows,
-                result.num_output_bytes,
+                "Committed %s, %s, %s to %s as version %d (%s, appId=%r, txnVersion=%d, %s removed).",
+                count(result.num_added_files, "file"),
+                count(result.num_output_rows, "row"),
+                count(result.num_output_bytes, "byte"),
                 uri,
                 result.version,
                 result.operation,
                 result.app_id,
                 result.app_version,
-                result.num_removed_files,
+                count(result.num_removed_files, "file"),
             )
         value: dict[str, Any] = {
             "table_uri": uri,
             "version": result.version,
             "committed": result.committed,
             "skipped": result.skipped,
+            "reason": result.reason,
             "operation": result.operation,
             "mode": self._resolved_mode(),
             "app_id": result.app_id,
@@ -452,7 +523,7 @@ class DeltaCommitMixin(DeltaTableMixin):
         asset_uri = table_asset_uri(uri)
         for outlet in outlets:
             if isinstance(outlet, AssetAlias):
-                events[outlet].add(delta_table_asset(asset_uri), extra=extra)
+                events[outlet].add(delta_table_asset(asset_uri), extra=alias_event_extra(extra))
             elif getattr(outlet, "uri", None) == asset_uri:
                 events[outlet].extra = extra
 
@@ -546,7 +617,7 @@ class DeltaCommitOperator(DeltaCommitMixin, BaseOperator):
                 "DeltaCommitOperator needs exactly one of prefix (a directory of Parquet files under the "
                 f"table root) or files (a list of them); got prefix={prefix!r}, files={files!r}."
             )
-        self._default_outlets(kwargs, table_uri)
+        self._default_outlets(kwargs, table_uri, delta_conn_id)
         super().__init__(**kwargs)
         self._init_commit_args(
             table_uri=table_uri,
@@ -580,7 +651,7 @@ class DeltaCommitOperator(DeltaCommitMixin, BaseOperator):
         table = self.hook.get_table()
         self.log.info(
             "Committing %s to %s (mode=%s%s, appId=%r, txnVersion=%d).",
-            f"the files under {prefix!r}" if prefix is not None else f"{len(files or [])} file(s)",
+            f"the files under {prefix!r}" if prefix is not None else count(len(files or []), "file"),
             self.hook.table_uri,
             self._resolved_mode(),
             f", replace_where={self.replace_where!r}" if self.replace_where else "",

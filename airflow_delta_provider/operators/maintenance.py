@@ -32,6 +32,7 @@ from airflow_delta_provider.utils.coercion import (
 )
 from airflow_delta_provider.utils.mixins import build_hook
 from airflow_delta_provider.utils.secrets import credential_free, describe_error, refuse_credentials
+from airflow_delta_provider.utils.wording import count, human_duration
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -207,14 +208,14 @@ class DeltaCheckpointOperator(_DeltaTableOperator):
                 return {"table_uri": uri, "written": False, "reason": reason}
         result = table.checkpoint(version, parts=self.parts)
         self.log.info(
-            "Wrote a %s checkpoint of %s at version %d: %d file(s), %d actions, %d live files, %d bytes.",
+            "Wrote a %s checkpoint of %s at version %d: %s, %s, %s, %s.",
             result.kind,
             uri,
             result.version,
-            len(result.files),
-            result.num_actions,
-            result.num_add_files,
-            result.size_in_bytes,
+            count(len(result.files), "file"),
+            count(result.num_actions, "action"),
+            count(result.num_add_files, "live data file"),
+            count(result.size_in_bytes, "byte"),
         )
         return {"table_uri": uri, "written": True, **_jsonable(result)}
 
@@ -354,10 +355,10 @@ def _log_cleanup(logger: Any, uri: str, summary: Mapping[str, Any]) -> None:
         logger.info("Log cleanup of %s did nothing: %s", uri, reason)
         return
     logger.info(
-        "%s %d expired log file(s) (%d bytes) of %s older than %s; earliest retained version: %s.",
+        "%s %s (%s) of %s older than %s; earliest retained version: %s.",
         verb,
-        summary.get("num_files", len(files)),
-        summary.get("num_bytes", 0),
+        count(summary.get("num_files", len(files)), "expired log file"),
+        count(summary.get("num_bytes", 0), "byte"),
         uri,
         summary.get("cutoff"),
         summary.get("earliest_retained_version"),
@@ -370,13 +371,13 @@ def _log_vacuum(logger: Any, uri: str, summary: Mapping[str, Any]) -> None:
     files = summary.get("files") or []
     verb = "would delete" if summary.get("dry_run") else "deleted"
     logger.info(
-        "VACUUM %s of %s %s %d file(s) (%d bytes) and %d director(y/ies) not needed since %s; status %s.",
+        "VACUUM %s of %s %s %s (%s) and %s not needed since %s; status %s.",
         str(summary.get("mode", "")).upper(),
         uri,
         verb,
-        summary.get("num_files", len(files)),
-        summary.get("num_bytes", 0),
-        summary.get("num_directories", 0),
+        count(summary.get("num_files", len(files)), "file"),
+        count(summary.get("num_bytes", 0), "byte"),
+        count(summary.get("num_directories", 0), "directory", "directories"),
         summary.get("delete_before"),
         summary.get("status"),
     )
@@ -525,14 +526,21 @@ class DeltaMaintenanceOperator(BaseOperator):
         ]
         targets += [(f"connection {conn_id!r}", {"delta_conn_id": conn_id}) for conn_id in conn_ids]
         self.log.info(
-            "Maintaining %d Delta table(s)%s: checkpoint=%s, cleanup=%s, vacuum=%s (interval %s, mode %s).",
-            len(targets),
+            "Maintaining %s%s: checkpoint %s, log cleanup %s, VACUUM %s.",
+            count(len(targets), "Delta table"),
             " (dry run)" if dry_run else "",
-            self.run_checkpoint,
-            self.run_cleanup,
-            self.run_vacuum,
-            settings.vacuum_interval,
-            settings.vacuum_mode,
+            "when due" if self.run_checkpoint else "off",
+            "when due" if self.run_cleanup else "off",
+            (
+                f"{settings.vacuum_mode.upper()} "
+                + (
+                    f"at most every {human_duration(settings.vacuum_interval)}"
+                    if settings.vacuum_interval
+                    else "on every run"
+                )
+            )
+            if self.run_vacuum
+            else "off",
         )
         reports = [self._maintain(label, target, settings) for label, target in targets]
         failed = [r["table"] for r in reports if r["status"] == "failed"]
@@ -551,10 +559,12 @@ class DeltaMaintenanceOperator(BaseOperator):
             # value would never reach XCom.
             ti.xcom_push(key="maintenance_report", value=report)
         if failed:
-            errors = "; ".join(f"{r['table']}: {r['error']}" for r in reports if r["status"] == "failed")
+            errors = "; ".join(
+                f"{r['table']}: {str(r['error']).rstrip('.')}" for r in reports if r["status"] == "failed"
+            )
             raise DeltaMaintenanceError(
-                f"Maintenance failed for {len(failed)} of {len(reports)} table(s): {errors}. The other "
-                "tables were maintained; see the task log and the 'maintenance_report' XCom.",
+                f"Maintenance failed for {len(failed)} of {count(len(reports), 'table')}: {errors}. "
+                "The other tables were maintained; see the task log and the 'maintenance_report' XCom.",
                 report=report,
             )
         return report
@@ -664,8 +674,8 @@ class DeltaMaintenanceOperator(BaseOperator):
         if result.get("num_files"):
             verb = "would delete" if settings.dry_run else "deleted"
             reason = (
-                f"{verb} {result['num_files']} log file(s) older than {result.get('cutoff')}; earliest "
-                f"retained version {result.get('earliest_retained_version')}"
+                f"{verb} {count(result['num_files'], 'log file')} older than {result.get('cutoff')}; "
+                f"earliest retained version {result.get('earliest_retained_version')}"
             )
             status = StepStatus.DUE if settings.dry_run else StepStatus.RAN
             return StepReport(status, reason, decision.to_dict(), result)
@@ -688,7 +698,7 @@ class DeltaMaintenanceOperator(BaseOperator):
             )
         )
         verb = "would delete" if settings.dry_run else "deleted"
-        removed = f"{result.get('num_files', 0)} file(s), {result.get('num_bytes', 0)} bytes"
+        removed = f"{count(result.get('num_files', 0), 'file')}, {count(result.get('num_bytes', 0), 'byte')}"
         reason = f"{decision.reason}; {verb} {removed}"
         status = StepStatus.DUE if settings.dry_run else StepStatus.RAN
         return StepReport(status, reason, decision.to_dict(), result)

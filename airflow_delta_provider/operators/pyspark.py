@@ -27,6 +27,7 @@ from airflow.providers.apache.spark.operators.spark_pyspark import PySparkOperat
 from airflow.providers.common.compat.standard.operators import PythonOperator
 
 from airflow_delta_provider.operators.commit import DeltaCommitMixin, RunIdentity, already_committed
+from airflow_delta_provider.utils.wording import count
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -93,7 +94,18 @@ class _DataFrameWriter(PythonOperator):  # type: ignore[misc]  # the compat impo
         return self._write_frame(frame)
 
 
-class DeltaPySparkOperator(DeltaCommitMixin, PySparkOperator, _DataFrameWriter):
+class _RoutedSparkOutput(PythonOperator):  # type: ignore[misc]  # the compat import is untyped (Any)
+    """Builds the Spark session (``PySparkOperator.execute_callable``, after it in the MRO) with Spark's
+    own output logged at its levels (:mod:`.spark_output`), so a green task shows no ERROR line."""
+
+    def execute_callable(self) -> Any:
+        from airflow_delta_provider.operators.spark_output import routed_spark_output
+
+        with routed_spark_output():
+            return super().execute_callable()
+
+
+class DeltaPySparkOperator(DeltaCommitMixin, _RoutedSparkOutput, PySparkOperator, _DataFrameWriter):
     """Run a PySpark callable and commit the DataFrame it returns to a Delta table, exactly once.
 
     .. code-block:: python
@@ -186,7 +198,7 @@ class DeltaPySparkOperator(DeltaCommitMixin, PySparkOperator, _DataFrameWriter):
         openlineage_inject_transport_info: bool | None = None,
         **kwargs: Any,
     ) -> None:
-        self._default_outlets(kwargs, table_uri)
+        self._default_outlets(kwargs, table_uri, delta_conn_id)
         super().__init__(
             python_callable=python_callable, conn_id=conn_id, config_kwargs=config_kwargs, **kwargs
         )
@@ -229,7 +241,7 @@ class DeltaPySparkOperator(DeltaCommitMixin, PySparkOperator, _DataFrameWriter):
         if snapshot is not None:
             done = already_committed(table, app_id, app_version, snapshot=snapshot)
             if done is not None:
-                return self._report(context, done, identity, write_dir=None)
+                return self._report(context, done, identity, note="Spark was not started.", write_dir=None)
             columns = list(snapshot.partition_columns)
             if self.partition_by is not None and [c.lower() for c in self.partition_by] != [
                 c.lower() for c in columns
@@ -258,7 +270,7 @@ class DeltaPySparkOperator(DeltaCommitMixin, PySparkOperator, _DataFrameWriter):
         config = dict(self.config_kwargs or {})
         parent, transport = self.openlineage_inject_parent_job_info, self.openlineage_inject_transport_info
         if parent is None or transport is None:
-            from airflow.sdk.configuration import conf
+            from airflow.configuration import conf  # airflow.sdk.configuration is 3.2+
 
             if parent is None:
                 parent = conf.getboolean("openlineage", "spark_inject_parent_job_info", fallback=False)
@@ -317,7 +329,7 @@ class DeltaPySparkOperator(DeltaCommitMixin, PySparkOperator, _DataFrameWriter):
             self.log.info("Writing the DataFrame to %s.", target)
             writer.save(target)
             files = _collect_output(table, attempt, pending.partition_columns)
-            self.log.info("Spark wrote %d file(s) under %s.", len(files), attempt)
+            self.log.info("Spark wrote %s under %s.", count(len(files), "file"), attempt)
             committing = True
             result = self._commit(
                 table,
@@ -420,6 +432,6 @@ def _discard(table: DeltaTable, attempt: str, log: Any) -> None:
         if storage.is_local:
             for dirpath, _dirs, _files in sorted(os.walk(directory), key=lambda e: -len(e[0])):
                 os.rmdir(dirpath)
-        log.info("Removed %d uncommitted file(s) under %s.", len(paths), storage.to_uri(directory))
+        log.info("Removed %s under %s.", count(len(paths), "uncommitted file"), storage.to_uri(directory))
     except Exception as err:  # the task's own error matters more; VACUUM removes what stays
         log.warning("Could not remove the uncommitted files under %s (%s); VACUUM will.", directory, err)

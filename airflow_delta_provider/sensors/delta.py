@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.configuration import conf
@@ -15,6 +15,7 @@ from airflow_delta_provider.triggers.delta import DeltaTableVersionTrigger
 from airflow_delta_provider.utils.coercion import to_bool, to_int, to_list, to_timestamp, validate
 from airflow_delta_provider.utils.mixins import DeltaTableMixin, delta_template_fields
 from airflow_delta_provider.utils.secrets import refuse_secret_options
+from airflow_delta_provider.utils.wording import human_duration, versions
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -120,7 +121,7 @@ class DeltaTableVersionSensor(DeltaTableMixin, BaseSensorOperator):
             self.log.info("No matching commit after version %s of %s yet.", after, self.hook.table_uri)
             return False
         event = payload(self.hook.table_uri, result, after)
-        self.log.info("Found version(s) %s of %s.", event["versions"], self.hook.table_uri)
+        self.log.info("Found %s of %s.", versions(event["versions"]), self.hook.table_uri)
         return PokeReturnValue(is_done=True, xcom_value=event)
 
     def execute(self, context: Context) -> Any:
@@ -128,11 +129,25 @@ class DeltaTableVersionSensor(DeltaTableMixin, BaseSensorOperator):
             from airflow_delta_provider.config import poll_interval
 
             self.poke_interval = poll_interval()
+        waiting_for = self._waiting_for()
         if not self.deferrable:
+            self.log.info(
+                "Waiting for %s: a poke every %s (mode %s%s).",
+                waiting_for,
+                human_duration(self.poke_interval),
+                self.mode,
+                f", timeout {human_duration(self.timeout)}" if self.timeout else "",
+            )
             return super().execute(context)
         found = self.poke(context)
         if isinstance(found, PokeReturnValue) and found.is_done:
             return found.xcom_value
+        self.log.info(
+            "Deferring to the triggerer: waiting for %s, polling every %s%s.",
+            waiting_for,
+            human_duration(self.poke_interval),
+            f", timeout {human_duration(self.timeout)}" if self.timeout else "",
+        )
         operations = to_list(self.operations, "operations")
         self.defer(
             trigger=DeltaTableVersionTrigger(
@@ -157,8 +172,29 @@ class DeltaTableVersionSensor(DeltaTableMixin, BaseSensorOperator):
             raise AirflowException(
                 redact(event.get("message") or f"The Delta table trigger failed: {event!r}")
             )
-        self.log.info("Version(s) %s of %s.", event.get("versions"), event.get("table_uri"))
+        self.log.info(
+            "Resumed: the triggerer found %s of %s.",
+            versions(event.get("versions") or []),
+            event.get("table_uri"),
+        )
         return event
+
+    def _waiting_for(self) -> str:
+        """What the sensor waits for, in words (for its log)."""
+        after, since = self._after_version(), self._after_timestamp()
+        what = f"a commit of {self.hook.table_uri}"
+        if after is not None:
+            what += f" after version {after}"
+        if since is not None:
+            what += f" at or after {datetime.fromtimestamp(since / 1000, UTC).isoformat()}"
+        filters = self._filter()
+        if filters.data_changes_only:
+            what += ", data changes only"
+        if filters.operations:
+            what += f", operations {', '.join(filters.operations)}"
+        if filters.partition_values:
+            what += f", partition {filters.partition_values}"
+        return what
 
 
 #: Why a deferrable sensor's storage options may hold no secret.

@@ -14,7 +14,13 @@ defers, and by an ``AssetWatcher`` to schedule DAGs on commits made by any write
 Each poll costs one storage request when nothing is new (see :mod:`.core.watch`); the
 blocking reads run in a thread, off the triggerer's event loop. Under an ``AssetWatcher``
 on Airflow 3.3+ the cursor (last version seen) lives in the asset's state store, so a
-triggerer restart does not emit a version twice.
+triggerer restart does not emit a version twice; on 3.1 and 3.2, which have no asset state
+store, a restarted watcher starts again from ``after_version``. The differences between
+Airflow versions are decided in :mod:`airflow_delta_provider.utils.version_compat`.
+
+Serving a deferred task (the sensor), the trigger yields one event and ends, as Airflow asks of
+a task's trigger; under an ``AssetWatcher`` it keeps polling and yields an event per batch of
+new matching commits.
 
 A trigger's arguments are stored in the metadata database: it takes connection ids and
 credential-free locations only, and refuses storage options that hold a secret.
@@ -33,6 +39,8 @@ from airflow_delta_provider.core.watch import CommitFilter, PollResult, payload,
 from airflow_delta_provider.utils.coercion import to_bool, to_int, to_list, to_seconds, to_timestamp
 from airflow_delta_provider.utils.mixins import DeltaTableMixin
 from airflow_delta_provider.utils.secrets import describe_error, refuse_secret_options
+from airflow_delta_provider.utils.version_compat import run_blocking, state_get, state_set
+from airflow_delta_provider.utils.wording import human_duration, versions
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping, Sequence
@@ -130,12 +138,23 @@ class DeltaTableVersionTrigger(DeltaTableMixin, BaseEventTrigger):
             after_timestamp=self.after_timestamp,
         )
 
+    def _state_store(self) -> Any:
+        """The asset state store the triggerer set (Airflow 3.3+, under an ``AssetWatcher``), or None."""
+        return getattr(self, "asset_state_store", None)
+
     async def _load_cursor(self) -> int | None:
-        store = getattr(self, "asset_state_store", None)
+        store = self._state_store()
         if store is None:
+            if not self._serves_task():
+                log.info(
+                    "No asset state store (Airflow < 3.3): the watcher of %s starts after version %s and "
+                    "a triggerer restart starts it there again.",
+                    self.table_uri or self.delta_conn_id,
+                    self.after_version,
+                )
             return self.after_version
         try:
-            stored = await store.aget(CURSOR_KEY)
+            stored = await state_get(store, CURSOR_KEY)
         except ValueError as err:
             if "inlets and outlets" not in str(err):
                 raise
@@ -146,24 +165,34 @@ class DeltaTableVersionTrigger(DeltaTableMixin, BaseEventTrigger):
         return max(int(stored), self.after_version if self.after_version is not None else -1)
 
     async def _save_cursor(self, cursor: int) -> None:
-        store = getattr(self, "asset_state_store", None)
+        store = self._state_store()
         if store is None:
             return
         try:
-            await store.aset(CURSOR_KEY, str(cursor))
+            await state_set(store, CURSOR_KEY, str(cursor))
         except ValueError as err:
             if "inlets and outlets" not in str(err):
                 raise
 
+    def _serves_task(self) -> bool:
+        """Whether the trigger runs for a deferred task (the sensor), not for an ``AssetWatcher``."""
+        return getattr(self, "task_instance", None) is not None
+
     async def run(self) -> AsyncIterator[TriggerEvent]:
         hook = self.hook
         interval = self._poll_interval()
-        table = await asyncio.to_thread(hook.get_table)
+        table = await run_blocking(hook.get_table)
         cursor = await self._load_cursor()
         commit_filter = self._filter()
+        self.log.info(
+            "Watching %s for commits %s, polling every %s.",
+            hook.table_uri,
+            "from its first version" if cursor is None else f"after version {cursor}",
+            human_duration(interval),
+        )
         while True:
             try:
-                result: PollResult = await asyncio.to_thread(poll, table, cursor, commit_filter)
+                result: PollResult = await run_blocking(poll, table, cursor, commit_filter)
             except DeltaError as err:
                 # Redacted: the event is stored and shown (a DeltaError's message already is).
                 yield TriggerEvent(
@@ -185,6 +214,10 @@ class DeltaTableVersionTrigger(DeltaTableMixin, BaseEventTrigger):
                 self.log.debug("No Delta table at %s yet; waiting.", hook.table_uri)
             elif result.matched:
                 event = payload(hook.table_uri, result, previous)
-                self.log.info("New version(s) %s of %s.", event["versions"], hook.table_uri)
+                self.log.info("New %s of %s.", versions(event["versions"]), hook.table_uri)
                 yield TriggerEvent(event)
+                if self._serves_task():
+                    # A task's trigger ends with its event; left running, the triggerer would cancel
+                    # it as if a user had acted on the task.
+                    return
             await asyncio.sleep(interval)

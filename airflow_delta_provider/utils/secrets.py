@@ -34,6 +34,7 @@ __all__ = [
     "mask_options",
     "mask_secret",
     "mask_uri",
+    "public_location",
     "refuse_credentials",
     "refuse_secret_options",
 ]
@@ -86,6 +87,19 @@ def mask_uri(uri: Any) -> None:
 def credential_free(uri: str) -> str:
     """The location without its credential userinfo (``s3://KEY:SECRET@b/t`` -> ``s3://b/t``)."""
     return split_credentials(uri)[0]
+
+
+def public_location(uri: str) -> str:
+    """The one form in which the provider shows a table location: in logs, XCom, events, asset URIs.
+
+    Normalised as the core normalises it (a local path becomes ``file:///abs/path``; ``s3a://`` and
+    ``s3n://`` become ``s3://``; no trailing slash) and without credentials.
+
+    :param uri: the location as given or rendered.
+    """
+    from airflow_delta_provider.core.paths import TablePath
+
+    return TablePath.parse(credential_free(uri.strip())).uri
 
 
 def refuse_credentials(uri: Any, *, argument: str, owner: str) -> None:

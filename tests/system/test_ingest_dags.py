@@ -160,10 +160,10 @@ def test_the_spark_job_lineage_names_the_task_as_its_parent(ingest: ModuleType) 
     seen: list[dict[str, str | None]] = []
     original = task.python_callable
 
-    def recording(spark: Any = None, ds: str | None = None) -> Any:
+    def recording(spark: Any = None, dag_run: Any = None) -> Any:
         keys = ("spark.openlineage.parentJobName", "spark.openlineage.parentRunId")
         seen.append({k: spark.conf.get(k, None) for k in keys})
-        return original(spark=spark, ds=ds)
+        return original(spark=spark, dag_run=dag_run)
 
     saved = (task.python_callable, task.openlineage_inject_parent_job_info)
     task.python_callable, task.openlineage_inject_parent_job_info = recording, True

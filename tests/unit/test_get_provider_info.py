@@ -46,6 +46,9 @@ def test_provider_manager_sees_hook_trigger_decorator_and_config():
     from airflow.providers_manager import ProvidersManager
 
     manager = ProvidersManager()
+    if hasattr(conf, "load_providers_configuration"):  # Airflow 3.1: the CLI loads them at start-up
+        manager.initialize_providers_configuration()
+        conf.load_providers_configuration()
     assert manager.hooks["delta"].hook_class_name == "airflow_delta_provider.hooks.delta.DeltaTableHook"
     assert "airflow_delta_provider.triggers.delta" in {t.trigger_class_name for t in manager.trigger}
     assert "delta_pyspark" in manager.taskflow_decorators

@@ -24,7 +24,7 @@ from urllib.parse import quote
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from airflow.sdk.exceptions import TaskDeferred
+from airflow.providers.common.compat.sdk import TaskDeferred
 
 from airflow_delta_provider.assets.delta import asset_event_extra, delta_table_asset, table_asset_uri
 from airflow_delta_provider.core import DeltaTable

@@ -22,7 +22,11 @@ def test_table_from_a_plain_uri(tmp_path):
     DeltaTable.create(str(tmp_path / "t"), SCHEMA)
     hook = DeltaTableHook(table_uri=str(tmp_path / "t"))
     assert hook.get_table().version() == 0
-    assert hook.table_uri == str(tmp_path / "t")
+    # One form everywhere (logs, XCom, events, assets): the normalised URI.
+    assert hook.table_uri == f"file://{tmp_path / 't'}"
+    assert DeltaTableHook(table_uri=f"{tmp_path / 't'}/").table_uri == hook.table_uri
+    assert DeltaTableHook(table_uri=f"file://{tmp_path / 't'}").table_uri == hook.table_uri
+    assert DeltaTableHook(table_uri="s3a://bucket/events/").table_uri == "s3://bucket/events"
 
 
 def test_table_from_a_delta_connection(tmp_path, monkeypatch):
@@ -30,7 +34,68 @@ def test_table_from_a_delta_connection(tmp_path, monkeypatch):
     _conn(monkeypatch, "lake", conn_type="delta", host=str(tmp_path / "t"))
     hook = DeltaTableHook("lake")
     assert hook.get_table().version() == 0
-    assert hook.test_connection() == (True, f"Delta table at {tmp_path / 't'} is at version 0.")
+    assert hook.test_connection() == (True, f"Delta table at file://{tmp_path / 't'} is at version 0.")
+
+
+@pytest.mark.s3
+def test_secret_storage_options_live_in_the_password_field(s3_endpoint, s3_bucket, monkeypatch, caplog):
+    """The password (masked by Airflow in its form, REST API and logs) holds the secret options as JSON,
+    merged over the extra's options, which hold what is no secret."""
+    _conn(
+        monkeypatch,
+        "lake",
+        conn_type="delta",
+        host=f"s3://{s3_bucket}/events",
+        password=json.dumps({"key": "testing", "secret": "testing"}),
+        extra={"storage_options": {"endpoint_url": s3_endpoint, "region_name": "us-east-1"}},
+    )
+    caplog.set_level(logging.DEBUG)
+    hook = DeltaTableHook("lake")
+    assert hook._settings[2] == {
+        "endpoint_url": s3_endpoint,
+        "region_name": "us-east-1",
+        "key": "testing",
+        "secret": "testing",
+    }
+    hook.create_table(SCHEMA)
+    ok, message = hook.test_connection()
+    assert ok and message == f"Delta table at s3://{s3_bucket}/events is at version 0."
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING and "clear text" in r.getMessage()]
+
+
+def test_a_password_that_is_no_json_object_is_refused_without_showing_it(tmp_path, monkeypatch):
+    _conn(monkeypatch, "lake", conn_type="delta", host=str(tmp_path / "t"), password="plain-s3cr3t")
+    ok, message = DeltaTableHook("lake").test_connection()
+    assert not ok
+    assert "password of connection 'lake'" in message and "JSON object" in message
+    assert "plain-s3cr3t" not in message
+
+
+@pytest.mark.s3
+def test_secrets_in_the_clear_text_extra_are_flagged(s3_endpoint, s3_bucket, monkeypatch):
+    """A secret in the clear-text extra still works; the test result says where it belongs."""
+    _conn(
+        monkeypatch,
+        "lake",
+        conn_type="delta",
+        host=f"s3://{s3_bucket}/events",
+        extra={
+            "storage_options": {
+                "key": "testing",
+                "secret": "testing",
+                "endpoint_url": s3_endpoint,
+                "region_name": "us-east-1",
+            }
+        },
+    )
+    hook = DeltaTableHook("lake")
+    hook.create_table(SCHEMA)
+    ok, message = hook.test_connection()
+    assert (
+        ok
+        and "Warning: the storage_options extra holds key, secret" in message
+        and "password field" in message
+    )
 
 
 def test_missing_location_is_a_clear_error(monkeypatch):

@@ -201,9 +201,24 @@ def test_retry_after_the_commit_landed_commits_nothing_and_reports_the_version(
         capsys.readouterr()
         again = op.execute(context_for(op, try_number=try_number))
         assert (again["skipped"], again["committed"], again["version"]) == (True, False, first["version"])
-        assert again["files"] == again["rows"] == 0
-        # The task log (Airflow's structured logger writes it to stdout here) says so plainly.
-        assert "Nothing to commit" in capsys.readouterr().out
+        # It reports what the recorded commit did, not an empty WRITE.
+        assert first["operation"] == "CREATE TABLE AS SELECT"
+        assert (
+            (again["operation"], again["files"], again["rows"], again["bytes"])
+            == (
+                first["operation"],
+                first["files"],
+                first["rows"],
+                first["bytes"],
+            )
+            == ("CREATE TABLE AS SELECT", 1, 2, first["bytes"])
+        )
+        assert again["reason"] == "already_committed"
+        # The task log (Airflow's structured logger writes it to stdout here) says so plainly, and
+        # does not claim a job it never runs.
+        out = capsys.readouterr().out
+        assert "Nothing to commit" in out and "CREATE TABLE AS SELECT, 1 file, 2 rows" in out
+        assert "job" not in out
     assert rows(root) == [(1,), (2,), (9,)]
     assert DeltaTable(str(root)).version() == 1
 
@@ -536,3 +551,25 @@ def test_commit_on_s3_names_the_table_by_its_s3_uri_and_keeps_secrets_out(
         if "do-not-leak-me" in text
     ]
     assert leaked == []
+
+
+def test_a_table_named_by_a_connection_gets_its_asset_through_the_connection_alias(tmp_path, monkeypatch):
+    """Given only delta_conn_id, the operator still emits the table's asset event (resolved at run time)."""
+    import json
+
+    from airflow.sdk import AssetAlias
+
+    from airflow_delta_provider.operators.commit import DeltaCommitOperator, connection_asset_alias
+
+    root = tmp_path / "events"
+    write_parquet(root, "landing-1", [1, 2])
+    monkeypatch.setenv("AIRFLOW_CONN_EVENTS_CONN", json.dumps({"conn_type": "delta", "host": str(root)}))
+    op = DeltaCommitOperator(task_id="commit", delta_conn_id="events_conn", prefix="landing-1")
+    assert op.outlets == [connection_asset_alias("events_conn")]
+    assert isinstance(op.outlets[0], AssetAlias)
+    context = context_for(op)
+    result = op.execute(context)
+    events = context["outlet_events"][op.outlets[0]].asset_alias_events
+    assert [(e.dest_asset_key.uri, e.extra["version"]) for e in events] == [
+        (f"file://{root}", result["version"])
+    ]

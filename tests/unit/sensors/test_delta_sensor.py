@@ -9,7 +9,7 @@ import uuid
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from airflow.sdk.exceptions import AirflowException, TaskDeferred
+from airflow.providers.common.compat.sdk import AirflowException, TaskDeferred
 
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.sensors.delta import DeltaTableVersionSensor

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import os
 import threading
+import types
 import uuid
 
 import pyarrow as pa
@@ -36,6 +37,19 @@ class StateStore:
         return self.values.get(key)
 
     async def aset(self, key, value):
+        self.values[key] = value
+
+
+class BlockingStateStore:
+    """Airflow 3.3.1's ``AssetStateStoreAccessors``: ``get``/``set`` only, no ``aget``/``aset``."""
+
+    def __init__(self):
+        self.values = {}
+
+    def get(self, key, default=None):
+        return self.values.get(key, default)
+
+    def set(self, key, value):
         self.values[key] = value
 
 
@@ -100,10 +114,18 @@ async def test_an_unreadable_table_gives_an_error_event(tmp_path):
 
 
 @pytest.mark.asyncio
-async def test_cursor_in_the_asset_state_store_survives_a_restart(tmp_path):
+@pytest.mark.parametrize(
+    "make_store",
+    [
+        pytest.param(StateStore, id="airflow-3.3.2-aget-aset"),
+        # 3.3.1 hands the trigger accessors without aget/aset (the trigger crashed in a loop on them).
+        pytest.param(BlockingStateStore, id="airflow-3.3.1-get-set"),
+    ],
+)
+async def test_cursor_in_the_asset_state_store_survives_a_restart(tmp_path, make_store):
     table = DeltaTable.create(str(tmp_path / "t"), SCHEMA)
     commit(table)
-    store = StateStore()
+    store = make_store()
     first = DeltaTableVersionTrigger(table_uri=table.uri, poll_interval=0.05)
     first.asset_state_store = store
     event = await next_event(first)
@@ -130,3 +152,14 @@ async def test_without_poll_interval_the_delta_config_applies(tmp_path, monkeypa
     event = await next_event(trigger)
     timer.join()
     assert event.payload["version"] == 1
+
+
+@pytest.mark.asyncio
+async def test_a_deferred_task_s_trigger_ends_after_its_event(tmp_path):
+    """Left running, the triggerer would cancel it as a "user action" and call on_kill."""
+    table = DeltaTable.create(str(tmp_path / "t"), SCHEMA)
+    trigger = DeltaTableVersionTrigger(table_uri=table.uri, poll_interval=0.05)
+    # What the triggerer sets for a deferred task (a task instance; its ids are all a trigger reads).
+    trigger.task_instance = types.SimpleNamespace(task_id="wait", dag_id="d", run_id="r", map_index=-1)
+    events = [event async for event in trigger.run()]  # ends by itself
+    assert [e.payload["versions"] for e in events] == [[0]]

@@ -1,0 +1,95 @@
+"""What differs between the Airflow versions the provider supports (3.1 to 3.x), decided in one place.
+
+The provider declares ``apache-airflow>=3.1,<4`` and is tested on both ends of that range (see
+``docs/versions.md``). Code that must behave differently per version asks here, never checks a
+version number itself:
+
+* **The asset state store** (the cursor of a trigger under an ``AssetWatcher``). Airflow 3.3.2 and
+  later hand the trigger accessors with ``aget`` / ``aset``; 3.3.0 and 3.3.1 hand it accessors with
+  only the blocking ``get`` / ``set``, which talk to the triggerer's supervisor and so must not run
+  on the triggerer's event loop; 3.1 and 3.2 have no asset state store at all.
+* **Blocking calls from a trigger** (reading connections, the table's log). Airflow 3.1's
+  triggerer answers a blocking request for a connection through ``asgiref``'s ``async_to_sync``,
+  which finds the triggerer's loop only from a thread ``sync_to_async`` started; 3.3 accepts any
+  thread. :func:`run_blocking` uses ``sync_to_async`` everywhere.
+* **Asset events attached through an alias.** Airflow before 3.3 hashes such an event's extra
+  (``frozenset(extra.items())``), so a nested value (a dict) fails the task when it ends:
+  :func:`alias_event_extra` lifts nested values to top-level keys there.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["alias_event_extra", "run_blocking", "state_get", "state_set"]
+
+T = TypeVar("T")
+
+
+async def run_blocking(function: Callable[..., T], *args: Any) -> T:
+    """Run a blocking function in a worker thread, off the triggerer's event loop.
+
+    :param function: the blocking function (it may fetch connections through the triggerer).
+    :param args: its arguments.
+    """
+    from asgiref.sync import sync_to_async
+
+    return await sync_to_async(function, thread_sensitive=False)(*args)
+
+
+async def state_get(store: Any, key: str) -> Any:
+    """The value of ``key`` in an asset state store, or None.
+
+    :param store: the ``asset_state_store`` the triggerer set on the trigger.
+    :param key: the key.
+    """
+    aget = getattr(store, "aget", None)
+    if aget is not None:  # Airflow >= 3.3.2
+        return await aget(key)
+    # Airflow 3.3.0 / 3.3.1: only the blocking accessor; it waits for the supervisor's answer.
+    return await run_blocking(store.get, key)
+
+
+async def state_set(store: Any, key: str, value: Any) -> None:
+    """Store ``value`` (not None) under ``key`` in an asset state store.
+
+    :param store: the ``asset_state_store`` the triggerer set on the trigger.
+    :param key: the key.
+    :param value: a JSON value.
+    """
+    aset = getattr(store, "aset", None)
+    if aset is not None:  # Airflow >= 3.3.2
+        await aset(key, value)
+        return
+    await run_blocking(store.set, key, value)
+
+
+def _airflow_before(major: int, minor: int) -> bool:
+    from airflow import __version__
+
+    parts = [int("".join(c for c in p if c.isdigit()) or 0) for p in __version__.split(".")[:2]]
+    return (parts[0], parts[1]) < (major, minor)
+
+
+def alias_event_extra(extra: dict[str, Any]) -> dict[str, Any]:
+    """The extra of an asset event attached through an ``AssetAlias``, as this Airflow can register it.
+
+    Airflow 3.3+ takes any JSON object. Before 3.3 the extra's values must be hashable: a nested
+    object ``{"metrics": {"num_output_rows": 3}}`` becomes top-level keys ``{"num_output_rows": 3}``.
+
+    :param extra: the event's extra.
+    """
+    if not _airflow_before(3, 3):
+        return extra
+    flat: dict[str, Any] = {}
+    for key, value in extra.items():
+        if isinstance(value, dict):
+            flat.update(value)
+        elif isinstance(value, list):
+            flat[key] = tuple(value)
+        else:
+            flat[key] = value
+    return flat
