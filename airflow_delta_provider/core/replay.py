@@ -267,25 +267,15 @@ def read_checkpoint_small_actions(storage: LogStore, checkpoint: Checkpoint) -> 
         columns = [c for c in _SMALL_COLUMNS if c in names]
         if not columns:
             continue
-        groups = _row_groups_with_values(parquet, columns)
-        if not groups:
-            continue
-        try:
-            table = parquet.read_row_groups(groups, columns=columns, use_threads=False)
-        except (OSError, pa.ArrowException) as err:
-            raise _corrupt_checkpoint(uri, err) from None
+        leaves = _action_leaves(parquet)
+        metadata = parquet.metadata
+        starts = np.zeros(metadata.num_row_groups + 1, dtype=np.int64)
+        np.cumsum([metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)], out=starts[1:])
         for name in columns:
-            column = table.column(name)
-            valid = pc.is_valid(column)
-            try:
-                rows = column.filter(valid).to_pylist(maps_as_pydicts="lossy")
-            except (pa.ArrowException, ValueError, OverflowError) as err:
-                raise _corrupt_checkpoint(uri, err) from None
-            for index, row in enumerate(rows):
+            for row_number, row in _small_column_rows(parquet, name, leaves, starts, uri):
                 action = {name: _drop_nulls(row) if isinstance(row, dict) else row}
                 problem = action_problem(action)
                 if problem is not None:
-                    row_number = _file_row(parquet, groups, valid, index)
                     raise malformed_action_error(
                         f"Row {row_number} of the checkpoint {uri}", problem, None, action, uri
                     )
@@ -293,16 +283,100 @@ def read_checkpoint_small_actions(storage: LogStore, checkpoint: Checkpoint) -> 
     return actions
 
 
-def _file_row(parquet: pq.ParquetFile, groups: list[int], valid: pa.ChunkedArray, index: int) -> int:
-    """The 1-based file row of the ``index``-th valid row among ``groups`` of ``parquet``."""
-    position = int(np.flatnonzero(to_bools(valid))[index])
-    metadata = parquet.metadata
-    sizes = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
-    for group in groups:
-        if position < sizes[group]:
-            return int(sum(sizes[:group])) + position + 1
-        position -= sizes[group]
-    return position + 1
+#: Rows decoded at a time when looking for the few non-file actions in a large row group.
+_SMALL_BATCH = 8192
+
+
+def _small_column_rows(
+    parquet: pq.ParquetFile, name: str, leaves: dict[str, list[_Leaf]], starts: np.ndarray, uri: str
+) -> list[tuple[int, Any]]:
+    """(1-based file row, value) of every row where the action column ``name`` is present.
+
+    Checkpoints written by delta-rs or Spark put the handful of protocol, metaData and txn rows
+    in row groups of up to millions of add rows, and decoding a nested column over all of them
+    costs tens of milliseconds per 100,000 rows. So, per row group whose statistics say the
+    column may hold a value: first count the rows that hold one, exactly (from the null count
+    of a leaf the Parquet schema declares required inside the action, which is null only where
+    the action is; otherwise from the validity of one cheap leaf, read alone), then decode the
+    column batch by batch and stop once that many rows were found.
+    """
+    probe = _presence_leaf(leaves.get(name, []))
+    found: list[tuple[int, Any]] = []
+    try:
+        for group in _row_groups_with_values(parquet, [name], leaves):
+            expected = _present_count(parquet, group, probe)
+            if expected == 0:
+                continue
+            offset = 0
+            seen = 0
+            batches = parquet.iter_batches(
+                batch_size=_SMALL_BATCH, row_groups=[group], columns=[name], use_threads=False
+            )
+            for batch in batches:
+                column = batch.column(0)
+                present = np.flatnonzero(to_bools(column.is_valid()))
+                if len(present):
+                    values = column.take(from_numpy(present)).to_pylist(maps_as_pydicts="lossy")
+                    rows = (starts[group] + offset + present + 1).tolist()
+                    found.extend(zip(rows, values, strict=True))
+                    seen += len(present)
+                offset += len(batch)
+                if expected is not None and seen >= expected:
+                    break
+    except (OSError, pa.ArrowException, ValueError, OverflowError) as err:
+        raise _corrupt_checkpoint(uri, err) from None
+    return found
+
+
+@dataclass(frozen=True)
+class _Leaf:
+    """A leaf column of an action outside lists and maps: one value (or null) per row."""
+
+    index: int
+    path: str
+    #: the leaf is required inside the action: null exactly where the action is absent.
+    required: bool
+    #: how cheap it is to decode (lower is cheaper)
+    cost: int
+
+
+#: Leaf types cheapest to decode first, for the presence probe.
+_PROBE_ORDER = ("BOOLEAN", "INT32", "INT64")
+
+
+def _action_leaves(parquet: pq.ParquetFile) -> dict[str, list[_Leaf]]:
+    """The leaves outside lists and maps of each top-level column (one pass over the schema)."""
+    schema = parquet.schema
+    leaves: dict[str, list[_Leaf]] = {}
+    for index in range(len(schema)):
+        column = schema.column(index)
+        path = column.path
+        if column.max_repetition_level or _REPEATED_SEGMENT_RE.search(path):
+            continue
+        top = path.split(".", 1)[0]
+        # Directly in the action struct, with the struct's own definition level: required.
+        required = path.count(".") == 1 and column.max_definition_level == 1
+        physical = column.physical_type
+        cost = _PROBE_ORDER.index(physical) if physical in _PROBE_ORDER else len(_PROBE_ORDER)
+        leaves.setdefault(top, []).append(_Leaf(index, path, required, cost))
+    return leaves
+
+
+def _presence_leaf(leaves: list[_Leaf]) -> _Leaf | None:
+    """The leaf to learn an action's presence from: a required one if any, else the cheapest."""
+    return min(leaves, key=lambda leaf: (not leaf.required, leaf.cost)) if leaves else None
+
+
+def _present_count(parquet: pq.ParquetFile, group: int, leaf: _Leaf | None) -> int | None:
+    """How many rows of ``group`` hold the action (None: unknown, decode every row)."""
+    if leaf is None:
+        return None
+    row_group = parquet.metadata.row_group(group)
+    stats = row_group.column(leaf.index).statistics
+    if leaf.required and stats is not None and stats.has_null_count:
+        return int(row_group.num_rows - stats.null_count)
+    probe = parquet.read_row_group(group, columns=[leaf.path], use_threads=False).column(0)
+    return int(len(probe) - probe.null_count)
 
 
 #: The action columns of a checkpoint, and the field each must have (None: any struct).
@@ -347,26 +421,23 @@ def _drop_nulls(row: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in row.items() if v is not None}
 
 
-def _row_groups_with_values(parquet: pq.ParquetFile, columns: list[str]) -> list[int]:
+def _row_groups_with_values(
+    parquet: pq.ParquetFile, columns: list[str], leaves: dict[str, list[_Leaf]] | None = None
+) -> list[int]:
     """Row groups where any of ``columns`` may be non-null, judged by column statistics.
 
     A checkpoint of a million files has a handful of non-file rows; statistics let the
     reader skip every row group that holds only add rows.
     """
     metadata = parquet.metadata
-    leaves: dict[str, list[int]] = {c: [] for c in columns}
-    for index in range(metadata.num_columns):
-        path = metadata.schema.column(index).path
-        top = path.split(".", 1)[0]
-        # Only leaves outside lists and maps have exactly one value (or null) per row.
-        if top in leaves and not _REPEATED_SEGMENT_RE.search(path):
-            leaves[top].append(index)
-    if any(not indexes for indexes in leaves.values()):
+    leaves = leaves if leaves is not None else _action_leaves(parquet)
+    wanted = [[leaf.index for leaf in leaves.get(c, [])] for c in columns]
+    if any(not indexes for indexes in wanted):
         return list(range(metadata.num_row_groups))
     groups = []
     for group in range(metadata.num_row_groups):
         row_group = metadata.row_group(group)
-        if any(not all(_all_null(row_group, i) for i in indexes) for indexes in leaves.values()):
+        if any(not all(_all_null(row_group, i) for i in indexes) for indexes in wanted):
             groups.append(group)
     return groups
 
