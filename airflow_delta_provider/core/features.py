@@ -97,6 +97,7 @@ class Feature:
     :param in_use_reason: how the table uses it, for the error message.
     :param enabled_by: the table property that turns it on at creation (for the protocol).
     :param creatable: whether ``DeltaTable.create`` may enable it (the core writes it right).
+    :param note: what the core does with it (or why it refuses it), for the docs' feature table.
     """
 
     name: str
@@ -108,6 +109,7 @@ class Feature:
     in_use_reason: str = ""
     enabled_by: tuple[str, Callable[[Mapping[str, str]], bool]] | None = None
     creatable: bool = True
+    note: str = ""
 
 
 def _schema_has(marker: str) -> Callable[[Metadata], bool]:
@@ -125,6 +127,13 @@ def _column_mapping_used(metadata: Metadata) -> bool:
 #: Features that only constrain the rows and metadata a commit adds: VACUUM, checkpoints and
 #: log cleanup add none, so they honour them by doing nothing.
 _DATA_WRITE_ONLY = _support(write=Support.UNLESS_USED)
+#: Refused by every operation, reading included.
+_NEVER = dict.fromkeys(Operation, Support.NO)
+_TYPE_WIDENING = (
+    "reads cast files written before a type change to the column's current type (each "
+    "delta.typeChanges entry must be a widening Delta allows); commits take files of the current "
+    "types only and keep delta.typeChanges"
+)
 
 FEATURES: dict[str, Feature] = {
     f.name: f
@@ -158,15 +167,18 @@ FEATURES: dict[str, Feature] = {
             in_use_reason="a column has a delta.generationExpression",
         ),
         Feature(
-            "columnMapping",  # physical names are resolved when reading data
+            "columnMapping",
             reader=True,
             legacy_reader=2,
             legacy_writer=5,
-            support=_DATA_WRITE_ONLY,
             in_use=_column_mapping_used,
             in_use_reason="delta.columnMapping.mode is not 'none'",
             enabled_by=("delta.columnMapping.mode", _set("delta.columnMapping.mode")),
-            creatable=False,
+            note=(
+                "modes name and id: reads resolve physical names; commits check that every file names "
+                "its columns physically (field ids in id mode) and key partition values and stats by "
+                "physical name; create and schema evolution assign ids and maxColumnId"
+            ),
         ),
         Feature(
             "identityColumns",
@@ -196,7 +208,22 @@ FEATURES: dict[str, Feature] = {
             enabled_by=("delta.enableInCommitTimestamps", _flag("delta.enableInCommitTimestamps")),
         ),
         Feature("checkpointProtection"),  # honoured by log cleanup
-        Feature("clustering"),  # plain appends of unclustered files are allowed, as in Delta
+        Feature(
+            "clustering",
+            note=(
+                "the delta.clustering domain is kept by commits, checkpoints, cleanup and VACUUM; "
+                "appends of unclustered files are allowed, as in Delta"
+            ),
+        ),
+        Feature(
+            "liquid",
+            support=_support(write=Support.NO),
+            note=(
+                "Databricks' preview name of clustering (delta.liquid.clusteringColumns); its writer "
+                "rules are not in PROTOCOL.md, so commits are refused; checkpoints, cleanup and "
+                "VACUUM keep every domain"
+            ),
+        ),
         Feature(
             "rowTracking",
             support=_support(write=Support.NO),
@@ -210,16 +237,10 @@ FEATURES: dict[str, Feature] = {
         Feature(
             "typeWidening",
             reader=True,
-            support=_support(read=Support.NO, write=Support.NO, vacuum=Support.NO),
             enabled_by=("delta.enableTypeWidening", _flag("delta.enableTypeWidening")),
-            creatable=False,
+            note=_TYPE_WIDENING,
         ),
-        Feature(
-            "typeWidening-preview",
-            reader=True,
-            support=_support(read=Support.NO, write=Support.NO, vacuum=Support.NO),
-            creatable=False,
-        ),
+        Feature("typeWidening-preview", reader=True, creatable=False, note=_TYPE_WIDENING),
         Feature(
             "icebergCompatV1",
             support=_support(write=Support.NO, vacuum=Support.NO),
@@ -233,9 +254,50 @@ FEATURES: dict[str, Feature] = {
             creatable=False,
         ),
         # Known, and refused by every operation: their rules reach into what this core does.
-        Feature("variantType", reader=True, support=dict.fromkeys(Operation, Support.NO)),
-        Feature("catalogManaged", reader=True, support=dict.fromkeys(Operation, Support.NO)),
-        Feature("catalogOwned-preview", reader=True, support=dict.fromkeys(Operation, Support.NO)),
+        Feature(
+            "variantType",
+            reader=True,
+            support=_NEVER,
+            note="refused: variant values (and their shredding) are not decoded or checked by this core",
+        ),
+        Feature(
+            "variantType-preview",
+            reader=True,
+            support=_NEVER,
+            note="refused: the preview name of variantType",
+        ),
+        Feature(
+            "variantShredding",
+            reader=True,
+            support=_NEVER,
+            note="refused: shredded variant columns need variant decoding",
+        ),
+        Feature(
+            "geospatial",
+            reader=True,
+            support=_NEVER,
+            note="refused: geometry/geography types have no specification in PROTOCOL.md yet",
+        ),
+        Feature(
+            "collations",
+            support=_NEVER,
+            note=(
+                "refused: collated strings are only a proposed RFC; their statsWithCollation would "
+                "be lost by a writer that does not know them"
+            ),
+        ),
+        Feature(
+            "catalogManaged",
+            reader=True,
+            support=_NEVER,
+            note="refused: commits must go through the catalog that owns the table",
+        ),
+        Feature(
+            "catalogOwned-preview",
+            reader=True,
+            support=_NEVER,
+            note="refused: the preview name of catalogManaged",
+        ),
     )
 }
 
@@ -438,10 +500,15 @@ def minimum_protocol(schema: pa.Schema, properties: Mapping[str, str]) -> Protoc
         if key.startswith("delta.feature.") and value.lower() in ("supported", "enabled")
     }
     enabled |= explicit
-    # appendOnly and changeDataFeed fit legacy writer versions (Spark's default is (1, 2)); any
-    # other feature, or one asked for by name, needs a table-features protocol.
-    if not (enabled - {"appendOnly", "changeDataFeed"}) and not explicit:
-        return Protocol(1, 4 if "changeDataFeed" in enabled else 2)
+    # Features that legacy versions imply (appendOnly, changeDataFeed, columnMapping) fit a legacy
+    # protocol, as Spark creates them ((1, 2) by default, (2, 5) with column mapping); any other
+    # feature, or one asked for by name, needs a table-features protocol.
+    known = [FEATURES.get(f) for f in enabled]
+    if not explicit and all(f is not None and f.legacy_writer is not None for f in known):
+        return Protocol(
+            max([1, *(f.legacy_reader or 1 for f in known if f is not None)]),
+            max([2, *(f.legacy_writer or 2 for f in known if f is not None)]),
+        )
     readers = frozenset(f for f in enabled if (FEATURES.get(f) or Feature(f)).reader)
     if readers:
         return Protocol(3, 7, readers, frozenset(enabled))
