@@ -27,6 +27,7 @@ from airflow_delta_provider.core.schema import (
     COLUMN_MAPPING_ID_KEY,
     COLUMN_MAPPING_PHYSICAL_NAME_KEY,
     physical_name,
+    schema_to_delta,
 )
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ __all__ = [
     "physical_data",
     "physical_delta_fields",
     "physical_path",
+    "spark_write_schemas",
 ]
 
 MODE_KEY = "delta.columnMapping.mode"
@@ -404,3 +406,108 @@ def _same_list(list_type: pa.DataType, value: pa.Field) -> pa.DataType:
     if pa.types.is_fixed_size_list(list_type):
         return pa.list_(value, list_type.list_size)
     return pa.list_(value)
+
+
+# --- Spark's write -------------------------------------------------------------------------
+
+#: The Spark StructField metadata key Spark's Parquet writer turns into a ``field_id``.
+SPARK_FIELD_ID = "parquet.field.id"
+
+
+def spark_write_schemas(
+    table_schema: pa.Schema, frame_schema: Mapping[str, Any], configuration: Mapping[str, str], mode: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """How a Spark DataFrame becomes a column-mapped table's Parquet file: two Spark schemas (JSON).
+
+    The first, logical, is what ``DataFrame.to`` reconciles the frame to (inner struct fields
+    reordered by name, safe upcasts to the table's types); the second has the same shape with
+    physical names and ``parquet.field.id`` at every depth, for a positional ``cast`` plus
+    ``alias`` per column. Delta writes field ids in both modes, and so does this. A frame
+    column the table lacks (schema evolution) keeps its name, which becomes its physical name
+    on commit; in ``id`` mode it gets the next free id.
+
+    :param frame_schema: the frame's ``schema.json()``, parsed (Spark's JSON is Delta's).
+    :raises SchemaMismatchError: a struct in the frame has a field the table's struct lacks
+        (``DataFrame.to`` would drop it silently).
+    """
+    by_name = {f.name: f for f in table_schema}
+    ids = [i for f in _walk(list(table_schema)) if (i := column_id(f)) is not None]
+    next_id = max([int(configuration.get(MAX_COLUMN_ID_KEY) or 0), *ids]) + 1
+    logical: list[dict[str, Any]] = []
+    physical: list[dict[str, Any]] = []
+    for item in frame_schema.get("fields", []):
+        column = by_name.get(item["name"])
+        if column is None:
+            metadata = dict(item.get("metadata") or {})
+            if mode == "id":
+                metadata[SPARK_FIELD_ID] = next_id
+                next_id += 1
+            logical.append(item)
+            physical.append({**item, "metadata": metadata})
+            continue
+        _check_no_new_nested(column, item["type"], column.name)
+        delta = _field_json(column)
+        logical.append(_strip_metadata(delta))
+        physical.append(_spark_physical(delta))
+    return {"type": "struct", "fields": logical}, {"type": "struct", "fields": physical}
+
+
+def _field_json(field: pa.Field) -> dict[str, Any]:
+    fields: list[dict[str, Any]] = schema_to_delta(pa.schema([field]))["fields"]
+    return fields[0]
+
+
+def _strip_metadata(item: dict[str, Any]) -> dict[str, Any]:
+    return {**item, "metadata": {}, "type": _map_delta_fields(item["type"], _strip_metadata)}
+
+
+def _spark_physical(item: dict[str, Any]) -> dict[str, Any]:
+    metadata = item.get("metadata") or {}
+    spark_metadata = (
+        {SPARK_FIELD_ID: metadata[COLUMN_MAPPING_ID_KEY]} if COLUMN_MAPPING_ID_KEY in metadata else {}
+    )
+    return {
+        **item,
+        "name": delta_physical_name(item),
+        "metadata": spark_metadata,
+        "type": _map_delta_fields(item["type"], _spark_physical),
+    }
+
+
+def _map_delta_fields(delta_type: Any, convert: Callable[[dict[str, Any]], dict[str, Any]]) -> Any:
+    if not isinstance(delta_type, dict):
+        return delta_type
+    kind = delta_type.get("type")
+    if kind == "struct":
+        return {**delta_type, "fields": [convert(f) for f in delta_type["fields"]]}
+    if kind == "array":
+        return {**delta_type, "elementType": _map_delta_fields(delta_type["elementType"], convert)}
+    if kind == "map":
+        return {
+            **delta_type,
+            "keyType": _map_delta_fields(delta_type["keyType"], convert),
+            "valueType": _map_delta_fields(delta_type["valueType"], convert),
+        }
+    return delta_type
+
+
+def _check_no_new_nested(column: pa.Field, frame_type: Any, path: str) -> None:
+    if not isinstance(frame_type, dict):
+        return
+    kind = frame_type.get("type")
+    if kind == "struct" and pa.types.is_struct(column.type):
+        children = {f.name.lower(): f for f in _struct_children(column.type)}
+        for item in frame_type["fields"]:
+            child = children.get(item["name"].lower())
+            if child is None:
+                raise SchemaMismatchError(
+                    f"The DataFrame's struct column {path} has the field {item['name']!r}, which the table's "
+                    f"struct lacks. Adding nested fields to a column-mapped table is not supported by this "
+                    f"provider; add it with Spark and Delta (ALTER TABLE ... ADD COLUMNS), or drop it."
+                )
+            _check_no_new_nested(child, item["type"], f"{path}.{child.name}")
+    elif kind == "array" and _is_list(column.type):
+        _check_no_new_nested(column.type.value_field, frame_type["elementType"], f"{path}.element")
+    elif kind == "map" and pa.types.is_map(column.type):
+        _check_no_new_nested(column.type.key_field, frame_type["keyType"], f"{path}.key")
+        _check_no_new_nested(column.type.item_field, frame_type["valueType"], f"{path}.value")
