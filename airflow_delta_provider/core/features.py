@@ -32,6 +32,7 @@ __all__ = [
     "Operation",
     "Support",
     "check_supported",
+    "feature_table_markdown",
     "features_in_use",
     "minimum_protocol",
     "reader_features",
@@ -233,6 +234,7 @@ FEATURES: dict[str, Feature] = {
         Feature(
             "allowColumnDefaults",
             support=_support(write=Support.NO),
+            note="refused for commits: column DEFAULT values are not filled into committed files",
         ),
         Feature(
             "typeWidening",
@@ -246,12 +248,14 @@ FEATURES: dict[str, Feature] = {
             support=_support(write=Support.NO, vacuum=Support.NO),
             enabled_by=("delta.enableIcebergCompatV1", _flag("delta.enableIcebergCompatV1")),
             creatable=False,
+            note="refused for commits and VACUUM: Iceberg metadata and its column rules are not kept",
         ),
         Feature(
             "icebergCompatV2",
             support=_support(write=Support.NO, vacuum=Support.NO),
             enabled_by=("delta.enableIcebergCompatV2", _flag("delta.enableIcebergCompatV2")),
             creatable=False,
+            note="refused for commits and VACUUM: Iceberg metadata and its column rules are not kept",
         ),
         # Known, and refused by every operation: their rules reach into what this core does.
         Feature(
@@ -513,3 +517,42 @@ def minimum_protocol(schema: pa.Schema, properties: Mapping[str, str]) -> Protoc
     if readers:
         return Protocol(3, 7, readers, frozenset(enabled))
     return Protocol(1, 7, None, frozenset(enabled))
+
+
+# --- the docs' feature table ----------------------------------------------------------------
+
+_CELL = {Support.YES: "yes", Support.UNLESS_USED: "refused when used", Support.NO: "refused"}
+
+
+def feature_table_markdown() -> str:
+    """The docs' feature table (docs/features.md), generated from :data:`FEATURES`.
+
+    One row per feature: its kind, what each :class:`Operation` does with it, whether
+    ``DeltaTable.create`` can enable it, and the feature's note; then the one list of what is
+    still refused, with the reason. A test keeps docs/features.md equal to this text.
+    """
+    operations = list(Operation)
+    header = ["Feature", "Kind", *(o.value for o in operations), "create", "What the core does"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for feature in sorted(FEATURES.values(), key=lambda f: f.name.lower()):
+        kind = "reader-writer" if feature.reader else "writer"
+        cells = [_CELL[feature.support[o]] for o in operations]
+        creatable = "yes" if feature.enabled_by and feature.creatable else "-"
+        note = feature.note or (f"in use when {feature.in_use_reason}" if feature.in_use_reason else "")
+        lines.append("| " + " | ".join([f"`{feature.name}`", kind, *cells, creatable, note]) + " |")
+    refused = [
+        f
+        for f in sorted(FEATURES.values(), key=lambda f: f.name.lower())
+        if any(s is not Support.YES for s in f.support.values())
+    ]
+    lines += ["", "Still refused (or refused when used), with the reason:", ""]
+    for feature in refused:
+        where = ", ".join(o.value for o in operations if feature.support[o] is not Support.YES)
+        reason = (feature.note or "").split(": ", 1)[-1] if feature.note.startswith("refused") else ""
+        reason = reason or feature.note or feature.in_use_reason or "not implemented by this core"
+        lines.append(f"- `{feature.name}` ({where}): {reason}.")
+    lines.append(
+        "- Any feature name not listed above: refused by every operation it binds (a reader needs "
+        "every reader feature, a writer every writer feature)."
+    )
+    return "\n".join(lines) + "\n"
