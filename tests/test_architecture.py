@@ -34,6 +34,7 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
             "delta_types",
             "action_checks",
             "schema",
+            "column_mapping",
             "partitions",
             "actions",
             "validation",

@@ -89,6 +89,11 @@ def test_every_feature_states_what_every_operation_does(operation):
         ("rowTracking", {Operation.WRITE}),
         ("allowColumnDefaults", {Operation.WRITE}),
         ("icebergCompatV2", {Operation.WRITE, Operation.VACUUM}),
+        ("columnMapping", set()),
+        ("typeWidening", set()),
+        ("clustering", set()),
+        ("liquid", {Operation.WRITE}),
+        ("geospatial", {Operation.WRITE, Operation.CHECKPOINT, Operation.LOG_CLEANUP, Operation.VACUUM}),
         (
             "someFutureFeature",
             {Operation.WRITE, Operation.CHECKPOINT, Operation.LOG_CLEANUP, Operation.VACUUM},
@@ -114,7 +119,6 @@ def test_writer_features_per_operation(feature, refused_by):
             metadata(schema=SCHEMA.replace('"metadata":{}', '"metadata":{"delta.invariants":"x"}')),
         ),
         ("checkConstraints", metadata({"delta.constraints.positive": "id > 0"})),
-        ("columnMapping", metadata({"delta.columnMapping.mode": "name"})),
     ],
 )
 def test_features_that_bind_data_are_refused_for_writes_only_when_used(feature, used):
