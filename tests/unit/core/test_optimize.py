@@ -146,7 +146,7 @@ def test_bad_options_are_refused_and_the_table_is_unchanged(
 
 def test_a_bad_target_file_size_property_names_the_property(tmp_path: Path) -> None:
     table = small_table(tmp_path / "t", {"a": 2}, properties={"delta.targetFileSize": "lots"})
-    with pytest.raises(InvalidTablePropertyError, match="delta.targetFileSize='lots'"):
+    with pytest.raises(InvalidTablePropertyError, match=r"delta\.targetFileSize='lots'"):
         table.optimize()
     assert table.version() == 2
 
@@ -171,7 +171,7 @@ def test_row_tracking_tables_are_refused(tmp_path: Path) -> None:
     }
     lines = [{"protocol": protocol}, {"metaData": meta}]
     (root / "_delta_log" / f"{0:020d}.json").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
-    with pytest.raises(UnsupportedFeatureError, match="rowTracking|row tracking"):
+    with pytest.raises(UnsupportedFeatureError, match=r"row tracking"):
         DeltaTable(str(root)).optimize()
     assert log_listing(root) == [f"{0:020d}.json"]
 
