@@ -437,7 +437,7 @@ class DeltaMaintenanceOperator(BaseOperator):
     :param storage_options: fsspec options for the URIs in ``tables``.
     :param run_optimize: consider OPTIMIZE (default False).
     :param optimize_min_files: small files before OPTIMIZE is due (default 50, Delta's
-        auto-compaction ``minNumFiles``).
+        auto-compaction ``minNumFiles``). (templated)
     :param optimize_target_file_size: bytes (or ``"128mb"``); overrides every table's
         ``delta.targetFileSize`` (default 1 GiB). (templated)
     :param run_checkpoint: consider checkpoints (default True).
@@ -465,6 +465,7 @@ class DeltaMaintenanceOperator(BaseOperator):
         "vacuum_mode",
         "dry_run",
         "optimize_target_file_size",
+        "optimize_min_files",
     )
     ui_color = "#e8fde8"
 
@@ -476,7 +477,7 @@ class DeltaMaintenanceOperator(BaseOperator):
         storage_conn_id: str | None = None,
         storage_options: Mapping[str, Any] | None = None,
         run_optimize: bool = False,
-        optimize_min_files: int = DEFAULT_OPTIMIZE_MIN_FILES,
+        optimize_min_files: int | str = DEFAULT_OPTIMIZE_MIN_FILES,
         optimize_target_file_size: int | str | None = None,
         run_checkpoint: bool = True,
         run_cleanup: bool = True,
@@ -514,7 +515,8 @@ class DeltaMaintenanceOperator(BaseOperator):
         self.storage_conn_id = storage_conn_id
         self.storage_options = dict(storage_options) if storage_options else None
         self.run_optimize = to_bool(run_optimize, "run_optimize", strings=False)
-        self.optimize_min_files = to_int(optimize_min_files, "optimize_min_files", minimum=1)
+        validate(optimize_min_files, to_int, "optimize_min_files", minimum=1, optional=False)
+        self.optimize_min_files = optimize_min_files
         if not is_deferred(optimize_target_file_size):
             _to_target_size(optimize_target_file_size)
         self.optimize_target_file_size = optimize_target_file_size
@@ -556,6 +558,10 @@ class DeltaMaintenanceOperator(BaseOperator):
             vacuum_interval=to_interval(self.vacuum_interval, "vacuum_interval"),
             vacuum_mode=_to_vacuum_mode(self.vacuum_mode),
             optimize_target_file_size=_to_target_size(self.optimize_target_file_size),
+            optimize_min_files=to_int(
+                self.optimize_min_files, "optimize_min_files", minimum=1, optional=False
+            )
+            or 1,
         )
         targets: list[tuple[str, dict[str, str]]] = [
             (credential_free(uri), {"table_uri": uri}) for uri in uris
@@ -565,7 +571,7 @@ class DeltaMaintenanceOperator(BaseOperator):
             "Maintaining %s%s: OPTIMIZE %s, checkpoint %s, log cleanup %s, VACUUM %s.",
             count(len(targets), "Delta table"),
             " (dry run)" if dry_run else "",
-            f"from {count(self.optimize_min_files or 0, 'small file')}" if self.run_optimize else "off",
+            f"from {count(settings.optimize_min_files, 'small file')}" if self.run_optimize else "off",
             "when due" if self.run_checkpoint else "off",
             "when due" if self.run_cleanup else "off",
             (
@@ -703,7 +709,7 @@ class DeltaMaintenanceOperator(BaseOperator):
 
     def _optimize(self, table: DeltaTable, settings: _Settings) -> StepReport:
         options = OptimizeOptions(target_file_size=settings.optimize_target_file_size)
-        decision = optimize_due(table.snapshot(), min_files=self.optimize_min_files or 1, options=options)
+        decision = optimize_due(table.snapshot(), min_files=settings.optimize_min_files, options=options)
         if not decision.due:
             return StepReport(StepStatus.NOT_DUE, decision.reason, decision.to_dict())
         if settings.dry_run:
@@ -786,3 +792,4 @@ class _Settings:
     vacuum_interval: timedelta | None
     vacuum_mode: str
     optimize_target_file_size: int | str | None = None
+    optimize_min_files: int = 50
