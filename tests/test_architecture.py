@@ -67,6 +67,7 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
             "vacuum.record",
             "vacuum.result",
             "vacuum.retention",
+            "optimize",
         },
     ),
     ("facade", {"table", "__init__"}),
