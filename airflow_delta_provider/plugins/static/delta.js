@@ -279,6 +279,13 @@ async function start() {
   select.onchange = () => { [state.kind, state.id] = select.value.split(/\/(.*)/s); state.before = null; toHash(); render(); };
   for (const a of document.querySelectorAll("#tabs a")) a.onclick = (ev) => { ev.preventDefault(); state.tab = a.dataset.tab; toHash(); render(); };
   if (state.id) toHash();
+  // Links and tests may point the page at another table or tab.
+  window.addEventListener("hashchange", () => {
+    fromHash();
+    state.before = null;
+    if (state.id) select.value = `${state.kind}/${state.id}`;
+    render();
+  });
   render();
 }
 
