@@ -44,7 +44,8 @@ def test_the_wheel_carries_the_license_and_builds_without_a_license_warning(tmp_
     assert "[airflow.plugins]\ndelta_tables = airflow_delta_provider.plugins:DeltaViewPlugin" in (
         entry_points.decode()
     )
-    for name in ("index.html", "delta.js", "delta.css", "uPlot.iife.min.js", "uPlot.min.css", "uPlot.LICENSE"):
+    static = ("index.html", "delta.js", "delta.css", "uPlot.iife.min.js", "uPlot.min.css", "uPlot.LICENSE")
+    for name in static:
         assert f"airflow_delta_provider/plugins/static/{name}" in names, name
     assert "License-Expression: Apache-2.0" in metadata
     assert "License-File: LICENSE" in metadata
