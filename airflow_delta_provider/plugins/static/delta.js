@@ -215,7 +215,8 @@ async function showMaintenance(content) {
       el("div", {}, c.reason),
       el("div", {}, `next due at version ${c.next_due_at_version}; ${setting(c.interval)}`)),
     el("div", { class: "card wide", id: "maint-cleanup" },
-      el("div", { class: "value" }, "Log cleanup ", due(l)),
+      // Cleanup runs after a checkpoint when the table allows it: "enabled", not "due".
+      el("div", { class: "value" }, "Log cleanup ", el("span", { class: l.due ? "notdue" : "due" }, l.due ? "enabled" : "disabled")),
       el("div", {}, l.cleaned_up ? `expired log files were removed: the log starts at version ${l.earliest_retained_version}` : `nothing cleaned up yet: the log starts at version ${l.earliest_retained_version}`),
       el("div", {}, `${l.reason}; ${setting(l.enabled)}`),
       el("div", {}, `retention: ${setting(l.retention)}`),
