@@ -21,7 +21,6 @@ from airflow.api_fastapi.core_api.security import (
     GetUserDep,
     requires_access_asset,
     requires_access_connection,
-    requires_authenticated,
 )
 from fastapi import Depends, FastAPI, HTTPException, Query
 from fastapi.responses import HTMLResponse, Response
@@ -246,9 +245,13 @@ def _asset_id_for(session: Session, uri: str) -> int | None:
 # --- routes -----------------------------------------------------------------------------------
 
 
-@app.get("/", response_class=HTMLResponse, dependencies=[Depends(requires_authenticated())])
+@app.get("/", response_class=HTMLResponse)
 def page() -> HTMLResponse:
-    """The page (static: it asks the API below for everything it shows)."""
+    """The page: static, no data (it asks the API below, which checks the user, for everything).
+
+    Public like the static files: Airflow 3.1's UI moves its login token from the ``_token``
+    cookie into local storage, so the iframe's own request carries no credentials; the page's
+    script sends that token with every API call."""
     return HTMLResponse((STATIC / "index.html").read_text())
 
 

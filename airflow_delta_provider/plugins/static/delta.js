@@ -43,7 +43,12 @@ function setting(s) {
 }
 
 async function api(path) {
-  const response = await fetch("api/" + path, { credentials: "same-origin" });
+  // Airflow 3.1's UI keeps its token in local storage (and drops the _token cookie); newer ones
+  // keep the cookie, which the request carries as well.
+  let token = null;
+  try { token = window.localStorage.getItem("token"); } catch (err) { token = null; }
+  const headers = token ? { Authorization: `Bearer ${token}` } : {};
+  const response = await fetch("api/" + path, { credentials: "same-origin", headers });
   const body = await response.json().catch(() => ({}));
   if (!response.ok) {
     const detail = typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail || body);
