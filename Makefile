@@ -19,7 +19,7 @@ OLDEST_STAMP := $(OLDEST)/.installed
 # What runs on the oldest Airflow: the provider's surface (provider info, hook, sensor, trigger,
 # assets, compat) and the deployed tier.
 OLDEST_TESTS := tests/unit/test_get_provider_info.py tests/unit/hooks tests/unit/sensors \
-	tests/unit/triggers tests/unit/assets tests/unit/utils tests/deployed
+	tests/unit/triggers tests/unit/assets tests/unit/utils tests/unit/plugins tests/deployed
 
 .PHONY: demo test test-newest test-oldest lint typecheck system-deps bench clean
 
@@ -38,12 +38,17 @@ $(OLDEST_STAMP): $(STAMP)
 	$(OLDEST)/bin/python -m pip install --quiet -c $(OLDEST)/constraints.txt $(OLDEST_PINS) -e ".[dev]"
 	touch $(OLDEST_STAMP)
 
-# PostgreSQL for the deployed tier's metadata database, from the OS packages.
+# PostgreSQL for the deployed tier's metadata database, and Chromium for its browser tests of the
+# Delta view (driven headless through its DevTools protocol: no browser download), from the OS packages.
 system-deps:
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null; \
 		else echo "PostgreSQL is missing: install it (Debian: sudo apt-get install postgresql) for the deployed tier."; fi; }
+	@command -v chromium >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null; \
+		else echo "Chromium is missing: install it (Debian: sudo apt-get install chromium) for the deployed tier's browser tests."; fi; }
 
 demo: $(STAMP)
 	$(PY) scripts/demo.py
