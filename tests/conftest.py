@@ -173,6 +173,17 @@ def azure_storage_options(azurite_endpoint: str) -> dict[str, object]:
 
 
 @pytest.fixture
+def azure_rs_options(azurite_endpoint: str) -> dict[str, str]:
+    """delta-rs (object_store) options for the same Azurite."""
+    return {
+        "AZURE_STORAGE_ACCOUNT_NAME": AZURITE_ACCOUNT,
+        "AZURE_STORAGE_ACCOUNT_KEY": AZURITE_KEY,
+        "AZURE_STORAGE_ENDPOINT": azurite_endpoint,
+        "AZURE_ALLOW_HTTP": "true",
+    }
+
+
+@pytest.fixture
 def azure_container(azure_storage_options: dict[str, object]) -> str:
     """A fresh, empty container; returns its name."""
     import adlfs
@@ -231,3 +242,35 @@ def gcs_bucket(gcs_storage_options: dict[str, object]) -> str:
     name = f"test-{uuid.uuid4().hex[:12]}"
     gcsfs.GCSFileSystem(**gcs_storage_options, skip_instance_cache=True).mkdir(name)
     return name
+
+
+@pytest.fixture(scope="session")
+def s3rver_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """URL of s3rver (npm ``s3rver``, see ``make system-deps``): a real S3-compatible server that
+    ignores ``If-None-Match`` on PUT, the kind of store commits must refuse."""
+    import shutil
+
+    binary = shutil.which("s3rver")
+    if binary is None:
+        pytest.fail("s3rver is not on PATH: run `make system-deps` (npm install -g s3rver@3).")
+    port = _free_port()
+    work = tmp_path_factory.mktemp("s3rver")
+    log = work / "s3rver.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [
+                binary,
+                "--directory",
+                str(work / "data"),
+                "--address",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--silent",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    _wait_for_port(process, port, "s3rver", str(log))
+    yield f"http://127.0.0.1:{port}"
+    _stop(process)

@@ -32,7 +32,7 @@ def test_put_if_absent_is_the_stores_precondition(cloud):
     assert type(storage) is cloud["store"]
     path = storage.log_path("00000000000000000000.json")
     storage.put_if_absent(path, b"first")
-    with pytest.raises(CommitFileExistsError, match="00000000000000000000.json already exists"):
+    with pytest.raises(CommitFileExistsError, match=r"00000000000000000000\.json already exists"):
         storage.put_if_absent(path, b"second")
     assert storage.read_bytes(path) == b"first"
 
