@@ -6,11 +6,17 @@ of 8 processes racing for one version name exactly one wins; listings, batched d
 
 from __future__ import annotations
 
+import base64
+import logging
+import traceback
+import uuid
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
+from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.errors import CommitFileExistsError
 from airflow_delta_provider.core.storage import AzureStore, GcsStore, open_store
 
@@ -76,3 +82,27 @@ def test_listing_tree_and_batched_deletes(cloud):
     left = storage.list_tree(lambda part: part.startswith("_"))
     assert [f[0] for f in left.files] == ["top.parquet"]
     assert storage.read_bytes(storage.log_path("00000000000000000000.json")) == b"data"
+
+
+def test_a_wrong_azure_key_fails_without_showing_it(
+    azurite_endpoint, azure_container, azure_storage_options, caplog
+):
+    """Azurite refuses a wrong account key; the planted key reaches neither the error, its
+    traceback nor the log, and nothing is written."""
+    planted = base64.b64encode(f"Pl4nted-{uuid.uuid4().hex}".encode()).decode()
+    options = {
+        "connection_string": (
+            f"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey={planted};"
+            f"BlobEndpoint={azurite_endpoint};"
+        )
+    }
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(Exception) as raised:
+        DeltaTable.create(
+            f"az://{azure_container}/t", pa.schema([("id", pa.int64())]), storage_options=options
+        )
+    text = "".join(traceback.format_exception(raised.value)) + repr(raised.value) + caplog.text
+    assert "AuthenticationFailed" in text or "authenticat" in text.lower(), text[-2000:]
+    assert planted not in text
+    assert planted[:20] not in text
+    assert open_store(f"az://{azure_container}/t", azure_storage_options).list_log() == []
