@@ -38,9 +38,15 @@ $(OLDEST_STAMP): $(STAMP)
 	$(OLDEST)/bin/python -m pip install --quiet -c $(OLDEST)/constraints.txt $(OLDEST_PINS) -e ".[dev]"
 	touch $(OLDEST_STAMP)
 
-# PostgreSQL for the deployed tier's metadata database, and Chromium for its browser tests of the
-# Delta view (driven headless through its DevTools protocol: no browser download), from the OS packages.
+# From the OS packages: PostgreSQL for the deployed tier's metadata database, and Chromium for its
+# browser tests of the Delta view (driven headless through its DevTools protocol: no browser
+# download). From the npm registry, Azurite (the Azure Blob Storage emulator) and s3rver (an S3-compatible server that
+# ignores conditional writes, which commits must refuse) for the object-store tests.
+NPM_TOOLS := azurite@3 s3rver@3
 system-deps:
+	@command -v azurite-blob >/dev/null && command -v s3rver >/dev/null || { \
+		if command -v npm >/dev/null; then npm install -g --no-audit --no-fund $(NPM_TOOLS) >/dev/null; \
+		else echo "npm is missing: install Node.js and npm (Debian: apt-get install npm) for the Azure tests."; fi; }
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null; \
