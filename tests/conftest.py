@@ -21,6 +21,11 @@ os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="airflow-delta-tes
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
 
+# Shared server fixtures kept in their own modules (importable by every tier): Spark's cluster and
+# Connect server.
+sys.path.insert(0, os.path.dirname(__file__))
+pytest_plugins = ["spark_servers"]
+
 
 # --- a real S3-compatible server on loopback ------------------------------------------
 

@@ -66,6 +66,7 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
             "vacuum.record",
             "vacuum.result",
             "vacuum.retention",
+            "vacuum.distributed",
         },
     ),
     ("facade", {"table", "__init__"}),
