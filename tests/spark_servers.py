@@ -92,6 +92,20 @@ def leave_connect_mode() -> None:
         os.environ.pop(name, None)
 
 
+def leave_classic_mode() -> None:
+    """Let this process build Spark Connect sessions after classic ones: the JVM PySpark started keeps
+    the last ``spark.master`` as a system property, which ``SparkConf()`` reads back and the
+    session builder refuses next to ``spark.remote`` (only tests that use both modes in one
+    process need this)."""
+    try:
+        from pyspark.core.context import SparkContext
+    except ImportError:
+        return
+    jvm = SparkContext._jvm
+    if jvm is not None:
+        jvm.java.lang.System.clearProperty("spark.master")
+
+
 def wait_for_port(port: int, process: subprocess.Popen[bytes], name: str, log: Path) -> None:
     deadline = time.monotonic() + START_TIMEOUT
     while True:

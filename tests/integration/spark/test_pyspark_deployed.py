@@ -20,7 +20,7 @@ from airflow.sdk import DAG
 from airflow.sdk.execution_time.context import OutletEventAccessors
 from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 from deltalake import DeltaTable as RsDeltaTable
-from spark_servers import leave_connect_mode
+from spark_servers import leave_classic_mode, leave_connect_mode
 
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.decorators.pyspark import delta_pyspark_task
@@ -50,6 +50,8 @@ def spark_mode(
     mode: str = request.param
     uri = spark_cluster.connection_uri if mode == "cluster" else spark_connect.connection_uri
     name = f"AIRFLOW_CONN_{CONN_IDS[mode].upper()}"
+    if mode == "connect":
+        leave_classic_mode()
     os.environ[name] = uri
     try:
         yield mode, CONN_IDS[mode]

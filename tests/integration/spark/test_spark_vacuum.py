@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from airflow.sdk.execution_time.context import OutletEventAccessors
 from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
-from spark_servers import leave_connect_mode
+from spark_servers import leave_classic_mode, leave_connect_mode
 
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.deletion_vectors import deletion_vector_path, encode_deletion_vector_file_id
@@ -204,6 +204,7 @@ def test_the_connect_server_refuses_a_short_retention_and_plans_what_the_core_pl
     connections: None, spark_cluster: SparkCluster, tmp_path: Path
 ) -> None:
     """On Spark Connect (run first: a classic session in this process would block Connect ones)."""
+    leave_classic_mode()
     root = tmp_path / "table"
     build(root)
     before = tree(root), sorted(os.listdir(root / "_delta_log"))
