@@ -92,10 +92,10 @@ class SparkVacuumEngine:
         protected = spark.createDataFrame(pa.table({"path": pa.array(sorted(rules.protected), pa.string())}))
         # The anti-join against the paths the table needs, and the age test, on the executors;
         # directories go through as they are (the core decides about them).
+        # Directories are not anti-joined (protected parents still count as listed directories).
         kind, mtime = listed["kind"], listed["modification_time"]
-        kept = listed.join(protected, on="path", how="left_anti").where(
-            (kind != FILE) | (mtime < rules.delete_before_ms)
-        )
+        files = listed.where((kind == FILE) & (mtime < rules.delete_before_ms))
+        kept = files.join(protected, on="path", how="left_anti").unionByName(listed.where(kind != FILE))
         rows = _to_arrow(kept)
         listing = listing_from_rows(first_level, rows)
         log.info(
