@@ -81,4 +81,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_read.py --write-readme
 
 clean:
-	rm -rf $(VENV) $(OLDEST) .demo benchmarks/data
+	rm -rf $(VENV) $(OLDEST) .venv-spark-client .demo benchmarks/data

@@ -24,6 +24,11 @@ os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
 # times out after 60 s per bucket. Read by gcsfs at import time, inherited by writer processes.
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
+# Shared server fixtures kept in their own modules (importable by every tier): Spark's cluster and
+# Connect server.
+sys.path.insert(0, os.path.dirname(__file__))
+pytest_plugins = ["spark_servers"]
+
 
 # --- a real S3-compatible server on loopback ------------------------------------------
 

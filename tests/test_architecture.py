@@ -71,6 +71,7 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
             "vacuum.result",
             "vacuum.retention",
             "optimize",
+            "vacuum.distributed",
         },
     ),
     ("facade", {"table", "__init__"}),

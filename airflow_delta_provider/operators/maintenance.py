@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_delta_provider.core.table import DeltaTable
+    from airflow_delta_provider.core.vacuum import VacuumEngine
     from airflow_delta_provider.hooks.delta import DeltaTableHook
 
 __all__ = [
@@ -339,6 +340,10 @@ class DeltaVacuumOperator(_DeltaTableOperator):
         )
         self.max_workers = to_int(max_workers, "max_workers", minimum=1)
 
+    def vacuum_engine(self) -> VacuumEngine | None:
+        """Where the listing and the deletions run; None: this process (see ``DeltaSparkVacuumOperator``)."""
+        return None
+
     def execute(self, context: Context) -> dict[str, Any]:
         dry_run = to_bool(self.dry_run, "dry_run")
         retention = to_interval(self.retention, "retention")
@@ -357,6 +362,7 @@ class DeltaVacuumOperator(_DeltaTableOperator):
             mode=mode,
             enforce_retention_duration=self.enforce_retention_duration,
             max_workers=self.max_workers,
+            engine=self.vacuum_engine(),
         )
         summary = _jsonable(result)
         _log_vacuum(self.log, uri, summary)
