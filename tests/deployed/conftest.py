@@ -28,6 +28,7 @@ import tomllib
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import pytest
 
@@ -387,7 +388,7 @@ class Deployment:
         return list(self.api("GET", f"/dags/{dag_id}/dagRuns", params={"limit": 100})["dag_runs"])
 
     def run_state(self, dag_id: str, run_id: str) -> str:
-        return str(self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}")["state"])
+        return str(self.api("GET", f"/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}")["state"])
 
     def wait_run(self, dag_id: str, run_id: str, timeout: float = 240) -> str:
         return str(
@@ -399,12 +400,14 @@ class Deployment:
         )
 
     def task_instance(self, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
-        return dict(self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}"))
+        return dict(
+            self.api("GET", f"/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task_id}")
+        )
 
     def xcom(self, dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> Any:
         entry = self.api(
             "GET",
-            f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/{key}",
+            f"/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task_id}/xcomEntries/{key}",
             params={"deserialize": "true", "stringify": "false"},
         )
         return entry["value"]
@@ -413,7 +416,7 @@ class Deployment:
         """The task's log records (structured: ``event``, ``level``...), through the API."""
         body = self.api(
             "GET",
-            f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{try_number}",
+            f"/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task_id}/logs/{try_number}",
             params={"full_content": "true"},
             headers={"Accept": "application/json"},
         )
