@@ -97,6 +97,7 @@ class Feature:
     :param in_use_reason: how the table uses it, for the error message.
     :param enabled_by: the table property that turns it on at creation (for the protocol).
     :param creatable: whether ``DeltaTable.create`` may enable it (the core writes it right).
+    :param requires: features the protocol must list with it (``rowTracking`` needs ``domainMetadata``).
     """
 
     name: str
@@ -108,6 +109,7 @@ class Feature:
     in_use_reason: str = ""
     enabled_by: tuple[str, Callable[[Mapping[str, str]], bool]] | None = None
     creatable: bool = True
+    requires: tuple[str, ...] = ()
 
 
 def _schema_has(marker: str) -> Callable[[Metadata], bool]:
@@ -198,10 +200,9 @@ FEATURES: dict[str, Feature] = {
         Feature("checkpointProtection"),  # honoured by log cleanup
         Feature("clustering"),  # plain appends of unclustered files are allowed, as in Delta
         Feature(
-            "rowTracking",
-            support=_support(write=Support.NO),
+            "rowTracking",  # commits assign baseRowId / defaultRowCommitVersion (core/row_tracking.py)
             enabled_by=("delta.enableRowTracking", _flag("delta.enableRowTracking")),
-            creatable=False,
+            requires=("domainMetadata",),
         ),
         Feature(
             "allowColumnDefaults",
@@ -438,6 +439,7 @@ def minimum_protocol(schema: pa.Schema, properties: Mapping[str, str]) -> Protoc
         if key.startswith("delta.feature.") and value.lower() in ("supported", "enabled")
     }
     enabled |= explicit
+    enabled |= {r for f in list(enabled) if f in FEATURES for r in FEATURES[f].requires}
     # appendOnly and changeDataFeed fit legacy writer versions (Spark's default is (1, 2)); any
     # other feature, or one asked for by name, needs a table-features protocol.
     if not (enabled - {"appendOnly", "changeDataFeed"}) and not explicit:

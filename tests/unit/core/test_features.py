@@ -86,7 +86,7 @@ def test_every_feature_states_what_every_operation_does(operation):
     [
         ("appendOnly", set()),
         ("deletionVectors", set()),
-        ("rowTracking", {Operation.WRITE}),
+        ("rowTracking", set()),
         ("allowColumnDefaults", {Operation.WRITE}),
         ("icebergCompatV2", {Operation.WRITE, Operation.VACUUM}),
         (

@@ -123,8 +123,7 @@ def test_minimum_protocol(schema, properties, expected):
     ("key", "feature"),
     [
         ("delta.columnMapping.mode", "columnMapping"),
-        ("delta.enableRowTracking", "rowTracking"),
-        ("delta.constraints.positive", "checkConstraints"),
+        ("delta.enableIcebergCompatV2", "icebergCompatV2"),
     ],
 )
 def test_properties_needing_unsupported_features_are_refused(tmp_path, key, feature):
@@ -374,14 +373,14 @@ def test_unsupported_writer_feature_is_refused(tmp_path, log_writer):
             "protocol": {
                 "minReaderVersion": 1,
                 "minWriterVersion": 7,
-                "writerFeatures": ["rowTracking", "domainMetadata"],
+                "writerFeatures": ["allowColumnDefaults"],
             }
         },
         log_writer.metadata(),
     )
     table = DeltaTable(str(log_writer.root))
     data = write_parquet(log_writer.root, "x/p.parquet", pa.table({"id": [1]}))
-    with pytest.raises(UnsupportedFeatureError, match="rowTracking") as info:
+    with pytest.raises(UnsupportedFeatureError, match="allowColumnDefaults") as info:
         table.commit_files([data])
     assert info.value.operation == "write"
     assert table.version() == 0
