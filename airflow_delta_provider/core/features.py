@@ -127,6 +127,10 @@ def _column_mapping_used(metadata: Metadata) -> bool:
 #: Features that only constrain the rows and metadata a commit adds: VACUUM, checkpoints and
 #: log cleanup add none, so they honour them by doing nothing.
 _DATA_WRITE_ONLY = _support(write=Support.UNLESS_USED)
+#: Rules on the rows a commit adds, which commits honour: every row is checked before the commit
+#: (core/constraints.py: Spark in the PySpark operator, the SQL engine for files committed as
+#: they are), identity values are generated or refused and their high-water mark moved.
+_ROWS_CHECKED = _support()
 
 FEATURES: dict[str, Feature] = {
     f.name: f
@@ -135,17 +139,16 @@ FEATURES: dict[str, Feature] = {
         Feature(
             "invariants",
             legacy_writer=2,
-            support=_DATA_WRITE_ONLY,
+            support=_ROWS_CHECKED,
             in_use=_schema_has('"delta.invariants"'),
             in_use_reason="a column has a delta.invariants expression",
         ),
         Feature(
             "checkConstraints",
             legacy_writer=3,
-            support=_DATA_WRITE_ONLY,
+            support=_ROWS_CHECKED,
             in_use=_has_constraints,
             in_use_reason="the table has delta.constraints.* CHECK constraints",
-            creatable=False,
         ),
         Feature(
             "changeDataFeed",  # appends and whole-file removes need no cdc files
@@ -155,7 +158,7 @@ FEATURES: dict[str, Feature] = {
         Feature(
             "generatedColumns",
             legacy_writer=4,
-            support=_DATA_WRITE_ONLY,
+            support=_ROWS_CHECKED,
             in_use=_schema_has('"delta.generationExpression"'),
             in_use_reason="a column has a delta.generationExpression",
         ),
@@ -171,9 +174,9 @@ FEATURES: dict[str, Feature] = {
             creatable=False,
         ),
         Feature(
-            "identityColumns",
+            "identityColumns",  # concurrent identity writers conflict on their metaData, as in Delta
             legacy_writer=6,
-            support=_DATA_WRITE_ONLY,
+            support=_ROWS_CHECKED,
             in_use=_schema_has('"delta.identity.'),
             in_use_reason="a column is an IDENTITY column",
         ),
@@ -245,6 +248,11 @@ _CREATE_REFUSALS: dict[str, str] = {
     "delta.enableIcebergCompatV3": "icebergCompatV3",
     "delta.universalFormat.enabledFormats": "icebergCompatV2",
 }
+
+#: Writer-only features that a legacy writer version implies without columnMapping's reader needs.
+_LEGACY_ONLY = frozenset(
+    {"appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns", "identityColumns"}
+)
 
 _LEGACY_READER: dict[int, frozenset[str]] = {
     version: frozenset(
@@ -406,7 +414,7 @@ def minimum_protocol(schema: pa.Schema, properties: Mapping[str, str]) -> Protoc
 
     :raises UnsupportedFeatureError: a property enables a feature this core cannot write.
     """
-    from airflow_delta_provider.core.actions import Protocol
+    from airflow_delta_provider.core.actions import Metadata, Protocol
     from airflow_delta_provider.core.schema import schema_to_delta_json
 
     refusals = {
@@ -422,16 +430,13 @@ def minimum_protocol(schema: pa.Schema, properties: Mapping[str, str]) -> Protoc
                 feature=feature,
                 operation=Operation.WRITE.value,
             )
-    constraints = [k for k in properties if k.startswith("delta.constraints.")]
-    if constraints:
-        raise UnsupportedFeatureError(
-            f"CHECK constraints ({constraints[0]}, the 'checkConstraints' feature) cannot be enforced by "
-            f"this core; create the table without them.",
-            feature="checkConstraints",
-            operation=Operation.WRITE.value,
-        )
     enabled = {f.name for f in FEATURES.values() if f.enabled_by is not None and f.enabled_by[1](properties)}
-    if '"timestamp_ntz"' in schema_to_delta_json(schema):
+    # Features the schema or the properties use (invariants, CHECK constraints, generated and
+    # identity columns), as Spark's CREATE TABLE adds them.
+    schema_json = schema_to_delta_json(schema)
+    used = features_in_use(Metadata("", schema_json, (), dict(properties)))
+    enabled |= {f for f in used if FEATURES[f].creatable}
+    if '"timestamp_ntz"' in schema_json:
         enabled.add("timestampNtz")
     explicit = {
         key.removeprefix("delta.feature.")
@@ -440,10 +445,11 @@ def minimum_protocol(schema: pa.Schema, properties: Mapping[str, str]) -> Protoc
     }
     enabled |= explicit
     enabled |= {r for f in list(enabled) if f in FEATURES for r in FEATURES[f].requires}
-    # appendOnly and changeDataFeed fit legacy writer versions (Spark's default is (1, 2)); any
+    # Features of legacy writer versions get the lowest legacy protocol that implies them, as
+    # Spark picks it ((1, 2) by default; CHECK (1, 3), generated (1, 4), identity (1, 6)); any
     # other feature, or one asked for by name, needs a table-features protocol.
-    if not (enabled - {"appendOnly", "changeDataFeed"}) and not explicit:
-        return Protocol(1, 4 if "changeDataFeed" in enabled else 2)
+    if not (enabled - _LEGACY_ONLY) and not explicit:
+        return Protocol(1, max([2, *(FEATURES[f].legacy_writer or 2 for f in enabled)]))
     readers = frozenset(f for f in enabled if (FEATURES.get(f) or Feature(f)).reader)
     if readers:
         return Protocol(3, 7, readers, frozenset(enabled))

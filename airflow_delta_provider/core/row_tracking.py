@@ -25,7 +25,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.core.actions import AddFile, DomainMetadata, Metadata, Protocol
-from airflow_delta_provider.core.errors import CommitError
+from airflow_delta_provider.core.errors import RowTrackingError
 from airflow_delta_provider.core.features import writer_features
 
 if TYPE_CHECKING:
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ROW_TRACKING_DOMAIN",
-    "RowTrackingError",
     "assign_row_ids",
     "assigns_row_ids",
     "high_water_mark",
@@ -46,10 +45,6 @@ ROW_TRACKING_DOMAIN = "delta.rowTracking"
 _MARK = "rowIdHighWaterMark"
 _ROW_ID_COLUMN = "delta.rowTracking.materializedRowIdColumnName"
 _COMMIT_VERSION_COLUMN = "delta.rowTracking.materializedRowCommitVersionColumnName"
-
-
-class RowTrackingError(CommitError):
-    """Row ids cannot be assigned (an add without ``numRecords``, a hand-written high-water mark)."""
 
 
 def assigns_row_ids(protocol: Protocol, metadata: Metadata) -> bool:

@@ -109,11 +109,6 @@ def test_writer_features_per_operation(feature, refused_by):
 @pytest.mark.parametrize(
     ("feature", "used"),
     [
-        (
-            "invariants",
-            metadata(schema=SCHEMA.replace('"metadata":{}', '"metadata":{"delta.invariants":"x"}')),
-        ),
-        ("checkConstraints", metadata({"delta.constraints.positive": "id > 0"})),
         ("columnMapping", metadata({"delta.columnMapping.mode": "name"})),
     ],
 )

@@ -18,7 +18,8 @@ import pytest
 
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.actions import AddFile, DomainMetadata
-from airflow_delta_provider.core.row_tracking import RowTrackingError, assign_row_ids
+from airflow_delta_provider.core.errors import RowTrackingError
+from airflow_delta_provider.core.row_tracking import assign_row_ids
 from airflow_delta_provider.core.transaction import OptimisticTransaction
 
 SCHEMA = pa.schema([("id", pa.int64()), ("ds", pa.string())])

@@ -386,24 +386,6 @@ def test_unsupported_writer_feature_is_refused(tmp_path, log_writer):
     assert table.version() == 0
 
 
-def test_legacy_features_are_refused_only_when_used(tmp_path, log_writer):
-    schema = {
-        "type": "struct",
-        "fields": [
-            {"name": "id", "type": "long", "nullable": True, "metadata": {"delta.invariants": "id > 0"}}
-        ],
-    }
-    log_writer.commit(
-        0,
-        {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
-        {"metaData": {**log_writer.metadata()["metaData"], "schemaString": json.dumps(schema)}},
-    )
-    table = DeltaTable(str(log_writer.root))
-    data = write_parquet(log_writer.root, "x/p.parquet", pa.table({"id": [1]}))
-    with pytest.raises(UnsupportedFeatureError, match="invariants"):
-        table.commit_files([data])
-
-
 # --- new tables on first write, in-commit timestamps, checksums ---------------------------
 
 
