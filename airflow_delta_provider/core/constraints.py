@@ -278,22 +278,22 @@ def translate(constraint: Constraint, schema: pa.Schema) -> str:
         elif group == "string":
             pieces.append("'" + value[1:-1].replace("'", "''") + "'")
             kinds.append("literal:string")
-        elif group == "word" and following == "(" and value.lower() in _DATE_PARTS:
-            pieces.append(f"CAST(date_part('{_DATE_PARTS[value.lower()]}',")
-            kinds.append("function")
-            date_parts.append(-1)  # its own "(" comes next and is swallowed
-        elif group == "word" and following == "(":
-            lowered = value.lower()
-            if lowered not in _FUNCTIONS and lowered != "cast":
-                raise _refuse(text, f"the function {value}()", what)
-            pieces.append(_FUNCTIONS.get(lowered, "CAST"))
-            kinds.append("CAST" if lowered == "cast" else "function")
         elif group == "word" and value.lower() in _KEYWORDS:
             keyword = _KEYWORDS[value.lower()]
             if keyword == "DATE" and previous.lower() != "as":
                 raise _refuse(text, "a DATE literal", what)
             pieces.append(keyword)
             kinds.append(keyword)
+        elif group == "word" and following == "(" and value.lower() in _DATE_PARTS:
+            pieces.append(f"CAST(date_part('{_DATE_PARTS[value.lower()]}',")
+            kinds.append("function")
+            date_parts.append(-1)  # its own "(" comes next and is swallowed
+        elif group == "word" and following == "(":
+            lowered = value.lower()
+            if lowered not in _FUNCTIONS:
+                raise _refuse(text, f"the function {value}()", what)
+            pieces.append(_FUNCTIONS[lowered])
+            kinds.append("function")
         elif group in ("quoted", "word"):
             name = value[1:-1] if group == "quoted" else value
             if following == "." or previous == ".":
