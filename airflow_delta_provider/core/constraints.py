@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from airflow_delta_provider.core.errors import (
@@ -475,13 +476,15 @@ def check_rows(
 def checked_identity_schema(
     metadata: Metadata,
     file_columns: Mapping[str, Collection[str]],
-    stats: Sequence[str | None],
+    store: LogStore,
+    paths: Sequence[str],
     generated: Collection[str],
 ) -> str | None:
     """The schema string with the identity high-water marks this commit moves, or None.
 
     :param file_columns: per file (its path), the columns it holds.
-    :param stats: every add's stats JSON (``minValues``/``maxValues``).
+    :param store: the table's store, and ``paths`` the files' store paths: the generated
+        columns' extremes are read from the files (stats may lack them: Spark's INT96 files).
     :param generated: identity columns whose values the writer generated from start/step/mark
         (the PySpark operator); only these move the mark, as in Delta (explicit values never do).
     :raises ConstraintViolationError: a file lacks an identity column, or holds values for a
@@ -513,12 +516,15 @@ def checked_identity_schema(
     for column in columns:
         if column.name.lower() not in wanted:
             continue
-        key = "maxValues" if column.step > 0 else "minValues"
-        found = [(json.loads(s) if s else {}).get(key, {}).get(column.name) for s in stats]
-        values = [int(v) for v in found if isinstance(v, int | float)]
-        if not values:
+        extremes = []
+        for path in paths:
+            data = pq.read_table(store.open_input(path), columns=[column.name]).column(0)
+            extreme = pc.max(data) if column.step > 0 else pc.min(data)
+            if extreme.is_valid:
+                extremes.append(int(extreme.as_py()))
+        if not extremes:
             continue
-        candidate = max(values) if column.step > 0 else min(values)
+        candidate = max(extremes) if column.step > 0 else min(extremes)
         mark = _new_mark(column, candidate)
         if mark is None:
             continue

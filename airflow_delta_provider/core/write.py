@@ -282,7 +282,8 @@ def commit_files(
     identity_schema = checked_identity_schema(
         table_metadata,
         {f.relative_path: footer.schema.names for f, footer in zip(data_files, footers, strict=True)},
-        [a.stats for a in adds],
+        store,
+        [f.path for f in data_files],
         options.identity_generated,
     )
     if identity_schema is not None:
