@@ -99,6 +99,11 @@ def test_appends_assign_consecutive_ranges_above_the_mark(table):
         "rowIdHighWaterMark": 11
     }
     assert deltalake.DeltaTable(table.uri).to_pyarrow_table().num_rows == 12
+    # The version checksum lists the live domain (a reader trusts the list as complete).
+    with open(os.path.join(table.storage.log_dir, f"{2:020d}.crc")) as f:
+        assert json.load(f)["domainMetadata"] == [
+            {"domain": "delta.rowTracking", "configuration": '{"rowIdHighWaterMark":11}', "removed": False}
+        ]
 
 
 def test_overwrite_removes_keep_the_fields_of_their_adds(table):
