@@ -19,7 +19,7 @@ OLDEST_STAMP := $(OLDEST)/.installed
 # What runs on the oldest Airflow: the provider's surface (provider info, hook, sensor, trigger,
 # assets, compat) and the deployed tier.
 OLDEST_TESTS := tests/unit/test_get_provider_info.py tests/unit/hooks tests/unit/sensors \
-	tests/unit/triggers tests/unit/assets tests/unit/utils tests/deployed
+	tests/unit/triggers tests/unit/assets tests/unit/utils tests/unit/plugins tests/deployed
 
 .PHONY: demo test test-newest test-oldest lint typecheck system-deps bench clean
 
@@ -38,12 +38,23 @@ $(OLDEST_STAMP): $(STAMP)
 	$(OLDEST)/bin/python -m pip install --quiet -c $(OLDEST)/constraints.txt $(OLDEST_PINS) -e ".[dev]"
 	touch $(OLDEST_STAMP)
 
-# PostgreSQL for the deployed tier's metadata database, from the OS packages.
+# From the OS packages: PostgreSQL for the deployed tier's metadata database, and Chromium for its
+# browser tests of the Delta view (driven headless through its DevTools protocol: no browser
+# download). From the npm registry, Azurite (the Azure Blob Storage emulator) and s3rver (an S3-compatible server that
+# ignores conditional writes, which commits must refuse) for the object-store tests.
+NPM_TOOLS := azurite@3 s3rver@3
 system-deps:
+	@command -v azurite-blob >/dev/null && command -v s3rver >/dev/null || { \
+		if command -v npm >/dev/null; then npm install -g --no-audit --no-fund $(NPM_TOOLS) >/dev/null; \
+		else echo "npm is missing: install Node.js and npm (Debian: apt-get install npm) for the Azure tests."; fi; }
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null; \
 		else echo "PostgreSQL is missing: install it (Debian: sudo apt-get install postgresql) for the deployed tier."; fi; }
+	@command -v chromium >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null; \
+		else echo "Chromium is missing: install it (Debian: sudo apt-get install chromium) for the deployed tier's browser tests."; fi; }
 
 demo: $(STAMP)
 	$(PY) scripts/demo.py
@@ -70,4 +81,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_read.py --write-readme
 
 clean:
-	rm -rf $(VENV) $(OLDEST) .demo benchmarks/data
+	rm -rf $(VENV) $(OLDEST) .venv-spark-client .demo benchmarks/data

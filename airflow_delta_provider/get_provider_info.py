@@ -49,6 +49,8 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_delta_provider.operators.commit",
                     "airflow_delta_provider.operators.pyspark",
                     "airflow_delta_provider.operators.maintenance",
+                    "airflow_delta_provider.operators.optimize",
+                    "airflow_delta_provider.operators.spark_vacuum",
                 ],
             }
         ],

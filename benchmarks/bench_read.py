@@ -10,7 +10,10 @@ Contenders:
 - ``floor``: pyarrow reads the checkpoint's ``add`` column and the tail JSON, nothing else.
 - ``core-meta`` / ``delta-rs-meta`` (table a): protocol, metadata and one txn.
 
-Usage: ``python benchmarks/bench_read.py [--tables a,b,c] [--repeat 5] [--write-readme]``.
+Layouts: ``a`` and ``c`` hold checkpoints shaped as the core writes them; ``a-rs`` and
+``a-spark`` are table ``a`` with checkpoints as delta-rs and Spark write them (see generate.py).
+
+Usage: ``python benchmarks/bench_read.py [--tables a,b,c,a-rs,a-spark] [--repeat 5] [--write-readme]``.
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ if checkpoints:
     since = int(os.path.basename(checkpoints[-1])[:20])
 commits = [p for p in sorted(glob.glob(log + "/*.json")) if int(os.path.basename(p)[:20]) > since]
 tail = b"".join(open(p, "rb").read() for p in commits)
-n += pj.read_json(io.BytesIO(tail)).num_rows
+n += pj.read_json(io.BytesIO(tail)).num_rows if tail else 0
 """,
     "core-meta": """
 from airflow_delta_provider.core import DeltaTable
@@ -86,11 +89,15 @@ CASES = {
     "a": ["core", "delta-rs", "floor", "core-meta", "delta-rs-meta"],
     "b": ["core", "delta-rs", "floor"],
     "c": ["core", "delta-rs", "floor"],
+    "a-rs": ["core", "delta-rs", "floor", "core-meta", "delta-rs-meta"],
+    "a-spark": ["core", "delta-rs", "floor", "core-meta", "delta-rs-meta"],
 }
 DESCRIPTIONS = {
     "a": "1M files in a checkpoint + 100 commits x 100 adds",
     "b": "10,000 JSON commits, no checkpoint",
     "c": "100k files, 20-column stats",
+    "a-rs": "(a) with a delta-rs-written checkpoint (one 1M-row group)",
+    "a-spark": "(a) with a Spark-like checkpoint (one row group, optional fields, small rows last)",
 }
 
 
@@ -111,7 +118,7 @@ def measure(table: str, contender: str, repeat: int) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tables", default="a,b,c")
+    parser.add_argument("--tables", default="a,b,c,a-rs,a-spark")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--write-readme", action="store_true")
     args = parser.parse_args()

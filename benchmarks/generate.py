@@ -4,6 +4,10 @@
     (each with a txn), partitioned by ``part``.
 (b) 10,000 JSON commits and no checkpoint.
 (c) 100,000 files with 20-column stats in a checkpoint, then 10 JSON commits.
+(a-rs) table (a) checkpointed again at version 101 by delta-rs: one row group of 1,010,002
+    rows with protocol, metaData and the txns among the adds, keys declared required.
+(a-spark) table (a) with its checkpoint rewritten Spark-like: one large row group, every
+    field optional, protocol, metaData and txns placed last (the worst place to find them).
 
 Usage: ``python benchmarks/generate.py [--force] [--tables a,b,c]``. A table whose
 ``.complete`` marker exists is kept unless ``--force``.
@@ -195,14 +199,52 @@ def generate_c(root: Path) -> None:
         _commit(log, version, [_add(k, 20, version * 10 + k) for k in range(10)])
 
 
-GENERATORS = {"a": generate_a, "b": generate_b, "c": generate_c}
-EXPECTED = {"a": (101, 1_010_000), "b": (9_999, 9_999 * 3 - 999), "c": (11, 100_100)}
+def generate_a_rs(root: Path) -> None:
+    import deltalake
+
+    generate_a(root)
+    deltalake.DeltaTable(str(root)).create_checkpoint()
+
+
+def _optional(field: pa.Field) -> pa.Field:
+    data_type = field.type
+    if pa.types.is_struct(data_type):
+        data_type = pa.struct([_optional(child) for child in data_type])
+    return pa.field(field.name, data_type, nullable=True)
+
+
+def generate_a_spark(root: Path) -> None:
+    import pyarrow.compute as pc
+
+    generate_a(root)
+    checkpoint = root / "_delta_log" / f"{1:020d}.checkpoint.parquet"
+    table = pq.read_table(checkpoint)
+    table = table.cast(pa.schema([_optional(f) for f in table.schema]))
+    small = pc.invert(pc.is_valid(table.column("add")))
+    order = pc.sort_indices(pa.table({"small": small}), sort_keys=[("small", "ascending")])
+    pq.write_table(table.take(order), checkpoint, row_group_size=2_000_000)
+
+
+GENERATORS = {
+    "a": generate_a,
+    "b": generate_b,
+    "c": generate_c,
+    "a-rs": generate_a_rs,
+    "a-spark": generate_a_spark,
+}
+EXPECTED = {
+    "a": (101, 1_010_000),
+    "b": (9_999, 9_999 * 3 - 999),
+    "c": (11, 100_100),
+    "a-rs": (101, 1_010_000),
+    "a-spark": (101, 1_010_000),
+}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--force", action="store_true")
-    parser.add_argument("--tables", default="a,b,c")
+    parser.add_argument("--tables", default="a,b,c,a-rs,a-spark")
     args = parser.parse_args()
     for name in args.tables.split(","):
         root = DATA / name

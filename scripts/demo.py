@@ -16,7 +16,8 @@ Run it with ``make demo``. Everything lives under ``.demo/`` in the repository: 
    (31 days for the log retention, 8 for VACUUM's 7): a checkpoint is written, the expired log
    files before it are deleted, and the data files the clear and the retry replaced or left
    behind are removed;
-4. prints the table's history and its rows per day.
+4. prints the table's history and its rows per day, and where to see it all in Airflow's UI
+   (the provider's Delta view, docs/ui.md).
 """
 
 from __future__ import annotations
@@ -240,6 +241,21 @@ def main() -> None:
         strict=True,
     ):
         print(f"  ds={day}: {count} rows, {clicks} clicks")
+    where_to_look(table.uri)
+
+
+def where_to_look(table_uri: str) -> None:
+    """The last lines: how to see the same history, health and maintenance in Airflow's UI."""
+    home = DEMO / "airflow"
+    print(
+        f"\nSee it in Airflow's UI (the provider's Delta view, docs/ui.md):\n"
+        f"  AIRFLOW_HOME={home} {Path(sys.executable).parent / 'airflow'} api-server --port 8080\n"
+        f"  then open http://localhost:8080/plugin/delta-tables (user admin; the password is in "
+        f"{home / 'simple_auth_manager_passwords.json.generated'})\n"
+        f"  and pick the asset {table_uri}: History (each version, the run and try that wrote it, "
+        f"the skipped re-run), Health (files, sizes, VACUUM dry run), Maintenance (checkpoint, "
+        f"cleanup, VACUUM and when each is next due)."
+    )
 
 
 if __name__ == "__main__":

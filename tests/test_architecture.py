@@ -14,7 +14,7 @@ ROOT = "airflow_delta_provider"
 #: The core's layers, bottom up (docs/architecture.md). A module may import its own layer or
 #: lower ones, never a higher one.
 CORE_LAYERS: list[tuple[str, set[str]]] = [
-    ("foundation", {"errors", "redaction", "arguments"}),
+    ("foundation", {"errors", "redaction", "arguments", "arrays"}),
     (
         "storage",
         {
@@ -25,6 +25,9 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
             "storage.s3",
             "storage.memory",
             "storage.generic",
+            "storage.cloud",
+            "storage.azure",
+            "storage.gcs",
             "storage.options",
         },
     ),
@@ -34,6 +37,7 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
             "delta_types",
             "action_checks",
             "schema",
+            "column_mapping",
             "partitions",
             "actions",
             "validation",
@@ -69,6 +73,8 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
             "vacuum.record",
             "vacuum.result",
             "vacuum.retention",
+            "optimize",
+            "vacuum.distributed",
         },
     ),
     ("facade", {"table", "__init__"}),

@@ -39,6 +39,14 @@ def test_the_wheel_carries_the_license_and_builds_without_a_license_warning(tmp_
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+        entry_points = archive.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt")))
+    # The Delta view: its plugin entry point, and its page and chart library inside the package.
+    assert "[airflow.plugins]\ndelta_tables = airflow_delta_provider.plugins:DeltaViewPlugin" in (
+        entry_points.decode()
+    )
+    static = ("index.html", "delta.js", "delta.css", "uPlot.iife.min.js", "uPlot.min.css", "uPlot.LICENSE")
+    for name in static:
+        assert f"airflow_delta_provider/plugins/static/{name}" in names, name
     assert "License-Expression: Apache-2.0" in metadata
     assert "License-File: LICENSE" in metadata
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import pyarrow as pa
 
 from airflow_delta_provider.core.actions import Metadata, Protocol, RemoveFile
+from airflow_delta_provider.core.column_mapping import assign_column_mapping, configured_mode
 from airflow_delta_provider.core.errors import (
     ProtocolChangedError,
     SchemaError,
@@ -149,6 +150,10 @@ def create_table(
     user_metadata, tags = options.user_metadata, options.tags
     arrow_schema = as_schema(schema)
     props = normalize_properties(properties)
+    mapping = configured_mode(props)
+    if mapping != "none":
+        # Every column (nested ones too) gets an id and a physical name col-<uuid>, as in Delta.
+        arrow_schema, props = assign_column_mapping(arrow_schema, props, mapping)
     protocol = minimum_protocol(arrow_schema, props)
     metadata = new_metadata(arrow_schema, partition_by, props, name=name, description=description)
     parameters = {

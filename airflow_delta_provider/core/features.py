@@ -32,6 +32,7 @@ __all__ = [
     "Operation",
     "Support",
     "check_supported",
+    "feature_table_markdown",
     "features_in_use",
     "minimum_protocol",
     "reader_features",
@@ -98,6 +99,7 @@ class Feature:
     :param enabled_by: the table property that turns it on at creation (for the protocol).
     :param creatable: whether ``DeltaTable.create`` may enable it (the core writes it right).
     :param requires: features the protocol must list with it (``rowTracking`` needs ``domainMetadata``).
+    :param note: what the core does with it (or why it refuses it), for the docs' feature table.
     """
 
     name: str
@@ -110,6 +112,7 @@ class Feature:
     enabled_by: tuple[str, Callable[[Mapping[str, str]], bool]] | None = None
     creatable: bool = True
     requires: tuple[str, ...] = ()
+    note: str = ""
 
 
 def _schema_has(marker: str) -> Callable[[Metadata], bool]:
@@ -124,13 +127,17 @@ def _column_mapping_used(metadata: Metadata) -> bool:
     return (metadata.configuration.get("delta.columnMapping.mode") or "none").lower() != "none"
 
 
-#: Features that only constrain the rows and metadata a commit adds: VACUUM, checkpoints and
-#: log cleanup add none, so they honour them by doing nothing.
-_DATA_WRITE_ONLY = _support(write=Support.UNLESS_USED)
 #: Rules on the rows a commit adds, which commits honour: every row is checked before the commit
 #: (core/constraints.py: Spark in the PySpark operator, the SQL engine for files committed as
 #: they are), identity values are generated or refused and their high-water mark moved.
 _ROWS_CHECKED = _support()
+#: Refused by every operation, reading included.
+_NEVER = dict.fromkeys(Operation, Support.NO)
+_TYPE_WIDENING = (
+    "reads cast files written before a type change to the column's current type (each "
+    "delta.typeChanges entry must be a widening Delta allows); commits take files of the current "
+    "types only and keep delta.typeChanges"
+)
 
 FEATURES: dict[str, Feature] = {
     f.name: f
@@ -142,6 +149,10 @@ FEATURES: dict[str, Feature] = {
             support=_ROWS_CHECKED,
             in_use=_schema_has('"delta.invariants"'),
             in_use_reason="a column has a delta.invariants expression",
+            note=(
+                "every row is checked before the commit (Spark in the PySpark operator, DataFusion "
+                "for files committed as they are); a NULL or false result refuses the commit"
+            ),
         ),
         Feature(
             "checkConstraints",
@@ -149,6 +160,10 @@ FEATURES: dict[str, Feature] = {
             support=_ROWS_CHECKED,
             in_use=_has_constraints,
             in_use_reason="the table has delta.constraints.* CHECK constraints",
+            note=(
+                "every row is checked before the commit (Spark in the PySpark operator, DataFusion "
+                "for files committed as they are); a NULL or false result refuses the commit"
+            ),
         ),
         Feature(
             "changeDataFeed",  # appends and whole-file removes need no cdc files
@@ -161,17 +176,24 @@ FEATURES: dict[str, Feature] = {
             support=_ROWS_CHECKED,
             in_use=_schema_has('"delta.generationExpression"'),
             in_use_reason="a column has a delta.generationExpression",
+            note=(
+                "every row is checked before the commit (Spark in the PySpark operator, DataFusion "
+                "for files committed as they are); a NULL or false result refuses the commit"
+            ),
         ),
         Feature(
-            "columnMapping",  # physical names are resolved when reading data
+            "columnMapping",
             reader=True,
             legacy_reader=2,
             legacy_writer=5,
-            support=_DATA_WRITE_ONLY,
             in_use=_column_mapping_used,
             in_use_reason="delta.columnMapping.mode is not 'none'",
             enabled_by=("delta.columnMapping.mode", _set("delta.columnMapping.mode")),
-            creatable=False,
+            note=(
+                "modes name and id: reads resolve physical names; commits check that every file names "
+                "its columns physically (field ids in id mode) and key partition values and stats by "
+                "physical name; create and schema evolution assign ids and maxColumnId"
+            ),
         ),
         Feature(
             "identityColumns",  # concurrent identity writers conflict on their metaData, as in Delta
@@ -179,6 +201,11 @@ FEATURES: dict[str, Feature] = {
             support=_ROWS_CHECKED,
             in_use=_schema_has('"delta.identity.'),
             in_use_reason="a column is an IDENTITY column",
+            note=(
+                "the PySpark operator generates values from start, step and the high-water mark and "
+                "records the new mark; GENERATED ALWAYS refuses supplied values; concurrent identity "
+                "writers conflict"
+            ),
         ),
         Feature(
             "deletionVectors",  # read: row masks applied; write: never writes DVs, removes carry them
@@ -201,45 +228,102 @@ FEATURES: dict[str, Feature] = {
             enabled_by=("delta.enableInCommitTimestamps", _flag("delta.enableInCommitTimestamps")),
         ),
         Feature("checkpointProtection"),  # honoured by log cleanup
-        Feature("clustering"),  # plain appends of unclustered files are allowed, as in Delta
+        Feature(
+            "clustering",
+            note=(
+                "the delta.clustering domain is kept by commits, checkpoints, cleanup and VACUUM; "
+                "appends of unclustered files are allowed, as in Delta"
+            ),
+        ),
+        Feature(
+            "liquid",
+            support=_support(write=Support.NO),
+            note=(
+                "Databricks' preview name of clustering (delta.liquid.clusteringColumns); its writer "
+                "rules are not in PROTOCOL.md, so commits are refused; checkpoints, cleanup and "
+                "VACUUM keep every domain"
+            ),
+        ),
         Feature(
             "rowTracking",  # commits assign baseRowId / defaultRowCommitVersion (core/row_tracking.py)
             enabled_by=("delta.enableRowTracking", _flag("delta.enableRowTracking")),
             requires=("domainMetadata",),
+            note=(
+                "commits assign baseRowId and defaultRowCommitVersion above the delta.rowTracking "
+                "high-water mark and move it, again on every retry"
+            ),
         ),
         Feature(
             "allowColumnDefaults",
             support=_support(write=Support.NO),
+            note="refused for commits: column DEFAULT values are not filled into committed files",
         ),
         Feature(
             "typeWidening",
             reader=True,
-            support=_support(read=Support.NO, write=Support.NO, vacuum=Support.NO),
             enabled_by=("delta.enableTypeWidening", _flag("delta.enableTypeWidening")),
-            creatable=False,
+            note=_TYPE_WIDENING,
         ),
-        Feature(
-            "typeWidening-preview",
-            reader=True,
-            support=_support(read=Support.NO, write=Support.NO, vacuum=Support.NO),
-            creatable=False,
-        ),
+        Feature("typeWidening-preview", reader=True, creatable=False, note=_TYPE_WIDENING),
         Feature(
             "icebergCompatV1",
             support=_support(write=Support.NO, vacuum=Support.NO),
             enabled_by=("delta.enableIcebergCompatV1", _flag("delta.enableIcebergCompatV1")),
             creatable=False,
+            note="refused for commits and VACUUM: Iceberg metadata and its column rules are not kept",
         ),
         Feature(
             "icebergCompatV2",
             support=_support(write=Support.NO, vacuum=Support.NO),
             enabled_by=("delta.enableIcebergCompatV2", _flag("delta.enableIcebergCompatV2")),
             creatable=False,
+            note="refused for commits and VACUUM: Iceberg metadata and its column rules are not kept",
         ),
         # Known, and refused by every operation: their rules reach into what this core does.
-        Feature("variantType", reader=True, support=dict.fromkeys(Operation, Support.NO)),
-        Feature("catalogManaged", reader=True, support=dict.fromkeys(Operation, Support.NO)),
-        Feature("catalogOwned-preview", reader=True, support=dict.fromkeys(Operation, Support.NO)),
+        Feature(
+            "variantType",
+            reader=True,
+            support=_NEVER,
+            note="refused: variant values (and their shredding) are not decoded or checked by this core",
+        ),
+        Feature(
+            "variantType-preview",
+            reader=True,
+            support=_NEVER,
+            note="refused: the preview name of variantType",
+        ),
+        Feature(
+            "variantShredding",
+            reader=True,
+            support=_NEVER,
+            note="refused: shredded variant columns need variant decoding",
+        ),
+        Feature(
+            "geospatial",
+            reader=True,
+            support=_NEVER,
+            note="refused: geometry/geography types have no specification in PROTOCOL.md yet",
+        ),
+        Feature(
+            "collations",
+            support=_NEVER,
+            note=(
+                "refused: collated strings are only a proposed RFC; their statsWithCollation would "
+                "be lost by a writer that does not know them"
+            ),
+        ),
+        Feature(
+            "catalogManaged",
+            reader=True,
+            support=_NEVER,
+            note="refused: commits must go through the catalog that owns the table",
+        ),
+        Feature(
+            "catalogOwned-preview",
+            reader=True,
+            support=_NEVER,
+            note="refused: the preview name of catalogManaged",
+        ),
     )
 }
 
@@ -248,11 +332,6 @@ _CREATE_REFUSALS: dict[str, str] = {
     "delta.enableIcebergCompatV3": "icebergCompatV3",
     "delta.universalFormat.enabledFormats": "icebergCompatV2",
 }
-
-#: Writer-only features that a legacy writer version implies without columnMapping's reader needs.
-_LEGACY_ONLY = frozenset(
-    {"appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns", "identityColumns"}
-)
 
 _LEGACY_READER: dict[int, frozenset[str]] = {
     version: frozenset(
@@ -445,12 +524,55 @@ def minimum_protocol(schema: pa.Schema, properties: Mapping[str, str]) -> Protoc
     }
     enabled |= explicit
     enabled |= {r for f in list(enabled) if f in FEATURES for r in FEATURES[f].requires}
-    # Features of legacy writer versions get the lowest legacy protocol that implies them, as
-    # Spark picks it ((1, 2) by default; CHECK (1, 3), generated (1, 4), identity (1, 6)); any
-    # other feature, or one asked for by name, needs a table-features protocol.
-    if not (enabled - _LEGACY_ONLY) and not explicit:
-        return Protocol(1, max([2, *(FEATURES[f].legacy_writer or 2 for f in enabled)]))
+    # Features that legacy versions imply (appendOnly, changeDataFeed, columnMapping) fit a legacy
+    # protocol, as Spark creates them ((1, 2) by default, (2, 5) with column mapping); any other
+    # feature, or one asked for by name, needs a table-features protocol.
+    known = [FEATURES.get(f) for f in enabled]
+    if not explicit and all(f is not None and f.legacy_writer is not None for f in known):
+        return Protocol(
+            max([1, *(f.legacy_reader or 1 for f in known if f is not None)]),
+            max([2, *(f.legacy_writer or 2 for f in known if f is not None)]),
+        )
     readers = frozenset(f for f in enabled if (FEATURES.get(f) or Feature(f)).reader)
     if readers:
         return Protocol(3, 7, readers, frozenset(enabled))
     return Protocol(1, 7, None, frozenset(enabled))
+
+
+# --- the docs' feature table ----------------------------------------------------------------
+
+_CELL = {Support.YES: "yes", Support.UNLESS_USED: "refused when used", Support.NO: "refused"}
+
+
+def feature_table_markdown() -> str:
+    """The docs' feature table (docs/features.md), generated from :data:`FEATURES`.
+
+    One row per feature: its kind, what each :class:`Operation` does with it, whether
+    ``DeltaTable.create`` can enable it, and the feature's note; then the one list of what is
+    still refused, with the reason. A test keeps docs/features.md equal to this text.
+    """
+    operations = list(Operation)
+    header = ["Feature", "Kind", *(o.value for o in operations), "create", "What the core does"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for feature in sorted(FEATURES.values(), key=lambda f: f.name.lower()):
+        kind = "reader-writer" if feature.reader else "writer"
+        cells = [_CELL[feature.support[o]] for o in operations]
+        creatable = "yes" if feature.enabled_by and feature.creatable else "-"
+        note = feature.note or (f"in use when {feature.in_use_reason}" if feature.in_use_reason else "")
+        lines.append("| " + " | ".join([f"`{feature.name}`", kind, *cells, creatable, note]) + " |")
+    refused = [
+        f
+        for f in sorted(FEATURES.values(), key=lambda f: f.name.lower())
+        if any(s is not Support.YES for s in f.support.values())
+    ]
+    lines += ["", "Still refused (or refused when used), with the reason:", ""]
+    for feature in refused:
+        where = ", ".join(o.value for o in operations if feature.support[o] is not Support.YES)
+        reason = (feature.note or "").split(": ", 1)[-1] if feature.note.startswith("refused") else ""
+        reason = reason or feature.note or feature.in_use_reason or "not implemented by this core"
+        lines.append(f"- `{feature.name}` ({where}): {reason}.")
+    lines.append(
+        "- Any feature name not listed above: refused by every operation it binds (a reader needs "
+        "every reader feature, a writer every writer feature)."
+    )
+    return "\n".join(lines) + "\n"

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from airflow_delta_provider.core.optimize import OptimizeOptions, plan_optimize
 from airflow_delta_provider.core.table_config import ENABLE_EXPIRED_LOG_CLEANUP, Setting, TableConfig
 
 if TYPE_CHECKING:
@@ -21,14 +22,19 @@ __all__ = [
     "CheckpointDecision",
     "CleanupDecision",
     "LastVacuum",
+    "OptimizeDecision",
     "VacuumDecision",
     "checkpoint_due",
     "cleanup_due",
     "last_vacuum",
+    "optimize_due",
     "vacuum_due",
 ]
 
 VACUUM_END = "VACUUM END"
+#: Small files (in bins OPTIMIZE would rewrite) before a scheduled OPTIMIZE is due: Delta's auto
+#: compaction threshold (``autoCompact.minNumFiles``).
+DEFAULT_OPTIMIZE_MIN_FILES = 50
 LAST_VACUUM_INFO = "_last_vacuum_info"
 
 
@@ -124,6 +130,65 @@ class VacuumDecision:
             "last": self.last.to_dict() if self.last is not None else None,
             "next_due": self.next_due.isoformat() if self.next_due is not None else None,
         }
+
+
+@dataclass(frozen=True)
+class OptimizeDecision:
+    """Whether a scheduled OPTIMIZE is due.
+
+    :param due: OPTIMIZE would rewrite at least ``min_files`` small files (files in bins of two or
+        more, and files with deletion vectors).
+    :param reason: why (not), in words.
+    :param small_files: the files OPTIMIZE would rewrite now.
+    :param small_bytes: their bytes.
+    :param bins: the files OPTIMIZE would write.
+    :param min_files: the threshold.
+    :param target_file_size: ``delta.targetFileSize`` (or the argument) and its source.
+    """
+
+    due: bool
+    reason: str
+    small_files: int
+    small_bytes: int
+    bins: int
+    min_files: int
+    target_file_size: Setting[int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "due": self.due,
+            "reason": self.reason,
+            "small_files": self.small_files,
+            "small_bytes": self.small_bytes,
+            "bins": self.bins,
+            "min_files": self.min_files,
+            "target_file_size": self.target_file_size.to_dict(),
+        }
+
+
+def optimize_due(
+    snapshot: Snapshot,
+    *,
+    min_files: int = DEFAULT_OPTIMIZE_MIN_FILES,
+    options: OptimizeOptions | None = None,
+) -> OptimizeDecision:
+    """Whether an OPTIMIZE of ``snapshot`` is due: its plan rewrites at least ``min_files`` files.
+
+    :param min_files: the threshold (default 50, Delta's auto-compaction ``minNumFiles``).
+    :param options: the OPTIMIZE's options (target size, partition filter).
+    """
+    if isinstance(min_files, bool) or not isinstance(min_files, int) or min_files < 1:
+        raise ValueError(f"min_files must be a positive integer, got {min_files!r}.")
+    plan = plan_optimize(snapshot, options)
+    target = plan.target_file_size
+    counts = (plan.num_files, plan.size, len(plan.bins), min_files, target)
+    what = (
+        f"{plan.num_files} small file(s) ({plan.size} bytes) would be rewritten into {len(plan.bins)}, "
+        f"target {target.value} bytes from the {target.source}"
+    )
+    if plan.num_files < min_files:
+        return OptimizeDecision(False, f"{what}; fewer than the threshold of {min_files}", *counts)
+    return OptimizeDecision(True, f"{what}; threshold {min_files}", *counts)
 
 
 def checkpoint_due(snapshot: Snapshot, config: TableConfig | None = None) -> CheckpointDecision:

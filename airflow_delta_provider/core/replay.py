@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -41,6 +43,8 @@ import pyarrow.parquet as pq
 
 from airflow_delta_provider.core.action_checks import action_problem, malformed_action_error
 from airflow_delta_provider.core.actions import DomainMetadata, Metadata, Protocol, Transaction
+from airflow_delta_provider.core.arrays import from_numpy, scalar, strings, to_bools
+from airflow_delta_provider.core.arrays import table as arrow_table
 from airflow_delta_provider.core.commits import parse_commit, segment_file_actions
 from airflow_delta_provider.core.deletion_vectors import deletion_vector_unique_id
 from airflow_delta_provider.core.errors import CorruptLogError
@@ -99,6 +103,11 @@ REMOVE_SCHEMA = pa.schema(
 )
 
 _SMALL_COLUMNS = ("protocol", "metaData", "txn", "domainMetadata", "sidecar", "checkpointMetadata")
+#: Scalars for compute calls (a Python value there would make pyarrow import pandas).
+_ZERO = scalar(0, pa.int64())
+_TRUE = scalar(True, pa.bool_())
+_FALSE = scalar(False, pa.bool_())
+_INLINE = scalar("i", pa.string())
 _REPEATED_SEGMENT_RE = re.compile(r"\.(list|key_value|element|array|bag|map)\b")
 
 
@@ -258,25 +267,15 @@ def read_checkpoint_small_actions(storage: LogStore, checkpoint: Checkpoint) -> 
         columns = [c for c in _SMALL_COLUMNS if c in names]
         if not columns:
             continue
-        groups = _row_groups_with_values(parquet, columns)
-        if not groups:
-            continue
-        try:
-            table = parquet.read_row_groups(groups, columns=columns, use_threads=False)
-        except (OSError, pa.ArrowException) as err:
-            raise _corrupt_checkpoint(uri, err) from None
+        leaves = _action_leaves(parquet)
+        metadata = parquet.metadata
+        starts = np.zeros(metadata.num_row_groups + 1, dtype=np.int64)
+        np.cumsum([metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)], out=starts[1:])
         for name in columns:
-            column = table.column(name)
-            valid = pc.is_valid(column)
-            try:
-                rows = column.filter(valid).to_pylist(maps_as_pydicts="lossy")
-            except (pa.ArrowException, ValueError, OverflowError) as err:
-                raise _corrupt_checkpoint(uri, err) from None
-            for index, row in enumerate(rows):
+            for row_number, row in _small_column_rows(parquet, name, leaves, starts, uri):
                 action = {name: _drop_nulls(row) if isinstance(row, dict) else row}
                 problem = action_problem(action)
                 if problem is not None:
-                    row_number = _file_row(parquet, groups, valid, index)
                     raise malformed_action_error(
                         f"Row {row_number} of the checkpoint {uri}", problem, None, action, uri
                     )
@@ -284,16 +283,100 @@ def read_checkpoint_small_actions(storage: LogStore, checkpoint: Checkpoint) -> 
     return actions
 
 
-def _file_row(parquet: pq.ParquetFile, groups: list[int], valid: pa.ChunkedArray, index: int) -> int:
-    """The 1-based file row of the ``index``-th valid row among ``groups`` of ``parquet``."""
-    position = int(np.flatnonzero(np.asarray(valid.to_numpy(zero_copy_only=False)))[index])
-    metadata = parquet.metadata
-    sizes = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
-    for group in groups:
-        if position < sizes[group]:
-            return int(sum(sizes[:group])) + position + 1
-        position -= sizes[group]
-    return position + 1
+#: Rows decoded at a time when looking for the few non-file actions in a large row group.
+_SMALL_BATCH = 8192
+
+
+def _small_column_rows(
+    parquet: pq.ParquetFile, name: str, leaves: dict[str, list[_Leaf]], starts: np.ndarray, uri: str
+) -> list[tuple[int, Any]]:
+    """(1-based file row, value) of every row where the action column ``name`` is present.
+
+    Checkpoints written by delta-rs or Spark put the handful of protocol, metaData and txn rows
+    in row groups of up to millions of add rows, and decoding a nested column over all of them
+    costs tens of milliseconds per 100,000 rows. So, per row group whose statistics say the
+    column may hold a value: first count the rows that hold one, exactly (from the null count
+    of a leaf the Parquet schema declares required inside the action, which is null only where
+    the action is; otherwise from the validity of one cheap leaf, read alone), then decode the
+    column batch by batch and stop once that many rows were found.
+    """
+    probe = _presence_leaf(leaves.get(name, []))
+    found: list[tuple[int, Any]] = []
+    try:
+        for group in _row_groups_with_values(parquet, [name], leaves):
+            expected = _present_count(parquet, group, probe)
+            if expected == 0:
+                continue
+            offset = 0
+            seen = 0
+            batches = parquet.iter_batches(
+                batch_size=_SMALL_BATCH, row_groups=[group], columns=[name], use_threads=False
+            )
+            for batch in batches:
+                column = batch.column(0)
+                present = np.flatnonzero(to_bools(column.is_valid()))
+                if len(present):
+                    values = column.take(from_numpy(present)).to_pylist(maps_as_pydicts="lossy")
+                    rows = (starts[group] + offset + present + 1).tolist()
+                    found.extend(zip(rows, values, strict=True))
+                    seen += len(present)
+                offset += len(batch)
+                if expected is not None and seen >= expected:
+                    break
+    except (OSError, pa.ArrowException, ValueError, OverflowError) as err:
+        raise _corrupt_checkpoint(uri, err) from None
+    return found
+
+
+@dataclass(frozen=True)
+class _Leaf:
+    """A leaf column of an action outside lists and maps: one value (or null) per row."""
+
+    index: int
+    path: str
+    #: the leaf is required inside the action: null exactly where the action is absent.
+    required: bool
+    #: how cheap it is to decode (lower is cheaper)
+    cost: int
+
+
+#: Leaf types cheapest to decode first, for the presence probe.
+_PROBE_ORDER = ("BOOLEAN", "INT32", "INT64")
+
+
+def _action_leaves(parquet: pq.ParquetFile) -> dict[str, list[_Leaf]]:
+    """The leaves outside lists and maps of each top-level column (one pass over the schema)."""
+    schema = parquet.schema
+    leaves: dict[str, list[_Leaf]] = {}
+    for index in range(len(schema)):
+        column = schema.column(index)
+        path = column.path
+        if column.max_repetition_level or _REPEATED_SEGMENT_RE.search(path):
+            continue
+        top = path.split(".", 1)[0]
+        # Directly in the action struct, with the struct's own definition level: required.
+        required = path.count(".") == 1 and column.max_definition_level == 1
+        physical = column.physical_type
+        cost = _PROBE_ORDER.index(physical) if physical in _PROBE_ORDER else len(_PROBE_ORDER)
+        leaves.setdefault(top, []).append(_Leaf(index, path, required, cost))
+    return leaves
+
+
+def _presence_leaf(leaves: list[_Leaf]) -> _Leaf | None:
+    """The leaf to learn an action's presence from: a required one if any, else the cheapest."""
+    return min(leaves, key=lambda leaf: (not leaf.required, leaf.cost)) if leaves else None
+
+
+def _present_count(parquet: pq.ParquetFile, group: int, leaf: _Leaf | None) -> int | None:
+    """How many rows of ``group`` hold the action (None: unknown, decode every row)."""
+    if leaf is None:
+        return None
+    row_group = parquet.metadata.row_group(group)
+    stats = row_group.column(leaf.index).statistics
+    if leaf.required and stats is not None and stats.has_null_count:
+        return int(row_group.num_rows - stats.null_count)
+    probe = parquet.read_row_group(group, columns=[leaf.path], use_threads=False).column(0)
+    return int(len(probe) - probe.null_count)
 
 
 #: The action columns of a checkpoint, and the field each must have (None: any struct).
@@ -338,26 +421,23 @@ def _drop_nulls(row: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in row.items() if v is not None}
 
 
-def _row_groups_with_values(parquet: pq.ParquetFile, columns: list[str]) -> list[int]:
+def _row_groups_with_values(
+    parquet: pq.ParquetFile, columns: list[str], leaves: dict[str, list[_Leaf]] | None = None
+) -> list[int]:
     """Row groups where any of ``columns`` may be non-null, judged by column statistics.
 
     A checkpoint of a million files has a handful of non-file rows; statistics let the
     reader skip every row group that holds only add rows.
     """
     metadata = parquet.metadata
-    leaves: dict[str, list[int]] = {c: [] for c in columns}
-    for index in range(metadata.num_columns):
-        path = metadata.schema.column(index).path
-        top = path.split(".", 1)[0]
-        # Only leaves outside lists and maps have exactly one value (or null) per row.
-        if top in leaves and not _REPEATED_SEGMENT_RE.search(path):
-            leaves[top].append(index)
-    if any(not indexes for indexes in leaves.values()):
+    leaves = leaves if leaves is not None else _action_leaves(parquet)
+    wanted = [[leaf.index for leaf in leaves.get(c, [])] for c in columns]
+    if any(not indexes for indexes in wanted):
         return list(range(metadata.num_row_groups))
     groups = []
     for group in range(metadata.num_row_groups):
         row_group = metadata.row_group(group)
-        if any(not all(_all_null(row_group, i) for i in indexes) for indexes in leaves.values()):
+        if any(not all(_all_null(row_group, i) for i in indexes) for indexes in wanted):
             groups.append(group)
     return groups
 
@@ -427,14 +507,14 @@ def replay_files(
         if tombstones:
             checkpoint_removes = _drop_touched(checkpoint_removes, touched, storage.path)
     adds = pa.concat_tables([checkpoint_adds, tail_adds]) if tail_adds.num_rows else checkpoint_adds
-    removes = REMOVE_SCHEMA.empty_table()
+    removes = arrow_table([], REMOVE_SCHEMA)
     if tombstones:
         removes = pa.concat_tables([checkpoint_removes, tail_removes])
         retention = TableConfig(small.metadata.configuration).deleted_file_retention.value
         now = now_ms if now_ms is not None else int(time.time() * 1000)
         cutoff = now - int(retention.total_seconds() * 1000)
-        timestamps = pc.fill_null(removes.column("deletionTimestamp"), 0)
-        removes = removes.filter(pc.greater(timestamps, cutoff))
+        timestamps = pc.fill_null(removes.column("deletionTimestamp"), _ZERO)
+        removes = removes.filter(pc.greater(timestamps, scalar(cutoff, pa.int64())))
     return FileState(adds=adds, removes=removes)
 
 
@@ -453,8 +533,7 @@ def _reconcile_commits(
     storage: LogStore, commits: list[CommitActions]
 ) -> tuple[pa.Table, pa.Table, TouchedKeys]:
     """The commits' winning adds and removes, and every key the commits touched."""
-    add_rows: list[dict[str, Any]] = []
-    remove_rows: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []
     paths: list[str] = []
     keys: list[str] = []
     is_add: list[bool] = []
@@ -463,9 +542,9 @@ def _reconcile_commits(
     for _commit, actions in segment_file_actions(commits):
         for action in actions:
             if "add" in action:
-                row, rows, flag = action["add"], add_rows, True
+                row, flag = action["add"], True
             elif "remove" in action:
-                row, rows, flag = action["remove"], remove_rows, False
+                row, flag = action["remove"], False
             else:
                 continue
             rows.append(row)
@@ -473,27 +552,17 @@ def _reconcile_commits(
             paths.append(path)
             keys.append(_key(path, deletion_vector_unique_id(row.get("deletionVector"))))
             is_add.append(flag)
-    touched = TouchedKeys(set(keys), pa.array(paths, pa.string()).unique())
+    touched = TouchedKeys(set(keys), strings(paths).unique())
     if not keys:
-        return ADD_SCHEMA.empty_table(), REMOVE_SCHEMA.empty_table(), touched
-    sequence = pa.array(np.arange(len(keys), dtype=np.int64))
-    actions = pa.table({"key": pa.array(keys), "seq": sequence, "is_add": pa.array(is_add)})
-    newest = actions.group_by("key", use_threads=False).aggregate([("seq", "max")]).column("seq_max")
-    winners = actions.filter(pc.is_in(actions.column("seq"), value_set=newest))
-    # seq numbers count adds and removes together; map them back to per-kind row positions.
-    kind_index = np.cumsum(np.asarray(is_add)) - 1
-    remove_index = np.cumsum(~np.asarray(is_add)) - 1
-    seqs = winners.column("seq").to_numpy()
-    flags = winners.column("is_add").to_numpy(zero_copy_only=False)
-    add_take = kind_index[seqs[flags]]
-    remove_take = remove_index[seqs[~flags]]
-    adds = _rows_to_table([add_rows[i] for i in add_take], ADD_SCHEMA) if len(add_take) else None
-    removes = (
-        _rows_to_table([remove_rows[i] for i in remove_take], REMOVE_SCHEMA) if len(remove_take) else None
-    )
+        return arrow_table([], ADD_SCHEMA), arrow_table([], REMOVE_SCHEMA), touched
+    # The newest action per key wins: a dict keeps each key's last position (no Arrow group-by,
+    # whose first use imports pyarrow.dataset, and with it pandas).
+    winners = sorted(dict(zip(keys, range(len(keys)), strict=True)).values())
+    adds = [rows[i] for i in winners if is_add[i]]
+    removes = [rows[i] for i in winners if not is_add[i]]
     return (
-        adds if adds is not None else ADD_SCHEMA.empty_table(),
-        removes if removes is not None else REMOVE_SCHEMA.empty_table(),
+        _rows_to_table(adds, ADD_SCHEMA) if adds else arrow_table([], ADD_SCHEMA),
+        _rows_to_table(removes, REMOVE_SCHEMA) if removes else arrow_table([], REMOVE_SCHEMA),
         touched,
     )
 
@@ -504,7 +573,7 @@ def _key(path: str, dv_id: str | None) -> str:
 
 def _rows_to_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     try:
-        return pa.Table.from_pylist(rows, schema=schema)
+        return arrow_table(rows, schema)
     except (pa.ArrowException, TypeError, ValueError, OverflowError) as err:  # checked before: a bug if hit
         raise CorruptLogError(f"A file action in the log has a field of the wrong type: {err}") from None
 
@@ -513,24 +582,20 @@ def _read_checkpoint_files(
     storage: LogStore, checkpoint: Checkpoint | None, small: SmallState, *, removes: bool
 ) -> tuple[pa.Table, pa.Table]:
     if checkpoint is None:
-        return ADD_SCHEMA.empty_table(), REMOVE_SCHEMA.empty_table()
+        return arrow_table([], ADD_SCHEMA), arrow_table([], REMOVE_SCHEMA)
     add_parts: list[pa.Table] = []
     remove_parts: list[pa.Table] = []
     sources = [p for p in checkpoint.paths if not p.endswith(".json")] + small.sidecars
     for path in sources:
         uri = storage.to_uri(path)
-        schema = _open_parquet(storage, path).schema_arrow
+        parquet = _open_parquet(storage, path)
+        schema = parquet.schema_arrow
         _check_checkpoint_schema(schema, uri)
         wanted = [c for c in ("add", "remove") if c in schema.names and (c == "add" or removes)]
         if not wanted:
             continue
         try:
-            # read_table (not ParquetFile.read) pre-buffers and decodes row groups in parallel.
-            table = pq.read_table(
-                path,
-                columns=wanted,
-                filesystem=None if storage.is_local else storage.arrow_fs,
-            )
+            table = _read_columns(storage, path, parquet.metadata, wanted)
         except (OSError, pa.ArrowException) as err:
             raise _corrupt_checkpoint(uri, err) from None
         if "add" in wanted:
@@ -544,9 +609,31 @@ def _read_checkpoint_files(
             add_parts.append(_rows_to_table(json_adds, ADD_SCHEMA))
         if json_removes and removes:
             remove_parts.append(_rows_to_table(json_removes, REMOVE_SCHEMA))
-    adds = pa.concat_tables(add_parts) if add_parts else ADD_SCHEMA.empty_table()
-    tombstones = pa.concat_tables(remove_parts) if remove_parts else REMOVE_SCHEMA.empty_table()
+    adds = pa.concat_tables(add_parts) if add_parts else arrow_table([], ADD_SCHEMA)
+    tombstones = pa.concat_tables(remove_parts) if remove_parts else arrow_table([], REMOVE_SCHEMA)
     return adds, tombstones
+
+
+def _read_columns(storage: LogStore, path: str, metadata: pq.FileMetaData, columns: list[str]) -> pa.Table:
+    """``columns`` of a Parquet file, its row groups decoded in parallel, in file order.
+
+    What ``pq.read_table`` does, without its dataset machinery (whose first import costs
+    tens of milliseconds and imports pandas): each worker reads a contiguous run of row groups
+    through a reader of its own, sharing the footer already read.
+    """
+    groups = metadata.num_row_groups
+    workers = min(groups, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 2, 8)
+
+    def read(run: range) -> pa.Table:
+        source = path if storage.is_local else storage.arrow_fs.open_input_file(path)
+        reader = pq.ParquetFile(source, metadata=metadata, pre_buffer=True)
+        return reader.read_row_groups(list(run), columns=columns, use_threads=False)
+
+    if workers <= 1:
+        return read(range(groups))
+    runs = [range(i * groups // workers, (i + 1) * groups // workers) for i in range(workers)]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return pa.concat_tables(list(pool.map(read, runs)))
 
 
 #: Fields a checkpoint's file actions must not leave null (the protocol's required fields).
@@ -574,7 +661,7 @@ def _checkpoint_file_rows(column: pa.ChunkedArray, schema: pa.Schema, kind: str,
     if bad is None:
         return flat
     index, problem = bad
-    valid = np.asarray(pc.is_valid(column).to_numpy(zero_copy_only=False))
+    valid = to_bools(pc.is_valid(column))
     row = int(np.flatnonzero(valid)[index]) + 1
     raise malformed_action_error(f"Row {row} of the checkpoint {uri}", problem, None, {kind: None}, uri)
 
@@ -589,13 +676,13 @@ def _first_bad_file_row(flat: pa.Table, kind: str) -> tuple[int, str] | None:
         if values.null_count:
             return _index_of(pc.is_null(values)), f"{kind}.{name} is null"
     paths = flat.column("path")
-    empty = _first_index(pc.equal(pc.binary_length(paths), 0))
+    empty = _first_index(pc.equal(pc.binary_length(paths), _ZERO))
     if empty is not None:
         return empty, f"{kind}.path is empty"
     sizes = flat.column("size")
     smallest = pc.min(sizes).as_py()
     if smallest is not None and smallest < 0:
-        index = _index_of(pc.less(sizes, 0))
+        index = _index_of(pc.less(sizes, _ZERO))
         return index, f"{kind}.size is {sizes[index].as_py()}; it must not be negative"
     if _may_climb(paths):
         for index, path in enumerate(paths.to_pylist()):
@@ -614,7 +701,7 @@ def _first_bad_deletion_vector(dvs: pa.ChunkedArray, kind: str) -> tuple[int, st
     present = pc.is_valid(dvs)
     where = f"{kind}.deletionVector"
     storage_type = pc.struct_field(dvs, "storageType")
-    known = pc.fill_null(pc.is_in(storage_type, pa.array(["u", "i", "p"])), False)
+    known = pc.fill_null(pc.is_in(storage_type, strings(["u", "i", "p"])), _FALSE)
     bad_type = pc.and_(present, pc.invert(known))
     index = _first_index(bad_type)
     if index is not None:
@@ -624,7 +711,7 @@ def _first_bad_deletion_vector(dvs: pa.ChunkedArray, kind: str) -> tuple[int, st
         if index is not None:
             return index, f"{where}.{name} is null"
     values = pc.struct_field(dvs, "pathOrInlineDv")
-    stored = pc.and_(present, pc.not_equal(storage_type, "i"))
+    stored = pc.and_(present, pc.not_equal(storage_type, _INLINE))
     if _may_climb(values.filter(stored)):
         types, texts = storage_type.to_pylist(), values.to_pylist()
         for index, (dv_type, text) in enumerate(zip(types, texts, strict=True)):
@@ -639,7 +726,7 @@ def _first_bad_deletion_vector(dvs: pa.ChunkedArray, kind: str) -> tuple[int, st
 
 def _first_index(mask: pa.ChunkedArray | pa.Array) -> int | None:
     """The first position where ``mask`` is true, or None."""
-    index = int(pc.index(mask, True).as_py())
+    index = int(pc.index(mask, _TRUE).as_py())
     return index if index >= 0 else None
 
 
@@ -691,7 +778,7 @@ def _conform_actions(column: pa.ChunkedArray, schema: pa.Schema) -> pa.Table:
         for piece in _valid_runs(chunk):
             chunks.append(_flatten(piece, schema))
     if not chunks:
-        return schema.empty_table()
+        return arrow_table([], schema)
     return pa.Table.from_batches(chunks, schema=schema)
 
 
@@ -705,11 +792,11 @@ def _valid_runs(chunk: pa.StructArray) -> list[pa.StructArray]:
         return [chunk]
     if chunk.null_count == len(chunk):
         return []
-    valid = np.asarray(chunk.is_valid())
+    valid = to_bools(chunk.is_valid())
     edges = np.flatnonzero(np.diff(np.concatenate(([False], valid, [False])).astype(np.int8)))
     starts, ends = edges[0::2], edges[1::2]
     if len(starts) > 256:
-        return [chunk.filter(pa.array(valid))]
+        return [chunk.filter(from_numpy(valid))]
     return [chunk.slice(int(s), int(e - s)) for s, e in zip(starts, ends, strict=True)]
 
 
@@ -750,9 +837,8 @@ def _stats_from_parsed(struct: pa.StructArray) -> pa.Array:
     if index < 0:
         return pa.nulls(len(struct), pa.string())
     parsed = struct.field(index).to_pylist()
-    return pa.array(
-        [None if p is None else json.dumps(p, default=_json_scalar, separators=(",", ":")) for p in parsed],
-        pa.string(),
+    return strings(
+        [None if p is None else json.dumps(p, default=_json_scalar, separators=(",", ":")) for p in parsed]
     )
 
 
@@ -772,20 +858,20 @@ def _drop_touched(table: pa.Table, touched: TouchedKeys, root: TablePath) -> pa.
         return table
     paths = table.column("path")
     if _any_needs_canonical(paths):
-        canonical = pa.array([root.canonical(p) for p in paths.to_pylist()], pa.string())
+        canonical = strings([root.canonical(p) for p in paths.to_pylist()])
     else:
         canonical = paths
     candidates = pc.is_in(canonical, value_set=touched.paths)
     if not pc.any(candidates).as_py():
         return table
-    positions = np.flatnonzero(np.asarray(candidates.to_numpy(zero_copy_only=False)))
-    dvs = table.column("deletionVector").take(pa.array(positions)).to_pylist()
-    canonical_at = canonical.take(pa.array(positions)).to_pylist()
+    positions = np.flatnonzero(to_bools(candidates))
+    dvs = table.column("deletionVector").take(from_numpy(positions)).to_pylist()
+    canonical_at = canonical.take(from_numpy(positions)).to_pylist()
     keep = np.ones(table.num_rows, dtype=bool)
     for position, path, dv in zip(positions, canonical_at, dvs, strict=True):
         if _key(path, deletion_vector_unique_id(dv)) in touched.keys:
             keep[position] = False
-    return table.filter(pa.array(keep))
+    return table.filter(from_numpy(keep))
 
 
 def _any_needs_canonical(paths: pa.ChunkedArray) -> bool:

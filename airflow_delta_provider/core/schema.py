@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import pyarrow as pa
 
-from airflow_delta_provider.core.errors import SchemaError, SchemaMismatchError
+from airflow_delta_provider.core.errors import SchemaError, SchemaMismatchError, UnsupportedFeatureError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -51,6 +51,7 @@ __all__ = [
     "check_schema_compatible",
     "delta_type_name",
     "delta_type_to_arrow",
+    "is_type_widening",
     "merge_schemas",
     "physical_name",
     "physical_name_map",
@@ -184,6 +185,8 @@ def _fields_from_delta(struct: dict[str, Any], parent: str) -> list[pa.Field]:
         metadata = raw.get("metadata") or {}
         if not isinstance(metadata, dict):
             raise SchemaError(f"Column {path} has metadata that is not a JSON object: {_short(metadata)}")
+        if TYPE_CHANGES_KEY in metadata:
+            _check_type_changes(metadata[TYPE_CHANGES_KEY], path)
         result.append(
             pa.field(
                 raw["name"],
@@ -194,6 +197,63 @@ def _fields_from_delta(struct: dict[str, Any], parent: str) -> list[pa.Field]:
         )
     _check_unique(result, parent)
     return result
+
+
+# --- type widening -------------------------------------------------------------------------
+
+TYPE_CHANGES_KEY = "delta.typeChanges"
+_INTEGERS = ("byte", "short", "integer", "long")
+#: Digits left of the point a decimal needs to hold every value of an integer type.
+_INTEGER_DIGITS = {"byte": 3, "short": 5, "integer": 10, "long": 20}
+
+
+def is_type_widening(from_type: str, to_type: str) -> bool:
+    """Whether Delta's type widening allows ``from_type`` -> ``to_type`` (PROTOCOL.md, "Type Widening").
+
+    Integers to wider integers; float, byte, short and integer to double; date to
+    timestamp_ntz; ``decimal(p,s)`` to ``decimal(p+k1,s+k2)`` with ``k1 >= k2 >= 0``; integers
+    to decimals with room for all their digits. Every such change is a lossless cast, which is
+    how the read path upcasts older files.
+    """
+    if from_type in _INTEGERS and to_type in _INTEGERS:
+        return _INTEGERS.index(from_type) < _INTEGERS.index(to_type)
+    if to_type == "double" and from_type in ("float", "byte", "short", "integer"):
+        return True
+    if (from_type, to_type) == ("date", "timestamp_ntz"):
+        return True
+    target = _DECIMAL.fullmatch(to_type)
+    if target is None:
+        return False
+    precision, scale = int(target.group(1)), int(target.group(2))
+    if from_type in _INTEGER_DIGITS:
+        return precision - scale >= _INTEGER_DIGITS[from_type]
+    source = _DECIMAL.fullmatch(from_type)
+    if source is None:
+        return False
+    old_precision, old_scale = int(source.group(1)), int(source.group(2))
+    return scale >= old_scale and precision - scale >= old_precision - old_scale and precision > old_precision
+
+
+def _check_type_changes(changes: Any, path: str) -> None:
+    """A ``delta.typeChanges`` list: each change one this core reads by casting, else refused."""
+    if not isinstance(changes, list):
+        raise SchemaError(f"Column {path}: {TYPE_CHANGES_KEY} must be a JSON array, got {_short(changes)}.")
+    for change in changes:
+        if not isinstance(change, dict) or not all(
+            isinstance(change.get(k), str) for k in ("fromType", "toType")
+        ):
+            raise SchemaError(
+                f"Column {path}: each {TYPE_CHANGES_KEY} entry needs fromType and toType, "
+                f"got {_short(change)}."
+            )
+        if not is_type_widening(change["fromType"], change["toType"]):
+            raise UnsupportedFeatureError(
+                f"Column {path} was changed from {change['fromType']} to {change['toType']} "
+                f"({TYPE_CHANGES_KEY}); this core reads only the type widenings PROTOCOL.md defines, so "
+                f"it cannot read files written before that change. Read the table with Spark.",
+                feature="typeWidening",
+                operation="read",
+            )
 
 
 def _encode_metadata(metadata: dict[str, Any]) -> dict[bytes, bytes] | None:
@@ -575,11 +635,15 @@ def _merge_types(current: pa.DataType, update: pa.DataType, path: str) -> pa.Dat
 def _canonical_field(field: pa.Field, parent: str) -> pa.Field:
     """``field`` with the arrow types Delta reads back (``large_string`` -> ``string`` ...)."""
     as_delta = _field_to_delta(field, parent)
+    metadata = _encode_metadata(as_delta["metadata"]) or {}
+    field_id = (field.metadata or {}).get(b"PARQUET:field_id")
+    if field_id is not None:  # a file's column id, which column mapping (id mode) adopts
+        metadata[b"PARQUET:field_id"] = field_id
     return pa.field(
         field.name,
         _type_from_delta(as_delta["type"], _join(parent, field.name)),
         nullable=field.nullable,
-        metadata=_encode_metadata(as_delta["metadata"]),
+        metadata=metadata or None,
     )
 
 

@@ -22,7 +22,7 @@ from airflow_delta_provider.core.segment import build_segment
 from airflow_delta_provider.core.table_config import TableConfig
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     import pyarrow.dataset as ds
 
@@ -366,12 +366,17 @@ class Snapshot:
             expressions.append(expression)
         return expressions
 
-    def to_pyarrow_table(self, columns: list[str] | None = None) -> pa.Table:
+    def to_pyarrow_table(
+        self, columns: list[str] | None = None, *, paths: Sequence[str] | None = None
+    ) -> pa.Table:
         """Read the table's rows: deletion vectors applied, column mapping resolved.
 
         :param columns: logical column names to read (default: all).
+        :param paths: read only these active files (``add.path`` values; OPTIMIZE reads a bin).
         """
         adds = self._file_state.adds
+        if paths is not None:
+            adds = adds.filter(pc.is_in(adds.column("path"), pa.array(list(paths), pa.string())))
         logical = self.schema
         read_schema = self._read_schema
         wanted = (

@@ -18,6 +18,7 @@ from airflow_delta_provider.core.history import (
     version_at,
 )
 from airflow_delta_provider.core.idempotency import already_committed
+from airflow_delta_provider.core.optimize import OptimizeOptions, optimize
 from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.segment import (
     build_segment,
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 
     from airflow_delta_provider.core.checkpoint import CheckpointResult
     from airflow_delta_provider.core.cleanup import CleanupResult
+    from airflow_delta_provider.core.optimize import OptimizeResult, Rewriter
     from airflow_delta_provider.core.transaction import CommitResult, LandedCommit
     from airflow_delta_provider.core.vacuum import VacuumResult
 
@@ -288,6 +290,25 @@ class DeltaTable:
             (``retention``, ``dry_run``, ``now``, ``max_workers``).
         """
         return cleanup_logs(self.snapshot(), _options(CleanupOptions, options))
+
+    def optimize(self, *, rewrite: Rewriter | None = None, **options: Any) -> OptimizeResult:
+        """Compact small files (Delta's bin-packing OPTIMIZE) in one ``dataChange=false`` commit.
+
+        Bins of files smaller than the target (``delta.targetFileSize``, default 1 GiB) and every
+        file with a deletion vector are rewritten, one file per bin, and swapped in atomically;
+        readers see the same rows before and after.
+
+        :param rewrite: the engine writing each bin (default: pyarrow in this process, see
+            :func:`~airflow_delta_provider.core.optimize.rewrite_locally`; the Airflow layer's
+            ``DeltaOptimizeOperator`` rewrites on Spark).
+        :param options: :class:`~airflow_delta_provider.core.optimize.OptimizeOptions`
+            (``partition_filter``, ``target_file_size``, ``min_file_size``, ``app_id``/``app_version``,
+            ``dry_run`` ...).
+        :raises ConcurrentDeleteReadError: a concurrent commit removed a file the OPTIMIZE rewrote.
+        """
+        settings = _options(OptimizeOptions, options)
+        hooks = self._post_commit_hooks(settings.auto_checkpoint)
+        return optimize(self.snapshot(), settings, hooks, rewrite=rewrite)
 
     def vacuum(self, **options: Any) -> VacuumResult:
         """Delete the files the table no longer needs and that are older than the retention.

@@ -39,6 +39,7 @@ __all__ = [
     "LOG_RETENTION",
     "PROPERTIES",
     "SET_TRANSACTION_RETENTION",
+    "TARGET_FILE_SIZE",
     "Setting",
     "Source",
     "TableConfig",
@@ -65,6 +66,11 @@ CHECKPOINT_POLICY = "delta.checkpointPolicy"
 COLUMN_MAPPING_MODE = "delta.columnMapping.mode"
 CHECKPOINT_PROTECTION_BEFORE_VERSION = "delta.requireCheckpointProtectionBeforeVersion"
 UNIVERSAL_FORMATS = "delta.universalFormat.enabledFormats"
+TARGET_FILE_SIZE = "delta.targetFileSize"
+#: OPTIMIZE's default target (and small-file threshold): Delta's ``optimize.maxFileSize`` and
+#: ``optimize.minFileSize``, both 1 GiB. (OSS delta-spark reads no table property for it; delta-rs
+#: and Databricks read ``delta.targetFileSize``, which this core honours too.)
+DEFAULT_TARGET_FILE_SIZE = 1024**3
 
 
 class Source(enum.StrEnum):
@@ -235,6 +241,23 @@ def _non_negative_long(text: str, name: str) -> int:
     return int(stripped)
 
 
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3, "gb": 1024**3}
+_SIZE_RE = re.compile(r"(\d+)\s*([a-z]*)")
+
+
+def _byte_size(text: str, name: str) -> int:
+    """A positive size in bytes: ``134217728``, ``128mb``, ``1g`` (Spark's binary units)."""
+    match = _SIZE_RE.fullmatch(text.strip().lower())
+    if match is None or match.group(2) not in _SIZE_UNITS or int(match.group(1)) <= 0:
+        raise RetentionError(
+            f"{name}={text!r} is not a positive size in bytes; use e.g. '134217728' or '128mb'."
+        )
+    value = int(match.group(1)) * _SIZE_UNITS[match.group(2)]
+    if value >= 2**63:
+        raise RetentionError(f"{name}={text!r} is larger than a Delta long.")
+    return value
+
+
 def _text(text: str, name: str) -> str:
     return text.strip()
 
@@ -246,7 +269,7 @@ def _coerce_argument(parse: Callable[[str, str], Any], value: Any, name: str) ->
     if parse is _boolean and isinstance(value, bool):
         return value
     if (
-        parse in (_positive_int, _non_negative_long)
+        parse in (_positive_int, _non_negative_long, _byte_size)
         and isinstance(value, int)
         and not isinstance(value, bool)
     ):
@@ -294,6 +317,7 @@ PROPERTIES: dict[str, PropertySpec] = {
         PropertySpec(COLUMN_MAPPING_MODE, _text, "none"),
         PropertySpec(CHECKPOINT_PROTECTION_BEFORE_VERSION, _non_negative_long, 0),
         PropertySpec(UNIVERSAL_FORMATS, _text, ""),
+        PropertySpec(TARGET_FILE_SIZE, _byte_size, DEFAULT_TARGET_FILE_SIZE),
     )
 }
 _INTERVALS = frozenset(name for name, spec in PROPERTIES.items() if spec.parse is _property_interval)
@@ -414,6 +438,11 @@ class TableConfig:
     @property
     def checkpoint_protection_before_version(self) -> int:
         return int(self._configured(CHECKPOINT_PROTECTION_BEFORE_VERSION).value)
+
+    @property
+    def target_file_size(self) -> Setting[int]:
+        """OPTIMIZE's target file size in bytes (``delta.targetFileSize``, default 1 GiB)."""
+        return self._configured(TARGET_FILE_SIZE)
 
     @cached_property
     def universal_formats(self) -> frozenset[str]:

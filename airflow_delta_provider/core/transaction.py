@@ -316,6 +316,17 @@ class OptimisticTransaction:
             self._read_predicates.append(predicate)
         self._read_paths.update(self.store.path.canonical(p) for p in paths)
 
+    def track_files_read(self, paths: Sequence[str]) -> None:
+        """Record that the commit depends on exactly these files (Delta's ``trackFilesRead``).
+
+        OPTIMIZE reads its input files and nothing else: a concurrent commit that removes one
+        of them conflicts (``ConcurrentDeleteReadError`` naming it), one that only adds files
+        does not.
+
+        :param paths: the ``add.path`` of the files read.
+        """
+        self._read_paths.update(self.store.path.canonical(p) for p in paths)
+
     # --- commit -----------------------------------------------------------------------
 
     def commit(
@@ -726,18 +737,19 @@ class _ConflictContext:
             for a in files
             if "remove" in a and a["remove"].get("dataChange", True)
         ]
-        if removed and (txn._read_whole_table or any(p in txn._read_paths for p in removed)):
+        read = [p for p in removed if p in txn._read_paths]
+        if read or (removed and txn._read_whole_table):
             raise ConcurrentDeleteReadError(
                 f"Transaction conflict detected. A concurrent {operation} removed data from {where} that "
-                f"this transaction read. Refresh the table and retry.",
+                f"this transaction read (e.g. {(read or removed)[0]}). Refresh the table and retry.",
                 version=winner.version,
                 operation=operation,
             )
-        all_removed = {canonical(a["remove"]["path"]) for a in files if "remove" in a}
-        if all_removed & self.removed_paths:
+        both = sorted({canonical(a["remove"]["path"]) for a in files if "remove" in a} & self.removed_paths)
+        if both:
             raise ConcurrentDeleteDeleteError(
                 f"Transaction conflict detected. A concurrent {operation} removed files that this "
-                f"transaction also removes ({where}). Refresh the table and retry.",
+                f"transaction also removes ({where}; e.g. {both[0]}). Refresh the table and retry.",
                 version=winner.version,
                 operation=operation,
             )

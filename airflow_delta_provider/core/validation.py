@@ -17,6 +17,11 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.core.actions import AddFile
+from airflow_delta_provider.core.column_mapping import (
+    configured_mode,
+    delta_physical_name,
+    physical_delta_fields,
+)
 from airflow_delta_provider.core.delta_types import (
     FLOAT_MAX,
     INTEGER_RANGES,
@@ -84,17 +89,23 @@ class LogTypes:
             raise InvalidLogValueError(
                 f"metaData.schemaString is not a Delta schema: {metadata.schema_string[:200]!r}."
             ) from None
-        self.columns: dict[str, Any] = _type_tree(fields)
-        by_key = {name.lower(): name for name in self.columns}
+        logical = _type_tree(fields)
+        by_key = {name.lower(): name for name in logical}
+        # Under column mapping the log keys partition values and stats by physical name.
+        mapped = configured_mode(metadata.configuration) != "none"
+        physical = (
+            {f.get("name"): delta_physical_name(f) for f in fields if isinstance(f, dict)} if mapped else {}
+        )
+        self.columns: dict[str, Any] = _type_tree(physical_delta_fields(fields)) if mapped else logical
         self.partition_types: dict[str, Any] = {}
         for column in metadata.partition_columns:
-            name = column if column in self.columns else by_key.get(column.lower())
+            name = column if column in logical else by_key.get(column.lower())
             if name is None:
                 raise InvalidLogValueError(
                     f"metaData.partitionColumns names {column!r}, which is not in the schema "
-                    f"({list(self.columns)})."
+                    f"({list(logical)})."
                 )
-            self.partition_types[column] = self.columns[name]
+            self.partition_types[physical.get(name, column)] = logical[name]
 
     # --- partition values ---------------------------------------------------------------
 

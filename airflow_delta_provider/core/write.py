@@ -19,6 +19,13 @@ import pyarrow as pa
 
 from airflow_delta_provider.core.actions import AddFile, Metadata, RemoveFile, Transaction
 from airflow_delta_provider.core.arguments import check_bool, check_positive_int
+from airflow_delta_provider.core.column_mapping import (
+    assign_column_mapping,
+    column_mapping_mode,
+    configured_mode,
+    logical_file_schema,
+    physical_path,
+)
 from airflow_delta_provider.core.constraints import check_rows, checked_identity_schema
 from airflow_delta_provider.core.create import (
     as_schema,
@@ -36,13 +43,14 @@ from airflow_delta_provider.core.errors import (
 )
 from airflow_delta_provider.core.features import Operation, check_supported, minimum_protocol
 from airflow_delta_provider.core.idempotency import already_committed_result, check_app_arguments
-from airflow_delta_provider.core.partitions import parse_partition_value
+from airflow_delta_provider.core.partitions import parse_partition_path, parse_partition_value
 from airflow_delta_provider.core.predicate import Predicate, PredicateError
 from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.schema import (
     arrow_type_to_delta,
     check_schema_compatible,
     merge_schemas,
+    physical_name_map,
     schema_to_delta_json,
 )
 from airflow_delta_provider.core.snapshot import load_snapshot
@@ -214,7 +222,9 @@ def commit_files(
         metadata = None
 
     data_files = collect_files(store, files=files, prefix=prefix, partition_columns=partition_columns)
-    values_per_file = [partition_values_of(f, partition_columns, partition_values) for f in data_files]
+    values_per_file = [
+        _partition_values(f, partition_columns, partition_values, snapshot) for f in data_files
+    ]
     log.info("Reading the Parquet footers of %d file(s) to commit to %s.", len(data_files), store.root_uri)
 
     if table_schema is None:
@@ -229,9 +239,19 @@ def commit_files(
             [f.with_nullable(True) for f in first.schema if f.name not in partition_columns]
             + [pa.field(c, pa.string()) for c in partition_columns]
         )
-    data_schema = pa.schema([f for f in table_schema if f.name not in partition_columns])
     props = dict(metadata.configuration) if metadata else normalize_properties(properties)
+    mapping = (
+        column_mapping_mode(snapshot.protocol, snapshot.metadata) if snapshot else configured_mode(props)
+    )
+    if mapping != "none" and snapshot is None:
+        # A new table over existing files: its columns' physical names are the files' names.
+        table_schema, props = assign_column_mapping(table_schema, props, mapping, from_files=True)
+    data_schema = pa.schema([f for f in table_schema if f.name not in partition_columns])
     stats_columns = indexed_columns(data_schema, props)
+    if mapping != "none":  # the log keys stats (and partition values) by physical name
+        stats_columns = [physical_path(data_schema, path) for path in stats_columns]
+        physical = physical_name_map(table_schema)
+        values_per_file = [{physical[c]: v for c, v in values.items()} for values in values_per_file]
     footers = read_footers(
         store,
         [f.path for f in data_files],
@@ -241,12 +261,15 @@ def commit_files(
     )
     # The same check the transaction runs on every add, here with each file's name, early.
     LogTypes(
-        metadata or Metadata("", schema_to_delta_json(table_schema), tuple(partition_columns))
+        metadata or Metadata("", schema_to_delta_json(table_schema), tuple(partition_columns), props)
     ).check_partition_values((f.relative_path, v) for f, v in zip(data_files, values_per_file, strict=True))
 
     new_schema = _checked_schema(
-        store, table_schema, data_schema, partition_columns, data_files, footers, schema_mode
+        store, table_schema, data_schema, partition_columns, data_files, footers, schema_mode, mapping
     )
+    if mapping != "none" and not new_schema.equals(table_schema, check_metadata=True):
+        # Schema evolution: new columns get ids (maxColumnId grows) and keep the files' names.
+        new_schema, props = assign_column_mapping(new_schema, props, mapping, from_files=True)
     now = int(time.time() * 1000)
     adds = [
         AddFile(
@@ -262,14 +285,15 @@ def commit_files(
     actions: list[Any] = []
     commit_tags = dict(tags or {})
     if snapshot is None:
-        props = normalize_properties(properties)
         actions.append(minimum_protocol(new_schema, props))
         table_metadata = new_metadata(new_schema, partition_columns, props)
     else:
         assert metadata is not None
         table_metadata = metadata
-        if not new_schema.equals(table_schema, check_metadata=False):
-            table_metadata = dataclasses.replace(metadata, schema_string=schema_to_delta_json(new_schema))
+        if not new_schema.equals(table_schema, check_metadata=mapping != "none"):
+            table_metadata = dataclasses.replace(
+                metadata, schema_string=schema_to_delta_json(new_schema), configuration=props
+            )
             log.info("Merging new columns into the schema of %s.", store.root_uri)
     # Invariants, CHECK constraints, generated and identity columns: every row, before the commit.
     if not options.constraints_checked:
@@ -386,11 +410,14 @@ def _checked_schema(
     data_files: Sequence[DataFile],
     footers: Sequence[Any],
     schema_mode: SchemaMode,
+    mapping: str = "none",
 ) -> pa.Schema:
     """The table schema after the files (merged in ``merge`` mode); refuses files that do not fit.
 
     A file may hold a partition column (its values are ignored: the log's win), but spelled as
-    the table spells it: readers match names case-sensitively.
+    the table spells it: readers match names case-sensitively. Under column mapping the files
+    must name their columns physically (and carry the ids in ``id`` mode); they are checked
+    under the logical names those stand for.
     """
     partition_names = set(partition_columns)
     partition_keys = {c.lower(): c for c in partition_columns}
@@ -401,7 +428,12 @@ def _checked_schema(
             continue  # Spark's files of one job share a schema: check it once
         checked = footer.schema
         try:
-            for name in footer.schema.names:
+            file_columns = (
+                footer.schema
+                if mapping == "none"
+                else logical_file_schema(table_schema, footer.schema, mapping)
+            )
+            for name in file_columns.names:
                 canonical = partition_keys.get(name.lower())
                 if canonical is not None and name != canonical:
                     raise SchemaMismatchError(
@@ -409,7 +441,7 @@ def _checked_schema(
                         f"differ only in case; readers match column names case-sensitively. Write the "
                         f"column as {canonical!r} (or leave it out: partition values come from the log)."
                     )
-            file_schema = pa.schema([f for f in footer.schema if f.name not in partition_names])
+            file_schema = pa.schema([f for f in file_columns if f.name not in partition_names])
             if schema_mode == "merge":
                 new_schema = merge_schemas(new_schema, file_schema)
             else:
@@ -417,6 +449,24 @@ def _checked_schema(
         except SchemaError as err:
             raise type(err)(f"{store.to_uri(data_file.path)}: {err}") from None
     return new_schema
+
+
+def _partition_values(
+    data_file: DataFile,
+    partition_columns: Sequence[str],
+    explicit: Mapping[str, str | None] | None,
+    snapshot: Snapshot | None,
+) -> dict[str, str | None]:
+    """A file's partition values by logical column. Under column mapping Spark names partition
+    directories physically (``col-<uuid>=0/``); such a path is read through the physical names."""
+    if explicit is None and snapshot is not None and partition_columns:
+        physical = physical_name_map(snapshot.schema)
+        to_logical = {physical[c]: c for c in partition_columns}
+        renamed = {p for p, c in to_logical.items() if p != c}
+        if renamed & set(parse_partition_path(data_file.relative_path)):
+            values = partition_values_of(data_file, list(to_logical), None)
+            return {to_logical[key]: value for key, value in values.items()}
+    return partition_values_of(data_file, partition_columns, explicit)
 
 
 def _typed_partition_table(

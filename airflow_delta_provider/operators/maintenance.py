@@ -19,7 +19,14 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_delta_provider.core.errors import DeltaError
-from airflow_delta_provider.core.maintenance import checkpoint_due, cleanup_due, vacuum_due
+from airflow_delta_provider.core.maintenance import (
+    DEFAULT_OPTIMIZE_MIN_FILES,
+    checkpoint_due,
+    cleanup_due,
+    optimize_due,
+    vacuum_due,
+)
+from airflow_delta_provider.core.optimize import OptimizeOptions
 from airflow_delta_provider.operators.base import DeltaBaseOperator, delta_template_fields
 from airflow_delta_provider.utils.coercion import (
     is_deferred,
@@ -38,6 +45,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_delta_provider.core.table import DeltaTable
+    from airflow_delta_provider.core.vacuum import VacuumEngine
     from airflow_delta_provider.hooks.delta import DeltaTableHook
 
 __all__ = [
@@ -80,6 +88,15 @@ def _to_mode(value: Any) -> str:
 
 def _to_vacuum_mode(value: Any) -> str:
     return to_choice(value, "vacuum_mode", VACUUM_MODES)
+
+
+def _to_target_size(value: Any) -> int | str | None:
+    """A rendered target file size: None (or ``"None"``/``""``) for the table's, else bytes or ``"128mb"``."""
+    if value is None or (isinstance(value, str) and value.strip() in ("", "None")):
+        return None
+    if isinstance(value, int | str) and not isinstance(value, bool):
+        return value
+    raise ValueError(f"optimize_target_file_size must be bytes or a size such as '128mb', got {value!r}.")
 
 
 def _jsonable(value: Any) -> Any:
@@ -323,6 +340,10 @@ class DeltaVacuumOperator(_DeltaTableOperator):
         )
         self.max_workers = to_int(max_workers, "max_workers", minimum=1)
 
+    def vacuum_engine(self) -> VacuumEngine | None:
+        """Where the listing and the deletions run; None: this process (see ``DeltaSparkVacuumOperator``)."""
+        return None
+
     def execute(self, context: Context) -> dict[str, Any]:
         dry_run = to_bool(self.dry_run, "dry_run")
         retention = to_interval(self.retention, "retention")
@@ -341,6 +362,7 @@ class DeltaVacuumOperator(_DeltaTableOperator):
             mode=mode,
             enforce_retention_duration=self.enforce_retention_duration,
             max_workers=self.max_workers,
+            engine=self.vacuum_engine(),
         )
         summary = _jsonable(result)
         _log_vacuum(self.log, uri, summary)
@@ -395,9 +417,14 @@ def _log_paths(logger: Any, files: Sequence[str]) -> None:
 class DeltaMaintenanceOperator(BaseOperator):
     """Run the maintenance policy over one or many Delta tables.
 
-    For each table, in Delta's order (checkpoint before cleanup, VACUUM last because it is the
-    destructive one):
+    For each table, in Delta's order (OPTIMIZE first, so the checkpoint covers its commit;
+    checkpoint before cleanup; VACUUM last because it is the destructive one):
 
+    0. **OPTIMIZE** (off unless ``run_optimize=True``) when due: its plan would rewrite at least
+       ``optimize_min_files`` small files (bins of files under ``delta.targetFileSize``, and files
+       with deletion vectors). The rewrite runs in the worker with pyarrow, one bin at a time;
+       for tables whose bins do not fit a worker, run
+       :class:`~airflow_delta_provider.operators.optimize.DeltaOptimizeOperator` on Spark instead;
     1. **checkpoint** when due: the latest version has none and at least ``delta.checkpointInterval``
        commits were made since the last checkpoint;
     2. **log cleanup** when due: log files older than the log retention and older than a complete
@@ -414,6 +441,11 @@ class DeltaMaintenanceOperator(BaseOperator):
     :param delta_conn_ids: ``delta`` connections naming further tables. (templated)
     :param storage_conn_id: an Airflow storage connection for the URIs in ``tables``. (templated)
     :param storage_options: fsspec options for the URIs in ``tables``.
+    :param run_optimize: consider OPTIMIZE (default False).
+    :param optimize_min_files: small files before OPTIMIZE is due (default 50, Delta's
+        auto-compaction ``minNumFiles``). (templated)
+    :param optimize_target_file_size: bytes (or ``"128mb"``); overrides every table's
+        ``delta.targetFileSize`` (default 1 GiB). (templated)
     :param run_checkpoint: consider checkpoints (default True).
     :param run_cleanup: consider log cleanup (default True).
     :param run_vacuum: consider VACUUM (default True).
@@ -438,6 +470,8 @@ class DeltaMaintenanceOperator(BaseOperator):
         "vacuum_interval",
         "vacuum_mode",
         "dry_run",
+        "optimize_target_file_size",
+        "optimize_min_files",
     )
     ui_color = "#e8fde8"
 
@@ -448,6 +482,9 @@ class DeltaMaintenanceOperator(BaseOperator):
         delta_conn_ids: str | Sequence[str] = (),
         storage_conn_id: str | None = None,
         storage_options: Mapping[str, Any] | None = None,
+        run_optimize: bool = False,
+        optimize_min_files: int | str = DEFAULT_OPTIMIZE_MIN_FILES,
+        optimize_target_file_size: int | str | None = None,
         run_checkpoint: bool = True,
         run_cleanup: bool = True,
         run_vacuum: bool = True,
@@ -483,6 +520,12 @@ class DeltaMaintenanceOperator(BaseOperator):
         self.delta_conn_ids = delta_conn_ids
         self.storage_conn_id = storage_conn_id
         self.storage_options = dict(storage_options) if storage_options else None
+        self.run_optimize = to_bool(run_optimize, "run_optimize", strings=False)
+        validate(optimize_min_files, to_int, "optimize_min_files", minimum=1, optional=False)
+        self.optimize_min_files = optimize_min_files
+        if not is_deferred(optimize_target_file_size):
+            _to_target_size(optimize_target_file_size)
+        self.optimize_target_file_size = optimize_target_file_size
         self.run_checkpoint = to_bool(run_checkpoint, "run_checkpoint", strings=False)
         self.run_cleanup = to_bool(run_cleanup, "run_cleanup", strings=False)
         self.run_vacuum = to_bool(run_vacuum, "run_vacuum", strings=False)
@@ -520,15 +563,21 @@ class DeltaMaintenanceOperator(BaseOperator):
             vacuum_retention=to_interval(self.vacuum_retention, "vacuum_retention"),
             vacuum_interval=to_interval(self.vacuum_interval, "vacuum_interval"),
             vacuum_mode=_to_vacuum_mode(self.vacuum_mode),
+            optimize_target_file_size=_to_target_size(self.optimize_target_file_size),
+            optimize_min_files=to_int(
+                self.optimize_min_files, "optimize_min_files", minimum=1, optional=False
+            )
+            or 1,
         )
         targets: list[tuple[str, dict[str, str]]] = [
             (credential_free(uri), {"table_uri": uri}) for uri in uris
         ]
         targets += [(f"connection {conn_id!r}", {"delta_conn_id": conn_id}) for conn_id in conn_ids]
         self.log.info(
-            "Maintaining %s%s: checkpoint %s, log cleanup %s, VACUUM %s.",
+            "Maintaining %s%s: OPTIMIZE %s, checkpoint %s, log cleanup %s, VACUUM %s.",
             count(len(targets), "Delta table"),
             " (dry run)" if dry_run else "",
+            f"from {count(settings.optimize_min_files, 'small file')}" if self.run_optimize else "off",
             "when due" if self.run_checkpoint else "off",
             "when due" if self.run_cleanup else "off",
             (
@@ -550,7 +599,14 @@ class DeltaMaintenanceOperator(BaseOperator):
             "failed": failed,
             "totals": {
                 key: sum(r[key] for r in reports)
-                for key in ("files_removed", "bytes_removed", "log_files_removed", "log_bytes_removed")
+                for key in (
+                    "files_removed",
+                    "bytes_removed",
+                    "log_files_removed",
+                    "log_bytes_removed",
+                    "files_compacted",
+                    "files_written",
+                )
             },
         }
         ti = context.get("ti") if isinstance(context, Mapping) else None
@@ -580,12 +636,15 @@ class DeltaMaintenanceOperator(BaseOperator):
             "bytes_removed": 0,
             "log_files_removed": 0,
             "log_bytes_removed": 0,
+            "files_compacted": 0,
+            "files_written": 0,
             "earliest_retained_version": None,
             "versions_retained": None,
             "error": None,
         }
         steps: dict[str, dict[str, Any]] = report["steps"]  # StepReport.to_dict() per step
         planned = [
+            ("optimize", self.run_optimize, self._optimize),
             ("checkpoint", self.run_checkpoint, self._checkpoint),
             ("cleanup", self.run_cleanup, self._cleanup),
             ("vacuum", self.run_vacuum, self._vacuum),
@@ -645,11 +704,36 @@ class DeltaMaintenanceOperator(BaseOperator):
         steps = report["steps"]
         cleanup = (steps.get("cleanup") or {}).get("result") or {}
         vacuum = (steps.get("vacuum") or {}).get("result") or {}
+        metrics = ((steps.get("optimize") or {}).get("result") or {}).get("metrics") or {}
+        report["files_compacted"] = int(metrics.get("numRemovedFiles") or 0)
+        report["files_written"] = int(metrics.get("numAddedFiles") or 0)
         report["log_files_removed"] = int(cleanup.get("num_files") or 0)
         report["log_bytes_removed"] = int(cleanup.get("num_bytes") or 0)
         report["files_removed"] = int(vacuum.get("num_files") or 0)
         report["bytes_removed"] = int(vacuum.get("num_bytes") or 0)
         report["earliest_retained_version"] = cleanup.get("earliest_retained_version")
+
+    def _optimize(self, table: DeltaTable, settings: _Settings) -> StepReport:
+        options = OptimizeOptions(target_file_size=settings.optimize_target_file_size)
+        decision = optimize_due(table.snapshot(), min_files=settings.optimize_min_files, options=options)
+        if not decision.due:
+            return StepReport(StepStatus.NOT_DUE, decision.reason, decision.to_dict())
+        if settings.dry_run:
+            return StepReport(
+                StepStatus.DUE, f"{decision.reason}; dry run, nothing rewritten", decision.to_dict()
+            )
+        result = table.optimize(target_file_size=settings.optimize_target_file_size)
+        summary = _jsonable(result.to_dict())
+        summary.pop("commit", None)
+        summary["written"] = summary.get("written", [])[:MAX_XCOM_FILES]
+        metrics = result.metrics
+        reason = (
+            f"{decision.reason}; rewrote {count(metrics.get('numRemovedFiles', 0), 'file')} into "
+            f"{metrics.get('numAddedFiles', 0)} at version {summary.get('version')}"
+            if result.committed
+            else f"{decision.reason}; nothing committed ({result.reason})"
+        )
+        return StepReport(StepStatus.RAN, reason, decision.to_dict(), summary)
 
     def _checkpoint(self, table: DeltaTable, settings: _Settings) -> StepReport:
         decision = checkpoint_due(table.snapshot())
@@ -713,3 +797,5 @@ class _Settings:
     vacuum_retention: timedelta | None
     vacuum_interval: timedelta | None
     vacuum_mode: str
+    optimize_target_file_size: int | str | None = None
+    optimize_min_files: int = 50

@@ -18,6 +18,7 @@ attempt can tell; otherwise VACUUM removes them once they are older than the ret
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from dataclasses import dataclass
@@ -315,11 +316,13 @@ class DeltaPySparkOperator(DeltaCommitMixin, _RoutedSparkOutput, PySparkOperator
             )
         table = pending.table
         prepared = None
+        partition_dirs = list(pending.partition_columns)
         if pending.snapshot is not None:
             frame = _with_table_spelling(frame, pending.snapshot.schema.names, self.log)
             # Generated and identity columns added, every constraint checked with Spark.
             prepared = prepare_frame(frame, pending.snapshot.metadata, self.log)
             frame = prepared.frame
+            frame, partition_dirs = _with_physical_names(frame, pending.snapshot, partition_dirs, self.log)
         attempt = self._attempt_dir(pending.identity)
         root = (self.spark_table_uri or spark_path(table.uri)).rstrip("/")
         target = f"{root}/{attempt}"
@@ -329,11 +332,11 @@ class DeltaPySparkOperator(DeltaCommitMixin, _RoutedSparkOutput, PySparkOperator
             # "error" (not its alias "errorifexists", which Spark Connect rejects): the attempt's
             # directory is fresh, so existing output there is a bug, never something to overwrite.
             writer = frame.write.format("parquet").mode("error").options(**options)
-            if pending.partition_columns:
-                writer = writer.partitionBy(*pending.partition_columns)
+            if partition_dirs:
+                writer = writer.partitionBy(*partition_dirs)
             self.log.info("Writing the DataFrame to %s.", target)
             writer.save(target)
-            files = _collect_output(table, attempt, pending.partition_columns)
+            files = _collect_output(table, attempt, partition_dirs)
             self.log.info("Spark wrote %s under %s.", count(len(files), "file"), attempt)
             committing = True
             result = self._commit(
@@ -384,6 +387,44 @@ def _with_table_spelling(frame: Any, table_columns: Sequence[str], log: Any) -> 
         ", ".join(f"{old!r} -> {new!r}" for old, new in renames.items()),
     )
     return frame.withColumnsRenamed(renames)
+
+
+def _with_physical_names(
+    frame: Any, snapshot: Snapshot, partition_columns: Sequence[str], log: Any
+) -> tuple[Any, list[str]]:
+    """Under column mapping, the DataFrame as Delta writes it: every column, nested fields too,
+    under its physical name with its ``parquet.field.id``; and the partition columns' physical
+    names (Spark names the partition directories after them, as Delta does).
+
+    The frame is first reconciled to the table's logical schema by name (``DataFrame.to``:
+    inner fields in the table's order, safe upcasts), then each column is cast to the same
+    shape under physical names, which renames by position. The core checks the footers.
+    """
+    from airflow_delta_provider.core.column_mapping import column_mapping_mode, spark_write_schemas
+    from airflow_delta_provider.core.schema import physical_name_map
+
+    mode = column_mapping_mode(snapshot.protocol, snapshot.metadata)
+    if mode == "none":
+        return frame, list(partition_columns)
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    logical, physical = spark_write_schemas(
+        snapshot.schema, json.loads(frame.schema.json()), snapshot.properties, mode
+    )
+    logical_type, physical_type = StructType.fromJson(logical), StructType.fromJson(physical)
+    reconciled = frame.to(logical_type)
+    columns = [
+        F.col(f"`{source.name}`").cast(target.dataType).alias(target.name, metadata=target.metadata)
+        for source, target in zip(logical_type.fields, physical_type.fields, strict=True)
+    ]
+    log.info(
+        "The table uses column mapping (mode %r): writing the DataFrame's columns under their physical "
+        "names, with their field ids.",
+        mode,
+    )
+    names = physical_name_map(snapshot.schema)
+    return reconciled.select(*columns), [names[c] for c in partition_columns]
 
 
 def _check_subdir(value: str) -> str:

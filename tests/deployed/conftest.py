@@ -24,6 +24,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +55,8 @@ DAG_IDS = (
 
 _failed: list[str] = []
 _kept: list[Path] = []
+#: Directories of artifacts (screenshots) the tests kept, shown at the end of the run.
+artifacts: list[Path] = []
 
 
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> None:
@@ -67,6 +71,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
+    for directory in artifacts:
+        terminalreporter.section("deployed Airflow: artifacts")
+        for path in sorted(directory.iterdir()):
+            terminalreporter.write_line(str(path))
     for root in _kept:
         terminalreporter.section(f"deployed Airflow: logs kept in {root}")
         for name in (*COMPONENTS, "postgresql"):
@@ -82,6 +90,26 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def _entry_points_of_the_worktree(root: Path) -> str | None:
+    """A directory declaring the repository's ``airflow.plugins`` entry points, when the installed
+    distribution's metadata lacks them (an install older than pyproject.toml): the package under
+    test wins for its entry points as for its code. None when the install declares them all."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    declared = dict(project.get("entry-points", {}).get("airflow.plugins", {}))
+    installed = {ep.name for ep in entry_points(group="airflow.plugins")}
+    missing = {name: target for name, target in declared.items() if name not in installed}
+    if not missing:
+        return None
+    dist = root / "entry-points" / "airflow_delta_provider_under_test-0.0.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: airflow-delta-provider-under-test\nVersion: 0.0.0\n"
+    )
+    lines = [f"{name} = {target}" for name, target in missing.items()]
+    (dist / "entry_points.txt").write_text("[airflow.plugins]\n" + "\n".join(lines) + "\n")
+    return str(dist.parent)
 
 
 def _postgres_bin() -> Path | None:
@@ -129,7 +157,12 @@ class Deployment:
         env.update(
             {
                 # The package under test (a worktree, a clean clone) wins over any installed copy.
-                "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+                "PYTHONPATH": os.pathsep.join(
+                    filter(
+                        None,
+                        [str(REPO), _entry_points_of_the_worktree(self.root), os.environ.get("PYTHONPATH")],
+                    )
+                ),
                 "AIRFLOW_HOME": str(self.home),
                 "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
                 "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",

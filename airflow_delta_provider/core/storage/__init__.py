@@ -5,7 +5,10 @@
 fsspec's, see :mod:`.options`), and picks the store:
 
 - local paths and ``file://``: :class:`~.local.LocalStore` (hard-link put-if-absent);
-- ``s3://`` (``s3a``, ``s3n``): :class:`~.s3.S3Store` (conditional ``PUT If-None-Match: *``);
+- ``s3://`` (``s3a``, ``s3n``): :class:`~.s3.S3Store` (conditional ``PUT If-None-Match: *``,
+  after checking once per process and bucket that the store honours it);
+- ``abfs://``, ``abfss://``, ``az://``: :class:`~.azure.AzureStore` (``If-None-Match: *``);
+- ``gs://``, ``gcs://``: :class:`~.gcs.GcsStore` (``ifGenerationMatch=0``);
 - ``memory://``: :class:`~.memory.MemoryStore` (tests);
 - any other fsspec scheme: :class:`~.generic.FsspecStore`, readable; commits are refused
   because it has no atomic put-if-absent.
@@ -17,7 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.core.paths import LOG_DIR, TablePath
 from airflow_delta_provider.core.redaction import register_secrets_in
+from airflow_delta_provider.core.storage.azure import AzureStore, is_azure_filesystem
 from airflow_delta_provider.core.storage.base import FileInfo, LogStore, TreeListing
+from airflow_delta_provider.core.storage.gcs import GcsStore, is_gcs_filesystem
 from airflow_delta_provider.core.storage.generic import FsspecStore
 from airflow_delta_provider.core.storage.local import LocalStore
 from airflow_delta_provider.core.storage.memory import MemoryStore
@@ -31,8 +36,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LOG_DIR",
+    "AzureStore",
     "FileInfo",
     "FsspecStore",
+    "GcsStore",
     "LocalStore",
     "LogStore",
     "MemoryStore",
@@ -40,6 +47,11 @@ __all__ = [
     "TreeListing",
     "open_store",
 ]
+
+
+#: Schemes of the Azure (adlfs) and GCS (gcsfs) stores.
+AZURE_SCHEMES = frozenset({"abfs", "abfss", "az"})
+GCS_SCHEMES = frozenset({"gs", "gcs"})
 
 
 def open_store(
@@ -70,6 +82,10 @@ def open_store(
         return S3Store(path, options)
     if path.scheme == "memory":
         return MemoryStore(path, options)
+    if path.scheme in AZURE_SCHEMES:
+        return AzureStore(path, options)
+    if path.scheme in GCS_SCHEMES:
+        return GcsStore(path, options)
     return FsspecStore(path, options)
 
 
@@ -81,6 +97,10 @@ def _store_for_filesystem(path: TablePath, filesystem: fsspec.AbstractFileSystem
         return LocalStore(path, filesystem=filesystem)
     if is_s3_filesystem(filesystem):
         return S3Store(path, filesystem=filesystem)
+    if is_azure_filesystem(filesystem):
+        return AzureStore(path, filesystem=filesystem)
+    if is_gcs_filesystem(filesystem):
+        return GcsStore(path, filesystem=filesystem)
     if isinstance(filesystem, MemoryFileSystem):
         return MemoryStore(path, filesystem=filesystem)
     return FsspecStore(path, filesystem=filesystem)

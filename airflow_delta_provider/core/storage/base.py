@@ -32,8 +32,13 @@ log = get_logger(__name__)
 
 #: Objects per delete request (the S3 ``DeleteObjects`` maximum) and per local work item.
 DELETE_BATCH = 1000
-#: Seconds between two progress messages of a long deletion.
+#: Seconds between two progress messages of a long deletion or listing.
 PROGRESS_INTERVAL = 10.0
+#: Concurrent listing requests of an object store's tree (one prefix each).
+LIST_WORKERS = 8
+#: Levels of "directories" an object store's tree listing descends with delimiter listings to
+#: find prefixes to list in parallel (partition directories: ``p=a/``, ``p=a/q=b/``).
+LIST_EXPAND_DEPTH = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,9 +201,16 @@ class LogStore(ABC):
     def list_tree(self, hidden: Callable[[str], bool], skip: Container[str] = frozenset()) -> TreeListing:
         """The table root, recursively, without hidden names (at every level) and what they hold.
 
+        On object stores (``prefix_directories``) the listing runs in parallel over prefixes:
+        delimiter listings descend the partition directories until there are enough prefixes
+        for :data:`LIST_WORKERS` requests at a time, then each prefix is listed whole; hidden
+        prefixes (``_delta_log/``) are never listed.
+
         :param hidden: whether a path component is hidden.
         :param skip: relative paths of files that need no size or age; a store may leave them out.
         """
+        if self.prefix_directories:
+            return self._list_tree_by_prefix(hidden)
         fs = self.fs
         root = self.root.rstrip("/")
         prefix = root + "/"
@@ -233,6 +245,58 @@ class LogStore(ABC):
         # and deleting a prefix would mean a recursive delete. Directories are left to the store.
         listing.empty_directories = [d for d in listing.directories if d not in nonempty]
         return listing
+
+    def _list_tree_by_prefix(self, hidden: Callable[[str], bool]) -> TreeListing:
+        root = self.root.rstrip("/")
+        listing = TreeListing()
+        progress = _Progress(self.root_uri, 0, verb="Listing")
+
+        def visible(relative: str) -> bool:
+            return not any(hidden(part) for part in relative.split("/"))
+
+        def keep(found: Iterable[FileInfo]) -> None:
+            count = 0
+            for info in found:
+                relative = info.path[len(root) + 1 :]
+                if info.path.startswith(root + "/") and relative and visible(relative):
+                    listing.files.append((relative, info.size, info.modification_time))
+                count += 1
+            progress.advance(count)
+
+        with ThreadPoolExecutor(max_workers=LIST_WORKERS, thread_name_prefix="delta-list") as pool:
+            frontier = [root]
+            for _ in range(LIST_EXPAND_DEPTH):
+                children: list[str] = []
+                for files, directories in pool.map(self._list_level, frontier):
+                    keep(files)
+                    children.extend(
+                        d for d in directories if d.startswith(root + "/") and visible(d[len(root) + 1 :])
+                    )
+                frontier = children
+                if not frontier or len(frontier) >= 4 * LIST_WORKERS:
+                    break
+            for files in pool.map(self._list_prefix, frontier):
+                keep(files)
+        progress.finish()
+        return listing
+
+    def _list_level(self, directory: str) -> tuple[list[FileInfo], list[str]]:
+        """The files directly in ``directory`` and its subdirectories' paths (a delimiter listing)."""
+        try:
+            entries = self.fs.ls(directory, detail=True, refresh=True)
+        except FileNotFoundError:
+            return [], []
+        files = [file_info(e) for e in entries if e.get("type") != "directory"]
+        directories = [str(e["name"]).rstrip("/") for e in entries if e.get("type") == "directory"]
+        return files, directories
+
+    def _list_prefix(self, directory: str) -> list[FileInfo]:
+        """Every file under ``directory``, recursively (one flat listing of the prefix)."""
+        try:
+            entries = self.fs.find(directory, detail=True)
+        except FileNotFoundError:
+            return []
+        return [file_info(e) for e in entries.values() if e.get("type") != "directory"]
 
     # --- writes ---------------------------------------------------------------------------
 
@@ -329,11 +393,15 @@ def _not_empty(err: OSError) -> bool:
 
 
 class _Progress:
-    """INFO messages at most every :data:`PROGRESS_INTERVAL` seconds while deleting."""
+    """INFO messages at most every :data:`PROGRESS_INTERVAL` seconds while deleting or listing.
 
-    def __init__(self, uri: str, total: int) -> None:
+    :param total: how many files there are to handle; 0 when unknown (a listing).
+    """
+
+    def __init__(self, uri: str, total: int, verb: str = "Deleting from") -> None:
         self.uri = uri
         self.total = total
+        self.verb = verb
         self.done = 0
         self.started = time.monotonic()
         self.last = self.started
@@ -343,23 +411,31 @@ class _Progress:
         with self.lock:
             self.done += count
             now = time.monotonic()
-            if now - self.last >= PROGRESS_INTERVAL and self.done < self.total:
-                self.last = now
+            if now - self.last < PROGRESS_INTERVAL or (self.total and self.done >= self.total):
+                return
+            self.last = now
+            if self.total:
                 log.info(
-                    "Deleting from %s: %d of %d file(s) done (%.0f%%) in %.0f s.",
+                    "%s %s: %d of %d file(s) done (%.0f%%) in %.0f s.",
+                    self.verb,
                     self.uri,
                     self.done,
                     self.total,
                     100 * self.done / self.total,
                     now - self.started,
                 )
+            else:
+                log.info(
+                    "%s %s: %d file(s) so far in %.0f s.", self.verb, self.uri, self.done, now - self.started
+                )
 
     def finish(self) -> None:
         if time.monotonic() - self.started >= PROGRESS_INTERVAL:
             log.info(
-                "Deleting from %s: all %d file(s) handled in %.0f s.",
+                "%s %s: all %d file(s) handled in %.0f s.",
+                self.verb,
                 self.uri,
-                self.total,
+                self.total or self.done,
                 time.monotonic() - self.started,
             )
 

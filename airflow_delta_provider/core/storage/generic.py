@@ -34,5 +34,5 @@ class FsspecStore(LogStore):
         raise StorageError(
             f"Committing to {self.scheme}:// tables is not supported: the core has no atomic "
             f"put-if-absent for this storage, and writing without one can lose commits when two "
-            f"writers race. Use a local path, s3:// or memory://."
+            f"writers race. Use a local path, s3://, abfss:// (az://), gs:// or memory://."
         )

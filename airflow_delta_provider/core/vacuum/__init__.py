@@ -44,7 +44,7 @@ Deliberate differences from Spark (each safer or more exact, none deletes more):
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -53,7 +53,14 @@ from airflow_delta_provider.core.errors import DeleteFilesError, VacuumDeleteErr
 from airflow_delta_provider.core.features import Operation, check_supported
 from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.storage.base import DELETE_BATCH
-from airflow_delta_provider.core.vacuum.plan import VacuumPlan, check_under_root, plan_vacuum
+from airflow_delta_provider.core.vacuum.plan import (
+    HiddenNames,
+    VacuumEngine,
+    VacuumPlan,
+    VacuumRules,
+    check_under_root,
+    plan_vacuum,
+)
 from airflow_delta_provider.core.vacuum.record import (
     LAST_VACUUM_INFO,
     VACUUM_END,
@@ -85,11 +92,14 @@ __all__ = [
     "LAST_VACUUM_INFO",
     "VACUUM_END",
     "VACUUM_START",
+    "HiddenNames",
     "ResolvedVacuumRetention",
+    "VacuumEngine",
     "VacuumMode",
     "VacuumOptions",
     "VacuumPlan",
     "VacuumResult",
+    "VacuumRules",
     "VacuumStatus",
     "check_vacuumable",
     "read_last_vacuum_info",
@@ -117,6 +127,10 @@ class VacuumOptions:
     :param now: the clock (``datetime``, naive = UTC, or epoch milliseconds); default: now.
     :param log_commits: write ``VACUUM START``/``VACUUM END`` commits. None (default): as Delta
         does, on local, HDFS, Azure and GCS tables but not on S3.
+    :param engine: where a FULL VACUUM lists the table and where every VACUUM deletes (a
+        :class:`VacuumEngine`, e.g. a Spark job's executors); default: this process, through the
+        store. The rules (retention, protected paths, hidden names, the root check, the records)
+        stay here whatever the engine.
     """
 
     retention: timedelta | str | float | None = None
@@ -126,6 +140,7 @@ class VacuumOptions:
     max_workers: int | None = None
     now: datetime | int | None = None
     log_commits: bool | None = None
+    engine: VacuumEngine | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", _check_mode(self.mode))
@@ -176,7 +191,7 @@ def vacuum(
         resolved.effective.source,
     )
 
-    plan = plan_vacuum(snapshot, delete_before_ms, mode=mode_name)
+    plan = plan_vacuum(snapshot, delete_before_ms, mode=mode_name, engine=options.engine)
     check_under_root(
         storage, [p for p, _ in plan.files] + plan.directories, resolve_links=mode_name == "lite"
     )
@@ -217,7 +232,7 @@ def vacuum(
             snapshot, to_delete, resolved, enforce_retention_duration, post_commit_hooks
         )
     try:
-        deleted = _delete(storage, [p for p, _ in plan.files], options.max_workers)
+        deleted = _delete(storage, [p for p, _ in plan.files], options.max_workers, options.engine)
         deleted += storage.delete_empty_directories(plan.directories)
     except BaseException as err:
         end = commit_end(storage, VacuumStatus.FAILED, None, post_commit_hooks) if logged else None
@@ -282,9 +297,13 @@ def check_vacuumable(protocol: Protocol, metadata: Metadata | None = None) -> No
     check_supported(protocol, metadata, Operation.VACUUM)
 
 
-def _delete(storage: LogStore, paths: Sequence[str], max_workers: int | None) -> int:
-    """Delete the planned files through the store (batched, bounded parallel, with progress)."""
+def _delete(
+    storage: LogStore, paths: Sequence[str], max_workers: int | None, engine: VacuumEngine | None
+) -> int:
+    """Delete the planned files through the store (batched, bounded parallel, with progress) or the engine."""
     try:
+        if engine is not None:
+            return engine.delete_many(storage, paths, max_workers) if paths else 0
         return storage.delete_many(paths, max_workers=max_workers)
     except DeleteFilesError as err:
         raise VacuumDeleteError(str(err), failed=err.failed) from err

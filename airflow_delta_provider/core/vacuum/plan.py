@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from airflow_delta_provider.core.deletion_vectors import deletion_vector_path
 from airflow_delta_provider.core.errors import InvalidPathError, VacuumLiteError
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from airflow_delta_provider.core.snapshot import Snapshot
-    from airflow_delta_provider.core.storage import LogStore
+    from airflow_delta_provider.core.storage import LogStore, TreeListing
 
 log = get_logger(__name__)
 
@@ -56,7 +56,74 @@ class VacuumPlan:
         return sum(size for _, size in self.files)
 
 
-def plan_vacuum(snapshot: Snapshot, delete_before_ms: int, *, mode: str = "full") -> VacuumPlan:
+@dataclass(frozen=True)
+class HiddenNames:
+    """Delta's ``DeltaTableUtils.isHiddenDirectory`` for one table, applied to a path component.
+
+    A value (not a closure), so a distributed listing can ship it to the processes that list.
+
+    :param partition_prefixes: ``<column>=`` of each partition column (never hidden).
+    :param iceberg: UniForm with Iceberg: the ``metadata`` directories hold Iceberg's metadata.
+    """
+
+    partition_prefixes: tuple[str, ...] = ()
+    iceberg: bool = False
+
+    def __call__(self, name: str) -> bool:
+        # UniForm keeps the Iceberg metadata of the table in `metadata` directories.
+        if self.iceberg and name == "metadata":
+            return True
+        return (
+            name.startswith((".", "_"))
+            and not name.startswith(("_delta_index", "_change_data"))
+            and not (self.partition_prefixes and name.startswith(self.partition_prefixes))
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class VacuumRules:
+    """What decides whether a listed file may go, for a listing done elsewhere (a Spark job).
+
+    :param delete_before_ms: ``now - retention`` (already checked against the table's retention).
+    :param protected: relative paths that must stay (see :func:`protected_paths`).
+    :param hidden: which path components are hidden (never listed, never deleted).
+    """
+
+    delete_before_ms: int
+    protected: set[str]
+    hidden: HiddenNames
+
+    def is_candidate(self, relative: str, modification_ms: int) -> bool:
+        """Whether a listed, visible file may be deleted: unprotected and older than the retention."""
+        return modification_ms < self.delete_before_ms and relative not in self.protected
+
+
+class VacuumEngine(Protocol):
+    """Where a FULL VACUUM lists the table and deletes (default: this process, through the store).
+
+    An engine does the I/O only; what may be deleted is decided here: its listing goes through
+    :func:`plan_from_listing` (the same rules as the store's own listing), the candidates through
+    :func:`check_under_root`, and the START/END commits are the core's.
+    """
+
+    def list_tree(self, storage: LogStore, rules: VacuumRules) -> TreeListing:
+        """:meth:`LogStore.list_tree` of the table root with ``rules.hidden``; files that are
+        protected or not older than ``rules.delete_before_ms`` may be left out."""
+
+    def delete_many(self, storage: LogStore, paths: Sequence[str], max_workers: int | None) -> int:
+        """:meth:`LogStore.delete_many` of the candidate files; returns how many were deleted."""
+
+
+def vacuum_rules(snapshot: Snapshot, delete_before_ms: int) -> VacuumRules:
+    """The rules of a VACUUM of ``snapshot`` with the cutoff ``delete_before_ms`` (reads the log)."""
+    return VacuumRules(
+        delete_before_ms, protected_paths(snapshot, delete_before_ms), hidden_name_rule(snapshot)
+    )
+
+
+def plan_vacuum(
+    snapshot: Snapshot, delete_before_ms: int, *, mode: str = "full", engine: VacuumEngine | None = None
+) -> VacuumPlan:
     """What a VACUUM of ``snapshot`` may delete; reads the log and (FULL) lists the table.
 
     Checks nothing about retention: callers pass a ``delete_before_ms`` already checked.
@@ -64,35 +131,29 @@ def plan_vacuum(snapshot: Snapshot, delete_before_ms: int, *, mode: str = "full"
     :param snapshot: its latest snapshot.
     :param delete_before_ms: ``now - retention`` in epoch milliseconds.
     :param mode: ``full`` or ``lite``.
+    :param engine: where FULL lists the table (default: the store, in this process).
     """
     storage = snapshot.storage
-    hidden = hidden_name_rule(snapshot)
-    protected = protected_paths(snapshot, delete_before_ms)
+    rules = vacuum_rules(snapshot, delete_before_ms)
     outside = latest_commit_at_or_before(snapshot, delete_before_ms)
     if mode == "lite":
-        plan = _plan_lite(snapshot, delete_before_ms, protected, hidden, outside)
+        plan = _plan_lite(snapshot, delete_before_ms, rules.protected, rules.hidden, outside)
     else:
-        plan = _plan_full(storage, delete_before_ms, protected, hidden)
+        if engine is None:
+            listing = storage.list_tree(rules.hidden, rules.protected)
+        else:
+            listing = engine.list_tree(storage, rules)
+        plan = plan_from_listing(storage, listing, rules)
     plan.outside_retention_version = outside
     return plan
 
 
-def hidden_name_rule(snapshot: Snapshot) -> Callable[[str], bool]:
+def hidden_name_rule(snapshot: Snapshot) -> HiddenNames:
     """Delta's ``DeltaTableUtils.isHiddenDirectory`` for this table, applied to each path component."""
-    partition_prefixes = tuple(f"{c}=" for c in snapshot.partition_columns)
-    iceberg = "iceberg" in TableConfig(snapshot.properties).universal_formats
-
-    def is_hidden(name: str) -> bool:
-        # UniForm keeps the Iceberg metadata of the table in `metadata` directories.
-        if iceberg and name == "metadata":
-            return True
-        return (
-            name.startswith((".", "_"))
-            and not name.startswith(("_delta_index", "_change_data"))
-            and not (partition_prefixes and name.startswith(partition_prefixes))
-        )
-
-    return is_hidden
+    return HiddenNames(
+        tuple(f"{c}=" for c in snapshot.partition_columns),
+        "iceberg" in TableConfig(snapshot.properties).universal_formats,
+    )
 
 
 def protected_paths(snapshot: Snapshot, delete_before_ms: int) -> set[str]:
@@ -173,17 +234,16 @@ def _commit_stamps(snapshot: Snapshot) -> list[tuple[int, int]]:
     return stamps
 
 
-def _plan_full(
-    storage: LogStore, delete_before_ms: int, protected: set[str], hidden: Callable[[str], bool]
-) -> VacuumPlan:
-    listing = storage.list_tree(hidden, protected)
+def plan_from_listing(storage: LogStore, listing: TreeListing, rules: VacuumRules) -> VacuumPlan:
+    """The FULL plan from a listing of the table root: old unprotected files, unprotected empty
+    directories (deepest first); paths become the store's filesystem paths."""
     plan = VacuumPlan(listed_directories=len(listing.directories))
     root_prefix = storage.path.prefix
     for relative, size, mtime in listing.files:
-        if mtime < delete_before_ms and relative not in protected:
+        if rules.is_candidate(relative, mtime):
             plan.files.append((root_prefix + relative, size))
     plan.files.sort()
-    empty = [d for d in listing.empty_directories if d not in protected]
+    empty = [d for d in listing.empty_directories if d not in rules.protected]
     # Deepest first, so that a directory holding only empty directories goes after them.
     empty.sort(key=lambda d: (-d.count("/"), d))
     plan.directories = [root_prefix + d for d in empty]

@@ -89,6 +89,11 @@ def test_every_feature_states_what_every_operation_does(operation):
         ("rowTracking", set()),
         ("allowColumnDefaults", {Operation.WRITE}),
         ("icebergCompatV2", {Operation.WRITE, Operation.VACUUM}),
+        ("columnMapping", set()),
+        ("typeWidening", set()),
+        ("clustering", set()),
+        ("liquid", {Operation.WRITE}),
+        ("geospatial", {Operation.WRITE, Operation.CHECKPOINT, Operation.LOG_CLEANUP, Operation.VACUUM}),
         (
             "someFutureFeature",
             {Operation.WRITE, Operation.CHECKPOINT, Operation.LOG_CLEANUP, Operation.VACUUM},
@@ -110,14 +115,16 @@ def test_writer_features_per_operation(feature, refused_by):
     ("feature", "used"),
     [
         ("columnMapping", metadata({"delta.columnMapping.mode": "name"})),
+        (
+            "invariants",
+            metadata(schema=SCHEMA.replace('"metadata":{}', '"metadata":{"delta.invariants":"x"}')),
+        ),
+        ("checkConstraints", metadata({"delta.constraints.positive": "id > 0"})),
     ],
 )
-def test_features_that_bind_data_are_refused_for_writes_only_when_used(feature, used):
+def test_features_that_bind_data_are_honoured_when_used(feature, used):
     protocol = writer_only(feature)
-    check_supported(protocol, metadata(), Operation.WRITE)
-    with pytest.raises(UnsupportedFeatureError, match=feature):
-        check_supported(protocol, used, Operation.WRITE)
-    for operation in (Operation.CHECKPOINT, Operation.LOG_CLEANUP, Operation.VACUUM):
+    for operation in (Operation.WRITE, Operation.CHECKPOINT, Operation.LOG_CLEANUP, Operation.VACUUM):
         check_supported(protocol, used, operation)
 
 

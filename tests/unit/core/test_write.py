@@ -110,6 +110,8 @@ def test_create_validates_partition_columns(tmp_path):
             (3, 7, {"timestampNtz"}, {"timestampNtz", "appendOnly"}),
         ),
         (SCHEMA, {"delta.enableDeletionVectors": "true"}, (3, 7, {"deletionVectors"}, {"deletionVectors"})),
+        (SCHEMA, {"delta.columnMapping.mode": "name"}, (2, 5, None, None)),  # as Spark creates it
+        (SCHEMA, {"delta.enableTypeWidening": "true"}, (3, 7, {"typeWidening"}, {"typeWidening"})),
     ],
 )
 def test_minimum_protocol(schema, properties, expected):
@@ -122,8 +124,8 @@ def test_minimum_protocol(schema, properties, expected):
 @pytest.mark.parametrize(
     ("key", "feature"),
     [
-        ("delta.columnMapping.mode", "columnMapping"),
         ("delta.enableIcebergCompatV2", "icebergCompatV2"),
+        ("delta.enableIcebergCompatV3", "icebergCompatV3"),
     ],
 )
 def test_properties_needing_unsupported_features_are_refused(tmp_path, key, feature):

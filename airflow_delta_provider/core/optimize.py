@@ -1,0 +1,582 @@
+"""OPTIMIZE (bin-packing compaction): the plan, and the commit of what an engine rewrote.
+
+As Delta's ``OptimizeExecutor``:
+
+1. **Candidates**: the active files (of the partitions ``partition_filter`` selects) smaller
+   than ``min_file_size`` (default: the target size), and every file with a deletion vector
+   (rewriting it drops its deleted rows for good; Delta does so above a 5 % deleted-rows ratio,
+   this core whenever there is one).
+2. **Bins**, per partition: candidates sorted by size are packed into bins of at most
+   ``target_file_size`` bytes (``delta.targetFileSize``, default 1 GiB, Delta's
+   ``optimize.maxFileSize``). A bin of one file is skipped unless that file has a deletion
+   vector: rewriting it alone would change nothing.
+3. **Rewrite**: an engine reads each bin's rows (deletion vectors applied) and writes them as
+   one new file under the table root. The Airflow layer's ``DeltaOptimizeOperator`` does this
+   on Spark; :func:`rewrite_locally` does it with pyarrow in this process (small tables, tests).
+4. **Commit** (:func:`commit_optimize`): ``remove`` of every input (``dataChange=false``, its
+   deletion vector, partition values and size kept) and ``add`` of every output
+   (``dataChange=false``, statistics from its Parquet footer) in one ``OPTIMIZE`` commit with
+   Delta's parameters and metrics. The transaction reads exactly the inputs
+   (``track_files_read``): a concurrent append never conflicts (a commit that changes no data
+   runs at snapshot isolation), a concurrent commit that removed an input does
+   (``ConcurrentDeleteReadError`` / ``ConcurrentDeleteDeleteError`` naming the file), and then
+   nothing is committed: the rewritten files are not in the table; :func:`optimize` deletes them
+   (the Spark operator too), and what a crash leaves behind VACUUM removes once it is older
+   than the retention.
+
+Retries are idempotent through ``app_id`` / ``app_version`` (a ``txn`` in the same commit),
+as every commit of this core; without them a rerun finds the compacted files big enough and
+plans nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_delta_provider.core.actions import AddFile, RemoveFile, Transaction
+from airflow_delta_provider.core.arguments import check_bool, check_positive_int
+from airflow_delta_provider.core.create import remove_actions
+from airflow_delta_provider.core.datafiles import collect_files
+from airflow_delta_provider.core.deletion_vectors import read_deletion_vector
+from airflow_delta_provider.core.errors import (
+    ConcurrentModificationError,
+    DeltaError,
+    SchemaError,
+    UnsupportedFeatureError,
+)
+from airflow_delta_provider.core.features import Operation, check_supported, writer_features
+from airflow_delta_provider.core.idempotency import already_committed_result, check_app_arguments
+from airflow_delta_provider.core.partitions import partition_path
+from airflow_delta_provider.core.predicate import Predicate
+from airflow_delta_provider.core.redaction import get_logger
+from airflow_delta_provider.core.schema import check_schema_compatible
+from airflow_delta_provider.core.stats import indexed_columns, read_footers
+from airflow_delta_provider.core.table_config import TARGET_FILE_SIZE, Setting
+from airflow_delta_provider.core.transaction import (
+    DEFAULT_MAX_ATTEMPTS,
+    NO_FILES,
+    CommitResult,
+    OptimisticTransaction,
+)
+
+if TYPE_CHECKING:
+    from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.storage import LogStore
+    from airflow_delta_provider.core.transaction import PostCommitHook
+
+__all__ = [
+    "OPTIMIZE",
+    "Bin",
+    "OptimizeOptions",
+    "OptimizePlan",
+    "OptimizeResult",
+    "commit_optimize",
+    "optimize",
+    "plan_optimize",
+    "rewrite_locally",
+]
+
+log = get_logger(__name__)
+
+OPTIMIZE = "OPTIMIZE"
+#: Where :func:`rewrite_locally` writes under the table root: "" puts each bin's file in its
+#: partition directory, as Delta does (never a hidden directory: VACUUM must see what stays).
+DEFAULT_WRITE_SUBDIR = ""
+
+#: An engine: writes each bin's rows and returns, per bin index, the paths (relative to the table
+#: root) of the files it wrote for it.
+Rewriter = Callable[["OptimizePlan"], Mapping[int, Sequence[str]]]
+
+
+@dataclass(frozen=True)
+class OptimizeOptions:
+    """Every option of an OPTIMIZE (``DeltaTable.optimize``).
+
+    :param partition_filter: a SQL predicate on partition columns (Delta's ``OPTIMIZE ... WHERE``);
+        only the partitions it selects are compacted.
+    :param target_file_size: bytes; overrides ``delta.targetFileSize`` (default 1 GiB).
+    :param min_file_size: files at least this big are left alone (default: the target size,
+        as Delta's ``optimize.minFileSize`` and ``maxFileSize`` are both 1 GiB).
+    :param app_id: with ``app_version``: an idempotent OPTIMIZE (a ``txn`` in its commit).
+    :param app_version: see ``app_id``.
+    :param user_metadata: commitInfo ``userMetadata``.
+    :param tags: commitInfo ``tags``.
+    :param dry_run: plan only; rewrite and commit nothing.
+    :param max_attempts: commit attempts when concurrent writers keep winning.
+    :param auto_checkpoint: Delta's checkpoint (and log cleanup) after the commit when due.
+    """
+
+    partition_filter: str | None = None
+    target_file_size: int | str | None = None
+    min_file_size: int | None = None
+    app_id: str | None = None
+    app_version: int | None = None
+    user_metadata: str | None = None
+    tags: Mapping[str, str] | None = None
+    dry_run: bool = False
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    auto_checkpoint: bool = True
+
+    def __post_init__(self) -> None:
+        check_positive_int("min_file_size", self.min_file_size)
+        check_positive_int("max_attempts", self.max_attempts, optional=False)
+        check_bool("dry_run", self.dry_run)
+        check_bool("auto_checkpoint", self.auto_checkpoint)
+        check_app_arguments(self.app_id, self.app_version)
+        if self.partition_filter is not None and not isinstance(self.partition_filter, str):
+            raise ValueError(
+                "partition_filter must be a SQL predicate on partition columns, got "
+                f"{self.partition_filter!r}."
+            )
+
+
+@dataclass(frozen=True)
+class Bin:
+    """Files of one partition that are rewritten into one file.
+
+    :param index: the bin's number in the plan (0, 1, ...).
+    :param partition_values: the partition's values, as the log serialises them.
+    :param files: the input files (rows of :meth:`Snapshot.files`).
+    """
+
+    index: int
+    partition_values: dict[str, str | None]
+    files: pa.Table
+
+    @property
+    def paths(self) -> list[str]:
+        """The inputs' ``add.path`` values."""
+        return [str(p) for p in self.files.column("path").to_pylist()]
+
+    @property
+    def size(self) -> int:
+        return int(pc.sum(self.files.column("size")).as_py() or 0)
+
+    @property
+    def num_deletion_vectors(self) -> int:
+        return int(pc.sum(self.files.column("deletion_vector").is_valid()).as_py() or 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "partition_values": dict(self.partition_values),
+            "num_files": self.files.num_rows,
+            "size": self.size,
+            "num_deletion_vectors": self.num_deletion_vectors,
+        }
+
+
+@dataclass(frozen=True)
+class OptimizePlan:
+    """What an OPTIMIZE of one snapshot rewrites.
+
+    :param snapshot: the snapshot planned on (the commit is checked against what others
+        committed since).
+    :param bins: the bins to rewrite, each into one file.
+    :param target_file_size: the bin size limit and where it came from.
+    :param min_file_size: files at least this big were left alone.
+    :param partition_filter: the predicate that selected the partitions, if any.
+    :param num_files_considered: active files in the selected partitions.
+    :param num_candidates: files small enough or with a deletion vector.
+    """
+
+    snapshot: Snapshot
+    bins: tuple[Bin, ...]
+    target_file_size: Setting[int]
+    min_file_size: int
+    partition_filter: str | None
+    num_files_considered: int
+    num_candidates: int
+
+    @property
+    def num_files(self) -> int:
+        """Input files to rewrite."""
+        return sum(b.files.num_rows for b in self.bins)
+
+    @property
+    def size(self) -> int:
+        return sum(b.size for b in self.bins)
+
+    @property
+    def input_paths(self) -> list[str]:
+        return [p for b in self.bins for p in b.paths]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": self.snapshot.version,
+            "partition_filter": self.partition_filter,
+            "target_file_size": self.target_file_size.to_dict(),
+            "min_file_size": self.min_file_size,
+            "num_files_considered": self.num_files_considered,
+            "num_candidates": self.num_candidates,
+            "num_bins": len(self.bins),
+            "num_files": self.num_files,
+            "num_bytes": self.size,
+            "num_deletion_vectors": sum(b.num_deletion_vectors for b in self.bins),
+        }
+
+
+@dataclass(frozen=True)
+class OptimizeResult:
+    """What an OPTIMIZE did.
+
+    :param plan: the plan (a summary of it in :meth:`to_dict`).
+    :param commit: the commit's result; None for a dry run or when there was nothing to compact.
+    :param metrics: Delta's OPTIMIZE ``operationMetrics`` (as committed; empty when nothing was).
+    :param written: the files the rewrite wrote, relative to the root.
+    """
+
+    plan: OptimizePlan
+    commit: CommitResult | None
+    metrics: dict[str, int] = field(default_factory=dict)
+    written: tuple[str, ...] = ()
+    dry_run: bool = False
+
+    @property
+    def committed(self) -> bool:
+        return self.commit is not None and self.commit.committed
+
+    @property
+    def reason(self) -> str | None:
+        """None when committed; else ``dry_run``, ``no_files`` or the commit's reason."""
+        if self.dry_run:
+            return "dry_run"
+        if self.commit is None:
+            return NO_FILES
+        return self.commit.reason
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "committed": self.committed,
+            "reason": self.reason,
+            "version": self.commit.version if self.commit is not None else self.plan.snapshot.version,
+            "plan": self.plan.to_dict(),
+            "metrics": dict(self.metrics),
+            "written": list(self.written),
+            "commit": self.commit.to_dict() if self.commit is not None else None,
+        }
+
+
+# --- plan --------------------------------------------------------------------------------
+
+
+def plan_optimize(snapshot: Snapshot, options: OptimizeOptions | None = None) -> OptimizePlan:
+    """Which files of which partitions to bin-pack (Delta's ``OptimizeExecutor`` rules, see above).
+
+    :raises PredicateError: ``partition_filter`` is not a predicate on partition columns.
+    :raises UnsupportedFeatureError: the table uses a feature this core cannot write.
+    """
+    options = options or OptimizeOptions()
+    check_supported(snapshot.protocol, snapshot.metadata, Operation.WRITE)
+    _refuse_unpreserved_features(snapshot)
+    target = snapshot.config.resolve(TARGET_FILE_SIZE, options.target_file_size)
+    min_size = options.min_file_size if options.min_file_size is not None else target.value
+    files = snapshot.files()
+    predicate = None
+    if options.partition_filter is not None:
+        predicate = Predicate(options.partition_filter, snapshot.partition_columns)
+        if snapshot.partition_columns and files.num_rows:
+            files = files.filter(predicate.mask(snapshot.partition_values()))
+    has_dv = files.column("deletion_vector").is_valid()
+    candidate = pc.or_(pc.less(files.column("size"), min_size), has_dv)
+    candidates = files.filter(candidate)
+    groups: dict[tuple[tuple[str, str | None], ...], list[int]] = {}
+    values = candidates.column("partition_values").to_pylist()
+    for row, mapping in enumerate(values):
+        key = tuple(sorted(dict(mapping or {}).items()))
+        groups.setdefault(key, []).append(row)
+    sizes = candidates.column("size").to_pylist()
+    dvs = candidates.column("deletion_vector").is_valid().to_pylist()
+    bins: list[Bin] = []
+    for key in sorted(groups, key=lambda k: [(c, v is None, v or "") for c, v in k]):
+        rows = sorted(groups[key], key=lambda r: (sizes[r], r))
+        packed: list[list[int]] = []
+        current: list[int] = []
+        current_size = 0
+        for row in rows:
+            if current and current_size + sizes[row] > target.value:
+                packed.append(current)
+                current, current_size = [], 0
+            current.append(row)
+            current_size += sizes[row]
+        if current:
+            packed.append(current)
+        for members in packed:
+            if len(members) > 1 or dvs[members[0]]:
+                bins.append(Bin(len(bins), dict(key), candidates.take(pa.array(members, pa.int64()))))
+    plan = OptimizePlan(
+        snapshot=snapshot,
+        bins=tuple(bins),
+        target_file_size=target,
+        min_file_size=min_size,
+        partition_filter=predicate.text if predicate is not None else None,
+        num_files_considered=files.num_rows,
+        num_candidates=candidates.num_rows,
+    )
+    log.info(
+        "OPTIMIZE plan for %s at version %d: %d of %d file(s) are candidates; %d bin(s) of %d file(s), "
+        "%d bytes, target %d bytes (%s).",
+        snapshot.storage.root_uri,
+        snapshot.version,
+        plan.num_candidates,
+        plan.num_files_considered,
+        len(plan.bins),
+        plan.num_files,
+        plan.size,
+        target.value,
+        target.source,
+    )
+    return plan
+
+
+def _refuse_unpreserved_features(snapshot: Snapshot) -> None:
+    """Features whose per-row state a rewrite would have to carry over, which this OPTIMIZE does not."""
+    where = snapshot.storage.root_uri
+    if "rowTracking" in writer_features(snapshot.protocol):
+        raise UnsupportedFeatureError(
+            f"{where} supports row tracking: an OPTIMIZE must carry every row's id and commit version "
+            f"into the rewritten files, which this OPTIMIZE does not do yet. Run OPTIMIZE from Spark with "
+            f"Delta Lake on this table.",
+            feature="rowTracking",
+            operation="optimize",
+        )
+    mode = snapshot.config.column_mapping_mode
+    if mode != "none":
+        raise UnsupportedFeatureError(
+            f"{where} uses column mapping (mode {mode!r}): its files use physical column names, which "
+            f"this OPTIMIZE does not write yet. Run OPTIMIZE from Spark with Delta Lake on this table.",
+            feature="columnMapping",
+            operation="optimize",
+        )
+
+
+def deleted_rows(snapshot: Snapshot, deletion_vector: Mapping[str, Any]) -> list[int]:
+    """The row indexes a file's deletion vector deletes (for an engine applying it while rewriting)."""
+    storage = snapshot.storage
+    rows = read_deletion_vector(
+        deletion_vector,
+        storage.root,
+        lambda path, start, length: storage.read_range(storage.path.decode(path), start, length),
+    )
+    return [int(r) for r in rows.tolist()]
+
+
+# --- commit ------------------------------------------------------------------------------
+
+
+def optimize_metrics(removes: Sequence[RemoveFile], adds: Sequence[AddFile]) -> dict[str, int]:
+    """Delta's OPTIMIZE ``operationMetrics``: counts, bytes, and the sizes of the added files
+    (min, 25th/50th/75th percentile, max; nearest rank on the sorted sizes)."""
+    sizes = sorted(a.size for a in adds)
+
+    def percentile(p: float) -> int:
+        return sizes[max(0, math.ceil(p * len(sizes)) - 1)] if sizes else 0
+
+    return {
+        "numRemovedFiles": len(removes),
+        "numRemovedBytes": sum(r.size or 0 for r in removes),
+        "numAddedFiles": len(adds),
+        "numAddedBytes": sum(sizes),
+        "minFileSize": sizes[0] if sizes else 0,
+        "p25FileSize": percentile(0.25),
+        "p50FileSize": percentile(0.5),
+        "p75FileSize": percentile(0.75),
+        "maxFileSize": sizes[-1] if sizes else 0,
+        "numDeletionVectorsRemoved": sum(1 for r in removes if r.deletion_vector is not None),
+    }
+
+
+def commit_optimize(
+    store: LogStore,
+    plan: OptimizePlan,
+    written: Mapping[int, Sequence[str]],
+    options: OptimizeOptions | None = None,
+    post_commit_hooks: Sequence[PostCommitHook] = (),
+) -> OptimizeResult:
+    """Commit the files an engine wrote for ``plan``'s bins, replacing the bins' inputs.
+
+    :param written: per bin index, the files written for it (relative to the root, or URIs
+        under it); a bin whose rows were all deleted may have none.
+    :raises SchemaError: a written file does not fit the table schema (nothing is committed).
+    :raises InvalidPathError: a written file is outside the root, hidden, missing or listed twice.
+    :raises ConcurrentDeleteReadError: a concurrent commit removed an input (the error names it).
+    :raises ConcurrentDeleteDeleteError: a concurrent commit removed the same inputs (another OPTIMIZE).
+    """
+    options = options or OptimizeOptions()
+    snapshot = plan.snapshot
+    unknown = sorted(set(written) - {b.index for b in plan.bins})
+    if unknown:
+        raise ValueError(f"Files were written for bin(s) {unknown}, which the plan does not hold.")
+    transaction = OptimisticTransaction(
+        store,
+        read_snapshot=snapshot,
+        max_attempts=options.max_attempts,
+        post_commit_hooks=post_commit_hooks,
+    )
+    if options.app_id is not None and options.app_version is not None:
+        current = transaction.app_transaction_version(options.app_id)
+        if current is not None and current >= options.app_version:
+            done = already_committed_result(snapshot, options.app_id, options.app_version, current)
+            return OptimizeResult(plan, dataclasses.replace(done, operation=OPTIMIZE))
+    if not plan.bins:
+        return OptimizeResult(plan, None)
+    partition_columns = list(snapshot.partition_columns)
+    bin_of: list[Bin] = []
+    paths: list[str] = []
+    by_index = {b.index: b for b in plan.bins}
+    for index in sorted(written):
+        for path in written[index]:
+            bin_of.append(by_index[index])
+            paths.append(path)
+    data_files = collect_files(store, files=paths, partition_columns=partition_columns)
+    data_schema = pa.schema([f for f in snapshot.schema if f.name not in set(partition_columns)])
+    footers = read_footers(
+        store,
+        [f.path for f in data_files],
+        stats_columns=indexed_columns(data_schema, snapshot.properties),
+        sizes=[f.size for f in data_files],
+    )
+    for data_file, footer in zip(data_files, footers, strict=True):
+        file_schema = pa.schema([f for f in footer.schema if f.name not in set(partition_columns)])
+        try:
+            check_schema_compatible(data_schema, file_schema)
+        except SchemaError as err:
+            raise type(err)(f"{store.to_uri(data_file.path)}: {err}") from None
+    now = int(time.time() * 1000)
+    adds = [
+        AddFile(
+            path=f.add_path,
+            partition_values=dict(b.partition_values),
+            size=f.size,
+            modification_time=f.modification_time,
+            data_change=False,
+            stats=footer.stats,
+        )
+        for f, b, footer in zip(data_files, bin_of, footers, strict=True)
+    ]
+    removes = [
+        dataclasses.replace(r, data_change=False) for b in plan.bins for r in remove_actions(b.files, now)
+    ]
+    actions: list[Any] = []
+    if options.app_id is not None and options.app_version is not None:
+        actions.append(Transaction(options.app_id, options.app_version, last_updated=now))
+    transaction.track_files_read(plan.input_paths)
+    metrics = optimize_metrics(removes, adds)
+    parameters = {
+        "predicate": [plan.partition_filter] if plan.partition_filter else [],
+        "zOrderBy": [],
+        "clusterBy": [],
+        "auto": False,
+    }
+    result = transaction.commit(
+        [*actions, *removes, *adds],
+        operation=OPTIMIZE,
+        operation_parameters={k: json.dumps(v, separators=(",", ":")) for k, v in parameters.items()},
+        operation_metrics=metrics,
+        user_metadata=options.user_metadata,
+        tags=options.tags,
+        data_change=False,
+    )
+    if result.committed:
+        log.info(
+            "OPTIMIZE of %s committed at version %d: %d file(s) (%d bytes) rewritten into %d (%d bytes).",
+            store.root_uri,
+            result.version,
+            len(removes),
+            metrics["numRemovedBytes"],
+            len(adds),
+            metrics["numAddedBytes"],
+        )
+    return OptimizeResult(plan, result, metrics if result.committed else {}, tuple(paths))
+
+
+# --- the local engine --------------------------------------------------------------------
+
+
+def output_name() -> str:
+    """A data file name as Spark writes them (``part-00000-<uuid>-c000.snappy.parquet``)."""
+    return f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+
+
+def read_bin(plan: OptimizePlan, bin_: Bin) -> pa.Table:
+    """The rows of one bin, deletion vectors applied, without partition columns."""
+    rows = plan.snapshot.to_pyarrow_table(paths=bin_.paths)
+    partition_columns = set(plan.snapshot.partition_columns)
+    return rows.select([n for n in rows.column_names if n not in partition_columns])
+
+
+def rewrite_locally(plan: OptimizePlan, *, write_subdir: str = DEFAULT_WRITE_SUBDIR) -> dict[int, list[str]]:
+    """Rewrite every bin with pyarrow in this process: one Parquet file per bin (none when all of
+    its rows were deleted), in ``[<write_subdir>/]<partition directories>/`` under the root."""
+    import pyarrow.parquet as pq
+
+    snapshot = plan.snapshot
+    storage = snapshot.storage
+    columns = list(snapshot.partition_columns)
+    written: dict[int, list[str]] = {}
+    for number, bin_ in enumerate(plan.bins, 1):
+        rows = read_bin(plan, bin_)
+        written[bin_.index] = []
+        if rows.num_rows == 0:
+            continue
+        parts = (write_subdir.strip("/"), partition_path(bin_.partition_values, columns), output_name())
+        relative = "/".join(p for p in parts if p)
+        sink = pa.BufferOutputStream()
+        pq.write_table(rows, sink, compression="snappy")
+        storage.put(storage.join(relative), sink.getvalue().to_pybytes())
+        written[bin_.index].append(relative)
+        if number % 100 == 0:
+            log.info("Rewrote %d of %d bin(s) of %s.", number, len(plan.bins), storage.root_uri)
+    return written
+
+
+def optimize(
+    snapshot: Snapshot,
+    options: OptimizeOptions | None = None,
+    post_commit_hooks: Sequence[PostCommitHook] = (),
+    *,
+    rewrite: Rewriter | None = None,
+) -> OptimizeResult:
+    """Plan, rewrite (``rewrite``, default :func:`rewrite_locally`) and commit an OPTIMIZE.
+
+    When the commit is refused (a conflict, a schema mismatch), the rewritten files are deleted:
+    nothing of the attempt stays in the table.
+    """
+    options = options or OptimizeOptions()
+    store = snapshot.storage
+    if options.app_id is not None and options.app_version is not None:
+        current = snapshot.app_transaction_version(options.app_id)
+        if current is not None and current >= options.app_version:
+            done = already_committed_result(snapshot, options.app_id, options.app_version, current)
+            empty = OptimizePlan(snapshot, (), snapshot.config.target_file_size, 0, None, 0, 0)
+            return OptimizeResult(empty, dataclasses.replace(done, operation=OPTIMIZE))
+    plan = plan_optimize(snapshot, options)
+    if options.dry_run or not plan.bins:
+        return OptimizeResult(plan, None, dry_run=options.dry_run)
+    written = (rewrite or rewrite_locally)(plan)
+    try:
+        return commit_optimize(store, plan, written, options, post_commit_hooks)
+    except (ConcurrentModificationError, SchemaError, ValueError) as err:
+        discard_written(store, [p for paths in written.values() for p in paths], reason=str(err))
+        raise
+
+
+def discard_written(store: LogStore, paths: Sequence[str], *, reason: str) -> None:
+    """Delete files an OPTIMIZE wrote but did not commit; never raises (VACUUM removes what stays)."""
+    try:
+        full = [store.join(p) for p in paths]
+        if full:
+            store.delete_many(full)
+        log.info("Deleted the %d file(s) this OPTIMIZE wrote; its commit was refused: %s", len(full), reason)
+    except (DeltaError, OSError) as err:
+        log.warning("Could not delete the files this OPTIMIZE wrote (%s); VACUUM will.", err)

@@ -1,0 +1,387 @@
+"""OPTIMIZE (bin-packing compaction) of a Delta table, the rewrite running on Spark.
+
+The core decides what to compact and commits it (:mod:`airflow_delta_provider.core.optimize`);
+Spark does the data work. One execution:
+
+1. works out its idempotency key (``app_id`` = the task instance, ``app_version`` as for an
+   overwrite: equal across retries, raised by a clear) and, when the table already holds it,
+   returns the version holding it **without starting Spark**; it also returns without Spark when
+   the plan finds nothing to compact (or on a dry run);
+2. opens the Spark session as :class:`~airflow_delta_provider.operators.pyspark.DeltaPySparkOperator`
+   does (``local[*]``, a ``spark`` or a ``spark_connect`` connection; Spark's output logged at its
+   levels) and reads every bin's files with the table's schema. Deletion vectors are applied on the
+   executors: the core decodes each file's DV on the driver, and the file's rows are anti-joined
+   with those row indexes on ``_metadata.row_index`` (broadcast), so no row goes through the driver;
+5. writes all bins in one job, one file per bin, to a fresh directory per attempt
+   (``<root>/<write_subdir>/<dag>__<task>/<run>__try<n>__<uuid>/optimize_bin=<n>/part-...``),
+   then commits through the core: ``remove`` + ``add`` with ``dataChange=false``, ``OPTIMIZE``
+   commitInfo with Delta's metrics, and the txn of step 1.
+
+When the commit is refused (a concurrent commit removed one of the inputs:
+``ConcurrentDeleteReadError`` naming the file) or the job fails, the attempt's files are deleted;
+the table is unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, fields
+from functools import reduce
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.apache.spark.operators.spark_pyspark import PySparkOperator
+from airflow.providers.common.compat.standard.operators import PythonOperator
+
+from airflow_delta_provider.core.optimize import (
+    OptimizeOptions,
+    OptimizePlan,
+    OptimizeResult,
+    deleted_rows,
+    plan_optimize,
+)
+from airflow_delta_provider.operators.commit import (
+    RunIdentity,
+    _to_app_id,
+    _to_app_version,
+    already_committed,
+    default_app_version,
+)
+from airflow_delta_provider.operators.pyspark import (
+    DEFAULT_WRITE_OPTIONS,
+    _check_subdir,
+    _collect_output,
+    _discard,
+    _landed,
+    _RoutedSparkOutput,
+    _safe,
+    spark_path,
+)
+from airflow_delta_provider.utils.coercion import to_bool, to_int, to_text, validate
+from airflow_delta_provider.utils.mixins import DeltaTableMixin, delta_template_fields
+from airflow_delta_provider.utils.wording import count
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from airflow.sdk import Context
+
+    from airflow_delta_provider.core.table import DeltaTable
+
+__all__ = ["BIN_COLUMN", "DeltaOptimizeOperator"]
+
+#: The column (and directory name) the Spark job partitions its output by: one directory per bin.
+BIN_COLUMN = "optimize_bin"
+#: The row index column of files with a deletion vector, dropped before the write.
+_ROW_INDEX = "__delta_optimize_row_index"
+
+
+def _no_callable(spark: Any = None) -> None:
+    """The operator's ``python_callable``: the rewrite runs in :class:`_OptimizeInSession` instead."""
+
+
+@dataclass
+class _Pending:
+    """What the execution decided before starting Spark, for the rewrite inside the session."""
+
+    table: DeltaTable
+    options: OptimizeOptions
+    identity: RunIdentity
+    context: Context
+
+
+class _OptimizeInSession(PythonOperator):  # type: ignore[misc]  # the compat import is untyped (Any)
+    """Placed after ``PySparkOperator`` in the MRO: its ``execute_callable`` runs inside the session
+    ``PySparkOperator.execute_callable`` opens (and stops afterwards). Not usable on its own."""
+
+    def execute_callable(self) -> Any:
+        return self._optimize_in_session(self.op_kwargs["spark"])
+
+
+class DeltaOptimizeOperator(DeltaTableMixin, _RoutedSparkOutput, PySparkOperator, _OptimizeInSession):
+    """Compact a Delta table's small files on Spark (Delta's OPTIMIZE, bin-packing), exactly once.
+
+    .. code-block:: python
+
+        DeltaOptimizeOperator(
+            task_id="optimize",
+            table_uri="s3://lake/events",
+            partition_filter="ds >= '{{ macros.ds_add(ds, -7) }}'",
+            conn_id="spark_cluster",
+        )
+
+    Readers see the same rows before and after; sensors and asset watchers that count only data
+    changes do not fire on it (its files are committed with ``dataChange=false``).
+
+    .. seealso:: ``docs/maintenance.md`` (OPTIMIZE)
+
+    :param table_uri: the table root. (templated)
+    :param delta_conn_id: a ``delta`` connection naming the table. (templated)
+    :param storage_conn_id: an Airflow storage connection for ``table_uri``. (templated)
+    :param storage_options: fsspec options for the core's access to the table.
+    :param partition_filter: a SQL predicate on partition columns: compact only these partitions. (templated)
+    :param target_file_size: bytes (or ``"128mb"``); overrides ``delta.targetFileSize`` (default
+        1 GiB). (templated)
+    :param min_file_size: files at least this big are left alone (default: the target size).
+    :param app_id: Delta ``txnAppId``; default: the task instance. (templated)
+    :param app_version: Delta ``txnVersion``; default: equal across retries, raised by a clear. (templated)
+    :param dry_run: plan only (no Spark, no commit); the plan is returned. (templated)
+    :param spark_table_uri: where Spark finds the table, when its Hadoop path differs from
+        ``table_uri`` (default: ``table_uri`` with ``s3://`` as ``s3a://``). (templated)
+    :param write_subdir: the non-hidden directory under the root holding each attempt's files
+        (default ``optimize``).
+    :param conn_id: a ``spark`` or ``spark_connect`` connection; default ``local[*]``. (templated)
+    :param config_kwargs: Spark configuration. (templated)
+
+    Returns (XCom): ``table_uri``, ``version``, ``committed``, ``reason`` (None, ``no_files``,
+    ``dry_run``, ``already_committed``), ``plan`` (bins, files, bytes, the target and its source),
+    ``metrics`` (Delta's OPTIMIZE metrics), ``write_dir``, ``app_id``, ``app_version``.
+    """
+
+    template_fields: Sequence[str] = (
+        *delta_template_fields(
+            "partition_filter", "target_file_size", "app_id", "app_version", "dry_run", "spark_table_uri"
+        ),
+        *PySparkOperator.template_fields,
+    )
+    table_purpose = "to optimize"
+    ui_color = "#fdf1d5"
+
+    def __init__(
+        self,
+        *,
+        table_uri: str | None = None,
+        delta_conn_id: str | None = None,
+        storage_conn_id: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        partition_filter: str | None = None,
+        target_file_size: int | str | None = None,
+        min_file_size: int | None = None,
+        app_id: str | None = None,
+        app_version: int | str | None = None,
+        dry_run: bool | str = False,
+        spark_table_uri: str | None = None,
+        write_subdir: str = "optimize",
+        conn_id: str | None = None,
+        config_kwargs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(python_callable=_no_callable, conn_id=conn_id, config_kwargs=config_kwargs, **kwargs)
+        self._init_table(
+            table_uri=table_uri,
+            delta_conn_id=delta_conn_id,
+            storage_conn_id=storage_conn_id,
+            storage_options=storage_options,
+        )
+        validate(app_id, _to_app_id)
+        validate(app_version, _to_app_version)
+        validate(dry_run, to_bool, "dry_run")
+        self.partition_filter = partition_filter
+        self.target_file_size = target_file_size
+        self.min_file_size = to_int(min_file_size, "min_file_size", minimum=1)
+        self.app_id = app_id
+        self.app_version = app_version
+        self.dry_run = dry_run  # the argument name is the contract
+        self.spark_table_uri = spark_table_uri
+        self.write_subdir = _check_subdir(write_subdir)
+        self._pending: _Pending | None = None
+
+    # --- execution -------------------------------------------------------------------------
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        identity = RunIdentity.from_context(context)
+        app_id = _to_app_id(self.app_id) or identity.app_id
+        app_version = _to_app_version(self.app_version)
+        if app_version is None:
+            app_version = default_app_version(identity, "overwrite")
+        target = self.target_file_size
+        options = OptimizeOptions(
+            partition_filter=to_text(self.partition_filter, "partition_filter"),
+            target_file_size=None if target in (None, "", "None") else target,
+            min_file_size=self.min_file_size,
+            app_id=app_id,
+            app_version=app_version,
+            user_metadata=identity.user_metadata(),
+            tags=identity.tags(),
+            dry_run=to_bool(self.dry_run, "dry_run"),
+        )
+        table = self.hook.get_table()
+        snapshot = table.snapshot()
+        # Before Spark starts: a retry whose commit already landed must not rewrite anything again.
+        done = already_committed(table, app_id, app_version, snapshot=snapshot)
+        if done is not None:
+            plan = OptimizePlan(snapshot, (), snapshot.config.target_file_size, 0, None, 0, 0)
+            return self._report(OptimizeResult(plan, done), options, note="Spark was not started.")
+        plan = plan_optimize(snapshot, options)
+        if options.dry_run or not plan.bins:
+            result = OptimizeResult(plan, None, dry_run=options.dry_run)
+            return self._report(result, options, note="Spark was not started.")
+        self._pending = _Pending(table, options, identity, context)
+        try:
+            # PythonOperator.execute → PySparkOperator.execute_callable (session) → _optimize_in_session.
+            report: dict[str, Any] = super().execute(context)
+            return report
+        finally:
+            self._pending = None
+
+    def _attempt_dir(self, identity: RunIdentity) -> str:
+        run = _safe(identity.run_id) + (f"__{identity.map_index}" if identity.map_index >= 0 else "")
+        return (
+            f"{self.write_subdir}/{_safe(identity.dag_id)}__{_safe(identity.task_id)}/"
+            f"{run}__try{identity.try_number}__{uuid.uuid4().hex[:12]}"
+        )
+
+    def _optimize_in_session(self, spark: Any) -> dict[str, Any]:
+        pending = self._pending
+        if pending is None:  # pragma: no cover - only reachable by calling execute_callable directly
+            raise RuntimeError("DeltaOptimizeOperator.execute_callable runs only from execute().")
+        table, options = pending.table, pending.options
+        attempt = self._attempt_dir(pending.identity)
+        root = (self.spark_table_uri or spark_path(table.uri)).rstrip("/")
+
+        def rewrite(plan: OptimizePlan) -> dict[int, list[str]]:
+            return self._rewrite_on_spark(spark, table, plan, root, attempt)
+
+        try:
+            # The core replans on the latest snapshot, calls rewrite, and commits (deleting what the
+            # rewrite wrote when the commit is refused).
+            result = table.optimize(rewrite=rewrite, **_as_kwargs(options))
+        except BaseException:
+            assert options.app_id is not None and options.app_version is not None
+            if not _landed(table, options.app_id, options.app_version):
+                _discard(table, attempt, self.log)
+            raise
+        if not result.committed:
+            _discard(table, attempt, self.log)
+        return self._report(result, options, write_dir=attempt if result.committed else None)
+
+    def _rewrite_on_spark(
+        self, spark: Any, table: DeltaTable, plan: OptimizePlan, root: str, attempt: str
+    ) -> dict[int, list[str]]:
+        """Write every bin in one Spark job (one file per bin); the files written, per bin."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import StructType
+
+        snapshot = plan.snapshot
+        storage = snapshot.storage
+        partition_columns = set(snapshot.partition_columns)
+        full = StructType.fromJson(json.loads(snapshot.metadata.schema_string))
+        schema = StructType([f for f in full.fields if f.name not in partition_columns])
+        target = f"{root}/{attempt}"
+
+        def uri(path: str) -> str:
+            relative = storage.path.canonical(path)
+            return relative if "://" in relative or relative.startswith("/") else f"{root}/{relative}"
+
+        frames = []
+        with_dv = 0
+        for bin_ in plan.bins:
+            rows = bin_.files.select(["path", "deletion_vector"]).to_pylist()
+            parts = []
+            plain = [uri(r["path"]) for r in rows if r["deletion_vector"] is None]
+            if plain:
+                parts.append(spark.read.schema(schema).parquet(*plain))
+            for row in rows:
+                if row["deletion_vector"] is None:
+                    continue
+                with_dv += 1
+                frame = spark.read.schema(schema).parquet(uri(row["path"]))
+                deleted = deleted_rows(
+                    snapshot, {k: v for k, v in row["deletion_vector"].items() if v is not None}
+                )
+                if deleted:
+                    frame = frame.select("*", F.col("_metadata.row_index").alias(_ROW_INDEX))
+                    indexes = spark.createDataFrame([(i,) for i in deleted], f"{_ROW_INDEX} LONG")
+                    frame = frame.join(F.broadcast(indexes), _ROW_INDEX, "left_anti").drop(_ROW_INDEX)
+                parts.append(frame)
+            frames.append(
+                reduce(lambda a, b: a.unionByName(b), parts).withColumn(BIN_COLUMN, F.lit(bin_.index))
+            )
+        data = reduce(lambda a, b: a.unionByName(b), frames)
+        self.log.info(
+            "Rewriting %s (%s, %s with deletion vectors) into %s on Spark, under %s.",
+            count(plan.num_files, "file"),
+            count(plan.size, "byte"),
+            with_dv,
+            count(len(plan.bins), "file"),
+            target,
+        )
+        (
+            data.repartition(len(plan.bins), BIN_COLUMN)
+            .write.format("parquet")
+            .mode("error")
+            .options(**DEFAULT_WRITE_OPTIONS)
+            .partitionBy(BIN_COLUMN)
+            .save(target)
+        )
+        written: dict[int, list[str]] = {b.index: [] for b in plan.bins}
+        prefix = f"{BIN_COLUMN}="
+        for path in _collect_output(table, attempt, [BIN_COLUMN]):
+            directory = next((p for p in path.split("/") if p.startswith(prefix)), None)
+            if directory is not None:
+                written[int(directory[len(prefix) :])].append(path)
+        return written
+
+    def _report(
+        self,
+        result: OptimizeResult,
+        options: OptimizeOptions,
+        *,
+        note: str = "",
+        write_dir: str | None = None,
+    ) -> dict[str, Any]:
+        report = result.to_dict()
+        report.pop("commit", None)
+        report.update(
+            table_uri=self.hook.table_uri,
+            write_dir=write_dir,
+            app_id=options.app_id,
+            app_version=options.app_version,
+        )
+        plan = result.plan
+        uri = self.hook.table_uri
+        if result.committed:
+            metrics = result.metrics
+            self.log.info(
+                "OPTIMIZE of %s committed at version %d: %s (%s) rewritten into %s (%s).",
+                uri,
+                report["version"],
+                count(metrics["numRemovedFiles"], "file"),
+                count(metrics["numRemovedBytes"], "byte"),
+                count(metrics["numAddedFiles"], "file"),
+                count(metrics["numAddedBytes"], "byte"),
+            )
+        elif result.reason == "already_committed":
+            self.log.info(
+                "Nothing to do: %s already holds this task instance's OPTIMIZE (appId=%r, txnVersion=%d) at "
+                "table version %d. %s",
+                uri,
+                options.app_id,
+                options.app_version,
+                report["version"],
+                note,
+            )
+        elif result.reason == "dry_run":
+            self.log.info(
+                "Dry run: OPTIMIZE of %s would rewrite %s (%s) into %s. %s",
+                uri,
+                count(plan.num_files, "file"),
+                count(plan.size, "byte"),
+                count(len(plan.bins), "file"),
+                note,
+            )
+        else:
+            self.log.info(
+                "Nothing to compact in %s at version %d: %s considered, none in a bin of two or more small "
+                "files (target %s). %s",
+                uri,
+                plan.snapshot.version,
+                count(plan.num_files_considered, "file"),
+                count(plan.target_file_size.value, "byte"),
+                note,
+            )
+        return report
+
+
+def _as_kwargs(options: OptimizeOptions) -> dict[str, Any]:
+    return {f.name: getattr(options, f.name) for f in fields(options)}

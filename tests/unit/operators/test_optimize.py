@@ -1,0 +1,178 @@
+"""DeltaOptimizeOperator on a real local SparkSession: the rewrite on Spark (deletion vectors applied on
+the executors), the core's commit, idempotent retries without Spark, and a conflict leaving no litter.
+
+One table per test, kept small; the session is opened and stopped by the operator as in a task.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+from airflow_delta_provider.core import DeltaTable
+from airflow_delta_provider.core.commits import read_commit
+from airflow_delta_provider.core.deletion_vectors import inline_deletion_vector
+from airflow_delta_provider.core.errors import ConcurrentDeleteReadError
+from airflow_delta_provider.operators.optimize import DeltaOptimizeOperator
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+pytestmark = pytest.mark.spark
+pytest.importorskip("pyspark")
+
+SPARK_CONF = {
+    "spark.master": "local[1]",
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "1",
+    "spark.sql.session.timeZone": "UTC",
+}
+RUN = "scheduled__2026-11-01T00:00:00+00:00"
+SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("p", pa.string())])
+
+
+def context_for(op: Any, *, try_number: int = 1) -> dict[str, Any]:
+    ti = RuntimeTaskInstance.model_construct(
+        id=uuid.uuid4(),
+        dag_id="nightly",
+        task_id=op.task_id,
+        run_id=RUN,
+        map_index=-1,
+        try_number=try_number,
+        max_tries=op.retries,
+        task=op,
+    )
+    return {"ti": ti, "task": op, "run_id": RUN}
+
+
+def make(root: Path, **kwargs: Any) -> DeltaOptimizeOperator:
+    kwargs.setdefault("task_id", "optimize")
+    kwargs.setdefault("retries", 2)
+    return DeltaOptimizeOperator(table_uri=str(root), config_kwargs=dict(SPARK_CONF), **kwargs)
+
+
+def write_file(root: Path, relative: str, ids: list[int]) -> str:
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"id": ids, "name": [f"n{i}" for i in ids]}), path)
+    return relative
+
+
+def rows(root: Path) -> list[tuple[Any, ...]]:
+    data = DeltaTable(str(root)).snapshot().to_pyarrow_table()
+    return sorted(zip(*(data.column(c).to_pylist() for c in ("id", "name", "p")), strict=True))
+
+
+def data_files(root: Path) -> list[str]:
+    return sorted(
+        str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and "_delta_log" not in p.parts
+    )
+
+
+def test_optimize_on_spark_compacts_applies_deletion_vectors_and_retries_without_spark(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "events"
+    table = DeltaTable.create(
+        str(root),
+        SCHEMA,
+        partition_by=["p"],
+        properties={"delta.enableDeletionVectors": "true", "delta.targetFileSize": "1mb"},
+    )
+    for n, partition in enumerate(["a", "a", "a", "b", "b"]):
+        table.commit_files(
+            [write_file(root, f"p={partition}/f{n}.parquet", list(range(n * 10, n * 10 + 10)))]
+        )
+    # A DELETE as Spark writes it: the file is removed and re-added with a deletion vector.
+    victim = table.snapshot().files().filter(pa.compute.equal(pa.compute.field("path"), "p=a/f0.parquet"))
+    add = victim.to_pylist()[0]
+    dv = inline_deletion_vector([0, 2, 4])
+    commit = [
+        {"commitInfo": {"operation": "DELETE", "timestamp": 1}},
+        {
+            "remove": {
+                "path": add["path"],
+                "deletionTimestamp": 1,
+                "dataChange": True,
+                "partitionValues": {"p": "a"},
+                "size": add["size"],
+            }
+        },
+        {
+            "add": {
+                "path": add["path"],
+                "partitionValues": {"p": "a"},
+                "size": add["size"],
+                "modificationTime": 1,
+                "dataChange": True,
+                "deletionVector": dv,
+                "stats": add["stats"],
+            }
+        },
+    ]
+    if DeltaTable(str(root)).snapshot().protocol.min_writer_version < 7:
+        pytest.skip("the provider created the table without the deletionVectors feature")
+    version = table.version() + 1
+    (root / "_delta_log" / f"{version:020d}.json").write_text("\n".join(json.dumps(c) for c in commit) + "\n")
+    before = rows(root)
+    assert len(before) == 47
+
+    op = make(root)
+    result = op.execute(context_for(op))
+
+    assert result["committed"] and result["version"] == version + 1
+    assert result["metrics"]["numRemovedFiles"] == 5 and result["metrics"]["numAddedFiles"] == 2
+    assert result["metrics"]["numDeletionVectorsRemoved"] == 1
+    assert rows(root) == before
+    # (delta-rs refuses tables listing the deletionVectors reader feature; the core's tests compare
+    # with it on tables without.)
+    files = DeltaTable(str(root)).snapshot().files()
+    assert files.column("deletion_vector").null_count == 2
+    assert all(p.startswith(result["write_dir"] + "/optimize_bin=") for p in files.column("path").to_pylist())
+    # Spark's litter is gone; only the new files and the old (now removed, left for VACUUM) ones remain.
+    assert all(f.endswith(".parquet") for f in data_files(root))
+    info = read_commit(DeltaTable(str(root)).storage, version + 1).commit_info  # type: ignore[union-attr]
+    assert info["operation"] == "OPTIMIZE" and info["tags"]["airflow.task_id"] == "optimize"
+
+    # A retry of the same task instance: nothing to do, Spark not started.
+    retry = make(root)
+    again = retry.execute(context_for(retry, try_number=2))
+    assert (again["committed"], again["reason"], again["version"]) == (
+        False,
+        "already_committed",
+        version + 1,
+    )
+    assert DeltaTable(str(root)).version() == version + 1
+
+
+def test_a_concurrent_delete_of_an_input_fails_the_task_and_leaves_no_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "events"
+    table = DeltaTable.create(
+        str(root), SCHEMA, partition_by=["p"], properties={"delta.targetFileSize": "1mb"}
+    )
+    for n in range(3):
+        table.commit_files([write_file(root, f"p=a/f{n}.parquet", [n])])
+    original = DeltaOptimizeOperator._rewrite_on_spark
+
+    def rewrite_then_delete(self: Any, spark: Any, table: Any, plan: Any, root_uri: str, attempt: str) -> Any:
+        written = original(self, spark, table, plan, root_uri, attempt)
+        DeltaTable(str(root)).commit_files(
+            [write_file(root, "p=a/replacement.parquet", [9])], mode="overwrite", replace_where="p = 'a'"
+        )
+        return written
+
+    monkeypatch.setattr(DeltaOptimizeOperator, "_rewrite_on_spark", rewrite_then_delete)
+    op = make(root)
+    with pytest.raises(ConcurrentDeleteReadError, match=r"p=a/f\d\.parquet"):
+        op.execute(context_for(op))
+    assert DeltaTable(str(root)).version() == 4
+    assert rows(root) == [(9, "n9", "a")]
+    assert not any(f.startswith("optimize/") for f in data_files(root))
