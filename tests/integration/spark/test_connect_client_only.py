@@ -106,8 +106,12 @@ def test_a_worker_without_a_jvm_commits_through_spark_connect(
         "AIRFLOW_CONN_SPARK_CLIENT_ONLY": spark_connect.connection_uri,
     }
     root = tmp_path / "events"
+    # A script file, not ``python -c``: PySpark takes a ``__main__`` without ``__file__`` for its
+    # own doctests and exits looking for SPARK_HOME.
+    script = tmp_path / "worker.py"
+    script.write_text(SCRIPT)
     done = subprocess.run(
-        [str(client_python), "-c", SCRIPT, str(root)], env=env, capture_output=True, text=True, timeout=600
+        [str(client_python), str(script), str(root)], env=env, capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stderr[-4000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
