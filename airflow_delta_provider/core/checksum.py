@@ -14,7 +14,15 @@ import bisect
 import json
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.actions import AddFile, Metadata, Protocol, RemoveFile, Transaction, dumps
+from airflow_delta_provider.core.actions import (
+    AddFile,
+    DomainMetadata,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    Transaction,
+    dumps,
+)
 from airflow_delta_provider.core.logfiles import checksum_name
 from airflow_delta_provider.core.redaction import get_logger
 
@@ -81,6 +89,12 @@ def next_checksum(
         elif isinstance(action, Transaction) and transactions is not None:
             transactions = [t for t in transactions if t.get("appId") != action.app_id]
             transactions.append(action.to_json())
+        elif isinstance(action, DomainMetadata):
+            domains = checksum.get("domainMetadata")
+            if domains is not None or previous is None:  # the list is complete, or there is none yet
+                kept = [d for d in domains or [] if d.get("domain") != action.domain]
+                # Live domains only (no tombstones), as Spark writes the list.
+                checksum["domainMetadata"] = kept if action.removed else [*kept, action.to_json()]
     if files < 0 or size < 0:
         return None
     checksum.update(

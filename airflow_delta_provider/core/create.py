@@ -28,6 +28,7 @@ from airflow_delta_provider.core.errors import (
 )
 from airflow_delta_provider.core.features import minimum_protocol
 from airflow_delta_provider.core.redaction import get_logger
+from airflow_delta_provider.core.row_tracking import new_table_properties
 from airflow_delta_provider.core.schema import (
     arrow_type_to_delta,
     check_schema_compatible,
@@ -100,7 +101,7 @@ def new_metadata(
         id=table_id or str(uuid.uuid4()),
         schema_string=schema_to_delta_json(schema),
         partition_columns=tuple(canonical),
-        configuration=dict(properties),
+        configuration=new_table_properties(properties),
         name=name,
         description=description,
         created_time=int(time.time() * 1000),

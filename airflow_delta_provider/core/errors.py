@@ -24,6 +24,7 @@ __all__ = [
     "ConcurrentDeleteReadError",
     "ConcurrentModificationError",
     "ConcurrentTransactionError",
+    "ConstraintViolationError",
     "CorruptLogError",
     "DeleteFilesError",
     "DeletionVectorError",
@@ -40,6 +41,7 @@ __all__ = [
     "ProtocolChangedError",
     "ProtocolError",
     "RetentionError",
+    "RowTrackingError",
     "SchemaError",
     "SchemaMismatchError",
     "StorageError",
@@ -47,6 +49,7 @@ __all__ = [
     "TableNotFoundError",
     "TimestampEarlierThanRetentionError",
     "TimestampLaterThanLatestCommitError",
+    "UnsupportedExpressionError",
     "UnsupportedFeatureError",
     "VacuumDeleteError",
     "VacuumLiteError",
@@ -194,6 +197,25 @@ class CommitError(DeltaError):
 
 class AppendOnlyViolationError(CommitError):
     delta_error_class = "DELTA_CANNOT_MODIFY_APPEND_ONLY"
+
+
+class RowTrackingError(CommitError):
+    """Row ids cannot be assigned (an add without ``numRecords``, a hand-written high-water mark)."""
+
+    delta_error_class = "DELTA_ROW_ID_ASSIGNMENT_WITHOUT_STATS"
+
+
+class ConstraintViolationError(CommitError, ValueError):
+    """A row to commit breaks an invariant, a CHECK constraint, a generation expression or an
+    identity column's rules; nothing was committed. The message names the constraint, the file
+    and a sample row."""
+
+    delta_error_class = "DELTA_VIOLATE_CONSTRAINT_WITH_VALUES"
+
+
+class UnsupportedExpressionError(UnsupportedFeatureError):
+    """A table's constraint or generation expression cannot be evaluated here exactly as Spark
+    would (or its engine is not installed); the commit is refused, naming the expression."""
 
 
 class EmptyOverwriteError(CommitError, ValueError):

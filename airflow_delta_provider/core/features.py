@@ -98,6 +98,7 @@ class Feature:
     :param in_use_reason: how the table uses it, for the error message.
     :param enabled_by: the table property that turns it on at creation (for the protocol).
     :param creatable: whether ``DeltaTable.create`` may enable it (the core writes it right).
+    :param requires: features the protocol must list with it (``rowTracking`` needs ``domainMetadata``).
     :param note: what the core does with it (or why it refuses it), for the docs' feature table.
     """
 
@@ -110,6 +111,7 @@ class Feature:
     in_use_reason: str = ""
     enabled_by: tuple[str, Callable[[Mapping[str, str]], bool]] | None = None
     creatable: bool = True
+    requires: tuple[str, ...] = ()
     note: str = ""
 
 
@@ -125,9 +127,10 @@ def _column_mapping_used(metadata: Metadata) -> bool:
     return (metadata.configuration.get("delta.columnMapping.mode") or "none").lower() != "none"
 
 
-#: Features that only constrain the rows and metadata a commit adds: VACUUM, checkpoints and
-#: log cleanup add none, so they honour them by doing nothing.
-_DATA_WRITE_ONLY = _support(write=Support.UNLESS_USED)
+#: Rules on the rows a commit adds, which commits honour: every row is checked before the commit
+#: (core/constraints.py: Spark in the PySpark operator, the SQL engine for files committed as
+#: they are), identity values are generated or refused and their high-water mark moved.
+_ROWS_CHECKED = _support()
 #: Refused by every operation, reading included.
 _NEVER = dict.fromkeys(Operation, Support.NO)
 _TYPE_WIDENING = (
@@ -143,17 +146,24 @@ FEATURES: dict[str, Feature] = {
         Feature(
             "invariants",
             legacy_writer=2,
-            support=_DATA_WRITE_ONLY,
+            support=_ROWS_CHECKED,
             in_use=_schema_has('"delta.invariants"'),
             in_use_reason="a column has a delta.invariants expression",
+            note=(
+                "every row is checked before the commit (Spark in the PySpark operator, DataFusion "
+                "for files committed as they are); a NULL or false result refuses the commit"
+            ),
         ),
         Feature(
             "checkConstraints",
             legacy_writer=3,
-            support=_DATA_WRITE_ONLY,
+            support=_ROWS_CHECKED,
             in_use=_has_constraints,
             in_use_reason="the table has delta.constraints.* CHECK constraints",
-            creatable=False,
+            note=(
+                "every row is checked before the commit (Spark in the PySpark operator, DataFusion "
+                "for files committed as they are); a NULL or false result refuses the commit"
+            ),
         ),
         Feature(
             "changeDataFeed",  # appends and whole-file removes need no cdc files
@@ -163,9 +173,13 @@ FEATURES: dict[str, Feature] = {
         Feature(
             "generatedColumns",
             legacy_writer=4,
-            support=_DATA_WRITE_ONLY,
+            support=_ROWS_CHECKED,
             in_use=_schema_has('"delta.generationExpression"'),
             in_use_reason="a column has a delta.generationExpression",
+            note=(
+                "every row is checked before the commit (Spark in the PySpark operator, DataFusion "
+                "for files committed as they are); a NULL or false result refuses the commit"
+            ),
         ),
         Feature(
             "columnMapping",
@@ -182,11 +196,16 @@ FEATURES: dict[str, Feature] = {
             ),
         ),
         Feature(
-            "identityColumns",
+            "identityColumns",  # concurrent identity writers conflict on their metaData, as in Delta
             legacy_writer=6,
-            support=_DATA_WRITE_ONLY,
+            support=_ROWS_CHECKED,
             in_use=_schema_has('"delta.identity.'),
             in_use_reason="a column is an IDENTITY column",
+            note=(
+                "the PySpark operator generates values from start, step and the high-water mark and "
+                "records the new mark; GENERATED ALWAYS refuses supplied values; concurrent identity "
+                "writers conflict"
+            ),
         ),
         Feature(
             "deletionVectors",  # read: row masks applied; write: never writes DVs, removes carry them
@@ -226,10 +245,13 @@ FEATURES: dict[str, Feature] = {
             ),
         ),
         Feature(
-            "rowTracking",
-            support=_support(write=Support.NO),
+            "rowTracking",  # commits assign baseRowId / defaultRowCommitVersion (core/row_tracking.py)
             enabled_by=("delta.enableRowTracking", _flag("delta.enableRowTracking")),
-            creatable=False,
+            requires=("domainMetadata",),
+            note=(
+                "commits assign baseRowId and defaultRowCommitVersion above the delta.rowTracking "
+                "high-water mark and move it, again on every retry"
+            ),
         ),
         Feature(
             "allowColumnDefaults",
@@ -471,7 +493,7 @@ def minimum_protocol(schema: pa.Schema, properties: Mapping[str, str]) -> Protoc
 
     :raises UnsupportedFeatureError: a property enables a feature this core cannot write.
     """
-    from airflow_delta_provider.core.actions import Protocol
+    from airflow_delta_provider.core.actions import Metadata, Protocol
     from airflow_delta_provider.core.schema import schema_to_delta_json
 
     refusals = {
@@ -487,16 +509,13 @@ def minimum_protocol(schema: pa.Schema, properties: Mapping[str, str]) -> Protoc
                 feature=feature,
                 operation=Operation.WRITE.value,
             )
-    constraints = [k for k in properties if k.startswith("delta.constraints.")]
-    if constraints:
-        raise UnsupportedFeatureError(
-            f"CHECK constraints ({constraints[0]}, the 'checkConstraints' feature) cannot be enforced by "
-            f"this core; create the table without them.",
-            feature="checkConstraints",
-            operation=Operation.WRITE.value,
-        )
     enabled = {f.name for f in FEATURES.values() if f.enabled_by is not None and f.enabled_by[1](properties)}
-    if '"timestamp_ntz"' in schema_to_delta_json(schema):
+    # Features the schema or the properties use (invariants, CHECK constraints, generated and
+    # identity columns), as Spark's CREATE TABLE adds them.
+    schema_json = schema_to_delta_json(schema)
+    used = features_in_use(Metadata("", schema_json, (), dict(properties)))
+    enabled |= {f for f in used if FEATURES[f].creatable}
+    if '"timestamp_ntz"' in schema_json:
         enabled.add("timestampNtz")
     explicit = {
         key.removeprefix("delta.feature.")
@@ -504,6 +523,7 @@ def minimum_protocol(schema: pa.Schema, properties: Mapping[str, str]) -> Protoc
         if key.startswith("delta.feature.") and value.lower() in ("supported", "enabled")
     }
     enabled |= explicit
+    enabled |= {r for f in list(enabled) if f in FEATURES for r in FEATURES[f].requires}
     # Features that legacy versions imply (appendOnly, changeDataFeed, columnMapping) fit a legacy
     # protocol, as Spark creates them ((1, 2) by default, (2, 5) with column mapping); any other
     # feature, or one asked for by name, needs a table-features protocol.

@@ -67,6 +67,12 @@ from airflow_delta_provider.core.features import Operation, check_supported
 from airflow_delta_provider.core.logfiles import LogFileKind, commit_name, parse_log_file, version_prefix
 from airflow_delta_provider.core.partitions import partition_columns_from_map
 from airflow_delta_provider.core.redaction import get_logger, redact
+from airflow_delta_provider.core.row_tracking import (
+    assign_row_ids,
+    assigns_row_ids,
+    high_water_mark,
+    winner_high_water_mark,
+)
 from airflow_delta_provider.core.snapshot import load_snapshot
 from airflow_delta_provider.core.table_config import TableConfig
 from airflow_delta_provider.core.validation import validate_actions, validate_commit_info
@@ -374,6 +380,12 @@ class OptimisticTransaction:
             and not self._read_whole_table
         )
         isolation = self._isolation(metadata, changes_data)
+        # Row tracking: ids and commit versions depend on the attempt's version and on the mark the
+        # winners left, so they are assigned again on every attempt (None: the table has none).
+        row_mark = None
+        if assigns_row_ids(protocol, metadata):
+            row_mark = -1 if self.new_table else high_water_mark(self.snapshot.domain_metadata)
+        submitted = actions
         lines = [dumps({_KEY[type(a)]: a.to_json()}) for a in actions]
         metrics = {k: str(v) for k, v in (operation_metrics or {}).items()}
         removed = {self.store.path.canonical(a.path) for a in actions if isinstance(a, RemoveFile)}
@@ -396,6 +408,10 @@ class OptimisticTransaction:
         attempts = 0
         while True:
             attempts += 1
+            if row_mark is not None:
+                actions = assign_row_ids(submitted, high_water_mark=row_mark, version=version)
+                validate_actions(actions, metadata)
+                lines = [dumps({_KEY[type(a)]: a.to_json()}) for a in actions]
             now = int(time.time() * 1000)
             ict = None
             if ict_enabled:
@@ -429,6 +445,9 @@ class OptimisticTransaction:
                             winner.version, operation, metrics, actions, attempts, committed=False
                         )
                 check_replayable(winners)  # the retry builds on the winners
+                if row_mark is not None:  # Delta exempts this domain from conflicts: renumber above it
+                    for winner in winners:
+                        row_mark = winner_high_water_mark(winner.actions, row_mark)
                 last = winners[-1]
                 previous_ict = _ict(last)
                 log.info(

@@ -26,6 +26,7 @@ from airflow_delta_provider.core.column_mapping import (
     logical_file_schema,
     physical_path,
 )
+from airflow_delta_provider.core.constraints import check_rows, checked_identity_schema
 from airflow_delta_provider.core.create import (
     as_schema,
     new_metadata,
@@ -109,6 +110,12 @@ class CommitOptions:
         Spark does.
     :param allow_empty_overwrite: let an overwrite (or ``replace_where``) with no files remove
         the data it selects; without it such a commit is refused.
+    :param constraints_checked: the producer already checked every row against the table's
+        invariants, CHECK constraints and generation expressions with Spark (the PySpark
+        operator does); the core then does not read the files to check them again.
+    :param identity_generated: identity columns whose values the producer generated from the
+        column's start, step and high-water mark (the PySpark operator); the commit moves their
+        high-water marks. A ``GENERATED ALWAYS`` identity column accepts no other values.
     """
 
     prefix: str | None = None
@@ -128,6 +135,8 @@ class CommitOptions:
     isolation_level: str | None = None
     auto_checkpoint: bool = True
     allow_empty_overwrite: bool = False
+    constraints_checked: bool = False
+    identity_generated: Sequence[str] = ()
 
     def __post_init__(self) -> None:
         if self.mode not in ("append", "overwrite"):
@@ -140,6 +149,13 @@ class CommitOptions:
             raise ValueError(f"schema_mode must be 'enforce' or 'merge', got {self.schema_mode!r}.")
         check_bool("allow_empty_overwrite", self.allow_empty_overwrite)
         check_bool("auto_checkpoint", self.auto_checkpoint)
+        check_bool("constraints_checked", self.constraints_checked)
+        if isinstance(self.identity_generated, str) or not all(
+            isinstance(c, str) for c in self.identity_generated
+        ):
+            raise ValueError(
+                f"identity_generated must be a list of column names, got {self.identity_generated!r}."
+            )
         check_positive_int("max_attempts", self.max_attempts, optional=False)
         check_positive_int("max_workers", self.max_workers)
         check_app_arguments(self.app_id, self.app_version)
@@ -267,15 +283,39 @@ def commit_files(
         for f, values, footer in zip(data_files, values_per_file, footers, strict=True)
     ]
     actions: list[Any] = []
+    commit_tags = dict(tags or {})
     if snapshot is None:
         actions.append(minimum_protocol(new_schema, props))
-        actions.append(new_metadata(new_schema, partition_columns, props))
-    elif not new_schema.equals(table_schema, check_metadata=mapping != "none"):
+        table_metadata = new_metadata(new_schema, partition_columns, props)
+    else:
         assert metadata is not None
-        actions.append(
-            dataclasses.replace(metadata, schema_string=schema_to_delta_json(new_schema), configuration=props)
+        table_metadata = metadata
+        if not new_schema.equals(table_schema, check_metadata=mapping != "none"):
+            table_metadata = dataclasses.replace(
+                metadata, schema_string=schema_to_delta_json(new_schema), configuration=props
+            )
+            log.info("Merging new columns into the schema of %s.", store.root_uri)
+    # Invariants, CHECK constraints, generated and identity columns: every row, before the commit.
+    if not options.constraints_checked:
+        check_rows(
+            store,
+            [(f.path, f.relative_path, v) for f, v in zip(data_files, values_per_file, strict=True)],
+            table_metadata,
+            new_schema,
         )
-        log.info("Merging new columns into the schema of %s.", store.root_uri)
+    identity_schema = checked_identity_schema(
+        table_metadata,
+        {f.relative_path: footer.schema.names for f, footer in zip(data_files, footers, strict=True)},
+        store,
+        [f.path for f in data_files],
+        options.identity_generated,
+    )
+    if identity_schema is not None:
+        if table_metadata is metadata:  # only the high-water marks change: Delta tags it
+            commit_tags["delta.identity.schemaUpdate"] = "true"
+        table_metadata = dataclasses.replace(table_metadata, schema_string=identity_schema)
+    if table_metadata is not metadata:
+        actions.append(table_metadata)
     if app_id is not None and app_version is not None:
         actions.append(Transaction(app_id, app_version, last_updated=now))
 
@@ -350,7 +390,7 @@ def commit_files(
             operation_parameters=parameters,
             operation_metrics=metrics,
             user_metadata=user_metadata,
-            tags=tags,
+            tags=commit_tags or None,
         )
     except ProtocolChangedError:
         if snapshot is not None:

@@ -420,8 +420,15 @@ class DeltaCommitMixin(DeltaTableMixin):
         prefix: str | None = None,
         schema: pa.Schema | str | None = None,
         partition_values: Mapping[str, str | None] | None = None,
+        constraints_checked: bool = False,
+        identity_generated: Sequence[str] = (),
     ) -> CommitResult:
-        """Commit the files with the core, recording the txn and the run identity."""
+        """Commit the files with the core, recording the txn and the run identity.
+
+        :param constraints_checked: the rows were checked against the table's constraints with
+            Spark (the PySpark operator); the core does not read the files to check them again.
+        :param identity_generated: identity columns whose values the writer generated.
+        """
         tags = {**(self.commit_tags or {}), **identity.tags()}
         # The core refuses an overwrite that removes data and adds nothing unless this is set.
         return table.commit_files(
@@ -440,6 +447,8 @@ class DeltaCommitMixin(DeltaTableMixin):
             properties=provider_table_properties(self.table_properties),
             max_attempts=_configured_max_attempts(),
             allow_empty_overwrite=self.allow_empty_overwrite,
+            constraints_checked=constraints_checked,
+            identity_generated=list(identity_generated),
         )
 
     def _report(

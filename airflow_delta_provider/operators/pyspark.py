@@ -28,6 +28,7 @@ from airflow.providers.apache.spark.operators.spark_pyspark import PySparkOperat
 from airflow.providers.common.compat.standard.operators import PythonOperator
 
 from airflow_delta_provider.operators.commit import DeltaCommitMixin, RunIdentity, already_committed
+from airflow_delta_provider.operators.spark_constraints import prepare_frame
 from airflow_delta_provider.utils.wording import count
 
 if TYPE_CHECKING:
@@ -314,9 +315,13 @@ class DeltaPySparkOperator(DeltaCommitMixin, _RoutedSparkOutput, PySparkOperator
                 f"{self.hook.table_uri}, got {type(frame).__name__}."
             )
         table = pending.table
+        prepared = None
         partition_dirs = list(pending.partition_columns)
         if pending.snapshot is not None:
             frame = _with_table_spelling(frame, pending.snapshot.schema.names, self.log)
+            # Generated and identity columns added, every constraint checked with Spark.
+            prepared = prepare_frame(frame, pending.snapshot.metadata, self.log)
+            frame = prepared.frame
             frame, partition_dirs = _with_physical_names(frame, pending.snapshot, partition_dirs, self.log)
         attempt = self._attempt_dir(pending.identity)
         root = (self.spark_table_uri or spark_path(table.uri)).rstrip("/")
@@ -341,6 +346,8 @@ class DeltaPySparkOperator(DeltaCommitMixin, _RoutedSparkOutput, PySparkOperator
                 pending.app_version,
                 files=files,
                 schema=frame.schema.json() if pending.snapshot is None else None,
+                constraints_checked=prepared is not None and prepared.checked,
+                identity_generated=prepared.identity_generated if prepared is not None else (),
             )
         except BaseException:
             # Remove the attempt's files now rather than leave them to VACUUM, but only when no commit

@@ -86,7 +86,7 @@ def test_every_feature_states_what_every_operation_does(operation):
     [
         ("appendOnly", set()),
         ("deletionVectors", set()),
-        ("rowTracking", {Operation.WRITE}),
+        ("rowTracking", set()),
         ("allowColumnDefaults", {Operation.WRITE}),
         ("icebergCompatV2", {Operation.WRITE, Operation.VACUUM}),
         ("columnMapping", set()),
@@ -114,6 +114,7 @@ def test_writer_features_per_operation(feature, refused_by):
 @pytest.mark.parametrize(
     ("feature", "used"),
     [
+        ("columnMapping", metadata({"delta.columnMapping.mode": "name"})),
         (
             "invariants",
             metadata(schema=SCHEMA.replace('"metadata":{}', '"metadata":{"delta.invariants":"x"}')),
@@ -121,12 +122,9 @@ def test_writer_features_per_operation(feature, refused_by):
         ("checkConstraints", metadata({"delta.constraints.positive": "id > 0"})),
     ],
 )
-def test_features_that_bind_data_are_refused_for_writes_only_when_used(feature, used):
+def test_features_that_bind_data_are_honoured_when_used(feature, used):
     protocol = writer_only(feature)
-    check_supported(protocol, metadata(), Operation.WRITE)
-    with pytest.raises(UnsupportedFeatureError, match=feature):
-        check_supported(protocol, used, Operation.WRITE)
-    for operation in (Operation.CHECKPOINT, Operation.LOG_CLEANUP, Operation.VACUUM):
+    for operation in (Operation.WRITE, Operation.CHECKPOINT, Operation.LOG_CLEANUP, Operation.VACUUM):
         check_supported(protocol, used, operation)
 
 

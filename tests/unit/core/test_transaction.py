@@ -130,12 +130,13 @@ def test_metadata_change_by_the_winner(table, monkeypatch):
 
 def test_protocol_change_by_the_winner_to_an_unsupported_feature(table, monkeypatch):
     loser = stale(table, monkeypatch)
-    protocol = {"protocol": {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["rowTracking"]}}
+    features = ["allowColumnDefaults"]
+    protocol = {"protocol": {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": features}}
     with open(os.path.join(table.storage.log_dir, f"{2:020d}.json"), "w") as f:
         f.write(
             json.dumps({"commitInfo": {"operation": "UPGRADE PROTOCOL"}}) + "\n" + json.dumps(protocol) + "\n"
         )
-    with pytest.raises(ProtocolChangedError, match="rowTracking") as info:
+    with pytest.raises(ProtocolChangedError, match="allowColumnDefaults") as info:
         loser.commit_files([part(loser, "a", [4])])
     assert info.value.operation == "UPGRADE PROTOCOL"
 

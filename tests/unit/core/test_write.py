@@ -124,8 +124,8 @@ def test_minimum_protocol(schema, properties, expected):
 @pytest.mark.parametrize(
     ("key", "feature"),
     [
-        ("delta.enableRowTracking", "rowTracking"),
-        ("delta.constraints.positive", "checkConstraints"),
+        ("delta.enableIcebergCompatV2", "icebergCompatV2"),
+        ("delta.enableIcebergCompatV3", "icebergCompatV3"),
     ],
 )
 def test_properties_needing_unsupported_features_are_refused(tmp_path, key, feature):
@@ -375,35 +375,17 @@ def test_unsupported_writer_feature_is_refused(tmp_path, log_writer):
             "protocol": {
                 "minReaderVersion": 1,
                 "minWriterVersion": 7,
-                "writerFeatures": ["rowTracking", "domainMetadata"],
+                "writerFeatures": ["allowColumnDefaults"],
             }
         },
         log_writer.metadata(),
     )
     table = DeltaTable(str(log_writer.root))
     data = write_parquet(log_writer.root, "x/p.parquet", pa.table({"id": [1]}))
-    with pytest.raises(UnsupportedFeatureError, match="rowTracking") as info:
+    with pytest.raises(UnsupportedFeatureError, match="allowColumnDefaults") as info:
         table.commit_files([data])
     assert info.value.operation == "write"
     assert table.version() == 0
-
-
-def test_legacy_features_are_refused_only_when_used(tmp_path, log_writer):
-    schema = {
-        "type": "struct",
-        "fields": [
-            {"name": "id", "type": "long", "nullable": True, "metadata": {"delta.invariants": "id > 0"}}
-        ],
-    }
-    log_writer.commit(
-        0,
-        {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
-        {"metaData": {**log_writer.metadata()["metaData"], "schemaString": json.dumps(schema)}},
-    )
-    table = DeltaTable(str(log_writer.root))
-    data = write_parquet(log_writer.root, "x/p.parquet", pa.table({"id": [1]}))
-    with pytest.raises(UnsupportedFeatureError, match="invariants"):
-        table.commit_files([data])
 
 
 # --- new tables on first write, in-commit timestamps, checksums ---------------------------

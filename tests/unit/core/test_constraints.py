@@ -1,0 +1,319 @@
+"""Invariants, CHECK constraints, generated and identity columns on commits of written files.
+
+Tables are created with each feature by the core; rows are checked with Delta's semantics (a
+CHECK or invariant fails on false *and* on NULL, as ``CheckDeltaInvariant`` does; a generated
+column must satisfy ``(value <=> expr) IS TRUE``) by the SQL engine (DataFusion). Every refusal
+names the constraint, the file and a row, and leaves the table as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import uuid
+from datetime import datetime
+
+import deltalake
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_delta_provider.core import DeltaTable
+from airflow_delta_provider.core.constraints import Constraint, IdentityColumn, translate
+from airflow_delta_provider.core.errors import (
+    ConstraintViolationError,
+    MetadataChangedError,
+    UnsupportedExpressionError,
+    UnsupportedFeatureError,
+)
+
+
+def field(name: str, kind: str, nullable: bool = True, **metadata: object) -> dict:
+    return {"name": name, "type": kind, "nullable": nullable, "metadata": metadata}
+
+
+def schema(*fields: dict) -> str:
+    return json.dumps({"type": "struct", "fields": list(fields)})
+
+
+def write(table: DeltaTable, data: dict, directory: str = "") -> str:
+    relative = f"{directory}w-{uuid.uuid4().hex[:8]}.parquet"
+    path = os.path.join(table.storage.root, relative)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    pq.write_table(pa.table(data), path)
+    return relative
+
+
+def log_lines(table: DeltaTable, version: int) -> list[dict]:
+    with open(os.path.join(table.storage.log_dir, f"{version:020d}.json")) as f:
+        return [json.loads(line) for line in f]
+
+
+def unchanged(table: DeltaTable, log_state, before: dict, version: int) -> None:
+    assert log_state(table.storage.root) == before
+    assert DeltaTable(table.uri).version() == version
+
+
+@pytest.fixture
+def checked(tmp_path):
+    """A table with a CHECK constraint, an invariant and a generated column, created by the core."""
+    table = DeltaTable.create(
+        str(tmp_path / "t"),
+        schema(
+            field(
+                "id", "long", **{"delta.invariants": json.dumps({"expression": {"expression": "id >= 0"}})}
+            ),
+            field("name", "string"),
+            field("lname", "string", **{"delta.generationExpression": "lower(name)"}),
+        ),
+        properties={"delta.constraints.known": "name IN ('a', 'B', 'c') OR id > 100"},
+    )
+    return table
+
+
+def test_the_core_creates_tables_with_the_legacy_protocol_spark_picks(checked, tmp_path):
+    protocol = log_lines(checked, 0)[1]["protocol"]
+    assert protocol == {"minReaderVersion": 1, "minWriterVersion": 4}  # generated columns: (1, 4)
+    assert log_lines(checked, 0)[2]["metaData"]["configuration"] == {
+        "delta.constraints.known": "name IN ('a', 'B', 'c') OR id > 100"
+    }
+    only_check = DeltaTable.create(
+        str(tmp_path / "c"), schema(field("id", "long")), properties={"delta.constraints.p": "id > 0"}
+    )
+    assert log_lines(only_check, 0)[1]["protocol"] == {"minReaderVersion": 1, "minWriterVersion": 3}
+
+
+def test_rows_that_satisfy_everything_are_committed_and_delta_rs_reads_them(checked):
+    path = write(checked, {"id": [1, 200], "name": ["B", "zz"], "lname": ["b", "zz"]})
+    assert checked.commit_files([path]).version == 1
+    rows = deltalake.DeltaTable(checked.uri).to_pyarrow_table().sort_by("id").to_pylist()
+    assert rows == [{"id": 1, "name": "B", "lname": "b"}, {"id": 200, "name": "zz", "lname": "zz"}]
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            {"id": [1, 2], "name": ["a", "zz"], "lname": ["a", "zz"]},
+            r"CHECK constraint known \(name IN \('a', 'B', 'c'\) OR id > 100\) is violated by a row of "
+            r"w-\w+\.parquet: id = 2, name = 'zz', lname = 'zz'",
+        ),
+        (  # NULL fails a CHECK in Delta (CheckDeltaInvariant: result == null || result == false)
+            {"id": [5], "name": pa.array([None], pa.string()), "lname": pa.array([None], pa.string())},
+            r"CHECK constraint known .* id = 5, name = None",
+        ),
+        (
+            {"id": [-1], "name": ["a"], "lname": ["a"]},
+            r"invariant of column 'id' \(id >= 0\) is violated by a row of w-\w+\.parquet: id = -1",
+        ),
+        (
+            {"id": pa.array([None], pa.int64()), "name": ["a"], "lname": ["a"]},
+            r"invariant of column 'id' \(id >= 0\) is violated .* id = None",
+        ),
+        (
+            {"id": [1], "name": ["B"], "lname": ["B"]},
+            r"generated column 'lname' = lower\(name\) is violated .* name = 'B', lname = 'B'",
+        ),
+        (
+            {"id": [1], "name": ["B"]},
+            r"no values for the generated column 'lname' \(lower\(name\)\)",
+        ),
+    ],
+)
+def test_a_violation_names_constraint_file_and_row_and_commits_nothing(checked, log_state, data, message):
+    path = write(checked, data)
+    before = log_state(checked.storage.root)
+    with pytest.raises(ConstraintViolationError, match=message):
+        checked.commit_files([path])
+    unchanged(checked, log_state, before, 0)
+
+
+def test_a_generated_partition_column_is_checked_on_its_partition_values(tmp_path, log_state):
+    table = DeltaTable.create(
+        str(tmp_path / "t"),
+        schema(
+            field("t", "timestamp_ntz"),
+            field("d", "date", **{"delta.generationExpression": "CAST(t AS DATE)"}),
+        ),
+        partition_by=["d"],
+    )
+    good = write(table, {"t": pa.array([datetime(2024, 5, 1, 23, 59)], pa.timestamp("us"))}, "d=2024-05-01/")
+    table.commit_files([good])
+    bad = write(table, {"t": pa.array([datetime(2024, 5, 2, 0, 1)], pa.timestamp("us"))}, "d=2024-05-01/")
+    before = log_state(table.storage.root)
+    with pytest.raises(
+        ConstraintViolationError, match=r"generated column 'd' = CAST\(t AS DATE\).*d=2024-05-01"
+    ):
+        table.commit_files([bad])
+    unchanged(table, log_state, before, 1)
+    assert deltalake.DeltaTable(table.uri).to_pyarrow_table().num_rows == 1
+
+
+def test_an_expression_the_engine_cannot_evaluate_like_spark_is_refused_by_name(tmp_path, log_state):
+    table = DeltaTable.create(
+        str(tmp_path / "t"), schema(field("id", "long")), properties={"delta.constraints.half": "id / 2 > 1"}
+    )
+    path = write(table, {"id": [10]})
+    before = log_state(table.storage.root)
+    with pytest.raises(
+        UnsupportedExpressionError, match=r"CHECK constraint half \(id / 2 > 1\).*'/'"
+    ) as info:
+        table.commit_files([path])
+    assert info.value.feature == "expression 'id / 2 > 1'"
+    unchanged(table, log_state, before, 0)
+    # The producer that checked the rows with Spark (the PySpark operator) says so: committed.
+    assert table.commit_files([path], constraints_checked=True).version == 1
+
+
+def test_without_the_engine_the_commit_is_refused_with_how_to_install_it(checked, log_state, monkeypatch):
+    monkeypatch.setitem(sys.modules, "datafusion", None)  # import datafusion -> ImportError
+    path = write(checked, {"id": [1], "name": ["a"], "lname": ["a"]})
+    before = log_state(checked.storage.root)
+    with pytest.raises(UnsupportedFeatureError, match=r"pip install 'airflow-delta-provider\[constraints\]'"):
+        checked.commit_files([path])
+    unchanged(checked, log_state, before, 0)
+
+
+SCHEMA = pa.schema(
+    [
+        ("i", pa.int64()),
+        ("s", pa.string()),
+        ("d", pa.date32()),
+        ("n", pa.timestamp("us")),
+        ("z", pa.timestamp("us", tz="UTC")),
+        ("m", pa.decimal128(10, 2)),
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    ("expression", "sql"),
+    [
+        ("i > 0 AND s IS NOT NULL", '"i" > 0 AND "s" IS NOT NULL'),
+        ("I between -5 and 10L", '"i" BETWEEN - 5 AND 10'),
+        ("`s` LIKE 'a%' or s in (\"x\", 'y')", "\"s\" LIKE 'a%' OR \"s\" IN ( 'x' , 'y' )"),
+        ("i <=> 3", '"i" IS NOT DISTINCT FROM 3'),
+        ("length(s) >= 2", 'character_length ( "s" ) >= 2'),
+        ("year(d) = 2024", "CAST(date_part('year', \"d\" ) AS INT) = 2024"),
+        ("CAST(n AS DATE) = d", 'CAST ( "n" AS DATE ) = "d"'),
+        ("d >= '2020-01-01'", "\"d\" >= '2020-01-01'"),
+    ],
+)
+def test_the_spark_sql_subset_is_translated(expression, sql):
+    assert translate(Constraint("c", "check", expression), SCHEMA) == sql
+
+
+@pytest.mark.parametrize(
+    ("expression", "why"),
+    [
+        ("i + 1 > 0", "arithmetic"),
+        ("i / 2 > 0", "'/'"),
+        ("z > '2020-01-01'", "session time zone"),
+        ("s > 5", "a string and a number"),
+        ("m > 1.5", "fractional literal next to a DECIMAL"),
+        ("concat(s, 'x') = 'ax'", r"function concat\(\)"),
+        ("CAST(i AS STRING) = '1'", "CAST"),
+        ("s = 'a\\'b'", "'"),
+        ("nope > 1", "not exactly one column"),
+        ("a.b > 1", "nested field"),
+        ("i > 1e3", "exponent"),
+    ],
+)
+def test_what_spark_and_the_engine_could_evaluate_differently_is_refused(expression, why):
+    with pytest.raises(UnsupportedExpressionError, match=why) as info:
+        translate(Constraint("c", "check", expression), SCHEMA)
+    assert info.value.feature == f"expression {expression!r}"
+
+
+# --- identity columns ---------------------------------------------------------------------------
+
+
+def identity(tmp_path, explicit: bool, **extra: object) -> DeltaTable:
+    meta = {
+        "delta.identity.start": 10,
+        "delta.identity.step": 5,
+        "delta.identity.allowExplicitInsert": explicit,
+    }
+    return DeltaTable.create(
+        str(tmp_path / ("d" if explicit else "a")),
+        schema(field("id", "long", True, **meta, **extra), field("v", "string")),
+    )
+
+
+def identity_meta(table: DeltaTable) -> dict:
+    (column,) = [
+        f for f in json.loads(table.snapshot().metadata.schema_string)["fields"] if f["name"] == "id"
+    ]
+    return column["metadata"]
+
+
+def test_identity_tables_get_writer_version_6(tmp_path):
+    assert log_lines(identity(tmp_path, True), 0)[1]["protocol"] == {
+        "minReaderVersion": 1,
+        "minWriterVersion": 6,
+    }
+
+
+def test_by_default_accepts_supplied_values_without_moving_the_mark(tmp_path):
+    table = identity(tmp_path, True)
+    table.commit_files([write(table, {"id": [1000, 7], "v": ["a", "b"]})])
+    assert "delta.identity.highWaterMark" not in identity_meta(table)  # explicit values never move it
+    assert not any("metaData" in a for a in log_lines(table, 1))
+
+
+@pytest.mark.parametrize("explicit", [True, False])
+def test_files_without_identity_values_are_refused(tmp_path, log_state, explicit):
+    table = identity(tmp_path, explicit)
+    path = write(table, {"v": ["a"]})
+    before = log_state(table.storage.root)
+    with pytest.raises(
+        ConstraintViolationError, match=r"no values for the identity column 'id'.*DeltaPySparkOperator"
+    ):
+        table.commit_files([path])
+    unchanged(table, log_state, before, 0)
+
+
+def test_generated_always_refuses_supplied_values(tmp_path, log_state):
+    table = identity(tmp_path, False)
+    path = write(table, {"id": [10], "v": ["a"]})
+    before = log_state(table.storage.root)
+    with pytest.raises(ConstraintViolationError, match="'id' is GENERATED ALWAYS"):
+        table.commit_files([path])
+    unchanged(table, log_state, before, 0)
+
+
+def test_generated_values_move_the_mark_in_the_commits_metadata(tmp_path):
+    table = identity(tmp_path, False)
+    result = table.commit_files(
+        [write(table, {"id": [10, 15, 20], "v": ["a", "b", "c"]})], identity_generated=["id"]
+    )
+    lines = log_lines(table, result.version)
+    assert lines[0]["commitInfo"]["tags"] == {"delta.identity.schemaUpdate": "true"}
+    assert [next(iter(a)) for a in lines] == ["commitInfo", "metaData", "add"]
+    assert identity_meta(table)["delta.identity.highWaterMark"] == 20
+    # A mark off the start/step grid is rounded up to it (Delta's roundToNext), never lowered.
+    table.commit_files([write(table, {"id": [22], "v": ["d"]})], identity_generated=["id"])
+    assert identity_meta(table)["delta.identity.highWaterMark"] == 25
+    table.commit_files([write(table, {"id": [11], "v": ["e"]})], identity_generated=["id"])
+    assert identity_meta(table)["delta.identity.highWaterMark"] == 25
+    assert deltalake.DeltaTable(table.uri).to_pyarrow_table().num_rows == 5
+
+
+def test_concurrent_identity_writers_conflict_as_in_delta(tmp_path, monkeypatch):
+    table = identity(tmp_path, False)
+    loser = DeltaTable(table.uri)
+    snapshot = loser.snapshot()
+    monkeypatch.setattr(loser, "snapshot", lambda *a, **k: snapshot)
+    table.commit_files([write(table, {"id": [10], "v": ["a"]})], identity_generated=["id"])
+    with pytest.raises(MetadataChangedError):
+        loser.commit_files([write(loser, {"id": [10], "v": ["b"]})], identity_generated=["id"])
+    assert DeltaTable(table.uri).version() == 1
+
+
+@pytest.mark.parametrize(
+    ("start", "step", "value", "rounded"),
+    [(10, 5, 22, 25), (10, 5, 20, 20), (10, -5, 2, 0), (-3, 4, 2, 5), (1, 1, 9, 9)],
+)
+def test_rounding_follows_delta(start, step, value, rounded):
+    assert IdentityColumn("id", start, step, None, True).rounded(value) == rounded
