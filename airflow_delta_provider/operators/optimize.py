@@ -25,7 +25,6 @@ the table is unchanged.
 from __future__ import annotations
 
 import json
-import uuid
 from dataclasses import dataclass, fields
 from functools import reduce
 from typing import TYPE_CHECKING, Any
@@ -54,7 +53,7 @@ from airflow_delta_provider.operators.pyspark import (
     _discard,
     _landed,
     _RoutedSparkOutput,
-    _safe,
+    attempt_dir,
     spark_path,
 )
 from airflow_delta_provider.utils.coercion import to_bool, to_int, to_text, validate
@@ -224,19 +223,12 @@ class DeltaOptimizeOperator(DeltaTableMixin, _RoutedSparkOutput, PySparkOperator
         finally:
             self._pending = None
 
-    def _attempt_dir(self, identity: RunIdentity) -> str:
-        run = _safe(identity.run_id) + (f"__{identity.map_index}" if identity.map_index >= 0 else "")
-        return (
-            f"{self.write_subdir}/{_safe(identity.dag_id)}__{_safe(identity.task_id)}/"
-            f"{run}__try{identity.try_number}__{uuid.uuid4().hex[:12]}"
-        )
-
     def _optimize_in_session(self, spark: Any) -> dict[str, Any]:
         pending = self._pending
         if pending is None:  # pragma: no cover - only reachable by calling execute_callable directly
             raise RuntimeError("DeltaOptimizeOperator.execute_callable runs only from execute().")
         table, options = pending.table, pending.options
-        attempt = self._attempt_dir(pending.identity)
+        attempt = attempt_dir(self.write_subdir, pending.identity)
         root = (self.spark_table_uri or spark_path(table.uri)).rstrip("/")
 
         def rewrite(plan: OptimizePlan) -> dict[int, list[str]]:

@@ -58,6 +58,17 @@ def _safe(text: str) -> str:
     return cleaned or "x"
 
 
+def attempt_dir(write_subdir: str, identity: RunIdentity) -> str:
+    """A fresh directory for one attempt's files, relative to the table root."""
+    run = _safe(identity.run_id)
+    if identity.map_index >= 0:
+        run = f"{run}__{identity.map_index}"
+    return (
+        f"{write_subdir}/{_safe(identity.dag_id)}__{_safe(identity.task_id)}/"
+        f"{run}__try{identity.try_number}__{uuid.uuid4().hex[:12]}"
+    )
+
+
 def spark_path(table_uri: str) -> str:
     """Where Spark (Hadoop filesystems) finds a table the core knows by ``table_uri``.
 
@@ -295,14 +306,7 @@ class DeltaPySparkOperator(DeltaCommitMixin, _RoutedSparkOutput, PySparkOperator
         return config
 
     def _attempt_dir(self, identity: RunIdentity) -> str:
-        """A fresh directory for this attempt's files, relative to the table root."""
-        run = _safe(identity.run_id)
-        if identity.map_index >= 0:
-            run = f"{run}__{identity.map_index}"
-        return (
-            f"{self.write_subdir}/{_safe(identity.dag_id)}__{_safe(identity.task_id)}/"
-            f"{run}__try{identity.try_number}__{uuid.uuid4().hex[:12]}"
-        )
+        return attempt_dir(self.write_subdir, identity)
 
     def _write_frame(self, frame: Any) -> dict[str, Any]:
         """Write the DataFrame under the table root and commit it (runs inside the Spark session)."""
