@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Callable, Iterator, Mapping
     from pathlib import Path
 
 # Set before anything imports airflow: its configuration is read at import time.
@@ -207,6 +207,108 @@ def gcs_bucket(gcs_storage_options: dict[str, object]) -> str:
     name = f"test-{uuid.uuid4().hex[:12]}"
     gcsfs.GCSFileSystem(**gcs_storage_options, skip_instance_cache=True).mkdir(name)
     return name
+
+
+# An OAuth2 token endpoint on loopback for Google service account keys: google-auth posts a JWT
+# signed with the key's private key (grant type jwt-bearer) and gets an access token back. It
+# counts the grants per service account (``GET /grants``); fake-gcs-server ignores the tokens.
+_OAUTH_SERVER = """
+import base64, json, secrets, sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs
+
+grants = {}
+
+class Handler(BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = parse_qs(self.rfile.read(int(self.headers["Content-Length"])).decode())
+        claims = body["assertion"][0].split(".")[1]
+        issuer = json.loads(base64.urlsafe_b64decode(claims + "=" * (-len(claims) % 4)))["iss"]
+        grants[issuer] = grants.get(issuer, 0) + 1
+        token = "ya29." + secrets.token_urlsafe(32)
+        self.reply({"access_token": token, "expires_in": 3600, "token_type": "Bearer"})
+
+    def do_GET(self):
+        self.reply(grants)
+
+    def reply(self, data):
+        payload = json.dumps(data).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args):
+        pass
+
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+"""
+
+
+@pytest.fixture(scope="session")
+def gcp_token_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """URL of the loopback OAuth2 token endpoint (``/token``; ``/grants`` counts them per account)."""
+    port = free_port()
+    command = [sys.executable, "-c", _OAUTH_SERVER, str(port)]
+    with _server_process("The OAuth2 token endpoint", command, port, tmp_path_factory.mktemp("oauth")):
+        yield f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture
+def gcp_service_account_key(gcp_token_endpoint: str) -> dict[str, str]:
+    """A fresh service account key (a new RSA private key: a real secret) whose tokens come from
+    :func:`gcp_token_endpoint`."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = private.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    account = f"delta-{uuid.uuid4().hex[:8]}"
+    return {
+        "type": "service_account",
+        "project_id": "test",
+        "private_key_id": uuid.uuid4().hex,
+        "private_key": pem,
+        "client_email": f"{account}@test.iam.gserviceaccount.com",
+        "client_id": str(uuid.uuid4().int)[:21],
+        "token_uri": f"{gcp_token_endpoint}/token",
+    }
+
+
+@pytest.fixture
+def gcp_grants(gcp_token_endpoint: str) -> Callable[[str], int]:
+    """How many access tokens the loopback endpoint granted to a service account (by its email)."""
+    import json
+    import urllib.request
+
+    def grants(client_email: str) -> int:
+        with urllib.request.urlopen(f"{gcp_token_endpoint}/grants", timeout=10) as response:
+            return int(json.load(response).get(client_email, 0))
+
+    return grants
+
+
+@pytest.fixture
+def azurite_sas() -> str:
+    """A fresh account SAS token for Azurite's development account (signed with its key: a real
+    secret, different in every test), allowing everything on containers and blobs."""
+    import datetime as dt
+    import secrets
+
+    from azure.storage.blob import AccountSasPermissions, ResourceTypes, generate_account_sas
+
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    return generate_account_sas(
+        AZURITE_ACCOUNT,
+        AZURITE_KEY,
+        ResourceTypes(service=True, container=True, object=True),
+        AccountSasPermissions(read=True, write=True, delete=True, list=True, add=True, create=True),
+        expiry=now + dt.timedelta(hours=1),
+        start=now - dt.timedelta(seconds=secrets.randbelow(86_400)),
+    )
 
 
 @pytest.fixture(scope="session")
