@@ -321,7 +321,16 @@ def _leaf_values(value: Any) -> list[Any]:
 # as those providers document them: a plain extra name first, then its ``extra__<conn_type>__`` form.
 
 #: fsspec protocol of each table scheme a storage connection can serve.
-_PROTOCOLS = {"s3": "s3", "s3a": "s3", "s3n": "s3", "abfs": "abfs", "abfss": "abfs", "az": "abfs", "gs": "gcs", "gcs": "gcs"}
+_PROTOCOLS = {
+    "s3": "s3",
+    "s3a": "s3",
+    "s3n": "s3",
+    "abfs": "abfs",
+    "abfss": "abfs",
+    "az": "abfs",
+    "gs": "gcs",
+    "gcs": "gcs",
+}
 #: Which connection types hold credentials for which fsspec protocol.
 _CONNECTION_PROTOCOLS = {
     "aws": "s3",
