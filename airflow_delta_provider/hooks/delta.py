@@ -24,7 +24,6 @@ and a location carrying credentials (``s3://KEY:SECRET@bucket/t``) is refused be
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -453,9 +452,9 @@ def _azure_account_name(conn: Any, endpoint: str | None) -> str | None:
             return segment or login
         return hostname.split(".", 1)[0] or login
     host = conn.host or ""
-    if conn.conn_type == "adls" and host:
+    if host and (conn.conn_type == "adls" or "." in host):  # "acct" (adls) or "acct.blob.core.windows.net"
         return host.split(".", 1)[0]
-    return login or (host.split(".", 1)[0] if host else None)
+    return login or host or None
 
 
 def _azure_options(conn: Any) -> dict[str, Any]:
@@ -553,24 +552,13 @@ def _gcs_options(conn: Any) -> dict[str, Any]:
     project = _field(conn, "project")
     if anonymous:
         options["token"] = "anon"
-    elif keyfile:
-        info = _keyfile_info(conn_id, keyfile)
-        options["token"] = _service_account(
-            conn_id, "keyfile_dict", lambda c: c.from_service_account_info(info, scopes=scopes)
-        )
+    elif keyfile or key_path:
+        if keyfile:
+            info = _keyfile_info(conn_id, keyfile, "keyfile_dict")
+        else:
+            info = _keyfile_info(conn_id, _read_key_file(conn_id, str(key_path)), "key_path")
+        options["token"] = _service_account(conn_id, "keyfile_dict" if keyfile else "key_path", info, scopes)
         project = project or info.get("project_id")
-    elif key_path:
-        path = str(key_path)
-        if not path.endswith(".json") or not os.path.isfile(path):
-            raise StorageConnectionError(
-                f"Connection {conn_id!r} (google_cloud_platform): key_path {path!r} is not a readable JSON "
-                f"key file (P12 keys are not supported, as in the Google provider)."
-            )
-        options["token"] = _service_account(
-            conn_id, "key_path", lambda c: c.from_service_account_file(path, scopes=scopes)
-        )
-        with open(path, encoding="utf-8") as source:
-            project = project or _keyfile_info(conn_id, source.read(), field="key_path").get("project_id")
     if project:
         options["project"] = project
     endpoint = _field(conn, "gcs.endpoint")
@@ -579,7 +567,22 @@ def _gcs_options(conn: Any) -> dict[str, Any]:
     return options
 
 
-def _keyfile_info(conn_id: str, keyfile: Any, *, field: str = "keyfile_dict") -> dict[str, Any]:
+def _read_key_file(conn_id: str, path: str) -> str:
+    """The text of a ``key_path`` file (JSON keys only, as in the Google provider)."""
+    refusal = StorageConnectionError(
+        f"Connection {conn_id!r} (google_cloud_platform): key_path {path!r} is not a readable JSON "
+        f"key file (P12 keys are not supported, as in the Google provider)."
+    )
+    if not path.endswith(".json"):
+        raise refusal
+    try:
+        with open(path, encoding="utf-8") as source:
+            return source.read()
+    except OSError:
+        raise refusal from None
+
+
+def _keyfile_info(conn_id: str, keyfile: Any, field: str) -> dict[str, Any]:
     """A service account key as a dict; every secret in it registered for masking."""
     info = _json_object(
         keyfile,
@@ -591,7 +594,7 @@ def _keyfile_info(conn_id: str, keyfile: Any, *, field: str = "keyfile_dict") ->
     return info
 
 
-def _service_account(conn_id: str, field: str, build: Any) -> Any:
+def _service_account(conn_id: str, field: str, info: Mapping[str, Any], scopes: list[str]) -> Any:
     """Service account credentials (google-auth, installed with gcsfs), or why not (never the key)."""
     try:
         from google.oauth2 import service_account
@@ -600,8 +603,9 @@ def _service_account(conn_id: str, field: str, build: Any) -> Any:
             f"Connection {conn_id!r}: reading gs:// tables needs gcsfs: "
             f"pip install 'airflow-delta-provider[gcs]'."
         ) from err
+    credentials: Any = service_account.Credentials  # google-auth is untyped
     try:
-        return build(service_account.Credentials)
+        return credentials.from_service_account_info(info, scopes=scopes)
     except (ValueError, KeyError, TypeError) as err:
         raise StorageConnectionError(
             f"Connection {conn_id!r} (google_cloud_platform): the {field} is no usable service account key "

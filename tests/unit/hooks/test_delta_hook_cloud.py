@@ -173,6 +173,51 @@ def test_an_azure_service_principal_becomes_adlfs_options():
     }
 
 
+@pytest.mark.parametrize(
+    ("fields", "options"),
+    [
+        pytest.param(
+            {"conn_type": "wasb", "login": "acct", "password": "k3y-value"},
+            {"account_name": "acct", "account_key": "k3y-value"},
+            id="wasb-login-password",
+        ),
+        pytest.param(
+            {
+                "conn_type": "wasb",
+                "login": "x",
+                "host": "acct.blob.core.windows.net",
+                "password": "k3y-value",
+            },
+            {"account_name": "acct", "account_key": "k3y-value"},
+            id="wasb-dns-host-names-the-account",
+        ),
+        pytest.param(
+            {"conn_type": "wasb", "login": "acct", "extra": {"extra__wasb__sas_token": "?sv=1&sig=abc"}},
+            {"account_name": "acct", "sas_token": "?sv=1&sig=abc"},
+            id="wasb-prefixed-sas",
+        ),
+        pytest.param(
+            {"conn_type": "wasb", "login": "public", "extra": {"anon": "true"}},
+            {"account_name": "public", "anon": True},
+            id="wasb-anonymous",
+        ),
+        pytest.param(
+            {"conn_type": "adls", "host": "acct", "extra": {"account_key": "", "connection_string": ""}},
+            {"account_name": "acct"},
+            id="adls-ambient-identity-empty-fields-unset",
+        ),
+    ],
+)
+def test_azure_connection_fields_become_adlfs_options(fields, options):
+    from airflow.sdk import Connection
+
+    from airflow_delta_provider.hooks.delta import storage_options_from_connection
+
+    extra = fields.pop("extra", None)
+    conn = Connection(conn_id="c", extra=json.dumps(extra) if extra else None, **fields)
+    assert storage_options_from_connection(conn, "abfss") == ("abfs", options)
+
+
 # --- Google -------------------------------------------------------------------------------------------
 
 
