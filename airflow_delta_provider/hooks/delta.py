@@ -381,16 +381,16 @@ def storage_options_from_connection(conn: Any, scheme: str) -> tuple[str, dict[s
     conn_id, conn_type = conn.conn_id, conn.conn_type
     protocol = _PROTOCOLS.get(scheme)
     served = _CONNECTION_PROTOCOLS.get(conn_type or "")
+    if protocol is None:
+        raise StorageConnectionError(
+            f"No Airflow filesystem is registered for {scheme}:// (connection {conn_id!r}); install the "
+            f"Airflow provider for that storage."
+        )
     if served is None:
         raise StorageConnectionError(
             f"Connection {conn_id!r} is of type {conn_type!r}, which the provider cannot turn into "
             f"credentials for {scheme}:// without an Airflow provider registering a filesystem for "
             f"{scheme}://. Use an aws, wasb, adls, azure_data_lake or google_cloud_platform connection."
-        )
-    if protocol is None:
-        raise StorageConnectionError(
-            f"No Airflow filesystem is registered for {scheme}:// (connection {conn_id!r}); install the "
-            f"Airflow provider for that storage."
         )
     if served != protocol:
         raise StorageConnectionError(
