@@ -369,3 +369,35 @@ def test_an_unusable_connection_is_refused_and_the_table_is_unchanged(
     assert secret not in message and secret not in repr(raised.value)
     assert DeltaTable(uri, options).version() == 0
     assert [f.name for f in table.storage.list_log()] == log_before
+
+
+@pytest.mark.azure
+def test_a_wrong_key_in_a_wasb_connection_fails_without_showing_it(
+    azurite_endpoint, azure_container, azure_storage_options, monkeypatch, task_context, caplog
+):
+    """A well-formed but wrong account key: Azurite refuses it; the key reaches neither the error, its
+    traceback nor the log, and nothing is written."""
+    import base64
+    import logging
+    import traceback
+    import uuid
+
+    from airflow_delta_provider.core.storage import open_store
+
+    planted = base64.b64encode(f"Pl4nted-{uuid.uuid4().hex}".encode()).decode()
+    connection(
+        monkeypatch,
+        "wrong_key",
+        conn_type="wasb",
+        login="devstoreaccount1",
+        password=planted,
+        host=azurite_endpoint,
+    )
+    uri = f"az://{azure_container}/t"
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(Exception) as raised:
+        DeltaTableHook(table_uri=uri, storage_conn_id="wrong_key").create_table(SCHEMA)
+    text = "".join(traceback.format_exception(raised.value)) + repr(raised.value) + caplog.text
+    assert "AuthenticationFailed" in text or "authenticat" in text.lower(), text[-2000:]
+    assert planted not in text and planted[:20] not in text
+    assert open_store(uri, azure_storage_options).list_log() == []
