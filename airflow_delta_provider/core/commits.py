@@ -129,7 +129,7 @@ def _parse_lines(lines: list[tuple[int, bytes]], path: str) -> list[dict[str, An
     """Parse JSON lines, naming the file and line of the first bad one."""
     parsed = _parse_batch([line for _, line in lines])
     if parsed is None:
-        return [_parse_line(line, path, number) for number, line in lines]
+        return [parse_line(line, path, number) for number, line in lines]
     return parsed
 
 
@@ -192,6 +192,19 @@ def segment_file_actions(commits: list[CommitActions]) -> list[tuple[CommitActio
     return result
 
 
+def segment_file_lines(commits: list[CommitActions]) -> tuple[list[bytes], list[int], list[int]] | None:
+    """Every ``add``/``remove`` line of many commits, unparsed, in version and line order, with
+    the index of its commit and its 1-based line number; None when a commit holds a file action
+    on a line that does not start as one (the caller then parses every line, see
+    :func:`segment_file_actions`)."""
+    if any("add" in a or "remove" in a for c in commits for a in c.actions):
+        return None
+    lines = [line for c in commits for _, line in c.file_lines]
+    owners = [index for index, c in enumerate(commits) for _ in range(len(c.file_lines))]
+    numbers = [number for c in commits for number, _ in c.file_lines]
+    return lines, owners, numbers
+
+
 def check_replayable(commits: Sequence[CommitActions]) -> None:
     """Raise unless every line of every commit parses and is a well-formed action.
 
@@ -209,7 +222,11 @@ def check_replayable(commits: Sequence[CommitActions]) -> None:
         segment_file_actions(pending)
 
 
-def _parse_line(line: bytes, path: str, number: int) -> dict[str, Any]:
+def parse_line(line: bytes, path: str, number: int) -> dict[str, Any]:
+    """One line parsed; a line that is not a JSON object raises, naming the file and line.
+
+    :raises CorruptLogError: the line is not valid JSON, or not an object.
+    """
     try:
         action = json.loads(line)
     except (ValueError, RecursionError) as err:
