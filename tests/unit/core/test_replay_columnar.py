@@ -22,7 +22,7 @@ from airflow_delta_provider.core.commits import read_commits
 from airflow_delta_provider.core.replay import replay_small_state
 from airflow_delta_provider.core.segment import build_segment
 
-from .conftest import add, commit_info, metadata, protocol, remove
+from .conftest import DV, add, commit_info, metadata, protocol, remove
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -30,13 +30,6 @@ if TYPE_CHECKING:
 CORPUS = Path(
     os.environ.get("DELTA_CONFORMANCE_DIR", Path(__file__).resolve().parents[2] / "conformance" / "corpus")
 )
-DV = {
-    "storageType": "u",
-    "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^",
-    "offset": 1,
-    "sizeInBytes": 36,
-    "cardinality": 2,
-}
 
 
 def _routes(root: Path | str) -> tuple[Any, tuple[pa.Table, pa.Table, Any]]:
