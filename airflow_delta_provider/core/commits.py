@@ -11,6 +11,8 @@ commits do not all parse. The replay of the state these commits build is :mod:`.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -192,17 +194,25 @@ def segment_file_actions(commits: list[CommitActions]) -> list[tuple[CommitActio
     return result
 
 
-def segment_file_lines(commits: list[CommitActions]) -> tuple[list[bytes], list[int], list[int]] | None:
-    """Every ``add``/``remove`` line of many commits, unparsed, in version and line order, with
-    the index of its commit and its 1-based line number; None when a commit holds a file action
-    on a line that does not start as one (the caller then parses every line, see
-    :func:`segment_file_actions`)."""
+def segment_file_lines(commits: list[CommitActions]) -> tuple[list[bytes], list[int]] | None:
+    """Every ``add``/``remove`` line of many commits, unparsed, in version and line order, and
+    where each commit's lines start in that list (see :func:`file_line_origin`); None when a
+    commit holds a file action on a line that does not start as one (the caller then parses
+    every line, see :func:`segment_file_actions`)."""
     if any("add" in a or "remove" in a for c in commits for a in c.actions):
         return None
     lines = [line for c in commits for _, line in c.file_lines]
-    owners = [index for index, c in enumerate(commits) for _ in range(len(c.file_lines))]
-    numbers = [number for c in commits for number, _ in c.file_lines]
-    return lines, owners, numbers
+    starts = list(itertools.accumulate((len(c.file_lines) for c in commits), initial=0))
+    return lines, starts
+
+
+def file_line_origin(
+    commits: list[CommitActions], starts: list[int], index: int
+) -> tuple[CommitActions, int]:
+    """The commit and 1-based line number of the ``index``-th line of :func:`segment_file_lines`."""
+    position = bisect.bisect_right(starts, index) - 1
+    commit = commits[position]
+    return commit, commit.file_lines[index - starts[position]][0]
 
 
 def check_replayable(commits: Sequence[CommitActions]) -> None:

@@ -26,6 +26,7 @@ for writers) are :mod:`.commits`.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -48,6 +49,7 @@ from airflow_delta_provider.core.arrays import from_numpy, scalar, strings, to_b
 from airflow_delta_provider.core.arrays import table as arrow_table
 from airflow_delta_provider.core.column_mapping import column_mapping_mode, delta_physical_name
 from airflow_delta_provider.core.commits import (
+    file_line_origin,
     parse_commit,
     parse_line,
     segment_file_actions,
@@ -117,6 +119,8 @@ _ZERO = scalar(0, pa.int64())
 _TRUE = scalar(True, pa.bool_())
 _FALSE = scalar(False, pa.bool_())
 _INLINE = scalar("i", pa.string())
+#: A JSON escape of a UTF-16 surrogate (``\\ud800``-``\\udfff``).
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 _REPEATED_SEGMENT_RE = re.compile(r"\.(list|key_value|element|array|bag|map)\b")
 
 
@@ -529,13 +533,27 @@ def replay_files(
 
 @dataclass
 class TouchedKeys:
-    """Every (canonical path, DV id) key the commits after a checkpoint touched."""
+    """Every (canonical path, DV id) key the commits after a checkpoint touched.
 
-    keys: set[str]
-    paths: pa.Array
+    :param key_values: the keys, as Arrow strings (repeats allowed);
+    :param path_values: their canonical paths. Both are made distinct only when asked (a log
+        without a checkpoint never asks).
+    """
+
+    key_values: pa.Array
+    path_values: pa.Array
+
+    @functools.cached_property
+    def keys(self) -> set[str]:
+        return set(self.key_values.unique().to_pylist())
+
+    @functools.cached_property
+    def paths(self) -> pa.Array:
+        """The distinct canonical paths."""
+        return self.path_values.unique()
 
     def __bool__(self) -> bool:
-        return bool(self.keys)
+        return len(self.key_values) > 0
 
 
 def _reconcile_commits(
@@ -578,7 +596,7 @@ def _reconcile_exact(
             paths.append(path)
             keys.append(_key(path, deletion_vector_unique_id(row.get("deletionVector"))))
             is_add.append(flag)
-    touched = TouchedKeys(set(keys), strings(paths).unique())
+    touched = TouchedKeys(strings(keys), strings(paths))
     if not keys:
         return arrow_table([], ADD_SCHEMA), arrow_table([], REMOVE_SCHEMA), touched
     winners = _last_per_key(keys)
@@ -985,16 +1003,20 @@ def _columnar_file_actions(
     found = segment_file_lines(commits)
     if found is None:
         return None
-    lines, owners, numbers = found
+    lines, starts = found
     if not lines:
-        return arrow_table([], ADD_SCHEMA), arrow_table([], REMOVE_SCHEMA), TouchedKeys(set(), strings([]))
+        return (
+            arrow_table([], ADD_SCHEMA),
+            arrow_table([], REMOVE_SCHEMA),
+            TouchedKeys(strings([]), strings([])),
+        )
     data = b"\n".join(lines)
     if not data.isascii():
         try:
             data.decode("utf-8")
         except UnicodeDecodeError:
             return None
-    if b"\\ud" in data or b"\\uD" in data:
+    if b"\\u" in data and _SURROGATE_ESCAPE.search(data):
         return None  # escaped surrogates: json and Arrow may disagree on a lone one
     schema = _json_file_schema(partition_columns)
     try:
@@ -1033,29 +1055,44 @@ def _columnar_file_actions(
     exact_rows = np.flatnonzero(exact)
     exact_actions: dict[int, dict[str, Any]] = {}
     for index in exact_rows.tolist():
-        commit = commits[owners[index]]
-        action = parse_line(lines[index], commit.path, numbers[index])
+        commit, number = file_line_origin(commits, starts, index)
+        action = parse_line(lines[index], commit.path, number)
         problem = action_problem(action)
         if problem is not None:
             raise malformed_action_error(
-                f"Line {numbers[index]} of {commit.path}", problem, lines[index], action, commit.path
+                f"Line {number} of {commit.path}", problem, lines[index], action, commit.path
             )
         exact_actions[index] = action["add"] if "add" in action else action["remove"]
     paths_array = pc.coalesce(add_fields["path"], remove_fields["path"])
     if _any_needs_canonical(pa.chunked_array([paths_array])):
-        paths = [root.canonical(p) for p in paths_array.to_pylist()]
-    else:
-        paths = paths_array.to_pylist()
-    keys = list(paths)
-    for index, row in exact_actions.items():
-        keys[index] = _key(paths[index], deletion_vector_unique_id(row.get("deletionVector")))
-    touched = TouchedKeys(set(keys), strings(paths).unique())
-    winners = np.asarray(_last_per_key(keys), dtype=np.int64)
+        paths_array = strings([root.canonical(p) for p in paths_array.to_pylist()])
+    dv_ids = {i: deletion_vector_unique_id(row.get("deletionVector")) for i, row in exact_actions.items()}
+    dv_ids = {i: unique for i, unique in dv_ids.items() if unique is not None}
+    key_values = paths_array
+    if dv_ids:
+        keys = paths_array.to_pylist()
+        for index, unique in dv_ids.items():
+            keys[index] = _key(keys[index], unique)
+        key_values = strings(keys)
+    touched = TouchedKeys(key_values, paths_array)
+    winners = _last_positions(key_values)
     adds = _winning_rows(winners[is_add[winners]], add_fields, exact, exact_actions, ADD_SCHEMA)
     removes = _winning_rows(winners[is_remove[winners]], remove_fields, exact, exact_actions, REMOVE_SCHEMA)
     for commit in commits:
         commit._files_checked = True
     return adds, removes, touched
+
+
+def _last_positions(keys: pa.Array) -> np.ndarray:
+    """Positions of the last occurrence of each key, ascending (what :func:`_last_per_key` gives)."""
+    indices = pc.dictionary_encode(keys).indices  # no nulls: every key is a path
+    # Read from the buffer: ``to_numpy`` and ``np.asarray`` import pandas.
+    codes = np.frombuffer(
+        indices.buffers()[1], dtype=np.int64 if pa.types.is_int64(indices.type) else np.int32
+    )
+    codes = codes[indices.offset : indices.offset + len(indices)]
+    _, first_from_end = np.unique(codes[::-1], return_index=True)
+    return np.sort(len(codes) - 1 - first_from_end)
 
 
 def _struct_fields(struct: pa.StructArray) -> dict[str, pa.Array]:
@@ -1168,7 +1205,7 @@ def _struct_to_map(values: pa.StructArray) -> pa.Array:
             pa.concat_arrays([values.field(i) for i in range(width)]),
             from_numpy((np.arange(width)[None, :] * count + rows[:, None]).ravel()),
         )
-        keys = strings(names * len(rows))
+        keys = strings(names).take(from_numpy(np.tile(np.arange(width), len(rows))))
     else:
         items, keys = strings([]), strings([])
     mask = from_numpy(~present) if not present.all() else None
