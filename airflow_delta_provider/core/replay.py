@@ -9,9 +9,14 @@ The replay runs in two layers, each only as far as a question needs:
   ``add``/``remove`` lines are kept as raw text and not parsed. This is what every
   commit and every sensor poke asks, and it never touches the add rows.
 - **File state** (:func:`replay_files`): the active files and the tombstones. The
-  checkpoint's ``add`` column is read as Arrow; the commits' file actions are parsed and
-  reconciled with Arrow compute: the newest action per ``(path, deletion vector id)``
-  wins, and checkpoint rows whose key the commits touch are dropped.
+  checkpoint's ``add`` column is read as Arrow; the commits' ``add``/``remove`` lines are
+  read by Arrow's JSON reader against an explicit schema and checked and reconciled column
+  by column (:func:`_columnar_file_actions`): the newest action per ``(path, deletion vector
+  id)`` wins, and checkpoint rows whose key the commits touch are dropped. Lines Arrow cannot
+  represent exactly (``tags``, deletion vectors, null or missing partition values) take the
+  exact route (``json`` and :func:`~.action_checks.action_problem`) one by one; a log Arrow
+  cannot vouch for takes it whole (:func:`_reconcile_exact`), and that route names the file
+  and line of a malformed action.
 
 Paths are compared after canonicalisation, as Delta does: URL-decoded, relative to the
 table root when they point under it.
@@ -1045,11 +1050,11 @@ def _columnar_file_actions(
             return None
     add_fields = _struct_fields(add)
     remove_fields = _struct_fields(remove)
-    if _any_bad_row(
-        add_fields, ("path", "partitionValues", "size", "modificationTime", "dataChange"), is_add
-    ):
+    # The checks of a checkpoint's file rows (the columnar action_problem); the exact route
+    # names the line of a bad one.
+    if _first_bad_file_row(_rows_of(add_fields, is_add), "add") is not None:
         return None
-    if _any_bad_row(remove_fields, ("path", "dataChange"), is_remove):
+    if _first_bad_file_row(_rows_of(remove_fields, is_remove), "remove") is not None:
         return None
     # The exact route for the lines Arrow cannot represent: parsed, checked, named when bad.
     exact_rows = np.flatnonzero(exact)
@@ -1142,20 +1147,11 @@ def _re2_literal(text: str) -> str:
     return "".join(c if c.isascii() and (c.isalnum() or c == "_") else f"\\x{{{ord(c):X}}}" for c in text)
 
 
-def _any_bad_row(fields: dict[str, pa.Array], required: tuple[str, ...], present: np.ndarray) -> bool:
-    """Whether any row of the action breaks a rule :func:`action_problem` checks (the exact route
-    then names it): a required field null, an empty path, a negative size, a path out of the root."""
+def _rows_of(fields: dict[str, pa.Array], present: np.ndarray) -> pa.Table:
+    """The rows of one action, with the fields :func:`_first_bad_file_row` checks."""
     mask = from_numpy(present)
-    for name in required:
-        if pc.any(pc.and_(mask, fields[name].is_null())).as_py():
-            return True
-    paths = fields["path"].filter(mask)
-    if len(paths) and pc.min(pc.binary_length(paths)).as_py() == 0:
-        return True
-    smallest = pc.min(fields["size"]).as_py()
-    if smallest is not None and smallest < 0:
-        return True
-    return _may_climb(paths) and any(escapes_root(p) for p in paths.to_pylist())
+    names = ("path", "partitionValues", "size", "modificationTime", "dataChange", "deletionVector")
+    return pa.table({name: fields[name].filter(mask) for name in names if name in fields})
 
 
 def _winning_rows(
