@@ -1032,6 +1032,7 @@ def _columnar_file_actions(
         )
     except (pa.ArrowException, ValueError):
         return None
+    del data  # the text of every line, no longer needed: a lower peak
     if parsed.num_rows != len(lines) or parsed.schema.names[:2] != ["add", "remove"]:
         return None
     # Keys beside the action that are no action the protocol defines are ignored, as the exact
