@@ -1027,8 +1027,9 @@ def _columnar_file_actions(
     try:
         parsed = pa_json.read_json(
             pa.py_buffer(data),
-            read_options=pa_json.ReadOptions(block_size=1 << 22),
-            parse_options=pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer"),
+            parse_options=pa_json.ParseOptions(
+                explicit_schema=_json_declared_schema(schema), unexpected_field_behavior="infer"
+            ),
         )
     except (pa.ArrowException, ValueError):
         return None
@@ -1045,12 +1046,17 @@ def _columnar_file_actions(
     is_remove = to_bools(remove.is_valid())
     if (is_add == is_remove).any():
         return None  # a line with both actions, or with a null one: the exact route refuses it
+    add_fields = _typed_fields(add, schema.field("add").type)
+    remove_fields = _typed_fields(remove, schema.field("remove").type)
+    if add_fields is None or remove_fields is None:
+        return None  # a field of another type than the protocol's: the exact route names it
     exact = np.zeros(len(lines), dtype=bool)
-    for struct, declared in ((add, schema.field("add").type), (remove, schema.field("remove").type)):
-        if not _mark_exact_rows(struct, declared, partition_columns, lines, exact):
+    for fields, expected in (
+        (add_fields, schema.field("add").type),
+        (remove_fields, schema.field("remove").type),
+    ):
+        if not _mark_exact_rows(fields, expected, partition_columns, lines, exact):
             return None
-    add_fields = _struct_fields(add)
-    remove_fields = _struct_fields(remove)
     # The checks of a checkpoint's file rows (the columnar action_problem); the exact route
     # names the line of a bad one.
     if _first_bad_file_row(_rows_of(add_fields, is_add), "add") is not None:
@@ -1101,24 +1107,48 @@ def _last_positions(keys: pa.Array) -> np.ndarray:
     return np.sort(len(codes) - 1 - first_from_end)
 
 
-def _struct_fields(struct: pa.StructArray) -> dict[str, pa.Array]:
+def _json_declared_schema(schema: pa.Schema) -> pa.Schema:
+    """What the reader is told of :func:`_json_file_schema`: the strings (it would read a text
+    that looks like a date as a timestamp) and the partition values; it infers the other fields
+    (twice as fast as converting them to declared types), and :func:`_typed_fields` checks them."""
+    return pa.schema(
+        [
+            (kind.name, pa.struct([f for f in kind.type if f.type == _TEXT or f.name == "partitionValues"]))
+            for kind in schema
+        ]
+    )
+
+
+def _typed_fields(struct: pa.StructArray, expected: pa.StructType) -> dict[str, pa.Array] | None:
+    """The fields of one action as read, each of its ``expected`` type (absent or all null:
+    nulls of that type); None when one was inferred as another type (a float, a string for a
+    number, ...). Fields the protocol does not define are kept as inferred."""
+    count = len(struct)
     # ``StructArray.field`` ignores the struct's own validity; rows of the other action are
     # null in every field, as the reader fills them.
-    return {struct.type.field(i).name: struct.field(i) for i in range(struct.type.num_fields)}
+    fields = {struct.type.field(i).name: struct.field(i) for i in range(struct.type.num_fields)}
+    for target in expected:
+        found = fields.get(target.name)
+        if found is None or pa.types.is_null(found.type):
+            fields[target.name] = pa.nulls(count, target.type)
+        elif target.name == "deletionVector":
+            continue  # rows with one take the exact route
+        elif found.type != target.type:
+            return None
+    return fields
 
 
 def _mark_exact_rows(
-    struct: pa.StructArray,
-    declared: pa.StructType,
+    fields: dict[str, pa.Array],
+    expected: pa.StructType,
     partition_columns: Sequence[str],
     lines: list[bytes],
     exact: np.ndarray,
 ) -> bool:
     """Mark in ``exact`` the rows of one action only the exact route represents; False when
     the whole segment must take the exact route."""
-    fields = _struct_fields(struct)
     for name in _EXACT_ONLY_FIELDS:
-        if name in fields and declared.get_field_index(name) < 0:
+        if name in fields and expected.get_field_index(name) < 0:
             exact |= to_bools(fields[name].is_valid())
     exact |= to_bools(fields["deletionVector"].is_valid())
     values = fields["partitionValues"]
@@ -1151,8 +1181,11 @@ def _re2_literal(text: str) -> str:
 def _rows_of(fields: dict[str, pa.Array], present: np.ndarray) -> pa.Table:
     """The rows of one action, with the fields :func:`_first_bad_file_row` checks."""
     mask = from_numpy(present)
-    names = ("path", "partitionValues", "size", "modificationTime", "dataChange", "deletionVector")
-    return pa.table({name: fields[name].filter(mask) for name in names if name in fields})
+    names = ("path", "partitionValues", "size", "modificationTime", "dataChange")
+    columns = {name: fields[name].filter(mask) for name in names if name in fields}
+    # Rows with a deletion vector take the exact route, which checks it.
+    columns["deletionVector"] = pa.nulls(int(present.sum()), DELETION_VECTOR_TYPE)
+    return pa.table(columns)
 
 
 def _winning_rows(

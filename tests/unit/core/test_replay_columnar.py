@@ -222,6 +222,9 @@ def test_seeded_random_logs(tmp_path):
                     extra["tags"] = {"k": rng.choice(["v", None])}
                 if rng.random() < 0.3:
                     extra["stats"] = json.dumps({"numRecords": rng.randint(0, 9)})
+                if rng.random() < 0.3:
+                    extra["baseRowId"] = rng.choice([0, 7, None])
+                    extra["defaultRowCommitVersion"] = rng.randint(0, 3)
                 values = {c: rng.choice(["1", "x", None, ""]) for c in columns}
                 if columns and rng.random() < 0.2:
                     values.pop(rng.choice(columns))
@@ -306,6 +309,21 @@ def test_conformance_tables_agree():
             "not valid JSON",
         ),
         (b'{"add":null}', "not an object"),
+        (
+            b'{"add":{"path":"x","partitionValues":{},"size":1,"modificationTime":null,"dataChange":true}}',
+            "add.modificationTime is null",
+        ),
+        (
+            b'{"add":{"path":"x","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true,'
+            b'"baseRowId":"7"}}',
+            "add.baseRowId",
+        ),
+        (
+            b'{"add":{"path":"x","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true,'
+            b'"stats":{"numRecords":1}}}',
+            "add.stats",
+        ),
+        (b'{"remove":{"path":"x","dataChange":true,"size":2.5}}', "remove.size"),
         (
             b'{"add":{"path":"x","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true},'
             b'"remove":{"path":"x","dataChange":true}}',
