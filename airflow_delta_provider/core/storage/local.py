@@ -53,7 +53,7 @@ class LocalStore(LogStore):
     # --- reads ----------------------------------------------------------------------------
 
     def read_bytes(self, path: str) -> bytes:
-        # os.read on a descriptor: a third of the cost of open().read() on small files (no
+        # os.read on a descriptor: about a third less than open().read() on small files (no
         # buffered file object), which adds up over the thousands of commits of a long log.
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
