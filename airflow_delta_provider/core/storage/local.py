@@ -57,9 +57,11 @@ class LocalStore(LogStore):
             return f.read()
 
     def read_range(self, path: str, start: int, length: int) -> bytes:
-        with open(path, "rb") as f:
-            f.seek(start)
-            return f.read(length)
+        descriptor = os.open(path, os.O_RDONLY)
+        try:
+            return os.pread(descriptor, length, start)
+        finally:
+            os.close(descriptor)
 
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
