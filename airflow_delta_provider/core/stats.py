@@ -45,7 +45,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal
@@ -195,11 +195,10 @@ TAIL_BYTES = 64 * 1024
 #: parsed, so at most ``2 * FOOTER_WINDOW * TAIL_BYTES`` bytes of tails are held at once.
 FOOTER_WINDOW = 256
 _MAGIC = b"PAR1"
-#: A footer's thrift bytes -> FileMetaData without a reader (what pyarrow unpickles with);
-#: a pyarrow without it parses a rebuilt trailer with ``pq.read_metadata`` instead.
-_from_thrift: Callable[[pa.Buffer], pq.FileMetaData] | None = getattr(
-    pq_native, "_reconstruct_filemetadata", None
-)
+#: pyarrow's Parquet reader without the Python ``ParquetFile`` around it (half the cost per
+#: footer); ``pq.read_metadata`` where a pyarrow lacks it. (Not ``_reconstruct_filemetadata``:
+#: it aborts the process on a corrupt footer.)
+_Reader: Any = getattr(pq_native, "ParquetReader", None)
 
 
 def read_footer(
@@ -280,7 +279,8 @@ def read_footers(
 
 
 def _footer_bytes(storage: LogStore, paths: list[str], sizes: list[int | None], workers: int) -> list[bytes]:
-    """The thrift bytes of each file's footer: its tail, then an exact read where that was short."""
+    """Each file's footer with its trailer (length, ``PAR1``): the tail read, or, where the footer
+    did not fit in it, an exact second read of the footer."""
     known = [
         size if size is not None else _size(storage, path) for path, size in zip(paths, sizes, strict=True)
     ]
@@ -303,7 +303,7 @@ def _footer_bytes(storage: LogStore, paths: list[str], sizes: list[int | None], 
                 f"its footer length ({length} bytes) exceeds the file ({size} bytes): truncated?",
             )
         if length + 8 <= len(tail):
-            footers.append(tail[len(tail) - 8 - length : len(tail) - 8])
+            footers.append(tail)  # the reader finds the footer at the end
         else:
             footers.append(b"")
             again.append((index, length))
@@ -318,7 +318,7 @@ def _footer_bytes(storage: LogStore, paths: list[str], sizes: list[int | None], 
             if isinstance(footer, Exception) or len(footer) != length:
                 reason = footer if isinstance(footer, Exception) else "the file changed while it was read"
                 raise _unreadable(storage, paths[index], reason)
-            footers[index] = footer
+            footers[index] = _MAGIC + footer + length.to_bytes(4, "little") + _MAGIC
     return footers
 
 
@@ -330,11 +330,13 @@ def _size(storage: LogStore, path: str) -> int:
 
 
 def _parse_footer(storage: LogStore, path: str, footer: bytes) -> pq.FileMetaData:
+    """The FileMetaData of a footer that ends with its trailer (the reader checks both)."""
     try:
-        if _from_thrift is not None:
-            return _from_thrift(pa.py_buffer(footer))
-        trailer = _MAGIC + footer + len(footer).to_bytes(4, "little") + _MAGIC
-        return pq.read_metadata(pa.BufferReader(trailer))
+        if _Reader is not None:
+            reader = _Reader()
+            reader.open(pa.BufferReader(footer))
+            return reader.metadata
+        return pq.read_metadata(pa.BufferReader(footer))
     except (OSError, pa.ArrowException, ValueError) as err:
         raise _unreadable(storage, path, err) from None
 
