@@ -437,6 +437,7 @@ class _SchemaPlan:
             key = (path, f"{_text_json(path[0])}:" if len(path) == 1 else None)
             self.targets.append((key, position, position is not None or _present(arrow_schema, path)))
         self._views: dict[tuple[bool, ...], pa.Schema] = {}
+        self._loop = [(position, leaf.index, leaf.kind) for position, leaf in enumerate(self.leaves)]
 
     def footer_info(self, metadata: pq.FileMetaData, *, float_bounds: bool) -> FooterInfo:
         leaves = self.leaves
@@ -449,34 +450,36 @@ class _SchemaPlan:
         ]
         lows: list[Any] = [None] * count
         highs: list[Any] = [None] * count
+        # The hot loop: one statistics object per column chunk, each property read once
+        # (``null_count`` / ``min_raw`` are None when the footer has none).
         for group in range(metadata.num_row_groups if self.mapped else 0):
             row_group = metadata.row_group(group)
             rows = row_group.num_rows
-            for position, leaf in enumerate(leaves):
-                statistics = row_group.column(leaf.index).statistics
-                if statistics is None or not statistics.has_null_count:
+            for position, index, kind in self._loop:
+                statistics = row_group.column(index).statistics
+                nulls = statistics.null_count if statistics is not None else None
+                if nulls is None:
                     null_counts[position] = None
                     bounded[position] = False
                     continue
-                nulls = statistics.null_count
                 total = null_counts[position]
                 if total is not None:
                     null_counts[position] = total + nulls
                 if nulls == rows or not bounded[position]:
                     continue  # only nulls: no bounds needed from this group
-                if not statistics.has_min_max:
-                    bounded[position] = False
-                    continue
                 try:
-                    if leaf.kind == _GENERIC:
+                    if kind == _GENERIC:
                         low, high = statistics.min, statistics.max
                     else:
                         low, high = statistics.min_raw, statistics.max_raw
-                        if leaf.kind == _DECIMAL_BYTES:
-                            low, high = (
-                                int.from_bytes(low, "big", signed=True),
-                                int.from_bytes(high, "big", signed=True),
-                            )
+                    if low is None or high is None:
+                        bounded[position] = False
+                        continue
+                    if kind == _DECIMAL_BYTES:
+                        low, high = (
+                            int.from_bytes(low, "big", signed=True),
+                            int.from_bytes(high, "big", signed=True),
+                        )
                     current = lows[position]
                     lows[position] = low if current is None else min(current, low)
                     current = highs[position]
