@@ -193,7 +193,7 @@ def truncate_max_string(value: str, prefix_length: int = STRING_PREFIX_LENGTH) -
 TAIL_BYTES = 64 * 1024
 #: Files whose footers are read in one go; one window is read while the one before it is
 #: parsed, so at most ``2 * FOOTER_WINDOW * TAIL_BYTES`` bytes of tails are held at once.
-FOOTER_WINDOW = 256
+FOOTER_WINDOW = 128
 _MAGIC = b"PAR1"
 #: pyarrow's Parquet reader without the Python ``ParquetFile`` around it (half the cost per
 #: footer); ``pq.read_metadata`` where a pyarrow lacks it. (Not ``_reconstruct_filemetadata``:
@@ -236,7 +236,8 @@ def read_footers(
 
     Each file costs one ranged read of its last :data:`TAIL_BYTES` (a second one when its
     footer is larger), at most ``max_workers`` at a time; the next :data:`FOOTER_WINDOW` files
-    are read while the footers already read are turned into stats. The work that depends only
+    are read and parsed (in a thread: both release the interpreter lock) while the footers
+    already parsed are turned into stats. The work that depends only
     on a file's schema is done once per distinct schema (the files of one write share one).
 
     :param sizes: the files' sizes when known (saves a request per file on object stores).
@@ -253,28 +254,29 @@ def read_footers(
         (start, min(start + FOOTER_WINDOW, len(paths))) for start in range(0, len(paths), FOOTER_WINDOW)
     ]
 
-    def fetch(window: tuple[int, int]) -> list[bytes]:
+    def fetch(window: tuple[int, int]) -> list[pq.FileMetaData]:
+        # Reading and parsing release the interpreter lock: on a second core while stats are built.
         low, high = window
-        return _footer_bytes(storage, paths[low:high], known[low:high], workers)
+        footers = _footer_bytes(storage, paths[low:high], known[low:high], workers)
+        return [_parse_footer(storage, p, f) for p, f in zip(paths[low:high], footers, strict=True)]
 
-    def build(window: tuple[int, int], footers: list[bytes]) -> None:
-        for path, footer in zip(paths[window[0] : window[1]], footers, strict=True):
-            done.append(builder.info(_parse_footer(storage, path, footer)))
+    def build(footers: list[pq.FileMetaData]) -> None:
+        done.extend(builder.info(metadata) for metadata in footers)
         if len(paths) >= FOOTER_WINDOW:
             log.info("Read %d of %d Parquet footers.", len(done), len(paths))
 
     done: list[FooterInfo] = []
     if len(windows) == 1 or workers <= 1:
         for window in windows:
-            build(window, fetch(window))
+            build(fetch(window))
         return done
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="delta-footer") as reader:
         pending = reader.submit(fetch, windows[0])
-        for index, window in enumerate(windows):
+        for index in range(len(windows)):
             footers = pending.result()
             if index + 1 < len(windows):
                 pending = reader.submit(fetch, windows[index + 1])
-            build(window, footers)
+            build(footers)
     return done
 
 
