@@ -191,8 +191,8 @@ def truncate_max_string(value: str, prefix_length: int = STRING_PREFIX_LENGTH) -
 #: Bytes read from the end of each file: one request usually holds the whole footer; a second,
 #: exact request follows for a footer that is larger.
 TAIL_BYTES = 64 * 1024
-#: Files whose footers are read in one go; one window is read while the one before it is
-#: parsed, so at most ``2 * FOOTER_WINDOW * TAIL_BYTES`` bytes of tails are held at once.
+#: Files whose footers are read and parsed in one go, while the stats of the window before are
+#: built: at most ``FOOTER_WINDOW * TAIL_BYTES`` bytes of tails (8 MiB) are held at once.
 FOOTER_WINDOW = 128
 _MAGIC = b"PAR1"
 #: pyarrow's Parquet reader without the Python ``ParquetFile`` around it (half the cost per
@@ -237,10 +237,10 @@ def read_footers(
     Each file costs one ranged read of its last :data:`TAIL_BYTES` (a second one when its
     footer is larger), at most ``max_workers`` at a time; the next :data:`FOOTER_WINDOW` files
     are read and parsed (in a thread: both release the interpreter lock) while the footers
-    already parsed are turned into stats. The work that depends only
-    on a file's schema is done once per distinct schema (the files of one write share one).
+    already parsed are turned into stats. The work that depends only on a file's schema is
+    done once per distinct schema (the files of one write share one).
 
-    :param sizes: the files' sizes when known (saves a request per file on object stores).
+    :param sizes: the files' sizes when known (else one ``info`` request per file first).
     :param max_workers: concurrent reads; default 2 for local files, 32 for remote storage
         (latency bound). 1 reads and parses one file after the other.
     :raises InvalidDataFileError: a file is missing, not Parquet, or truncated (named).
