@@ -379,3 +379,28 @@ def test_a_damaged_file_among_many_is_named_and_the_table_is_unchanged(tmp_path,
 def test_a_missing_file_is_named(tmp_path):
     with pytest.raises(InvalidDataFileError, match=r"gone\.parquet is not a readable Parquet file"):
         read_footers(open_store(str(tmp_path)), [str(tmp_path / "gone.parquet")], stats_columns=[])
+
+
+def test_a_cold_commit_of_timestamps_dates_and_decimals_does_not_import_pandas(tmp_path, varied_parquet):
+    """pyarrow's converted footer values (``Statistics.min`` of a timestamp) import pandas, half
+    a cold commit's time once: bounds are read from the raw values. A fresh process checks it."""
+    import subprocess
+    import sys
+    import textwrap
+
+    for name in ("plain.parquet", "row-groups.parquet", "big-footer.parquet"):
+        (tmp_path / name).write_bytes(varied_parquet[name])
+    probe = textwrap.dedent(
+        """
+        import sys
+        from airflow_delta_provider.core import DeltaTable
+
+        files = ["plain.parquet", "row-groups.parquet", "big-footer.parquet"]
+        result = DeltaTable(sys.argv[1]).commit_files(files)
+        print(result.num_added_files, "pandas" in sys.modules)
+        """
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True, check=True
+    )
+    assert run.stdout.split() == ["3", "False"]
