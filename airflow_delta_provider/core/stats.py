@@ -591,7 +591,9 @@ def _bound_json(leaf: _Leaf, low: Any, high: Any) -> tuple[str, str] | None:
     if kind == _INT:
         return str(int(low)), str(int(high))
     if kind == _STRING:
-        low_text, high_text = low.decode(), high.decode()  # raw bytes; UTF-8 order is code point order
+        # Raw bytes (UTF-8 order is code point order); a pyarrow handing back text is taken as it is.
+        low_text = low.decode() if isinstance(low, bytes) else low
+        high_text = high.decode() if isinstance(high, bytes) else high
         truncated = truncate_max_string(high_text)
         if truncated is None:
             return None
