@@ -65,9 +65,11 @@ class LocalStore(LogStore):
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def read_range(self, path: str, start: int, length: int) -> bytes:
-        with open(path, "rb") as f:
-            f.seek(start)
-            return f.read(length)
+        descriptor = os.open(path, os.O_RDONLY)
+        try:
+            return os.pread(descriptor, length, start)
+        finally:
+            os.close(descriptor)
 
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
