@@ -63,7 +63,7 @@ def read_checksum(storage: LogStore, version: int) -> dict[str, Any] | None:
     try:
         checksum = json.loads(data)
     except (ValueError, RecursionError):
-        log.warning("Ignoring the unreadable checksum file of version %d.", version)
+        log.warning("Ignoring the checksum file of version %d: it is not valid JSON.", version)
         return None
     return checksum if isinstance(checksum, dict) else None
 
