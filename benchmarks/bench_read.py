@@ -139,6 +139,9 @@ DESCRIPTIONS = {
 }
 for _size, _label in (("", "1M"), ("-100k", "100k"), ("-10k", "10k"), ("-1k", "1k")):
     CASES[f"a-rs{_size}"] = CASES[f"a-spark{_size}"] = ["core", "delta-rs", "floor", *_SMALL_STATE]
+    if _size:
+        CASES[f"a{_size}"] = CASES["a"]
+        DESCRIPTIONS[f"a{_size}"] = f"{_label} files, core-like checkpoint, no .crc, 100 commits after it"
     DESCRIPTIONS[f"a-rs{_size}"] = f"{_label} files, delta-rs checkpoint (one row group, no .crc)"
     DESCRIPTIONS[f"a-spark{_size}"] = f"{_label} files, Spark-like checkpoint + .crc, 100 commits after it"
 

@@ -10,7 +10,7 @@
     field optional, protocol, metaData and txns placed last (the worst place to find them),
     and a ``.crc`` per version as Spark writes them (protocol, metadata, setTransactions,
     domainMetadata); a-rs has none, as delta-rs writes none.
-(a-rs-1k/-10k/-100k, a-spark-1k/-10k/-100k) the same layouts with a checkpoint of 1,000,
+(a-1k/-10k/-100k, a-rs-1k/..., a-spark-1k/...) the same layouts with a checkpoint of 1,000,
     10,000 or 100,000 files (plus the same 100 commits of 100 adds).
 
 Usage: ``python benchmarks/generate.py [--force] [--tables a,b,c]``. A table whose
@@ -284,6 +284,8 @@ EXPECTED = {
     "a-spark": (101, 1_010_000),
 }
 for _suffix, _files in SIZES.items():
+    GENERATORS[f"a-{_suffix}"] = functools.partial(generate_a, files=_files)
+    EXPECTED[f"a-{_suffix}"] = (101, _files + 10_000)
     GENERATORS[f"a-rs-{_suffix}"] = functools.partial(generate_a_rs, files=_files)
     GENERATORS[f"a-spark-{_suffix}"] = functools.partial(generate_a_spark, files=_files)
     EXPECTED[f"a-rs-{_suffix}"] = EXPECTED[f"a-spark-{_suffix}"] = (101, _files + 10_000)
