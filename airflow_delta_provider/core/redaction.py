@@ -21,7 +21,7 @@ import re
 import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -35,6 +35,7 @@ __all__ = [
     "redact",
     "register_secret",
     "register_secrets_in",
+    "secret_parts",
     "sensitive_options",
     "split_credentials",
 ]
@@ -121,11 +122,38 @@ def is_sensitive_option(name: str) -> bool:
     return any(word in lowered for word in _SENSITIVE_WORDS)
 
 
+#: The secret fields inside a credential string: an Azure connection string's ``AccountKey=`` /
+#: ``SharedAccessSignature=`` and a SAS token's signature ``sig=`` (names compared case-insensitively).
+_EMBEDDED_SECRET = re.compile(
+    r"(?:^|;)\s*(?:accountkey|sharedaccesssignature)=([^;]+)|(?:^|[;&?])sig=([^;&\s]+)", re.IGNORECASE
+)
+
+
+def secret_parts(value: str) -> list[str]:
+    """The secrets directly inside a credential string, to be hidden on their own too: the account
+    key and SAS of an Azure connection string, the signature of a SAS token (also URL-decoded).
+    Callers apply it again to each part (a connection string's SAS holds a signature).
+
+    :param value: a secret (connection string, SAS token, key ...).
+    """
+    parts: list[str] = []
+    for match in _EMBEDDED_SECRET.finditer(value):
+        part = match[1] or match[2]
+        parts.append(part)
+        decoded = unquote(part)
+        if decoded != part:
+            parts.append(decoded)
+    return parts
+
+
 def register_secret(value: Any) -> None:
-    """Remember a secret so that :func:`redact` masks it wherever it appears in text."""
+    """Remember a secret so that :func:`redact` masks it wherever it appears in text (and the secrets
+    inside it: :func:`secret_parts`)."""
     global _secrets_pattern
     if not isinstance(value, str) or len(value) < _MIN_SECRET_LENGTH:
         return
+    for part in secret_parts(value):
+        register_secret(part)
     variants = {value, quote(value, safe=""), quote(value, safe="/")}
     with _secrets_lock:
         if variants <= _secrets:

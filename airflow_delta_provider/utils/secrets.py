@@ -23,6 +23,7 @@ from urllib.parse import unquote
 from airflow_delta_provider.core.redaction import (
     redact,
     register_secret,
+    secret_parts,
     sensitive_options,
     split_credentials,
 )
@@ -51,6 +52,8 @@ def mask_secret(value: Any) -> None:
     """Hide ``value`` from the core's :func:`redact` and from Airflow's secrets masker."""
     if not isinstance(value, str) or not value:
         return
+    for part in secret_parts(value):
+        mask_secret(part)
     register_secret(value)
     from airflow.sdk.log import mask_secret as airflow_mask_secret
 

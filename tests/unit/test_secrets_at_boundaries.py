@@ -19,7 +19,7 @@ import threading
 import traceback
 import uuid
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -42,7 +42,7 @@ from airflow_delta_provider.sensors.delta import DeltaTableVersionSensor
 from airflow_delta_provider.triggers.delta import DeltaTableVersionTrigger
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
 SCHEMA = pa.schema([("id", pa.int64()), ("ds", pa.string())])
 
@@ -85,7 +85,11 @@ class Channels:
             self.add(where, Serde.to_json(dataset))
 
     def assert_clean(
-        self, secret: str, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+        self,
+        secret: str,
+        capsys: pytest.CaptureFixture[str],
+        caplog: pytest.LogCaptureFixture,
+        parts: Sequence[str] = (),
     ) -> None:
         output = capsys.readouterr()
         self.add("stdout (task log)", output.out)
@@ -97,7 +101,7 @@ class Channels:
                     f"log record {record.name} traceback",
                     "".join(traceback.format_exception(*record.exc_info)),
                 )
-        variants = {secret, quote(secret, safe="")}
+        variants = {secret, quote(secret, safe=""), *parts, *(quote(p, safe="") for p in parts)}
         leaked = [where for where, text in self.outputs if any(v in text for v in variants)]
         assert leaked == []
         assert len(self.outputs) > 10  # the channels were really searched
@@ -220,14 +224,6 @@ def s3_table_arguments(
     return {"table_uri": uri, "storage_options": options}
 
 
-def put_parquet(storage_options: dict[str, Any], bucket: str, key: str, ids: list[int]) -> None:
-    from airflow_delta_provider.core.storage import open_store
-
-    storage = open_store(f"s3://{bucket}", storage_options)
-    with storage.fs.open(f"{bucket}/{key}", "wb") as out:
-        pq.write_table(pa.table({"id": pa.array(ids, pa.int64())}), out)
-
-
 async def first_event(trigger: DeltaTableVersionTrigger) -> Any:
     import asyncio
     import contextlib
@@ -249,14 +245,112 @@ def test_a_secret_given_as_a_credential_reaches_no_output_on_s3(
     caplog: pytest.LogCaptureFixture,
     task_context: Callable[..., dict[str, Any]],
 ) -> None:
+    secret = planted()
+    run_every_channel(
+        channels,
+        task_context,
+        location=lambda path: f"s3://{s3_bucket}/{path}",
+        arguments=lambda path: s3_table_arguments(entry, secret, s3_bucket, s3_endpoint, path, monkeypatch),
+        writer_options=s3_storage_options,
+        secret_in_options=entry == "storage_options",
+    )
+    channels.assert_clean(secret, capsys, caplog)
+
+
+# --- a secret in an Azure or Google storage connection (no Azure / Google provider installed) --------
+
+CLOUD_ENTRIES = [
+    pytest.param("wasb sas_token", marks=pytest.mark.azure),
+    pytest.param("wasb connection_string with a SAS", marks=pytest.mark.azure),
+    pytest.param("google keyfile_dict", marks=pytest.mark.gcs),
+]
+
+
+@pytest.mark.parametrize("entry", CLOUD_ENTRIES)
+def test_a_secret_in_an_azure_or_google_connection_reaches_no_output(
+    entry: str,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    channels: Channels,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    task_context: Callable[..., dict[str, Any]],
+) -> None:
+    """The planted secret is the credential every request carries: a fresh SAS token Azurite checks
+    (alone, or inside a connection string), or a fresh service account key whose signed grants the
+    loopback OAuth2 endpoint counts."""
+    if entry.startswith("wasb"):
+        endpoint = request.getfixturevalue("azurite_endpoint")
+        container = request.getfixturevalue("azure_container")
+        writer_options = request.getfixturevalue("azure_storage_options")
+        sas = request.getfixturevalue("azurite_sas")
+        secret = sas
+        if entry == "wasb sas_token":
+            fields: dict[str, Any] = {
+                "login": "devstoreaccount1",
+                "host": endpoint,
+                "extra": {"sas_token": sas},
+            }
+        else:
+            string = f"BlobEndpoint={endpoint};SharedAccessSignature={sas}"
+            fields = {"extra": {"connection_string": string}}
+        connection(monkeypatch, "planted_azure", conn_type="wasb", **fields)
+        conn_id, root = "planted_azure", f"az://{container}"
+    else:
+        key = request.getfixturevalue("gcp_service_account_key")
+        endpoint = request.getfixturevalue("gcs_endpoint")
+        bucket = request.getfixturevalue("gcs_bucket")
+        writer_options = request.getfixturevalue("gcs_storage_options")
+        secret = key["private_key"]
+        extra = {"keyfile_dict": json.dumps(key), "gcs.endpoint": endpoint, "project": "test"}
+        connection(monkeypatch, "planted_gcp", conn_type="google_cloud_platform", extra=extra)
+        conn_id, root = "planted_gcp", f"gs://{bucket}"
+
+    run_every_channel(
+        channels,
+        task_context,
+        location=lambda path: f"{root}/{path}",
+        arguments=lambda path: {"table_uri": f"{root}/{path}", "storage_conn_id": conn_id},
+        writer_options=writer_options,
+        secret_in_options=False,
+    )
+    if entry.startswith("google"):
+        assert request.getfixturevalue("gcp_grants")(key["client_email"]) >= 1  # the key was used
+    # The secret's own parts are searched for too: a SAS token's signature, the lines of a PEM key.
+    if entry.startswith("wasb"):
+        parts = [unquote(p.removeprefix("sig=")) for p in secret.split("&") if p.startswith("sig=")]
+    else:
+        parts = [line for line in secret.splitlines() if len(line) > 40]
+    assert parts
+    channels.assert_clean(secret, capsys, caplog, parts=parts)
+
+
+def run_every_channel(
+    channels: Channels,
+    task_context: Callable[..., dict[str, Any]],
+    *,
+    location: Callable[[str], str],
+    arguments: Callable[[str], dict[str, Any]],
+    writer_options: dict[str, Any],
+    secret_in_options: bool,
+) -> None:
+    """Run the hook, every operator, the sensor and the trigger, succeeding and failing, on tables at
+    ``location(path)`` opened with the task arguments ``arguments(path)`` (the planted secret enters
+    through them); every output goes into ``channels``. ``writer_options`` (no planted secret) write
+    the files and the commits the tasks wait for."""
     import asyncio
 
-    secret = planted()
-    table = s3_table_arguments(entry, secret, s3_bucket, s3_endpoint, "lake/events", monkeypatch)
-    uri = f"s3://{s3_bucket}/lake/events"
+    from airflow_delta_provider.core.storage import open_store
+
+    def put_parquet(uri: str, relative: str, ids: list[int]) -> None:
+        storage = open_store(uri, writer_options)
+        with storage.fs.open(storage.join(relative), "wb") as out:
+            pq.write_table(pa.table({"id": pa.array(ids, pa.int64())}), out)
+
+    table, uri = arguments("lake/events"), location("lake/events")
 
     # A commit: XCom, asset event, lineage, repr, the task log.
-    put_parquet(s3_storage_options, s3_bucket, "lake/events/incoming/ds=2026-11-01/part-0.parquet", [1, 2])
+    put_parquet(uri, "incoming/ds=2026-11-01/part-0.parquet", [1, 2])
     commit = DeltaCommitOperator(task_id="commit", prefix="incoming", partition_by=["ds"], **table)
     context = task_context(commit)
     result = channels.add("commit XCom", commit.execute(context))
@@ -277,7 +371,7 @@ def test_a_secret_given_as_a_credential_reaches_no_output_on_s3(
     )
     ok, message = channels.add("test_connection", hook.test_connection())
     assert ok, message
-    gone = s3_table_arguments(entry, secret, s3_bucket, s3_endpoint, "lake/gone", monkeypatch)
+    gone = arguments("lake/gone")
     gone_hook = DeltaTableHook(
         gone.get("delta_conn_id"), **{k: v for k, v in gone.items() if k != "delta_conn_id"}
     )
@@ -286,7 +380,7 @@ def test_a_secret_given_as_a_credential_reaches_no_output_on_s3(
     # The sensor: a poke, and a deferral whose trigger is serialised.
     sensor = DeltaTableVersionSensor(task_id="wait", after_version=-1, **table)
     channels.add("sensor XCom", sensor.execute({}))
-    if entry == "storage_options":
+    if secret_in_options:
         refused = channels.raises(
             "deferrable sensor with secret options",
             lambda: DeltaTableVersionSensor(task_id="w", after_version=0, deferrable=True, **table),
@@ -309,8 +403,8 @@ def test_a_secret_given_as_a_credential_reaches_no_output_on_s3(
 
         # The trigger: a success event on a new commit, and an error event on a corrupt one.
         trigger = DeltaTableVersionTrigger(after_version=0, poll_interval=0.05, **table)
-        put_parquet(s3_storage_options, s3_bucket, "lake/events/more/ds=2026-11-02/part-0.parquet", [3])
-        writer = threading.Timer(0.2, lambda: DeltaTable(uri, s3_storage_options).commit_files(prefix="more"))
+        put_parquet(uri, "more/ds=2026-11-02/part-0.parquet", [3])
+        writer = threading.Timer(0.2, lambda: DeltaTable(uri, writer_options).commit_files(prefix="more"))
         writer.start()
         event = asyncio.run(first_event(trigger))
         writer.join()
@@ -335,15 +429,12 @@ def test_a_secret_given_as_a_credential_reaches_no_output_on_s3(
     assert [entry["status"] for entry in failed.report["tables"]] == ["success", "failed"]
 
     # A table whose next commit cannot be read: the trigger's error event, and the sensor failing on it.
-    if entry != "storage_options":
-        from airflow_delta_provider.core.storage import open_store
-
-        broken_uri = f"s3://{s3_bucket}/lake/broken"
-        DeltaTable.create(broken_uri, SCHEMA, storage_options=s3_storage_options)
-        storage = open_store(broken_uri, s3_storage_options)
-        with storage.fs.open(f"{s3_bucket}/lake/broken/_delta_log/{1:020d}.json", "wb") as out:
-            out.write(b"garbage\n")
-        broken = s3_table_arguments(entry, secret, s3_bucket, s3_endpoint, "lake/broken", monkeypatch)
+    if not secret_in_options:
+        broken_uri = location("lake/broken")
+        DeltaTable.create(broken_uri, SCHEMA, storage_options=writer_options)
+        storage = open_store(broken_uri, writer_options)
+        storage.put(storage.log_path(f"{1:020d}.json"), b"garbage\n")
+        broken = arguments("lake/broken")
         event = asyncio.run(
             first_event(DeltaTableVersionTrigger(after_version=0, poll_interval=0.05, **broken))
         )
@@ -351,5 +442,3 @@ def test_a_secret_given_as_a_credential_reaches_no_output_on_s3(
         assert event.payload["status"] == "error" and "00000000000000000001.json" in event.payload["message"]
         waiting = DeltaTableVersionSensor(task_id="w2", after_version=0, deferrable=True, **broken)
         channels.raises("sensor resumed with the error", lambda: waiting.execute_complete({}, event.payload))
-
-    channels.assert_clean(secret, capsys, caplog)

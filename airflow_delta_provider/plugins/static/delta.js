@@ -77,12 +77,15 @@ function base() { return `${state.kind === "asset" ? "assets" : "connections"}/$
 
 // --- history -------------------------------------------------------------------------------
 
+// VACUUM START records what it is about to delete (sizeOfDataToDelete); only END has deleted it.
+function vacuumBytesVerb(e) { return e.operation === "VACUUM START" ? "to delete" : "freed"; }
+
 function metricsText(e) {
   const parts = [];
   if (e.rows_added !== null) parts.push(`+${e.rows_added} rows`);
   if (e.files_added !== null) parts.push(`+${plural(e.files_added, "file")}`);
   if (e.files_removed !== null) parts.push(`-${plural(e.files_removed, "file")}`);
-  if (e.bytes_removed !== null && e.operation.startsWith("VACUUM")) parts.push(`${bytes(e.bytes_removed)} freed`);
+  if (e.bytes_removed !== null && e.operation.startsWith("VACUUM")) parts.push(`${bytes(e.bytes_removed)} ${vacuumBytesVerb(e)}`);
   return parts.join(", ");
 }
 
@@ -240,7 +243,7 @@ async function showMaintenance(content) {
         el("span", { class: "metrics" }, [
           e.parameters.status ? `status ${e.parameters.status}` : null,
           e.files_removed !== null ? `${plural(e.files_removed, "file")} deleted` : null,
-          e.bytes_removed !== null ? `${bytes(e.bytes_removed)} freed` : null,
+          e.bytes_removed !== null ? `${bytes(e.bytes_removed)} ${vacuumBytesVerb(e)}` : null,
           e.parameters.specifiedRetentionMillis ? `retention ${duration(Number(e.parameters.specifiedRetentionMillis) / 1000)}` : null,
           e.parameters.defaultRetentionMillis ? `table default ${duration(Number(e.parameters.defaultRetentionMillis) / 1000)}` : null,
         ].filter(Boolean).join(", ")),

@@ -14,6 +14,15 @@ SCHEMA_STRING = json.dumps(
     {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
 )
 
+#: A deletion vector descriptor (stored in a file, with an offset).
+DV = {
+    "storageType": "u",
+    "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^",
+    "offset": 1,
+    "sizeInBytes": 36,
+    "cardinality": 2,
+}
+
 
 def protocol(reader: int = 1, writer: int = 2, **features: Any) -> dict[str, Any]:
     return {"protocol": {"minReaderVersion": reader, "minWriterVersion": writer, **features}}

@@ -65,6 +65,21 @@ def test_registered_secrets_are_masked_in_every_encoding() -> None:
     assert "Secret" not in redact("a x9%2FSecret%2BValue%3D%3D b")
 
 
+def test_the_secrets_inside_a_connection_string_are_masked_on_their_own() -> None:
+    """A connection string's account key and SAS, and a SAS token's signature, are hidden wherever
+    they appear without the rest of the string (an SDK quoting only the key or the signed URL)."""
+    key, signature = "Q2FjY291bnQta2V5LXJlZGFjdA+/==", "c2lnbmF0dXJlLXJlZGFjdA%3D%3D"
+    register_secret(
+        f"DefaultEndpointsProtocol=https;AccountName=acct;AccountKey={key};"
+        f"SharedAccessSignature=sv=2024-01-01&ss=b&sig={signature};BlobEndpoint=https://acct/"
+    )
+    assert redact(f"key {key} url https://acct/c?sv=2024-01-01&ss=b&sig={signature}") == (
+        "key *** url https://acct/c?***"
+    )
+    assert redact("signature c2lnbmF0dXJlLXJlZGFjdA== decoded") == "signature *** decoded"
+    assert redact("AccountName=acct") == "AccountName=acct"
+
+
 def test_sensitive_options_are_registered_nested() -> None:
     register_secrets_in(
         {"endpoint_url": "http://x", "client_kwargs": {"aws_secret_access_key": "nested-s3cr3t"}}

@@ -24,15 +24,10 @@ from airflow_delta_provider.core.errors import ProtocolError
 from airflow_delta_provider.core.paths import escapes_root
 from airflow_delta_provider.core.transaction import OptimisticTransaction
 
+from .conftest import DV
+
 COMMIT_1 = r"00000000000000000001\.json"
 GOOD_ADD = {"path": "ok.parquet", "partitionValues": {}, "size": 1, "modificationTime": 1, "dataChange": True}
-DV = {
-    "storageType": "u",
-    "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^",
-    "offset": 1,
-    "sizeInBytes": 36,
-    "cardinality": 2,
-}
 
 
 def _add(**fields: Any) -> dict[str, Any]:
