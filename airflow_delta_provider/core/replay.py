@@ -62,6 +62,7 @@ from airflow_delta_provider.core.commits import (
 )
 from airflow_delta_provider.core.deletion_vectors import deletion_vector_unique_id
 from airflow_delta_provider.core.errors import CorruptLogError, DeltaError
+from airflow_delta_provider.core.features import reader_features
 from airflow_delta_provider.core.logfiles import SIDECAR_DIR
 from airflow_delta_provider.core.paths import TablePath, escapes_root, has_scheme
 from airflow_delta_provider.core.table_config import TableConfig
@@ -69,6 +70,7 @@ from airflow_delta_provider.core.table_config import TableConfig
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from airflow_delta_provider.core.checksum import ChecksumAnswers
     from airflow_delta_provider.core.commits import CommitActions
     from airflow_delta_provider.core.segment import Checkpoint, LogSegment
     from airflow_delta_provider.core.storage import LogStore
@@ -144,27 +146,48 @@ class SmallState:
     sidecars: list[str]
     #: file actions found in a JSON (V2) checkpoint's top-level file.
     checkpoint_file_actions: list[dict[str, Any]]
+    #: the version whose checksum file answered protocol and metadata (None: the log did).
+    checksum_version: int | None = None
 
 
 def replay_small_state(
-    storage: LogStore, segment: LogSegment, commits: list[CommitActions], *, now_ms: int | None = None
+    storage: LogStore,
+    segment: LogSegment,
+    commits: list[CommitActions],
+    *,
+    now_ms: int | None = None,
+    checksum: ChecksumAnswers | None = None,
 ) -> SmallState:
     """Protocol, metadata, txns and domains: newest wins, checkpoint first, then commits.
 
+    :param checksum: what the version checksum may answer (from
+        :func:`~.checksum.checksum_answers`, which alone decides that): protocol and metadata,
+        and txns and domains when it carries them. The checkpoint is then read only for what
+        the checksum does not answer (and for V2 sidecars), often not at all.
     :raises CorruptLogError: no protocol or no metadata action in the segment, naming the log;
         a malformed action, naming its file and line (or checkpoint row); a checkpoint that
         is not one (no protocol or metaData action in it, or action columns of the wrong
         shape), naming the checkpoint file, so that the caller can fall back to an older one.
     """
-    # Newest wins: the checkpoint's actions first, then each commit's in version order.
+    # Newest wins: the checksum's answers, the checkpoint's actions, then each commit's in
+    # version order (the checksum agrees with the commits: checksum_answers checked).
     latest: dict[str, dict[str, Any]] = {}
     txns: dict[str, dict[str, Any]] = {}
     domains: dict[str, dict[str, Any]] = {}
     sidecars: list[str] = []
     checkpoint_actions: list[dict[str, Any]] = []
     if segment.checkpoint is not None:
-        checkpoint_actions = read_checkpoint_small_actions(storage, segment.checkpoint)
-        _require_checkpoint_state(storage, segment.checkpoint, checkpoint_actions)
+        columns = _checkpoint_columns_needed(segment.checkpoint, checksum)
+        if columns:
+            checkpoint_actions = read_checkpoint_small_actions(storage, segment.checkpoint, columns)
+        if checksum is None:
+            _require_checkpoint_state(storage, segment.checkpoint, checkpoint_actions)
+        else:
+            _check_checkpoint_shape(storage, segment.checkpoint, checkpoint_actions)
+    if checksum is not None:
+        latest = {"protocol": checksum.protocol, "metaData": checksum.metadata}
+        txns = dict(checksum.transactions or {})
+        domains = dict(checksum.domains or {})
     # A JSON (V2) checkpoint holds file actions too; they join the checkpoint's Parquet adds.
     checkpoint_file_actions = [a for a in checkpoint_actions if "add" in a or "remove" in a]
     metadata_at = -1
@@ -196,9 +219,10 @@ def replay_small_state(
             f"needs one. The log is corrupt or incomplete.",
             path=where,
         )
-    meta = Metadata.from_json(
-        metadata, origin=_origin(storage, segment, checkpoint_actions, commits, metadata_at)
-    )
+    origin = _origin(storage, segment, checkpoint_actions, commits, metadata_at)
+    if metadata_at < 0 and checksum is not None:
+        origin = f"in the checksum file {checksum.uri}"
+    meta = Metadata.from_json(metadata, origin=origin)
     transactions = {app: Transaction.from_json(t) for app, t in txns.items()}
     retention = TableConfig(meta.configuration).set_transaction_retention.value
     if retention is not None:
@@ -220,7 +244,28 @@ def replay_small_state(
         domains=live_domains,
         sidecars=sidecars,
         checkpoint_file_actions=checkpoint_file_actions,
+        checksum_version=checksum.version if checksum is not None else None,
     )
+
+
+def _checkpoint_columns_needed(checkpoint: Checkpoint, checksum: ChecksumAnswers | None) -> tuple[str, ...]:
+    """The small action columns of the checkpoint that the replay must still read.
+
+    Without a checksum: all of them. With one: txn and domainMetadata unless it carries them,
+    and the V2 columns (sidecars, the JSON checkpoint's file actions) only where the table can
+    have a V2 checkpoint (the ``v2Checkpoint`` reader feature, or a JSON checkpoint file).
+    """
+    if checksum is None:
+        return _SMALL_COLUMNS
+    columns: list[str] = []
+    if checksum.transactions is None:
+        columns.append("txn")
+    if checksum.domains is None:
+        columns.append("domainMetadata")
+    v2 = "v2Checkpoint" in reader_features(Protocol.from_json(checksum.protocol))
+    if v2 or any(path.endswith(".json") for path in checkpoint.paths):
+        columns += ["sidecar", "checkpointMetadata"]
+    return tuple(columns)
 
 
 def _origin(
@@ -247,11 +292,40 @@ def _require_checkpoint_state(
 ) -> None:
     """A checkpoint holds the table's protocol and metadata; a file without them is not one."""
     missing = [kind for kind in ("protocol", "metaData") if not any(kind in a for a in actions)]
-    if not missing:
-        return
+    if missing:
+        raise _not_a_checkpoint(storage, checkpoint, missing)
+
+
+def _check_checkpoint_shape(storage: LogStore, checkpoint: Checkpoint, actions: list[dict[str, Any]]) -> None:
+    """:func:`_require_checkpoint_state` without decoding a row, for when the checksum answered.
+
+    Each Parquet file must open, its action columns must have the shape of actions, and its
+    protocol and metaData columns must be able to hold a value by their row-group statistics;
+    a JSON checkpoint was read whole (``actions``). What this cannot see (a malformed protocol
+    row) is found when the file list is first asked for (:meth:`.Snapshot._log_small`).
+    """
+    found = {kind for kind in ("protocol", "metaData") if any(kind in a for a in actions)}
+    for path in checkpoint.paths:
+        if path.endswith(".json"):
+            continue
+        parquet = _open_parquet(storage, path)
+        schema = parquet.schema_arrow
+        _check_checkpoint_schema(schema, storage.to_uri(path))
+        leaves = _action_leaves(parquet)
+        for kind in ("protocol", "metaData"):
+            index = schema.get_field_index(kind)
+            usable = index >= 0 and not pa.types.is_null(schema.field(index).type)
+            if usable and _row_groups_with_values(parquet, [kind], leaves):
+                found.add(kind)
+    missing = [kind for kind in ("protocol", "metaData") if kind not in found]
+    if missing:
+        raise _not_a_checkpoint(storage, checkpoint, missing)
+
+
+def _not_a_checkpoint(storage: LogStore, checkpoint: Checkpoint, missing: list[str]) -> CorruptLogError:
     uri = storage.to_uri(checkpoint.paths[0])
     names = ", ".join(storage.to_uri(p) for p in checkpoint.paths)
-    raise CorruptLogError(
+    return CorruptLogError(
         f"The checkpoint {names} holds no {' and no '.join(missing)} action: it is not a usable Delta "
         f"checkpoint (every checkpoint holds the table's protocol and metaData). It was not written "
         f"by a Delta writer, or its writer failed.",
@@ -265,8 +339,13 @@ def _sidecar_path(storage: LogStore, path: str) -> str:
     return storage.log_path(f"{SIDECAR_DIR}/{unquote(path)}")
 
 
-def read_checkpoint_small_actions(storage: LogStore, checkpoint: Checkpoint) -> list[dict[str, Any]]:
+def read_checkpoint_small_actions(
+    storage: LogStore, checkpoint: Checkpoint, columns: Sequence[str] = _SMALL_COLUMNS
+) -> list[dict[str, Any]]:
     """The non-file actions of a checkpoint (and, for JSON V2 checkpoints, its file actions).
+
+    :param columns: the action columns to read from a Parquet checkpoint (default: every
+        non-file action); a JSON checkpoint is read whole.
 
     :raises CorruptLogError: the file cannot be read, its action columns do not have the
         shape of actions, or an action is malformed (naming the file and the 1-based row).
@@ -282,14 +361,14 @@ def read_checkpoint_small_actions(storage: LogStore, checkpoint: Checkpoint) -> 
         parquet = _open_parquet(storage, path)
         _check_checkpoint_schema(parquet.schema_arrow, uri)
         names = set(parquet.schema_arrow.names)
-        columns = [c for c in _SMALL_COLUMNS if c in names]
-        if not columns:
+        present = [c for c in columns if c in names]
+        if not present:
             continue
         leaves = _action_leaves(parquet)
         metadata = parquet.metadata
         starts = np.zeros(metadata.num_row_groups + 1, dtype=np.int64)
         np.cumsum([metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)], out=starts[1:])
-        for name in columns:
+        for name in present:
             for row_number, row in _small_column_rows(parquet, name, leaves, starts, uri):
                 action = {name: _drop_nulls(row) if isinstance(row, dict) else row}
                 problem = action_problem(action)

@@ -476,6 +476,9 @@ def test_a_malformed_small_row_in_a_checkpoint_names_file_and_row(
     table.checkpoint()
     _rewrite_checkpoint(_checkpoint_path(table), column, change)
     _drop_commits_before(table, 3)  # no older state to fall back to
+    # The small state comes from the checkpoint only without a usable checksum (with one, the
+    # same rows are read, and refused, on the first file question: test_checksum.py).
+    os.remove(os.path.join(table.storage.log_dir, "00000000000000000003.crc"))
     before = log_state(table.storage.root)
     with pytest.raises(
         CorruptLogError, match=r"Row \d+ of the checkpoint .*00000000000000000003\.checkpoint\.parquet"
