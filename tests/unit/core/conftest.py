@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from airflow_delta_provider.core.storage import AzureStore, GcsStore
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -117,3 +119,16 @@ def log_state() -> Any:
     """``log_state(root)``: every file under ``<root>/_delta_log`` (subdirectories too) with its
     content; two equal states mean nothing in the log was written, replaced or deleted."""
     return _log_state
+
+
+@pytest.fixture(params=["azure", "gcs"])
+def cloud(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """A fresh table location on one emulator (Azurite, fake-gcs-server): uri, options, the
+    store class expected, and the container or bucket."""
+    if request.param == "azure":
+        container = request.getfixturevalue("azure_container")
+        options = request.getfixturevalue("azure_storage_options")
+        return {"uri": f"az://{container}/t", "options": options, "store": AzureStore, "bucket": container}
+    bucket = request.getfixturevalue("gcs_bucket")
+    options = request.getfixturevalue("gcs_storage_options")
+    return {"uri": f"gs://{bucket}/t", "options": options, "store": GcsStore, "bucket": bucket}
