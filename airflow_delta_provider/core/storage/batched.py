@@ -133,9 +133,10 @@ class BatchDeletingStore(ConditionalObjectStore):
 
         results = await asyncio.gather(*(alone(path, reason) for path, reason in retry))
         failed = [failure for _, failure in results if failure is not None]
-        if answers and deleted == 0 and len(retry) == len(chunk) and len(failed) < len(retry):
-            # Every sub-request failed, yet single deletes of the same objects worked: the
-            # service does not serve batches here (whatever its per-object answer says).
+        busy = any(reason.startswith(("429", "5")) for _, reason in retry)
+        if answers and not busy and deleted == 0 and len(retry) == len(chunk) and len(failed) < len(retry):
+            # Every sub-request failed (not throttled), yet single deletes of the same objects
+            # worked: the service does not serve batches here, whatever its per-object answer.
             self._note_refused(f"every sub-request of a batch failed, e.g. {retry[0][1]}")
         return deleted + sum(count for count, _ in results), failed
 

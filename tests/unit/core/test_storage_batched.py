@@ -168,3 +168,35 @@ def test_a_new_commit_is_listed_at_once_by_the_same_store(cloud):
     assert [f.name for f in storage.list_log()] == ["00000000000000000000.json"]
     storage.put_if_absent(storage.log_path("00000000000000000001.json"), b"{}")
     assert [f.name for f in storage.list_log()] == ["00000000000000000000.json", "00000000000000000001.json"]
+
+
+def test_a_gcs_batch_answer_is_read_per_object_by_content_id():
+    """A synthetic response (fake-gcs-server can only fail a delete with 404, see its
+    ``deleteObject``, so a refused object cannot be produced there): answers are matched by
+    ``Content-ID`` whatever their order, and a refusal keeps the service's message."""
+    from airflow_delta_provider.core.storage.gcs import _answers
+
+    paths = ["b/t/a", "b/t/b", "b/t/c", "b/t/d"]
+    boundary = "xyz"
+    parts = [
+        ("2", "HTTP/1.1 404 Not Found\r\n\r\n"),
+        ("0", "HTTP/1.1 204 No Content\r\n\r\n"),
+        (
+            "1",
+            'HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\n\r\n{"error": {"code": 403, '
+            '"message": "x@y.iam.gserviceaccount.com does not have storage.objects.delete access"}}',
+        ),
+    ]
+    text = (
+        "".join(
+            f"--{boundary}\r\nContent-Type: application/http\r\nContent-ID: <response-{i}>\r\n\r\n{body}\r\n"
+            for i, body in parts
+        )
+        + f"--{boundary}--\r\n"
+    )
+    answers = _answers(paths, f"multipart/mixed; boundary={boundary}", text)
+    assert answers == {
+        "b/t/a": DELETED,
+        "b/t/b": "403 x@y.iam.gserviceaccount.com does not have storage.objects.delete access",
+        "b/t/c": MISSING,
+    }  # b/t/d had no answer: the store retries it alone
