@@ -79,7 +79,7 @@ class BatchDeletingStore(ConditionalObjectStore):
 
     async def _delete_in_batches(self, paths: Sequence[str]) -> tuple[int, list[tuple[str, str]]]:
         by_bucket: dict[str, list[str]] = {}
-        for path in paths:
+        for path in dict.fromkeys(paths):  # a path listed twice is deleted (and counted) once
             by_bucket.setdefault(path.partition("/")[0], []).append(path)
         chunks = [
             keys[i : i + self.batch_size]
@@ -128,7 +128,8 @@ class BatchDeletingStore(ConditionalObjectStore):
                 try:
                     return (1 if await self._delete_one(path) else 0), None
                 except Exception as err:
-                    single = f"{type(err).__name__}: {err}"
+                    first_line = (str(err).strip().splitlines() or [""])[0]  # not the XML/JSON body
+                    single = f"{type(err).__name__}: {first_line}"
                     return 0, (path, f"{reason}; alone: {single}" if reason else single)
 
         results = await asyncio.gather(*(alone(path, reason) for path, reason in retry))
