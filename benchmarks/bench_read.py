@@ -9,11 +9,20 @@ Contenders:
 - ``delta-rs``: ``deltalake.DeltaTable(uri).get_add_actions(flatten=False)``.
 - ``floor``: pyarrow reads the checkpoint's ``add`` column and the tail JSON, nothing else.
 - ``core-meta`` / ``delta-rs-meta`` (table a): protocol, metadata and one txn.
+- ``core-retry``: ``DeltaTable(uri).already_committed(app, version)`` on a txn the table holds.
+- ``core-precheck``: ``commit_files`` of an already committed ``(app_id, app_version)`` (the
+  idempotent pre-check: nothing is read beyond the small state, nothing is written).
+- ``core-append``: an idempotent append of one new file (a new app version) that lands, on a
+  copy of the log made before the timer starts (commits and checkpoints hard-linked, the small
+  files copied).
 
 Layouts: ``a`` and ``c`` hold checkpoints shaped as the core writes them; ``a-rs`` and
-``a-spark`` are table ``a`` with checkpoints as delta-rs and Spark write them (see generate.py).
+``a-spark`` are table ``a`` with checkpoints as delta-rs and Spark write them (see generate.py),
+``a-spark`` with Spark's ``.crc`` files; ``-1k``/``-10k``/``-100k`` are the same layouts at
+smaller checkpoints.
 
-Usage: ``python benchmarks/bench_read.py [--tables a,b,c,a-rs,a-spark] [--repeat 5] [--write-readme]``.
+Usage: ``python benchmarks/bench_read.py [--tables a,b,c,a-rs,a-spark] [--cases core,core-meta]
+[--repeat 5] [--write-readme]``.
 """
 
 from __future__ import annotations
@@ -70,6 +79,38 @@ snapshot = DeltaTable(uri).snapshot()
 snapshot.protocol, snapshot.metadata
 n = snapshot.app_transaction_version("bench-app-3")
 """,
+    "core-retry": """
+from airflow_delta_provider.core import DeltaTable
+before = rss_mb(); start = time.perf_counter()
+n = DeltaTable(uri).already_committed("bench-app-3", 3).version
+""",
+    "core-precheck": """
+from airflow_delta_provider.core import DeltaTable
+before = rss_mb(); start = time.perf_counter()
+n = DeltaTable(uri).commit_files(["part=0/never-read.parquet"], app_id="bench-app-3", app_version=3).reason
+""",
+    "core-append": """
+import atexit, shutil, tempfile
+import pyarrow as pa, pyarrow.parquet as pq
+from airflow_delta_provider.core import DeltaTable
+copy = tempfile.mkdtemp(prefix="bench-append-")
+atexit.register(shutil.rmtree, copy)
+os.mkdir(copy + "/_delta_log")
+for name in os.listdir(uri + "/_delta_log"):
+    source, target = uri + "/_delta_log/" + name, copy + "/_delta_log/" + name
+    if name.endswith((".json", ".parquet")):
+        os.link(source, target)  # never rewritten in place
+    else:
+        shutil.copyfile(source, target)  # _last_checkpoint, .crc: copies
+os.makedirs(copy + "/part=0")
+data = pa.table({f"c{i}": pa.array([1, 2], pa.int64()) for i in range(3)})
+pq.write_table(data, copy + "/part=0/new.parquet")
+before = rss_mb(); start = time.perf_counter()
+result = DeltaTable(copy).commit_files(
+    ["part=0/new.parquet"], app_id="bench-new-app", app_version=1, auto_checkpoint=False
+)
+n = result.version
+""",
     "delta-rs-meta": """
 import deltalake
 before = rss_mb(); start = time.perf_counter()
@@ -85,20 +126,24 @@ peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps({"seconds": elapsed, "peak_mb": peak - before, "result": str(n)}))
 """
 
+_SMALL_STATE = ["core-meta", "delta-rs-meta", "core-retry", "core-precheck", "core-append"]
 CASES = {
-    "a": ["core", "delta-rs", "floor", "core-meta", "delta-rs-meta"],
+    "a": ["core", "delta-rs", "floor", *_SMALL_STATE],
     "b": ["core", "delta-rs", "floor"],
     "c": ["core", "delta-rs", "floor"],
-    "a-rs": ["core", "delta-rs", "floor", "core-meta", "delta-rs-meta"],
-    "a-spark": ["core", "delta-rs", "floor", "core-meta", "delta-rs-meta"],
 }
 DESCRIPTIONS = {
     "a": "1M files in a checkpoint + 100 commits x 100 adds",
     "b": "10,000 JSON commits, no checkpoint",
     "c": "100k files, 20-column stats",
-    "a-rs": "(a) with a delta-rs-written checkpoint (one 1M-row group)",
-    "a-spark": "(a) with a Spark-like checkpoint (one row group, optional fields, small rows last)",
 }
+for _size, _label in (("", "1M"), ("-100k", "100k"), ("-10k", "10k"), ("-1k", "1k")):
+    CASES[f"a-rs{_size}"] = CASES[f"a-spark{_size}"] = ["core", "delta-rs", "floor", *_SMALL_STATE]
+    if _size:
+        CASES[f"a{_size}"] = CASES["a"]
+        DESCRIPTIONS[f"a{_size}"] = f"{_label} files, core-like checkpoint, no .crc, 100 commits after it"
+    DESCRIPTIONS[f"a-rs{_size}"] = f"{_label} files, delta-rs checkpoint (one row group, no .crc)"
+    DESCRIPTIONS[f"a-spark{_size}"] = f"{_label} files, Spark-like checkpoint + .crc, 100 commits after it"
 
 
 def measure(table: str, contender: str, repeat: int) -> dict[str, float]:
@@ -119,6 +164,7 @@ def measure(table: str, contender: str, repeat: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tables", default="a,b,c,a-rs,a-spark")
+    parser.add_argument("--cases", default=None, help="contenders to run (default: all of each table's)")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--write-readme", action="store_true")
     args = parser.parse_args()
@@ -130,23 +176,24 @@ def main() -> None:
         "|---|---|---:|---:|---:|---:|",
     ]
     for table in args.tables.split(","):
-        results = {c: measure(table, c, args.repeat) for c in CASES[table]}
+        chosen = args.cases.split(",") if args.cases else CASES[table]
+        wanted = [c for c in chosen if c in CASES[table]]
+        results = {c: measure(table, c, args.repeat) for c in wanted}
+        before = len(lines)
         for contender, result in results.items():
-            base = "delta-rs-meta" if contender.endswith("-meta") else "delta-rs"
-            ratio = result["seconds"] / results[base]["seconds"]
-            floor = (
-                ""
-                if contender.endswith("-meta")
-                else f"{result['seconds'] / results['floor']['seconds']:.2f}x"
-            )
+            small = contender in _SMALL_STATE
+            base = results.get("delta-rs-meta" if small else "delta-rs")
+            ratio = f"{result['seconds'] / base['seconds']:.3f}x" if base else ""
+            floor = results.get("floor")
+            vs_floor = "" if small or not floor else f"{result['seconds'] / floor['seconds']:.2f}x"
             lines.append(
                 f"| {table}: {DESCRIPTIONS[table]} | {contender} | {result['seconds']:.3f} | "
-                f"{result['peak_mb']:.0f} | {ratio:.2f}x | {floor} |"
+                f"{result['peak_mb']:.0f} | {ratio} | {vs_floor} |"
             )
-        if "core-meta" in results:
-            share = results["core-meta"]["seconds"] / results["core"]["seconds"]
-            lines.append(f"| {table} | core-meta / core | {share:.1%} | | | |")
-        print("\n".join(lines[-len(results) - 1 :]), flush=True)
+        if "core-meta" in results and "delta-rs" in results:
+            share = results["core-meta"]["seconds"] / results["delta-rs"]["seconds"]
+            lines.append(f"| {table} | core-meta / delta-rs full load | {share:.2%} | | | |")
+        print("\n".join(lines[before:]), flush=True)
     report = "\n".join(lines)
     print(report)
     if args.write_readme:

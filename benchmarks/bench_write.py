@@ -17,17 +17,24 @@ copy of the table, in a fresh Python process (imports excluded from the timing):
   Airflow task): nothing is written.
 
 **Footer statistics of 1,000 files.** 1,000 Parquet files (one per ``part`` directory, 1,000
-rows each: id, value, name, ts) written once with pyarrow; then:
+rows each: id, value, name, ts) written once with pyarrow; then, each in a fresh process
+(imports excluded from the timing; peak memory is the process's peak RSS):
 
 - ``core``: ``DeltaTable(uri).commit_files(prefix="out", schema=..., partition_by=["part"])``:
-  lists the files, reads the 1,000 footers in parallel, creates the table with their stats.
-- ``delta-rs``: ``write_deltalake(uri, data, partition_by=["part"])`` of the same 1,000,000
-  rows (read into memory before the timing): writes 1,000 files and its own stats.
+  lists the files, reads the 1,000 footers (ranged tail reads), creates the table with their stats.
+- ``delta-rs``: ``convert_to_deltalake(uri + "/out", partition_by=..., partition_strategy="hive")``
+  on the same files: the comparable call (lists, reads the footers, commits their stats). (Until
+  2026-11-23 this row was ``write_deltalake`` of the same rows, which also writes the data.)
 - ``floor``: ``pyarrow.parquet.read_metadata`` of the 1,000 files, one after the other.
 
+**Footer statistics on S3** (``--part stats-s3``): the same on the tests' moto S3 server
+(threaded, on loopback; started and stopped here) with 1,000 and 10,000 files (100 ``part``
+directories, 100 rows each); the floor there is listing the files plus concurrent ranged reads
+of their last 64 KiB (s3fs ``cat_ranges``, 32 at a time), the I/O any reader must do.
+
 Every run is checked (version, files, rows, the txn), and delta-rs reads the core's
-commits. Usage: ``python benchmarks/bench_write.py [--repeat 5] [--write]`` (``--write`` puts
-the tables into ``benchmarks/write.md``).
+commits. Usage: ``python benchmarks/bench_write.py [--repeat 5] [--part all|append|stats|stats-s3]
+[--s3-files 1000,10000] [--write]`` (``--write`` puts the tables into ``benchmarks/write.md``).
 """
 
 from __future__ import annotations
@@ -69,10 +76,14 @@ START = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
 _CORE_IMPORTS = "import airflow_delta_provider.core.write, airflow_delta_provider.core.checkpoint"
 
 _PRELUDE = """
-import json, sys, time
+import json, resource, sys, time
 uri = sys.argv[1]
 spec = json.loads(open(sys.argv[2]).read())
 marks = {}
+
+def _cpu():
+    usage = resource.getrusage(resource.RUSAGE_SELF)  # every thread of the process
+    return usage.ru_utime + usage.ru_stime
 """
 
 APPEND_RUNS = {
@@ -130,38 +141,30 @@ out = {"version": table.version(), "committed": not skipped}
 """,
 }
 
-STATS_RUNS = {
-    "core": """
+_STATS_SCHEMA = """
 import pyarrow as pa
-from airflow_delta_provider.core import DeltaTable
-CORE_IMPORTS
 schema = pa.schema([("part", pa.int64()), ("id", pa.int64()), ("value", pa.float64()),
                     ("name", pa.string()), ("ts", pa.timestamp("us", tz="UTC"))])
+"""
+
+STATS_RUNS = {
+    "core": _STATS_SCHEMA
+    + """
+from airflow_delta_provider.core import DeltaTable
+CORE_IMPORTS
 start = time.perf_counter()
 result = DeltaTable(uri).commit_files(prefix="out", schema=schema, partition_by=["part"])
 elapsed = time.perf_counter() - start
 out = {"files": result.num_added_files, "rows": result.num_output_rows}
 """,
-    "core 1 thread": """
-import pyarrow as pa
-from airflow_delta_provider.core import DeltaTable
-CORE_IMPORTS
-schema = pa.schema([("part", pa.int64()), ("id", pa.int64()), ("value", pa.float64()),
-                    ("name", pa.string()), ("ts", pa.timestamp("us", tz="UTC"))])
-start = time.perf_counter()
-result = DeltaTable(uri).commit_files(prefix="out", schema=schema, partition_by=["part"], max_workers=1)
-elapsed = time.perf_counter() - start
-out = {"files": result.num_added_files, "rows": result.num_output_rows}
-""",
     "delta-rs": """
-import pyarrow.dataset as ds, deltalake
-data = ds.dataset(uri + "/out", format="parquet", partitioning="hive").to_table()
-target = uri + "/delta-rs"
+import deltalake
+partitions = deltalake.Schema([deltalake.Field("part", "long")])
 start = time.perf_counter()
-deltalake.write_deltalake(target, data, partition_by=["part"])
+deltalake.convert_to_deltalake(uri + "/out", partition_by=partitions, partition_strategy="hive")
 elapsed = time.perf_counter() - start
-adds = deltalake.DeltaTable(target).get_add_actions(flatten=True)
-out = {"files": len(adds), "rows": data.num_rows}
+adds = deltalake.DeltaTable(uri + "/out").get_add_actions(flatten=True)
+out = {"files": len(adds), "rows": sum(adds.column("num_records").to_pylist())}
 """,
     "floor": """
 import glob, pyarrow.parquet as pq
@@ -173,8 +176,57 @@ out = {"files": len(paths), "rows": rows}
 """,
 }
 
+_S3_OPTIONS = """
+endpoint = spec["endpoint"]
+core_options = {"key": "testing", "secret": "testing",
+                "client_kwargs": {"endpoint_url": endpoint, "region_name": "us-east-1"}}
+rs_options = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
+              "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"}
+"""
+
+S3_STATS_RUNS = {
+    "core": _STATS_SCHEMA
+    + _S3_OPTIONS
+    + """
+from airflow_delta_provider.core import DeltaTable
+CORE_IMPORTS
+import s3fs
+start = time.perf_counter()
+result = DeltaTable(uri, core_options).commit_files(prefix="out", schema=schema, partition_by=["part"])
+elapsed = time.perf_counter() - start
+out = {"files": result.num_added_files, "rows": result.num_output_rows}
+""",
+    "delta-rs": _S3_OPTIONS
+    + """
+import deltalake
+partitions = deltalake.Schema([deltalake.Field("part", "long")])
+start = time.perf_counter()
+deltalake.convert_to_deltalake(uri + "/out", partition_by=partitions, partition_strategy="hive",
+                               storage_options=rs_options)
+elapsed = time.perf_counter() - start
+adds = deltalake.DeltaTable(uri + "/out", storage_options=rs_options).get_add_actions(flatten=True)
+out = {"files": len(adds), "rows": sum(adds.column("num_records").to_pylist())}
+""",
+    "floor": _S3_OPTIONS
+    + """
+import s3fs
+fs = s3fs.S3FileSystem(**core_options)
+start = time.perf_counter()
+found = fs.find(uri.removeprefix("s3://") + "/out", detail=True)
+paths = [p for p, e in found.items() if p.endswith(".parquet") and "/_delta_log/" not in p]
+sizes = [found[p]["size"] for p in paths]
+starts = [max(0, size - 65536) for size in sizes]
+tails = fs.cat_ranges(paths, starts, sizes, batch_size=32)
+elapsed = time.perf_counter() - start
+out = {"files": len(tails), "rows": spec["rows"]}
+""",
+}
+
 _EPILOGUE = """
-print(json.dumps({"seconds": elapsed, **marks, **out}))
+# VmHWM, not ru_maxrss: Linux carries ru_maxrss over exec, from the forked benchmark process.
+with open("/proc/self/status") as status:
+    peak = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024
+print(json.dumps({"seconds": elapsed, "peak_mb": peak, **marks, **out}))
 """
 
 
@@ -277,8 +329,15 @@ def build_stats_files() -> Path:
 # --- measuring ---------------------------------------------------------------------------
 
 
-def _run(code: str, root: Path, spec: Path) -> dict[str, Any]:
-    code = _PRELUDE + code.replace("CORE_IMPORTS", _CORE_IMPORTS) + _EPILOGUE
+def _run(code: str, root: Path | str, spec: Path) -> dict[str, Any]:
+    code = code.replace("CORE_IMPORTS", _CORE_IMPORTS)
+    # The CPU seconds of the timed call too (all threads): steadier than wall time on a busy machine.
+    code = code.replace("start = time.perf_counter()\n", "start = time.perf_counter()\ncpu_start = _cpu()\n")
+    code = code.replace(
+        "elapsed = time.perf_counter() - start\n",
+        "elapsed = time.perf_counter() - start\nmarks['cpu'] = _cpu() - cpu_start\n",
+    )
+    code = _PRELUDE + code + _EPILOGUE
     output = subprocess.run(
         [sys.executable, "-c", code, str(root), str(spec)],
         check=True,
@@ -322,52 +381,206 @@ def _check_append(root: Path, spec: dict[str, Any]) -> None:
         raise SystemExit("delta-rs does not see the core's 10 files or its txn")
 
 
-def measure_stats(source: Path, contender: str, repeat: int) -> dict[str, float]:
-    runs = []
+def measure_stats(source: Path, repeat: int) -> dict[str, list[dict[str, Any]]]:
+    """Every contender ``repeat`` times, interleaved (core, delta-rs, floor, then the next round)."""
+    runs: dict[str, list[dict[str, Any]]] = {contender: [] for contender in STATS_RUNS}
     for _ in range(repeat):
-        with tempfile.TemporaryDirectory(prefix="bench-write-stats-") as tmp:
-            root = Path(tmp) / "t"
-            shutil.copytree(source, root)
-            run = _run(STATS_RUNS[contender], root, source / "spec.json")
-            if (run["files"], run["rows"]) != (STATS_FILES, STATS_FILES * ROWS_PER_FILE):
-                raise SystemExit(f"{contender}: {run}")
-            if contender.startswith("core"):
-                import deltalake
+        for contender, code in STATS_RUNS.items():
+            with tempfile.TemporaryDirectory(prefix="bench-write-stats-") as tmp:
+                root = Path(tmp) / "t"
+                shutil.copytree(source, root)
+                # The files exist before a commit in real life: their writes must not be flushed by
+                # the first fsync inside the timing (the core's commit fsyncs; delta-rs does not).
+                os.sync()
+                run = _run(code, root, source / "spec.json")
+                if (run["files"], run["rows"]) != (STATS_FILES, STATS_FILES * ROWS_PER_FILE):
+                    raise SystemExit(f"{contender}: {run}")
+                if contender == "core":
+                    import deltalake
 
-                table = deltalake.DeltaTable(str(root))
-                if table.version() != 0 or table.count() != STATS_FILES * ROWS_PER_FILE:
-                    raise SystemExit("delta-rs does not read the core's 1,000-file table")
-            runs.append(run)
-    return {"seconds": statistics.median(r["seconds"] for r in runs), "min": min(r["seconds"] for r in runs)}
+                    table = deltalake.DeltaTable(str(root))
+                    if table.version() != 0 or table.count() != STATS_FILES * ROWS_PER_FILE:
+                        raise SystemExit("delta-rs does not read the core's 1,000-file table")
+                runs[contender].append(run)
+    return runs
+
+
+def _stats_rows(runs: dict[str, list[dict[str, Any]]], what: dict[str, str], label: str) -> list[str]:
+    medians = {c: statistics.median(r["seconds"] for r in rs) for c, rs in runs.items()}
+    lines = []
+    cpus = {c: statistics.median(r["cpu"] for r in rs) for c, rs in runs.items()}
+    for contender, results in runs.items():
+        seconds, cpu = medians[contender], cpus[contender]
+        peak = statistics.median(r["peak_mb"] for r in results)
+        low = min(r["seconds"] for r in results)
+        lines.append(
+            f"| {label} | {contender} | {what[contender]} | {seconds:.3f} | {low:.3f} | {cpu:.3f} | "
+            f"{peak:.0f} | "
+            f"{seconds / medians['delta-rs']:.2f}x ({cpu / cpus['delta-rs']:.2f}x) | "
+            f"{seconds / medians['floor']:.2f}x ({cpu / cpus['floor']:.2f}x) |"
+        )
+    return lines
+
+
+_STATS_HEADER = [
+    "| files | contender | what is timed | median s | min s | cpu s | peak MB | vs delta-rs: wall (cpu) "
+    "| vs floor: wall (cpu) |",
+    "|---:|---|---|---:|---:|---:|---:|---:|---:|",
+]
+
+
+def stats_report(repeat: int) -> list[str]:
+    source = build_stats_files()
+    runs = measure_stats(source, repeat)
+    what = {
+        "core": '`commit_files(prefix="out")`: list, read 1,000 footers, create the table',
+        "delta-rs": "`convert_to_deltalake` of the same files: list, read the footers, commit",
+        "floor": "`pq.read_metadata` of the 1,000 files, serially",
+    }
+    return [
+        "Footer statistics of 1,000 local files (1,000,000 rows, 4 columns); contenders interleaved;",
+        "peak MB is the whole process's peak RSS (interpreter and imports included):",
+        "",
+        *_STATS_HEADER,
+        *_stats_rows(runs, what, f"{STATS_FILES:,}"),
+    ]
+
+
+# --- footer statistics on S3 -------------------------------------------------------------
+
+S3_BUCKET = "bench-footers"
+S3_PARTITIONS = 100
+S3_ROWS_PER_FILE = 100
+
+
+def _s3_helpers() -> Any:
+    sys.path.insert(0, str(HERE))
+    import bench_vacuum_s3  # the tests' moto server, threaded, and its client
+
+    return bench_vacuum_s3
+
+
+def upload_stats_files(endpoint: str, files: int) -> str:
+    """``files`` small Parquet files under ``s3://bench-footers/stats-<files>/out/part=<p>/``."""
+    import io
+    from concurrent.futures import ThreadPoolExecutor
+
+    client = _s3_helpers()._client(endpoint)
+    prefix = f"stats-{files}"
+
+    def put(index: int) -> None:
+        base = index * S3_ROWS_PER_FILE
+        ids = range(base, base + S3_ROWS_PER_FILE)
+        table = pa.table(
+            {
+                "id": pa.array(ids, pa.int64()),
+                "value": pa.array([i * 0.5 for i in ids], pa.float64()),
+                "name": [f"name-{i:09d}" for i in ids],
+                "ts": pa.array([START + dt.timedelta(seconds=i) for i in ids], pa.timestamp("us", tz="UTC")),
+            }
+        )
+        sink = io.BytesIO()
+        pq.write_table(table, sink)
+        key = f"{prefix}/out/part={index % S3_PARTITIONS}/part-{index:06d}.parquet"
+        client.put_object(Bucket=S3_BUCKET, Key=key, Body=sink.getvalue())
+
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(put, range(files)))
+    return f"s3://{S3_BUCKET}/{prefix}"
+
+
+def _drop_logs(endpoint: str, uri: str) -> None:
+    """Delete both contenders' ``_delta_log`` objects: every run creates its table afresh."""
+    client = _s3_helpers()._client(endpoint)
+    prefix = uri.removeprefix(f"s3://{S3_BUCKET}/")
+    for log_prefix in (f"{prefix}/_delta_log/", f"{prefix}/out/_delta_log/"):
+        listed = client.list_objects_v2(Bucket=S3_BUCKET, Prefix=log_prefix).get("Contents", [])
+        if listed:
+            client.delete_objects(Bucket=S3_BUCKET, Delete={"Objects": [{"Key": o["Key"]} for o in listed]})
+
+
+def stats_s3_report(repeat: int, sizes: list[int]) -> list[str]:
+    helpers = _s3_helpers()
+    port = helpers._free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-c", helpers._SERVER, str(port)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+    assert server.stdout is not None and server.stdout.readline().strip() == b"ready"
+    endpoint = f"http://127.0.0.1:{port}"
+    lines = [
+        "Footer statistics on the moto S3 server (threaded, loopback; 100 rows per file, 100 `part`",
+        "directories); contenders interleaved, each run on a fresh table:",
+        "",
+        *_STATS_HEADER,
+    ]
+    what = {
+        "core": '`commit_files(prefix="out")` (S3Store)',
+        "delta-rs": "`convert_to_deltalake(storage_options=...)`",
+        "floor": "list + concurrent ranged reads of each file's 64 KiB tail (s3fs `cat_ranges`, 32 at once)",
+    }
+    try:
+        helpers._client(endpoint).create_bucket(Bucket=S3_BUCKET)
+        for files in sizes:
+            uri = upload_stats_files(endpoint, files)
+            with tempfile.TemporaryDirectory(prefix="bench-write-s3-") as tmp:
+                spec = Path(tmp) / "spec.json"
+                spec.write_text(json.dumps({"endpoint": endpoint, "rows": files * S3_ROWS_PER_FILE}))
+                runs: dict[str, list[dict[str, Any]]] = {contender: [] for contender in S3_STATS_RUNS}
+                for _ in range(repeat):
+                    for contender, code in S3_STATS_RUNS.items():
+                        _drop_logs(endpoint, uri)
+                        run = _run(code, uri, spec)
+                        if (run["files"], run["rows"]) != (files, files * S3_ROWS_PER_FILE):
+                            raise SystemExit(f"{contender} on S3 ({files} files): {run}")
+                        runs[contender].append(run)
+                        print(f"s3 {files} {contender}: {run['seconds']:.2f} s", flush=True)
+            lines += _stats_rows(runs, what, f"{files:,}")
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    return lines
+
+
+SECTIONS = ("append", "stats", "stats-s3")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--part", choices=["all", "append", "stats"], default="all")
-    parser.add_argument("--write", action="store_true", help="write benchmarks/write.md (needs --part all)")
+    parser.add_argument("--part", choices=["all", *SECTIONS], default="all")
+    parser.add_argument("--s3-files", default="1000,10000", help="file counts of the S3 part")
+    parser.add_argument(
+        "--write", action="store_true", help="replace the part's section(s) of benchmarks/write.md"
+    )
     args = parser.parse_args()
-    if args.write and args.part != "all":
-        parser.error("--write needs --part all: the report holds both parts.")
-    lines = [
+    machine = (
         f"Machine: {platform.machine()}, {len(os.sched_getaffinity(0))} CPUs, Python "
-        f"{platform.python_version()}; median of {args.repeat} fresh processes ({3 * args.repeat} for the "
-        "core's appends), each on a fresh copy; ratios of medians.",
-    ]
-    if args.part in ("all", "append"):
-        lines += ["", *append_report(args.repeat)]
-    if args.part in ("all", "stats"):
-        lines += ["", *stats_report(args.repeat)]
-    report = "\n".join(lines)
-    print(report)
-    if args.write:
-        REPORT.write_text(
-            "# Write benchmark\n\n"
-            "`benchmarks/bench_write.py`, the core against delta-rs 1.6.6 in the same run. Goals (issue 3):\n"
-            "an idempotent append of 10 files costs the same (within 20%) at 1,000 and 1,000,000 active\n"
-            "files and at most a tenth of delta-rs's `create_write_transaction` append; footer stats of\n"
-            "1,000 files at or below delta-rs writing its own stats.\n\n" + report + "\n"
-        )
+        f"{platform.python_version()}; median of {args.repeat} fresh processes"
+    )
+    parts = SECTIONS if args.part == "all" else (args.part,)
+    for part in parts:
+        if part == "append":
+            lines = [f"{machine} ({3 * args.repeat} for the core's appends), each on a fresh copy.", ""]
+            lines += append_report(args.repeat)
+        elif part == "stats":
+            lines = [f"{machine}, each on a fresh copy; ratios of medians.", "", *stats_report(args.repeat)]
+        else:
+            sizes = [int(n) for n in args.s3_files.split(",")]
+            lines = [f"{machine}; ratios of medians.", "", *stats_s3_report(args.repeat, sizes)]
+        print("\n".join(lines), flush=True)
+        if args.write:
+            _write_section(part, lines)
+
+
+def _write_section(part: str, lines: list[str]) -> None:
+    """Replace one part's figures in write.md (between its ``<!-- part:start/end -->`` markers)."""
+    text = REPORT.read_text()
+    start, end = f"<!-- {part}:start -->", f"<!-- {part}:end -->"
+    if start not in text or end not in text:
+        raise SystemExit(f"{REPORT} has no {start} ... {end} section to replace.")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    REPORT.write_text(head + start + "\n" + "\n".join(lines) + "\n" + end + tail)
 
 
 def append_report(repeat: int) -> list[str]:
@@ -403,29 +616,6 @@ def append_report(repeat: int) -> list[str]:
             load = append[(layout, name, "delta-rs")]["load"]
             what = "delta-rs: `DeltaTable(uri)` alone"
             lines.append(f"| {layout} | {files + 90:,} | {what} | {load:.4f} | | | |")
-    return lines
-
-
-def stats_report(repeat: int) -> list[str]:
-    source = build_stats_files()
-    stats = {contender: measure_stats(source, contender, repeat) for contender in STATS_RUNS}
-    lines = [
-        "Footer statistics of 1,000 files (1,000,000 rows, 4 columns):",
-        "",
-        "| contender | what is timed | median s | min s | vs delta-rs |",
-        "|---|---|---:|---:|---:|",
-    ]
-    what = {
-        "core": '`commit_files(prefix="out")`: list, read 1,000 footers (8 threads), create the table',
-        "core 1 thread": "the same with `max_workers=1`",
-        "delta-rs": "`write_deltalake` of the same rows: 1,000 files and their stats",
-        "floor": "`pq.read_metadata` of the 1,000 files, serially",
-    }
-    for contender, result in stats.items():
-        lines.append(
-            f"| {contender} | {what[contender]} | {result['seconds']:.3f} | {result['min']:.3f} | "
-            f"{result['seconds'] / stats['delta-rs']['seconds']:.2f}x |"
-        )
     return lines
 
 

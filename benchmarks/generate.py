@@ -7,7 +7,11 @@
 (a-rs) table (a) checkpointed again at version 101 by delta-rs: one row group of 1,010,002
     rows with protocol, metaData and the txns among the adds, keys declared required.
 (a-spark) table (a) with its checkpoint rewritten Spark-like: one large row group, every
-    field optional, protocol, metaData and txns placed last (the worst place to find them).
+    field optional, protocol, metaData and txns placed last (the worst place to find them),
+    and a ``.crc`` per version as Spark writes them (protocol, metadata, setTransactions,
+    domainMetadata); a-rs has none, as delta-rs writes none.
+(a-1k/-10k/-100k, a-rs-1k/..., a-spark-1k/...) the same layouts with a checkpoint of 1,000,
+    10,000 or 100,000 files (plus the same 100 commits of 100 adds).
 
 Usage: ``python benchmarks/generate.py [--force] [--tables a,b,c]``. A table whose
 ``.complete`` marker exists is kept unless ``--force``.
@@ -16,15 +20,20 @@ Usage: ``python benchmarks/generate.py [--force] [--tables a,b,c]``. A table who
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import shutil
 import time
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 DATA = Path(__file__).resolve().parent / "data"
 NOW_MS = 1_790_000_000_000
@@ -167,13 +176,16 @@ def _create(log: Path, columns: int) -> None:
     )
 
 
-def generate_a(root: Path) -> None:
+def _txn(version: int) -> dict:
+    return {"appId": f"bench-app-{version % 10}", "version": version, "lastUpdated": NOW_MS}
+
+
+def generate_a(root: Path, files: int = 1_000_000) -> None:
     log = root / "_delta_log"
     _create(log, 3)
-    _write_checkpoint(log, 1, 1_000_000, 3)
+    _write_checkpoint(log, 1, files, 3)
     for version in range(2, 102):
-        txn = {"txn": {"appId": f"bench-app-{version % 10}", "version": version, "lastUpdated": NOW_MS}}
-        _commit(log, version, [txn, *(_add(k, 3, version * 100 + k) for k in range(100))])
+        _commit(log, version, [{"txn": _txn(version)}, *(_add(k, 3, version * 100 + k) for k in range(100))])
 
 
 def generate_b(root: Path) -> None:
@@ -199,10 +211,10 @@ def generate_c(root: Path) -> None:
         _commit(log, version, [_add(k, 20, version * 10 + k) for k in range(10)])
 
 
-def generate_a_rs(root: Path) -> None:
+def generate_a_rs(root: Path, files: int = 1_000_000) -> None:
     import deltalake
 
-    generate_a(root)
+    generate_a(root, files)
     deltalake.DeltaTable(str(root)).create_checkpoint()
 
 
@@ -213,19 +225,51 @@ def _optional(field: pa.Field) -> pa.Field:
     return pa.field(field.name, data_type, nullable=True)
 
 
-def generate_a_spark(root: Path) -> None:
+def generate_a_spark(root: Path, files: int = 1_000_000) -> None:
     import pyarrow.compute as pc
 
-    generate_a(root)
+    generate_a(root, files)
     checkpoint = root / "_delta_log" / f"{1:020d}.checkpoint.parquet"
     table = pq.read_table(checkpoint)
     table = table.cast(pa.schema([_optional(f) for f in table.schema]))
     small = pc.invert(pc.is_valid(table.column("add")))
     order = pc.sort_indices(pa.table({"small": small}), sort_keys=[("small", "ascending")])
     pq.write_table(table.take(order), checkpoint, row_group_size=2_000_000)
+    _write_spark_checksums(root / "_delta_log", files)
 
 
-GENERATORS = {
+def _write_spark_checksums(log: Path, files: int) -> None:
+    """A ``.crc`` per version, as Spark writes them after each commit (``VersionChecksum``).
+
+    Spark keeps ``setTransactions`` in the file while there are at most 100 (and no txn
+    retention is set) and ``domainMetadata`` while there are at most 10; this table has 10
+    apps and no domains. Jackson leaves out absent options; no ``allFiles`` (large table).
+    """
+    protocol = {"minReaderVersion": 1, "minWriterVersion": 2}
+    txns: dict[str, dict] = {}
+    for version in range(102):
+        if version >= 2:
+            txn = _txn(version)
+            txns[txn["appId"]] = txn
+        count = 0 if version == 0 else files + 100 * max(0, version - 1)
+        checksum = {
+            "txnId": str(uuid.UUID(int=version)),
+            "tableSizeBytes": count * 123_456,
+            "numFiles": count,
+            "numMetadata": 1,
+            "numProtocol": 1,
+            "setTransactions": list(txns.values()),
+            "domainMetadata": [],
+            "metadata": _metadata(3),
+            "protocol": protocol,
+        }
+        (log / f"{version:020d}.crc").write_text(json.dumps(checksum))
+
+
+#: The checkpoint sizes of the a-rs / a-spark variants (the unsuffixed name is 1M).
+SIZES = {"1k": 1_000, "10k": 10_000, "100k": 100_000}
+
+GENERATORS: dict[str, Callable[[Path], None]] = {
     "a": generate_a,
     "b": generate_b,
     "c": generate_c,
@@ -239,6 +283,12 @@ EXPECTED = {
     "a-rs": (101, 1_010_000),
     "a-spark": (101, 1_010_000),
 }
+for _suffix, _files in SIZES.items():
+    GENERATORS[f"a-{_suffix}"] = functools.partial(generate_a, files=_files)
+    EXPECTED[f"a-{_suffix}"] = (101, _files + 10_000)
+    GENERATORS[f"a-rs-{_suffix}"] = functools.partial(generate_a_rs, files=_files)
+    GENERATORS[f"a-spark-{_suffix}"] = functools.partial(generate_a_spark, files=_files)
+    EXPECTED[f"a-rs-{_suffix}"] = EXPECTED[f"a-spark-{_suffix}"] = (101, _files + 10_000)
 
 
 def main() -> None:

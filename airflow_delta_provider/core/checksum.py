@@ -1,19 +1,32 @@
-"""Version checksum files (``_delta_log/NNN.crc``), kept up incrementally.
+"""Version checksum files (``_delta_log/NNN.crc``): read to answer small questions, kept up incrementally.
 
-Spark writes one per version and checks the table against it (before a checkpoint, for
-instance), so a wrong checksum is worse than none. This module only ever derives version
-``v`` from the checksum of ``v - 1`` plus the actions of commit ``v``, and gives up
-(returns None) whenever that cannot be exact: no previous checksum, or a remove without a
-size. Optional fields it cannot keep exact (``allFiles``, deletion-vector counts) are
-dropped; the file-size histogram is updated bin by bin.
+**Read side** (:func:`checksum_answers`): Spark reads the protocol and metadata of a
+snapshot from the checksum of its version instead of the checkpoint
+(``Snapshot.getProtocolMetadataICTAndLMCFromCrc``, on by default). The core does the same and
+also takes ``setTransactions`` and ``domainMetadata`` from it when the file carries them
+(Spark writes each list whole or not at all, so a carried list is complete), under stricter
+rules than Spark's: only the checksum named for the snapshot's version, only when it parses
+and every action in it is well-formed, and only when it agrees with every protocol, metaData,
+txn and domainMetadata action of the commits after the checkpoint (the log wins: a checksum
+that disagrees is ignored as a whole, with a warning). An unusable checksum is never an
+error; the answer then comes from the checkpoint, as without one.
+
+**Write side** (:func:`next_checksum`): Spark checks the table against the checksum (before
+a checkpoint, for instance), so a wrong checksum is worse than none. This module only ever
+derives version ``v`` from the checksum of ``v - 1`` plus the actions of commit ``v``, and
+gives up (returns None) whenever that cannot be exact: no previous checksum, or a remove
+without a size. Optional fields it cannot keep exact (``allFiles``, deletion-vector counts)
+are dropped; the file-size histogram is updated bin by bin.
 """
 
 from __future__ import annotations
 
 import bisect
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from airflow_delta_provider.core.action_checks import action_problem
 from airflow_delta_provider.core.actions import (
     AddFile,
     DomainMetadata,
@@ -29,6 +42,8 @@ from airflow_delta_provider.core.redaction import get_logger
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    from airflow_delta_provider.core.commits import CommitActions
+    from airflow_delta_provider.core.segment import LogSegment
     from airflow_delta_provider.core.storage import LogStore
 
 log = get_logger(__name__)
@@ -42,12 +57,150 @@ def read_checksum(storage: LogStore, version: int) -> dict[str, Any] | None:
         data = storage.read_bytes(storage.log_path(checksum_name(version)))
     except FileNotFoundError:
         return None
+    except OSError as err:  # a checksum is optional: never fail a read over one
+        log.warning("Ignoring the checksum file of version %d: it cannot be read (%s).", version, err)
+        return None
     try:
         checksum = json.loads(data)
-    except ValueError:
-        log.warning("Ignoring the unreadable checksum file of version %d.", version)
+    except (ValueError, RecursionError):
+        log.warning("Ignoring the checksum file of version %d: it is not valid JSON.", version)
         return None
     return checksum if isinstance(checksum, dict) else None
+
+
+@dataclass(frozen=True)
+class ChecksumAnswers:
+    """What the checksum of one snapshot's version may answer, as checked action payloads.
+
+    ``protocol`` and ``metadata`` are always there; ``transactions`` and ``domains`` are None
+    when the checksum does not carry them (the checkpoint must answer those).
+    """
+
+    version: int
+    #: where it was read (for errors found later, e.g. in the schema)
+    uri: str
+    protocol: dict[str, Any]
+    metadata: dict[str, Any]
+    #: the txn payload per appId (all of them, before any retention), or None
+    transactions: dict[str, dict[str, Any]] | None
+    #: the live domainMetadata payload per domain, or None
+    domains: dict[str, dict[str, Any]] | None
+
+
+def checksum_answers(
+    storage: LogStore, segment: LogSegment, commits: Sequence[CommitActions]
+) -> ChecksumAnswers | None:
+    """THE decision whether the version checksum may answer a snapshot's small questions.
+
+    None (use the checkpoint) unless: the segment has a checkpoint (without one every commit
+    is read anyway), its listing shows the checksum of the segment's own version, the file
+    parses, protocol and metadata are in it and well-formed (a listed ``setTransactions`` or
+    ``domainMetadata`` must be well-formed too, with no key twice), and it agrees with the
+    last protocol, metaData, txn per appId and domainMetadata per domain of ``commits`` (the
+    commits after the checkpoint). See the module docstring for how this follows Spark.
+
+    :param commits: the segment's commits (their small actions are parsed here if not yet).
+    """
+    listed = segment.checksum
+    if segment.checkpoint is None or listed is None or listed.version != segment.version:
+        return None
+    checksum = read_checksum(storage, segment.version)
+    if checksum is None:
+        return None
+    uri = storage.to_uri(listed.file.path)
+    problem, answers = _parse_answers(checksum, segment.version, uri)
+    if problem is None and answers is not None:
+        problem = _disagreement(answers, commits)
+    if problem is not None:
+        log.warning("Ignoring the checksum file %s: %s; reading the checkpoint instead.", uri, problem)
+        return None
+    return answers
+
+
+def _parse_answers(
+    checksum: Mapping[str, Any], version: int, uri: str
+) -> tuple[str | None, ChecksumAnswers | None]:
+    """(problem, None) for a malformed checksum, (None, None) for one without protocol and
+    metadata (Spark then falls back to the log too), else (None, the answers)."""
+    protocol, metadata = checksum.get("protocol"), checksum.get("metadata")
+    if protocol is None and metadata is None:
+        return None, None
+    for kind, payload in (("protocol", protocol), ("metaData", metadata)):
+        if payload is None:
+            return f"it has no {kind}", None
+        bad = action_problem({kind: payload})
+        if bad is not None:
+            return f"its {kind} is malformed ({bad})", None
+    lists: dict[str, dict[str, dict[str, Any]] | None] = {}
+    for field, kind, key in (
+        ("setTransactions", "txn", "appId"),
+        ("domainMetadata", "domainMetadata", "domain"),
+    ):
+        entries = checksum.get(field)
+        if entries is None:
+            lists[kind] = None
+            continue
+        if not isinstance(entries, list):
+            return f"its {field} is not a list", None
+        by_key: dict[str, dict[str, Any]] = {}
+        for entry in entries:
+            bad = action_problem({kind: entry})
+            if bad is not None:
+                return f"an entry of its {field} is malformed ({bad})", None
+            if entry[key] in by_key:
+                return f"its {field} lists {entry[key]!r} twice", None
+            by_key[entry[key]] = entry
+        lists[kind] = by_key
+    if not isinstance(protocol, dict) or not isinstance(metadata, dict):  # action_problem said so
+        return "its protocol or metadata is not an object", None
+    domains = lists["domainMetadata"]
+    if domains is not None:  # Spark lists live domains only; a tombstone means "absent"
+        domains = {name: d for name, d in domains.items() if not d.get("removed", False)}
+    return None, ChecksumAnswers(
+        version=version,
+        uri=uri,
+        protocol=protocol,
+        metadata=metadata,
+        transactions=lists["txn"],
+        domains=domains,
+    )
+
+
+def _disagreement(answers: ChecksumAnswers, commits: Sequence[CommitActions]) -> str | None:
+    """How the checksum contradicts the newest small actions of ``commits``, or None."""
+    last: dict[str, tuple[int, dict[str, Any]]] = {}
+    txns: dict[str, tuple[int, dict[str, Any]]] = {}
+    domains: dict[str, tuple[int, dict[str, Any]]] = {}
+    for commit in commits:
+        for action in commit.actions:
+            if "protocol" in action:
+                last["protocol"] = (commit.version, action["protocol"])
+            elif "metaData" in action:
+                last["metaData"] = (commit.version, action["metaData"])
+            elif "txn" in action:
+                txns[action["txn"]["appId"]] = (commit.version, action["txn"])
+            elif "domainMetadata" in action:
+                domains[action["domainMetadata"]["domain"]] = (commit.version, action["domainMetadata"])
+    if "protocol" in last:
+        version, payload = last["protocol"]
+        if Protocol.from_json(payload) != Protocol.from_json(answers.protocol):
+            return f"its protocol differs from the one commit {version} sets"
+    if "metaData" in last:
+        version, payload = last["metaData"]
+        if Metadata.from_json(payload) != Metadata.from_json(answers.metadata):
+            return f"its metadata differs from the one commit {version} sets"
+    if answers.transactions is not None:
+        for app_id, (version, payload) in txns.items():
+            listed = answers.transactions.get(app_id)
+            if listed is None or Transaction.from_json(listed) != Transaction.from_json(payload):
+                return f"its setTransactions disagree with the txn of {app_id!r} in commit {version}"
+    if answers.domains is not None:
+        for name, (version, payload) in domains.items():
+            listed = answers.domains.get(name)
+            expected = None if payload.get("removed", False) else DomainMetadata.from_json(payload)
+            if (DomainMetadata.from_json(listed) if listed is not None else None) != expected:
+                return f"its domainMetadata disagrees with the domain {name!r} in commit {version}"
+    return None
 
 
 def next_checksum(

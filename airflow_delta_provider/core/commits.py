@@ -11,6 +11,8 @@ commits do not all parse. The replay of the state these commits build is :mod:`.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -129,7 +131,7 @@ def _parse_lines(lines: list[tuple[int, bytes]], path: str) -> list[dict[str, An
     """Parse JSON lines, naming the file and line of the first bad one."""
     parsed = _parse_batch([line for _, line in lines])
     if parsed is None:
-        return [_parse_line(line, path, number) for number, line in lines]
+        return [parse_line(line, path, number) for number, line in lines]
     return parsed
 
 
@@ -192,6 +194,27 @@ def segment_file_actions(commits: list[CommitActions]) -> list[tuple[CommitActio
     return result
 
 
+def segment_file_lines(commits: list[CommitActions]) -> tuple[list[bytes], list[int]] | None:
+    """Every ``add``/``remove`` line of many commits, unparsed, in version and line order, and
+    where each commit's lines start in that list (see :func:`file_line_origin`); None when a
+    commit holds a file action on a line that does not start as one (the caller then parses
+    every line, see :func:`segment_file_actions`)."""
+    if any("add" in a or "remove" in a for c in commits for a in c.actions):
+        return None
+    lines = [line for c in commits for _, line in c.file_lines]
+    starts = list(itertools.accumulate((len(c.file_lines) for c in commits), initial=0))
+    return lines, starts
+
+
+def file_line_origin(
+    commits: list[CommitActions], starts: list[int], index: int
+) -> tuple[CommitActions, int]:
+    """The commit and 1-based line number of the ``index``-th line of :func:`segment_file_lines`."""
+    position = bisect.bisect_right(starts, index) - 1
+    commit = commits[position]
+    return commit, commit.file_lines[index - starts[position]][0]
+
+
 def check_replayable(commits: Sequence[CommitActions]) -> None:
     """Raise unless every line of every commit parses and is a well-formed action.
 
@@ -209,7 +232,11 @@ def check_replayable(commits: Sequence[CommitActions]) -> None:
         segment_file_actions(pending)
 
 
-def _parse_line(line: bytes, path: str, number: int) -> dict[str, Any]:
+def parse_line(line: bytes, path: str, number: int) -> dict[str, Any]:
+    """One line parsed; a line that is not a JSON object raises, naming the file and line.
+
+    :raises CorruptLogError: the line is not valid JSON, or not an object.
+    """
     try:
         action = json.loads(line)
     except (ValueError, RecursionError) as err:

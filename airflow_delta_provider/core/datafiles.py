@@ -136,7 +136,7 @@ def collect_files(
 class _RealPaths:
     """Local storage only: refuses paths that are, or lie under, symbolic links.
 
-    Each directory is resolved once (``realpath``); each file costs one ``lstat``.
+    Each directory and each file costs one ``lstat`` (directories once).
     """
 
     def __init__(self, storage: LogStore) -> None:
@@ -159,11 +159,14 @@ class _RealPaths:
             self._refuse(relative, original)
 
     def _directory_is_real(self, relative: str) -> bool:
+        """Whether no directory from the root down to ``relative`` is a link (the root may be one)."""
         known = self._directories.get(relative)
         if known is None:
-            path = f"{self.root}/{relative}" if relative else self.root
-            expected = os.path.join(self.real_root, relative) if relative else self.real_root
-            known = self._directories[relative] = os.path.realpath(path) == expected
+            parent = relative.rpartition("/")[0]
+            known = not relative or (
+                self._directory_is_real(parent) and not os.path.islink(f"{self.root}/{relative}")
+            )
+            self._directories[relative] = known
         return known
 
     def _refuse(self, relative: str, original: str) -> None:

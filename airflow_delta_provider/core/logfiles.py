@@ -83,7 +83,11 @@ class LogFile:
 
 def parse_log_file(file: FileInfo) -> LogFile | None:
     """Classify a listed file of ``_delta_log``; None for names the protocol does not define."""
-    match = _LOG_FILE_RE.match(file.name)
+    name = file.name
+    if len(name) == 25 and name.endswith(".json") and name[:20].isdecimal():
+        # The commonest name (a commit), as the expression below reads it, without running it.
+        return LogFile(file, LogFileKind.COMMIT, int(name[:20]))
+    match = _LOG_FILE_RE.match(name)
     if match is None:
         return None
     version = int(match["version"])

@@ -9,9 +9,14 @@ The replay runs in two layers, each only as far as a question needs:
   ``add``/``remove`` lines are kept as raw text and not parsed. This is what every
   commit and every sensor poke asks, and it never touches the add rows.
 - **File state** (:func:`replay_files`): the active files and the tombstones. The
-  checkpoint's ``add`` column is read as Arrow; the commits' file actions are parsed and
-  reconciled with Arrow compute: the newest action per ``(path, deletion vector id)``
-  wins, and checkpoint rows whose key the commits touch are dropped.
+  checkpoint's ``add`` column is read as Arrow; the commits' ``add``/``remove`` lines are
+  read by Arrow's JSON reader against an explicit schema and checked and reconciled column
+  by column (:func:`_columnar_file_actions`): the newest action per ``(path, deletion vector
+  id)`` wins, and checkpoint rows whose key the commits touch are dropped. Lines Arrow cannot
+  represent exactly (``tags``, deletion vectors, null or missing partition values) take the
+  exact route (``json`` and :func:`~.action_checks.action_problem`) one by one; a log Arrow
+  cannot vouch for takes it whole (:func:`_reconcile_exact`), and that route names the file
+  and line of a malformed action.
 
 Paths are compared after canonicalisation, as Delta does: URL-decoded, relative to the
 table root when they point under it.
@@ -26,6 +31,7 @@ for writers) are :mod:`.commits`.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -39,20 +45,32 @@ from urllib.parse import unquote
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 from airflow_delta_provider.core.action_checks import action_problem, malformed_action_error
 from airflow_delta_provider.core.actions import DomainMetadata, Metadata, Protocol, Transaction
 from airflow_delta_provider.core.arrays import from_numpy, scalar, strings, to_bools
 from airflow_delta_provider.core.arrays import table as arrow_table
-from airflow_delta_provider.core.commits import parse_commit, segment_file_actions
+from airflow_delta_provider.core.column_mapping import column_mapping_mode, delta_physical_name
+from airflow_delta_provider.core.commits import (
+    file_line_origin,
+    parse_commit,
+    parse_line,
+    segment_file_actions,
+    segment_file_lines,
+)
 from airflow_delta_provider.core.deletion_vectors import deletion_vector_unique_id
-from airflow_delta_provider.core.errors import CorruptLogError
+from airflow_delta_provider.core.errors import CorruptLogError, DeltaError
+from airflow_delta_provider.core.features import reader_features
 from airflow_delta_provider.core.logfiles import SIDECAR_DIR
 from airflow_delta_provider.core.paths import TablePath, escapes_root, has_scheme
 from airflow_delta_provider.core.table_config import TableConfig
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from airflow_delta_provider.core.checksum import ChecksumAnswers
     from airflow_delta_provider.core.commits import CommitActions
     from airflow_delta_provider.core.segment import Checkpoint, LogSegment
     from airflow_delta_provider.core.storage import LogStore
@@ -108,6 +126,8 @@ _ZERO = scalar(0, pa.int64())
 _TRUE = scalar(True, pa.bool_())
 _FALSE = scalar(False, pa.bool_())
 _INLINE = scalar("i", pa.string())
+#: A JSON escape of a UTF-16 surrogate (``\\ud800``-``\\udfff``).
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 _REPEATED_SEGMENT_RE = re.compile(r"\.(list|key_value|element|array|bag|map)\b")
 
 
@@ -126,27 +146,48 @@ class SmallState:
     sidecars: list[str]
     #: file actions found in a JSON (V2) checkpoint's top-level file.
     checkpoint_file_actions: list[dict[str, Any]]
+    #: the version whose checksum file answered protocol and metadata (None: the log did).
+    checksum_version: int | None = None
 
 
 def replay_small_state(
-    storage: LogStore, segment: LogSegment, commits: list[CommitActions], *, now_ms: int | None = None
+    storage: LogStore,
+    segment: LogSegment,
+    commits: list[CommitActions],
+    *,
+    now_ms: int | None = None,
+    checksum: ChecksumAnswers | None = None,
 ) -> SmallState:
     """Protocol, metadata, txns and domains: newest wins, checkpoint first, then commits.
 
+    :param checksum: what the version checksum may answer (from
+        :func:`~.checksum.checksum_answers`, which alone decides that): protocol and metadata,
+        and txns and domains when it carries them. The checkpoint is then read only for what
+        the checksum does not answer (and for V2 sidecars), often not at all.
     :raises CorruptLogError: no protocol or no metadata action in the segment, naming the log;
         a malformed action, naming its file and line (or checkpoint row); a checkpoint that
         is not one (no protocol or metaData action in it, or action columns of the wrong
         shape), naming the checkpoint file, so that the caller can fall back to an older one.
     """
-    # Newest wins: the checkpoint's actions first, then each commit's in version order.
+    # Newest wins: the checksum's answers, the checkpoint's actions, then each commit's in
+    # version order (the checksum agrees with the commits: checksum_answers checked).
     latest: dict[str, dict[str, Any]] = {}
     txns: dict[str, dict[str, Any]] = {}
     domains: dict[str, dict[str, Any]] = {}
     sidecars: list[str] = []
     checkpoint_actions: list[dict[str, Any]] = []
     if segment.checkpoint is not None:
-        checkpoint_actions = read_checkpoint_small_actions(storage, segment.checkpoint)
-        _require_checkpoint_state(storage, segment.checkpoint, checkpoint_actions)
+        columns = _checkpoint_columns_needed(segment.checkpoint, checksum)
+        if columns:
+            checkpoint_actions = read_checkpoint_small_actions(storage, segment.checkpoint, columns)
+        if checksum is None:
+            _require_checkpoint_state(storage, segment.checkpoint, checkpoint_actions)
+        else:
+            _check_checkpoint_shape(storage, segment.checkpoint, checkpoint_actions)
+    if checksum is not None:
+        latest = {"protocol": checksum.protocol, "metaData": checksum.metadata}
+        txns = dict(checksum.transactions or {})
+        domains = dict(checksum.domains or {})
     # A JSON (V2) checkpoint holds file actions too; they join the checkpoint's Parquet adds.
     checkpoint_file_actions = [a for a in checkpoint_actions if "add" in a or "remove" in a]
     metadata_at = -1
@@ -178,9 +219,10 @@ def replay_small_state(
             f"needs one. The log is corrupt or incomplete.",
             path=where,
         )
-    meta = Metadata.from_json(
-        metadata, origin=_origin(storage, segment, checkpoint_actions, commits, metadata_at)
-    )
+    origin = _origin(storage, segment, checkpoint_actions, commits, metadata_at)
+    if metadata_at < 0 and checksum is not None:
+        origin = f"in the checksum file {checksum.uri}"
+    meta = Metadata.from_json(metadata, origin=origin)
     transactions = {app: Transaction.from_json(t) for app, t in txns.items()}
     retention = TableConfig(meta.configuration).set_transaction_retention.value
     if retention is not None:
@@ -202,7 +244,28 @@ def replay_small_state(
         domains=live_domains,
         sidecars=sidecars,
         checkpoint_file_actions=checkpoint_file_actions,
+        checksum_version=checksum.version if checksum is not None else None,
     )
+
+
+def _checkpoint_columns_needed(checkpoint: Checkpoint, checksum: ChecksumAnswers | None) -> tuple[str, ...]:
+    """The small action columns of the checkpoint that the replay must still read.
+
+    Without a checksum: all of them. With one: txn and domainMetadata unless it carries them,
+    and the V2 columns (sidecars, the JSON checkpoint's file actions) only where the table can
+    have a V2 checkpoint (the ``v2Checkpoint`` reader feature, or a JSON checkpoint file).
+    """
+    if checksum is None:
+        return _SMALL_COLUMNS
+    columns: list[str] = []
+    if checksum.transactions is None:
+        columns.append("txn")
+    if checksum.domains is None:
+        columns.append("domainMetadata")
+    v2 = "v2Checkpoint" in reader_features(Protocol.from_json(checksum.protocol))
+    if v2 or any(path.endswith(".json") for path in checkpoint.paths):
+        columns += ["sidecar", "checkpointMetadata"]
+    return tuple(columns)
 
 
 def _origin(
@@ -229,11 +292,40 @@ def _require_checkpoint_state(
 ) -> None:
     """A checkpoint holds the table's protocol and metadata; a file without them is not one."""
     missing = [kind for kind in ("protocol", "metaData") if not any(kind in a for a in actions)]
-    if not missing:
-        return
+    if missing:
+        raise _not_a_checkpoint(storage, checkpoint, missing)
+
+
+def _check_checkpoint_shape(storage: LogStore, checkpoint: Checkpoint, actions: list[dict[str, Any]]) -> None:
+    """:func:`_require_checkpoint_state` without decoding a row, for when the checksum answered.
+
+    Each Parquet file must open, its action columns must have the shape of actions, and its
+    protocol and metaData columns must be able to hold a value by their row-group statistics;
+    a JSON checkpoint was read whole (``actions``). What this cannot see (a malformed protocol
+    row) is found when the file list is first asked for (:meth:`.Snapshot._log_small`).
+    """
+    found = {kind for kind in ("protocol", "metaData") if any(kind in a for a in actions)}
+    for path in checkpoint.paths:
+        if path.endswith(".json"):
+            continue
+        parquet = _open_parquet(storage, path)
+        schema = parquet.schema_arrow
+        _check_checkpoint_schema(schema, storage.to_uri(path))
+        leaves = _action_leaves(parquet)
+        for kind in ("protocol", "metaData"):
+            index = schema.get_field_index(kind)
+            usable = index >= 0 and not pa.types.is_null(schema.field(index).type)
+            if usable and _row_groups_with_values(parquet, [kind], leaves):
+                found.add(kind)
+    missing = [kind for kind in ("protocol", "metaData") if kind not in found]
+    if missing:
+        raise _not_a_checkpoint(storage, checkpoint, missing)
+
+
+def _not_a_checkpoint(storage: LogStore, checkpoint: Checkpoint, missing: list[str]) -> CorruptLogError:
     uri = storage.to_uri(checkpoint.paths[0])
     names = ", ".join(storage.to_uri(p) for p in checkpoint.paths)
-    raise CorruptLogError(
+    return CorruptLogError(
         f"The checkpoint {names} holds no {' and no '.join(missing)} action: it is not a usable Delta "
         f"checkpoint (every checkpoint holds the table's protocol and metaData). It was not written "
         f"by a Delta writer, or its writer failed.",
@@ -247,8 +339,13 @@ def _sidecar_path(storage: LogStore, path: str) -> str:
     return storage.log_path(f"{SIDECAR_DIR}/{unquote(path)}")
 
 
-def read_checkpoint_small_actions(storage: LogStore, checkpoint: Checkpoint) -> list[dict[str, Any]]:
+def read_checkpoint_small_actions(
+    storage: LogStore, checkpoint: Checkpoint, columns: Sequence[str] = _SMALL_COLUMNS
+) -> list[dict[str, Any]]:
     """The non-file actions of a checkpoint (and, for JSON V2 checkpoints, its file actions).
+
+    :param columns: the action columns to read from a Parquet checkpoint (default: every
+        non-file action); a JSON checkpoint is read whole.
 
     :raises CorruptLogError: the file cannot be read, its action columns do not have the
         shape of actions, or an action is malformed (naming the file and the 1-based row).
@@ -264,14 +361,14 @@ def read_checkpoint_small_actions(storage: LogStore, checkpoint: Checkpoint) -> 
         parquet = _open_parquet(storage, path)
         _check_checkpoint_schema(parquet.schema_arrow, uri)
         names = set(parquet.schema_arrow.names)
-        columns = [c for c in _SMALL_COLUMNS if c in names]
-        if not columns:
+        present = [c for c in columns if c in names]
+        if not present:
             continue
         leaves = _action_leaves(parquet)
         metadata = parquet.metadata
         starts = np.zeros(metadata.num_row_groups + 1, dtype=np.int64)
         np.cumsum([metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)], out=starts[1:])
-        for name in columns:
+        for name in present:
             for row_number, row in _small_column_rows(parquet, name, leaves, starts, uri):
                 action = {name: _drop_nulls(row) if isinstance(row, dict) else row}
                 problem = action_problem(action)
@@ -498,7 +595,7 @@ def replay_files(
     now_ms: int | None = None,
 ) -> FileState:
     """Active files (and, if asked, unexpired tombstones) of the segment's version."""
-    tail_adds, tail_removes, touched = _reconcile_commits(storage, commits)
+    tail_adds, tail_removes, touched = _reconcile_commits(storage, commits, _partition_keys(small))
     checkpoint_adds, checkpoint_removes = _read_checkpoint_files(
         storage, segment.checkpoint, small, removes=tombstones
     )
@@ -520,26 +617,55 @@ def replay_files(
 
 @dataclass
 class TouchedKeys:
-    """Every (canonical path, DV id) key the commits after a checkpoint touched."""
+    """Every (canonical path, DV id) key the commits after a checkpoint touched.
 
-    keys: set[str]
-    paths: pa.Array
+    :param key_values: the keys, as Arrow strings (repeats allowed);
+    :param path_values: their canonical paths. Both are made distinct only when asked (a log
+        without a checkpoint never asks).
+    """
+
+    key_values: pa.Array
+    path_values: pa.Array
+
+    @functools.cached_property
+    def keys(self) -> set[str]:
+        return set(self.key_values.unique().to_pylist())
+
+    @functools.cached_property
+    def paths(self) -> pa.Array:
+        """The distinct canonical paths."""
+        return self.path_values.unique()
 
     def __bool__(self) -> bool:
-        return bool(self.keys)
+        return len(self.key_values) > 0
 
 
 def _reconcile_commits(
+    storage: LogStore, commits: list[CommitActions], partition_columns: Sequence[str] = ()
+) -> tuple[pa.Table, pa.Table, TouchedKeys]:
+    """The commits' winning adds and removes, and every key the commits touched.
+
+    The columnar route (:func:`_columnar_file_actions`) answers when it can do so exactly;
+    otherwise every line takes the exact route (``json`` and :func:`action_problem` per action),
+    which also names the file and line of a malformed action.
+    """
+    columnar = _columnar_file_actions(storage.path, commits, partition_columns)
+    if columnar is not None:
+        return columnar
+    return _reconcile_exact(storage, commits)
+
+
+def _reconcile_exact(
     storage: LogStore, commits: list[CommitActions]
 ) -> tuple[pa.Table, pa.Table, TouchedKeys]:
-    """The commits' winning adds and removes, and every key the commits touched."""
+    """:func:`_reconcile_commits` one parsed action at a time."""
     rows: list[dict[str, Any]] = []
     paths: list[str] = []
     keys: list[str] = []
     is_add: list[bool] = []
     canonical = storage.path.canonical
     # Every action here passed action_problem: path, types and ranges are as the protocol says.
-    for _commit, actions in segment_file_actions(commits):
+    for commit, actions in segment_file_actions(commits):
         for action in actions:
             if "add" in action:
                 row, flag = action["add"], True
@@ -549,15 +675,15 @@ def _reconcile_commits(
                 continue
             rows.append(row)
             path = canonical(row["path"])
+            if not path.isascii():
+                _require_unicode(path, commit.path)
             paths.append(path)
             keys.append(_key(path, deletion_vector_unique_id(row.get("deletionVector"))))
             is_add.append(flag)
-    touched = TouchedKeys(set(keys), strings(paths).unique())
+    touched = TouchedKeys(strings(keys), strings(paths))
     if not keys:
         return arrow_table([], ADD_SCHEMA), arrow_table([], REMOVE_SCHEMA), touched
-    # The newest action per key wins: a dict keeps each key's last position (no Arrow group-by,
-    # whose first use imports pyarrow.dataset, and with it pandas).
-    winners = sorted(dict(zip(keys, range(len(keys)), strict=True)).values())
+    winners = _last_per_key(keys)
     adds = [rows[i] for i in winners if is_add[i]]
     removes = [rows[i] for i in winners if not is_add[i]]
     return (
@@ -565,6 +691,27 @@ def _reconcile_commits(
         _rows_to_table(removes, REMOVE_SCHEMA) if removes else arrow_table([], REMOVE_SCHEMA),
         touched,
     )
+
+
+def _require_unicode(path: str, where: str) -> None:
+    """Refuse a path ``json`` decoded from a lone surrogate escape (``"\\ud800"``): no file has it."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise CorruptLogError(
+            f"A file action in {where} has the path {path[:200]!r}, which is not valid Unicode (a lone "
+            f"surrogate escape). The log is corrupt; restore the file from a backup.",
+            path=where,
+        ) from None
+
+
+def _last_per_key(keys: list[str]) -> list[int]:
+    """Positions of the newest action per key, in log order.
+
+    A dict keeps each key's last position (no Arrow group-by, whose first use imports
+    pyarrow.dataset, and with it pandas).
+    """
+    return sorted(dict(zip(keys, range(len(keys)), strict=True)).values())
 
 
 def _key(path: str, dv_id: str | None) -> str:
@@ -847,6 +994,331 @@ def _json_scalar(value: Any) -> Any:
         text = value.isoformat()
         return text.replace("+00:00", "Z")
     return str(value)
+
+
+# --- file actions, columnar ------------------------------------------------------------
+
+_TEXT = pa.string()
+_LONG = pa.int64()
+#: A deletion vector as read from JSON: every integer as a long, range-checked on the exact route.
+_JSON_DELETION_VECTOR = pa.struct(
+    [
+        ("storageType", _TEXT),
+        ("pathOrInlineDv", _TEXT),
+        ("offset", _LONG),
+        ("sizeInBytes", _LONG),
+        ("cardinality", _LONG),
+        ("maxRowIndex", _LONG),
+    ]
+)
+#: Fields of a file action the columnar route reads as Arrow; any other field the protocol
+#: defines (``tags``) sends its line to the exact route when it is not null.
+_EXACT_ONLY_FIELDS = ("tags",)
+
+
+def _partition_keys(small: SmallState) -> tuple[str, ...]:
+    """The keys of ``partitionValues`` in the log: the partition columns, by their physical names
+    under column mapping. (A wrong guess costs only speed: such lines take the exact route.)"""
+    columns = small.metadata.partition_columns
+    try:
+        if not columns or column_mapping_mode(small.protocol, small.metadata) == "none":
+            return columns
+        fields = json.loads(small.metadata.schema_string).get("fields") or []
+    except (DeltaError, ValueError, AttributeError):
+        return columns
+    by_name = {f.get("name"): f for f in fields if isinstance(f, dict)}
+    return tuple(str(delta_physical_name(by_name[c])) if c in by_name else c for c in columns)
+
+
+def _json_file_schema(partition_columns: Sequence[str]) -> pa.Schema:
+    """The ``add``/``remove`` lines as Arrow's JSON reader reads them, ``partitionValues`` as a
+    struct of the partition columns (the reader cannot build a ``map<string, string>``)."""
+    values = pa.struct([(name, _TEXT) for name in partition_columns])
+    add = pa.struct(
+        [
+            ("path", _TEXT),
+            ("partitionValues", values),
+            ("size", _LONG),
+            ("modificationTime", _LONG),
+            ("dataChange", pa.bool_()),
+            ("stats", _TEXT),
+            ("deletionVector", _JSON_DELETION_VECTOR),
+            ("baseRowId", _LONG),
+            ("defaultRowCommitVersion", _LONG),
+            ("clusteringProvider", _TEXT),
+        ]
+    )
+    remove = pa.struct(
+        [
+            ("path", _TEXT),
+            ("deletionTimestamp", _LONG),
+            ("dataChange", pa.bool_()),
+            ("extendedFileMetadata", pa.bool_()),
+            ("partitionValues", values),
+            ("size", _LONG),
+            ("stats", _TEXT),
+            ("deletionVector", _JSON_DELETION_VECTOR),
+            ("baseRowId", _LONG),
+            ("defaultRowCommitVersion", _LONG),
+        ]
+    )
+    return pa.schema([("add", add), ("remove", remove)])
+
+
+def _columnar_file_actions(
+    root: TablePath, commits: list[CommitActions], partition_columns: Sequence[str]
+) -> tuple[pa.Table, pa.Table, TouchedKeys] | None:
+    """:func:`_reconcile_commits` with the ``add``/``remove`` lines parsed by Arrow's JSON reader
+    against an explicit schema, checked and reconciled column by column; None when the exact
+    route must answer.
+
+    Exactness: Arrow's reader refuses every value of the wrong JSON type, integers out of
+    ``long`` range or written as floats, duplicate keys and invalid JSON (then None: the
+    exact route parses the lines again and names the bad one). It accepts invalid UTF-8 and
+    lone surrogates, which ``json`` refuses, so those send the segment to the exact route
+    before it runs. Unknown fields are inferred, then ignored, as the exact route ignores
+    them; a line with another top-level key, or with partition values outside the table's
+    partition columns, sends the segment to the exact route. Lines Arrow cannot represent
+    exactly take the exact route one by one: ``tags`` (a map), deletion vectors (their id is
+    part of the key, their integers are range-checked), a missing or null partition value (a
+    struct cannot tell them apart, a map can), partition values not written in the order of
+    the partition columns (a map keeps the order of the line).
+    """
+    found = segment_file_lines(commits)
+    if found is None:
+        return None
+    lines, starts = found
+    if not lines:
+        return (
+            arrow_table([], ADD_SCHEMA),
+            arrow_table([], REMOVE_SCHEMA),
+            TouchedKeys(strings([]), strings([])),
+        )
+    data = b"\n".join(lines)
+    if not data.isascii():
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    if b"\\u" in data and _SURROGATE_ESCAPE.search(data):
+        return None  # escaped surrogates: json and Arrow may disagree on a lone one
+    schema = _json_file_schema(partition_columns)
+    try:
+        parsed = pa_json.read_json(
+            pa.py_buffer(data),
+            parse_options=pa_json.ParseOptions(
+                explicit_schema=_json_declared_schema(schema), unexpected_field_behavior="infer"
+            ),
+        )
+    except (pa.ArrowException, ValueError):
+        return None
+    del data  # the text of every line, no longer needed: a lower peak
+    if parsed.num_rows != len(lines) or parsed.schema.names[:2] != ["add", "remove"]:
+        return None
+    # Keys beside the action that are no action the protocol defines are ignored, as the exact
+    # route ignores them; another action on the line is refused there.
+    if any(action_problem({name: None}) is not None for name in parsed.schema.names[2:]):
+        return None
+    add = parsed.column("add").combine_chunks()
+    remove = parsed.column("remove").combine_chunks()
+    is_add = to_bools(add.is_valid())
+    is_remove = to_bools(remove.is_valid())
+    if (is_add == is_remove).any():
+        return None  # a line with both actions, or with a null one: the exact route refuses it
+    add_fields = _typed_fields(add, schema.field("add").type)
+    remove_fields = _typed_fields(remove, schema.field("remove").type)
+    if add_fields is None or remove_fields is None:
+        return None  # a field of another type than the protocol's: the exact route names it
+    exact = np.zeros(len(lines), dtype=bool)
+    for fields, expected in (
+        (add_fields, schema.field("add").type),
+        (remove_fields, schema.field("remove").type),
+    ):
+        if not _mark_exact_rows(fields, expected, partition_columns, lines, exact):
+            return None
+    # The checks of a checkpoint's file rows (the columnar action_problem); the exact route
+    # names the line of a bad one.
+    if _first_bad_file_row(_rows_of(add_fields, is_add), "add") is not None:
+        return None
+    if _first_bad_file_row(_rows_of(remove_fields, is_remove), "remove") is not None:
+        return None
+    # The exact route for the lines Arrow cannot represent: parsed, checked, named when bad.
+    exact_rows = np.flatnonzero(exact)
+    exact_actions: dict[int, dict[str, Any]] = {}
+    for index in exact_rows.tolist():
+        commit, number = file_line_origin(commits, starts, index)
+        action = parse_line(lines[index], commit.path, number)
+        problem = action_problem(action)
+        if problem is not None:
+            raise malformed_action_error(
+                f"Line {number} of {commit.path}", problem, lines[index], action, commit.path
+            )
+        exact_actions[index] = action["add"] if "add" in action else action["remove"]
+    paths_array = pc.coalesce(add_fields["path"], remove_fields["path"])
+    if _any_needs_canonical(pa.chunked_array([paths_array])):
+        paths_array = strings([root.canonical(p) for p in paths_array.to_pylist()])
+    dv_ids = {i: deletion_vector_unique_id(row.get("deletionVector")) for i, row in exact_actions.items()}
+    dv_ids = {i: unique for i, unique in dv_ids.items() if unique is not None}
+    key_values = paths_array
+    if dv_ids:
+        keys = paths_array.to_pylist()
+        for index, unique in dv_ids.items():
+            keys[index] = _key(keys[index], unique)
+        key_values = strings(keys)
+    touched = TouchedKeys(key_values, paths_array)
+    winners = _last_positions(key_values)
+    adds = _winning_rows(winners[is_add[winners]], add_fields, exact, exact_actions, ADD_SCHEMA)
+    removes = _winning_rows(winners[is_remove[winners]], remove_fields, exact, exact_actions, REMOVE_SCHEMA)
+    for commit in commits:
+        commit._files_checked = True
+    return adds, removes, touched
+
+
+def _last_positions(keys: pa.Array) -> np.ndarray:
+    """Positions of the last occurrence of each key, ascending (what :func:`_last_per_key` gives)."""
+    indices = pc.dictionary_encode(keys).indices  # no nulls: every key is a path
+    # Read from the buffer: ``to_numpy`` and ``np.asarray`` import pandas.
+    codes = np.frombuffer(
+        indices.buffers()[1], dtype=np.int64 if pa.types.is_int64(indices.type) else np.int32
+    )
+    codes = codes[indices.offset : indices.offset + len(indices)]
+    _, first_from_end = np.unique(codes[::-1], return_index=True)
+    return np.sort(len(codes) - 1 - first_from_end)
+
+
+def _json_declared_schema(schema: pa.Schema) -> pa.Schema:
+    """What the reader is told of :func:`_json_file_schema`: the strings (it would read a text
+    that looks like a date as a timestamp) and the partition values; it infers the other fields
+    (twice as fast as converting them to declared types), and :func:`_typed_fields` checks them."""
+    return pa.schema(
+        [
+            (kind.name, pa.struct([f for f in kind.type if f.type == _TEXT or f.name == "partitionValues"]))
+            for kind in schema
+        ]
+    )
+
+
+def _typed_fields(struct: pa.StructArray, expected: pa.StructType) -> dict[str, pa.Array] | None:
+    """The fields of one action as read, each of its ``expected`` type (absent or all null:
+    nulls of that type); None when one was inferred as another type (a float, a string for a
+    number, ...). Fields the protocol does not define are kept as inferred."""
+    count = len(struct)
+    # ``StructArray.field`` ignores the struct's own validity; rows of the other action are
+    # null in every field, as the reader fills them.
+    fields = {struct.type.field(i).name: struct.field(i) for i in range(struct.type.num_fields)}
+    for target in expected:
+        found = fields.get(target.name)
+        if found is None or pa.types.is_null(found.type):
+            fields[target.name] = pa.nulls(count, target.type)
+        elif target.name == "deletionVector":
+            continue  # rows with one take the exact route
+        elif found.type != target.type:
+            return None
+    return fields
+
+
+def _mark_exact_rows(
+    fields: dict[str, pa.Array],
+    expected: pa.StructType,
+    partition_columns: Sequence[str],
+    lines: list[bytes],
+    exact: np.ndarray,
+) -> bool:
+    """Mark in ``exact`` the rows of one action only the exact route represents; False when
+    the whole segment must take the exact route."""
+    for name in _EXACT_ONLY_FIELDS:
+        if name in fields and expected.get_field_index(name) < 0:
+            exact |= to_bools(fields[name].is_valid())
+    exact |= to_bools(fields["deletionVector"].is_valid())
+    values = fields["partitionValues"]
+    if values.type.num_fields != len(partition_columns):
+        return False  # keys outside the partition columns: which rows hold them, a struct cannot say
+    present = to_bools(values.is_valid())
+    for index in range(values.type.num_fields):
+        exact |= present & to_bools(values.field(index).is_null())
+    if len(partition_columns) > 1 and present.any():
+        exact |= present & ~_values_in_column_order(lines, partition_columns)
+    return True
+
+
+def _values_in_column_order(lines: list[bytes], partition_columns: Sequence[str]) -> np.ndarray:
+    """Per line, whether its one ``partitionValues`` object lists the partition columns in
+    their order (a map keeps the order of the line, a struct the order of the schema)."""
+    value = r'\s*:\s*(?:null|"(?:[^"\\]|\\.)*")\s*'
+    keys = ",".join(f'\\s*"{_re2_literal(name)}"{value}' for name in partition_columns)
+    texts = strings([line.decode("utf-8") for line in lines])
+    ordered = pc.match_substring_regex(texts, r'"partitionValues"\s*:\s*\{' + keys + r"\}")
+    once = pc.equal(pc.count_substring(texts, '"partitionValues"'), scalar(1, pa.int32()))
+    return to_bools(pc.and_(ordered, once))
+
+
+def _re2_literal(text: str) -> str:
+    """``text`` as a regular expression (RE2 syntax) matching exactly it."""
+    return "".join(c if c.isascii() and (c.isalnum() or c == "_") else f"\\x{{{ord(c):X}}}" for c in text)
+
+
+def _rows_of(fields: dict[str, pa.Array], present: np.ndarray) -> pa.Table:
+    """The rows of one action, with the fields :func:`_first_bad_file_row` checks."""
+    mask = from_numpy(present)
+    names = ("path", "partitionValues", "size", "modificationTime", "dataChange")
+    columns = {name: fields[name].filter(mask) for name in names if name in fields}
+    # Rows with a deletion vector take the exact route, which checks it.
+    columns["deletionVector"] = pa.nulls(int(present.sum()), DELETION_VECTOR_TYPE)
+    return pa.table(columns)
+
+
+def _winning_rows(
+    rows: np.ndarray,
+    fields: dict[str, pa.Array],
+    exact: np.ndarray,
+    exact_actions: dict[int, dict[str, Any]],
+    schema: pa.Schema,
+) -> pa.Table:
+    """The winning rows of one action, in log order, as ``schema``: Arrow's columns where the
+    row took the columnar route, the exact route's values where it did not."""
+    if not len(rows):
+        return arrow_table([], schema)
+    from_arrow = rows[~exact[rows]]
+    from_python = rows[exact[rows]]
+    picked = from_numpy(from_arrow)
+    columns = []
+    for target in schema:
+        if target.name == "partitionValues":
+            columns.append(_struct_to_map(fields[target.name].take(picked)))
+        elif target.name in ("tags", "deletionVector") or target.name not in fields:
+            columns.append(pa.nulls(len(from_arrow), target.type))
+        else:
+            columns.append(fields[target.name].take(picked))
+    table = pa.Table.from_arrays(columns, schema=schema)
+    if not len(from_python):
+        return table
+    python_rows = _rows_to_table([exact_actions[i] for i in from_python.tolist()], schema)
+    # Back to log order: the Arrow rows first, then the exact ones, each at its place.
+    order = np.argsort(np.concatenate([from_arrow, from_python]), kind="stable")
+    return pa.concat_tables([table, python_rows]).take(from_numpy(order))
+
+
+def _struct_to_map(values: pa.StructArray) -> pa.Array:
+    """Partition values read as a struct (every field present) as the ``map<string, string>``
+    of the log, keys in the order of the partition columns."""
+    count = len(values)
+    width = values.type.num_fields
+    names = [values.type.field(i).name for i in range(width)]
+    present = to_bools(values.is_valid())
+    sizes = np.where(present, width, 0)
+    offsets = np.zeros(count + 1, dtype=np.int32)
+    np.cumsum(sizes, out=offsets[1:])
+    if width:
+        rows = np.flatnonzero(present)
+        items = pc.take(
+            pa.concat_arrays([values.field(i) for i in range(width)]),
+            from_numpy((np.arange(width)[None, :] * count + rows[:, None]).ravel()),
+        )
+        keys = strings(names).take(from_numpy(np.tile(np.arange(width), len(rows))))
+    else:
+        items, keys = strings([]), strings([])
+    mask = from_numpy(~present) if not present.all() else None
+    return pa.MapArray.from_arrays(from_numpy(offsets), keys, items, type=_STRING_MAP, mask=mask)
 
 
 # --- paths -----------------------------------------------------------------------------

@@ -71,11 +71,13 @@ class LogSegment:
     :param version: the version this segment describes.
     :param checkpoint: the checkpoint the replay starts from, None to replay from version 0.
     :param commits: the commit files after the checkpoint, in version order.
+    :param checksum: the version checksum (``.crc``) of ``version`` when the listing shows one.
     """
 
     version: int
     checkpoint: Checkpoint | None
     commits: tuple[LogFile, ...]
+    checksum: LogFile | None = None
 
     @property
     def checkpoint_version(self) -> int | None:
@@ -219,7 +221,10 @@ def _segment_from_listing(
         raise VersionNotFoundError(
             f"Version {version} of {storage.root_uri} does not exist; the latest version is {latest}."
         )
-    return LogSegment(latest, checkpoint, tuple(commits))
+    checksum = next(
+        (f for f in files if f.kind is LogFileKind.CHECKSUM and f.version == latest and f.file.size > 0), None
+    )
+    return LogSegment(latest, checkpoint, tuple(commits), checksum)
 
 
 def _no_segment_error(storage: LogStore, files: Sequence[LogFile], version: int | None) -> Exception:

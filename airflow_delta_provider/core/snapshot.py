@@ -2,7 +2,9 @@
 
 Opening a snapshot reads the commits after the checkpoint and the checkpoint's small
 columns (protocol, metadata, txns, domains), and checks that the core can read the
-table. The file list is replayed on the first call that needs it.
+table. When the version's checksum file (``.crc``) may answer those questions
+(:func:`~.checksum.checksum_answers` decides), the checkpoint is not read for them. The
+file list is replayed on the first call that needs it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from airflow_delta_provider.core.checksum import checksum_answers
 from airflow_delta_provider.core.commits import CommitActions, check_replayable, read_commits
 from airflow_delta_provider.core.errors import CorruptLogError, DeletionVectorError, DeltaError
 from airflow_delta_provider.core.features import Operation, check_supported, reader_features
@@ -54,14 +57,25 @@ def load_snapshot(
         try:
             return snapshot.load()
         except CorruptLogError as err:
-            checkpoint = segment.checkpoint
-            if checkpoint is None or err.path not in [storage.to_uri(p) for p in checkpoint.paths]:
-                raise
-            log.warning("%s; trying the checkpoint before version %d.", err, checkpoint.version)
-            try:
-                segment = build_segment(storage, version, before_checkpoint=checkpoint.version)
-            except DeltaError:
-                raise err from None
+            segment = _segment_before_corrupt_checkpoint(storage, segment, err)
+
+
+def _segment_before_corrupt_checkpoint(
+    storage: LogStore, segment: LogSegment, err: CorruptLogError
+) -> LogSegment:
+    """The segment of the same version from the checkpoint before the one ``err`` names.
+
+    :raises CorruptLogError: ``err`` itself, when it names no checkpoint file of the segment or
+        no older checkpoint (or commit 0) can rebuild the version.
+    """
+    checkpoint = segment.checkpoint
+    if checkpoint is None or err.path not in [storage.to_uri(p) for p in checkpoint.paths]:
+        raise err
+    log.warning("%s; trying the checkpoint before version %d.", err, checkpoint.version)
+    try:
+        return build_segment(storage, segment.version, before_checkpoint=checkpoint.version)
+    except DeltaError:
+        raise err from None
 
 
 #: ``files()`` column names, from the protocol's ``add`` field names.
@@ -149,7 +163,8 @@ class Snapshot:
 
     @cached_property
     def _small(self) -> SmallState:
-        state = replay_small_state(self._storage, self._segment, self._commits)
+        answers = checksum_answers(self._storage, self._segment, self._commits)
+        state = replay_small_state(self._storage, self._segment, self._commits, checksum=answers)
         check_supported(state.protocol, None, Operation.READ)
         return state
 
@@ -222,7 +237,48 @@ class Snapshot:
 
     @cached_property
     def _file_state(self) -> FileState:
-        return replay_files(self._storage, self._segment, self._commits, self._small)
+        return self._replay_files()
+
+    @cached_property
+    def _log_small(self) -> SmallState:
+        """The small state as the checkpoint and commits say it (what the file replay builds on).
+
+        The same as :attr:`_small` unless the checksum answered that; then the checkpoint is
+        read now, on the first question about files, so that it is checked as a load without
+        the checksum checks it.
+        """
+        if self._small.checksum_version is None:
+            return self._small
+        state = replay_small_state(self._storage, self._segment, self._commits)
+        if (state.protocol, state.metadata) != (self._small.protocol, self._small.metadata):
+            log.warning(
+                "The checksum file of version %d of %s disagrees with its checkpoint on the protocol or "
+                "metadata; the file list follows the log.",
+                self.version,
+                self._storage.root_uri,
+            )
+        return state
+
+    def _replay_files(self, *, tombstones: bool = False, now_ms: int | None = None) -> FileState:
+        """The file replay, past an unreadable checkpoint exactly as a load without the checksum.
+
+        Loading falls back past a checkpoint whose small columns it cannot read
+        (:func:`load_snapshot`). When the checksum answered the small state, the checkpoint is
+        first read here and the same fallback applies; the snapshot then keeps the segment it
+        could read.
+        """
+        while True:
+            try:
+                small = self._log_small
+            except CorruptLogError as err:
+                segment = _segment_before_corrupt_checkpoint(self._storage, self._segment, err)
+                self._segment = segment
+                for name in ("_commits", "_log_small"):
+                    self.__dict__.pop(name, None)
+                continue
+            return replay_files(
+                self._storage, self._segment, self._commits, small, tombstones=tombstones, now_ms=now_ms
+            )
 
     def files(self) -> pa.Table:
         """The active data files, one row each.
@@ -255,9 +311,7 @@ class Snapshot:
         tombstones as of ``now_ms`` when asked; for operations that need more than :meth:`files`."""
         if not tombstones and now_ms is None:
             return self._file_state
-        return replay_files(
-            self._storage, self._segment, self._commits, self._small, tombstones=tombstones, now_ms=now_ms
-        )
+        return self._replay_files(tombstones=tombstones, now_ms=now_ms)
 
     def tombstones(self) -> pa.Table:
         """The unexpired ``remove`` actions (per ``delta.deletedFileRetentionDuration``)."""

@@ -45,7 +45,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal
@@ -56,6 +56,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
+from pyarrow import _parquet as pq_native
 
 from airflow_delta_provider.core.errors import InvalidDataFileError, SchemaError
 from airflow_delta_provider.core.redaction import get_logger
@@ -187,6 +188,18 @@ def truncate_max_string(value: str, prefix_length: int = STRING_PREFIX_LENGTH) -
 
 # --- footers -> stats -------------------------------------------------------------------
 
+#: Bytes read from the end of each file: one request usually holds the whole footer; a second,
+#: exact request follows for a footer that is larger.
+TAIL_BYTES = 64 * 1024
+#: Files whose footers are read and parsed in one go, while the stats of the window before are
+#: built: at most ``FOOTER_WINDOW * TAIL_BYTES`` bytes of tails (8 MiB) are held at once.
+FOOTER_WINDOW = 128
+_MAGIC = b"PAR1"
+#: pyarrow's Parquet reader without the Python ``ParquetFile`` around it (half the cost per
+#: footer); ``pq.read_metadata`` where a pyarrow lacks it. (Not ``_reconstruct_filemetadata``:
+#: it aborts the process on a corrupt footer.)
+_Reader: Any = getattr(pq_native, "ParquetReader", None)
+
 
 def read_footer(
     storage: LogStore,
@@ -203,54 +216,138 @@ def read_footer(
     :param size: the file size when already known (saves a request on object stores).
     :raises InvalidDataFileError: the file is not Parquet or its footer is unreadable.
     """
-    try:
-        if storage.is_local:
-            metadata = pq.read_metadata(path)
-        else:
-            options = {"size": size} if size is not None else {}
-            with storage.fs.open(path, "rb", **options) as f:
-                metadata = pq.read_metadata(f)
-    except (OSError, pa.ArrowException, ValueError) as err:
-        raise InvalidDataFileError(
-            f"{storage.to_uri(path)} is not a readable Parquet file ({err}). Only Parquet data files "
-            f"can be committed to a Delta table; remove the file or exclude it."
-        ) from None
-    return footer_info(metadata, stats_columns)
+    return read_footers(storage, [path], stats_columns=stats_columns, sizes=[size], max_workers=1)[0]
 
 
 def footer_info(metadata: pq.FileMetaData, stats_columns: list[tuple[str, ...]]) -> FooterInfo:
     """:func:`read_footer` for a footer already read."""
-    arrow_schema = metadata.schema.to_arrow_schema()
-    columns = _footer_columns(metadata, arrow_schema, float_bounds=_nan_in_bounds(metadata.created_by))
-    num_records = metadata.num_rows
-    schema = _delta_view(arrow_schema, columns)
+    return _StatsBuilder(stats_columns).info(metadata)
 
-    min_values: dict[str, Any] = {}
-    max_values: dict[str, Any] = {}
-    null_count: dict[str, Any] = {}
-    exact = True  # every column with values that could have bounds has exact ones
-    by_key = {tuple(p.lower() for p in path): column for path, column in columns.items()}
-    for path in stats_columns:
-        column = by_key.get(tuple(p.lower() for p in path))
-        if column is None:
-            if not _present(arrow_schema, path):
-                # Delta: a column missing from the file is null in every row of it.
-                _put(null_count, path, num_records)
-            continue
-        if column.null_count is not None:
-            _put(null_count, path, column.null_count)
-        if column.min_value is not None:
-            _put(min_values, path, column.min_value)
-            _put(max_values, path, column.max_value)
-        elif column.null_count != num_records and _boundable(column.arrow_type):
-            exact = False  # values without exact bounds (or an unknown null count)
-    stats: dict[str, Any] = {"numRecords": num_records}
-    if min_values and exact:
-        stats["minValues"] = min_values
-        stats["maxValues"] = max_values
-    if null_count:
-        stats["nullCount"] = null_count
-    return FooterInfo(num_records=num_records, schema=schema, stats=stats_json(stats))
+
+def read_footers(
+    storage: LogStore,
+    paths: list[str],
+    *,
+    stats_columns: list[tuple[str, ...]],
+    sizes: Sequence[int | None] | None = None,
+    max_workers: int | None = None,
+) -> list[FooterInfo]:
+    """:func:`read_footer` for many files: their tails read concurrently, the stats built from them.
+
+    Each file costs one ranged read of its last :data:`TAIL_BYTES` (a second one when its
+    footer is larger), at most ``max_workers`` at a time; the next :data:`FOOTER_WINDOW` files
+    are read and parsed (in a thread: both release the interpreter lock) while the footers
+    already parsed are turned into stats. The work that depends only on a file's schema is
+    done once per distinct schema (the files of one write share one).
+
+    :param sizes: the files' sizes when known (else one ``info`` request per file first).
+    :param max_workers: concurrent reads; default 2 for local files, 32 for remote storage
+        (latency bound). 1 reads and parses one file after the other.
+    :raises InvalidDataFileError: a file is missing, not Parquet, or truncated (named).
+    """
+    if not paths:
+        return []
+    workers = max_workers or (2 if storage.is_local else 32)
+    known: list[int | None] = list(sizes) if sizes is not None else [None] * len(paths)
+    builder = _StatsBuilder(stats_columns)
+    windows = [
+        (start, min(start + FOOTER_WINDOW, len(paths))) for start in range(0, len(paths), FOOTER_WINDOW)
+    ]
+
+    def fetch(window: tuple[int, int]) -> list[pq.FileMetaData]:
+        # Reading and parsing release the interpreter lock: on a second core while stats are built.
+        low, high = window
+        footers = _footer_bytes(storage, paths[low:high], known[low:high], workers)
+        return [_parse_footer(storage, p, f) for p, f in zip(paths[low:high], footers, strict=True)]
+
+    def build(footers: list[pq.FileMetaData]) -> None:
+        done.extend(builder.info(metadata) for metadata in footers)
+        if len(paths) >= FOOTER_WINDOW:
+            log.info("Read %d of %d Parquet footers.", len(done), len(paths))
+
+    done: list[FooterInfo] = []
+    if len(windows) == 1 or workers <= 1:
+        for window in windows:
+            build(fetch(window))
+        return done
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="delta-footer") as reader:
+        pending = reader.submit(fetch, windows[0])
+        for index in range(len(windows)):
+            footers = pending.result()
+            if index + 1 < len(windows):
+                pending = reader.submit(fetch, windows[index + 1])
+            build(footers)
+    return done
+
+
+def _footer_bytes(storage: LogStore, paths: list[str], sizes: list[int | None], workers: int) -> list[bytes]:
+    """Each file's footer with its trailer (length, ``PAR1``): the tail read, or, where the footer
+    did not fit in it, an exact second read of the footer."""
+    known = [
+        size if size is not None else _size(storage, path) for path, size in zip(paths, sizes, strict=True)
+    ]
+    starts = [max(0, size - TAIL_BYTES) for size in known]
+    tails = storage.read_ranges(
+        paths, starts, [size - start for size, start in zip(known, starts, strict=True)], max_workers=workers
+    )
+    footers: list[bytes] = []
+    again: list[tuple[int, int]] = []  # (index, footer length) of footers larger than the tail
+    for index, (path, size, tail) in enumerate(zip(paths, known, tails, strict=True)):
+        if isinstance(tail, Exception):
+            raise _unreadable(storage, path, tail)
+        if len(tail) < 8 or tail[-4:] != _MAGIC:
+            raise _unreadable(storage, path, "it does not end with the Parquet magic bytes PAR1")
+        length = int.from_bytes(tail[-8:-4], "little")
+        if length + 12 > size:
+            raise _unreadable(
+                storage,
+                path,
+                f"its footer length ({length} bytes) exceeds the file ({size} bytes): truncated?",
+            )
+        if length + 8 <= len(tail):
+            footers.append(tail)  # the reader finds the footer at the end
+        else:
+            footers.append(b"")
+            again.append((index, length))
+    if again:
+        rest = storage.read_ranges(
+            [paths[i] for i, _ in again],
+            [known[i] - 8 - length for i, length in again],
+            [length for _, length in again],
+            max_workers=workers,
+        )
+        for (index, length), footer in zip(again, rest, strict=True):
+            if isinstance(footer, Exception) or len(footer) != length:
+                reason = footer if isinstance(footer, Exception) else "the file changed while it was read"
+                raise _unreadable(storage, paths[index], reason)
+            footers[index] = _MAGIC + footer + length.to_bytes(4, "little") + _MAGIC
+    return footers
+
+
+def _size(storage: LogStore, path: str) -> int:
+    info = storage.info(path)
+    if info is None:
+        raise _unreadable(storage, path, "it does not exist")
+    return info.size
+
+
+def _parse_footer(storage: LogStore, path: str, footer: bytes) -> pq.FileMetaData:
+    """The FileMetaData of a footer that ends with its trailer (the reader checks both)."""
+    try:
+        if _Reader is not None:
+            reader = _Reader()
+            reader.open(pa.BufferReader(footer))
+            return reader.metadata
+        return pq.read_metadata(pa.BufferReader(footer))
+    except (OSError, pa.ArrowException, ValueError) as err:
+        raise _unreadable(storage, path, err) from None
+
+
+def _unreadable(storage: LogStore, path: str, reason: object) -> InvalidDataFileError:
+    return InvalidDataFileError(
+        f"{storage.to_uri(path)} is not a readable Parquet file ({reason}). Only Parquet data files "
+        f"can be committed to a Delta table; remove the file or exclude it."
+    )
 
 
 def _boundable(arrow_type: pa.DataType) -> bool:
@@ -273,70 +370,301 @@ def _nan_in_bounds(created_by: str | None) -> bool:
     return writer.startswith(("parquet-mr", "parquet-java"))
 
 
+class _StatsBuilder:
+    """``add.stats`` of footers for one list of stats columns, a :class:`_SchemaPlan` per schema."""
+
+    def __init__(self, stats_columns: list[tuple[str, ...]]) -> None:
+        self.stats_columns = stats_columns
+        self._plans: list[_SchemaPlan] = []
+
+    def info(self, metadata: pq.FileMetaData) -> FooterInfo:
+        return self._plan(metadata).footer_info(metadata, float_bounds=_nan_in_bounds(metadata.created_by))
+
+    def _plan(self, metadata: pq.FileMetaData) -> _SchemaPlan:
+        key_values = metadata.metadata  # ARROW:schema: part of what the Arrow schema is
+        schema = metadata.schema
+        for plan in self._plans:
+            if plan.key_values == key_values and plan.parquet_schema.equals(schema):
+                return plan
+        plan = _SchemaPlan(metadata, self.stats_columns)
+        self._plans = [plan, *self._plans[:7]]
+        return plan
+
+
+#: How a column's footer bounds become Delta's (see _SchemaPlan): from the raw physical values,
+#: from pyarrow's converted ones (``generic``), or none at all.
+_NONE, _GENERIC, _INT, _BOOL, _FLOAT, _STRING, _DECIMAL_INT, _DECIMAL_BYTES, _DATE, _TIMESTAMP = range(10)
+_MILLIS_DIVISOR = {"milliseconds": 1, "microseconds": 1000, "nanoseconds": 1_000_000}
+_EPOCH_DATE = dt.date(1970, 1, 1)
+
+
+@dataclass
+class _Leaf:
+    """One primitive column outside lists and maps: where it is and how its bounds are read."""
+
+    index: int
+    path: tuple[str, ...]
+    arrow_type: pa.DataType
+    int96: bool
+    kind: int
+    floating: bool
+    boundable: bool
+    divisor: int = 1  # timestamps: raw units per millisecond
+    scale: int = 0  # decimals
+    utc: bool = False  # timestamps: written with a Z
+
+
+class _SchemaPlan:
+    """Everything about a footer's statistics that depends only on its schema (built once per schema)."""
+
+    def __init__(self, metadata: pq.FileMetaData, stats_columns: list[tuple[str, ...]]) -> None:
+        self.parquet_schema = metadata.schema
+        self.key_values = metadata.metadata
+        self.arrow_schema = arrow_schema = metadata.schema.to_arrow_schema()
+        leaves = list(_parquet_leaves(arrow_schema))
+        # A layout this reader does not map: claim nothing rather than misattribute stats.
+        self.mapped = len(leaves) == metadata.num_columns
+        self.leaves: list[_Leaf] = []
+        for index, (path, arrow_type) in enumerate(leaves):
+            if path is None:
+                continue
+            column = metadata.schema.column(index) if index < metadata.num_columns else None
+            self.leaves.append(_leaf(index, path, arrow_type, column))
+        by_key = {tuple(p.lower() for p in leaf.path): position for position, leaf in enumerate(self.leaves)}
+        #: Per stats column: its table path and JSON key, its leaf (position in self.leaves) or
+        #: None, and for a missing leaf whether the file has the column at all (nested, not a leaf).
+        self.targets: list[tuple[_Key, int | None, bool]] = []
+        for path in stats_columns:
+            position = by_key.get(tuple(p.lower() for p in path))
+            key = (path, f"{_text_json(path[0])}:" if len(path) == 1 else None)
+            self.targets.append((key, position, position is not None or _present(arrow_schema, path)))
+        self._views: dict[tuple[bool, ...], pa.Schema] = {}
+        self._loop = [(position, leaf.index, leaf.kind) for position, leaf in enumerate(self.leaves)]
+
+    def footer_info(self, metadata: pq.FileMetaData, *, float_bounds: bool) -> FooterInfo:
+        leaves = self.leaves
+        count = len(leaves)
+        num_records = metadata.num_rows
+        null_counts: list[int | None] = [0 if self.mapped else None] * count
+        bounded = [
+            self.mapped and leaf.kind != _NONE and not leaf.int96 and (float_bounds or not leaf.floating)
+            for leaf in leaves
+        ]
+        lows: list[Any] = [None] * count
+        highs: list[Any] = [None] * count
+        # The hot loop: one statistics object per column chunk, each property read once
+        # (``null_count`` / ``min_raw`` are None when the footer has none).
+        for group in range(metadata.num_row_groups if self.mapped else 0):
+            row_group = metadata.row_group(group)
+            rows = row_group.num_rows
+            for position, index, kind in self._loop:
+                statistics = row_group.column(index).statistics
+                nulls = statistics.null_count if statistics is not None else None
+                if nulls is None:
+                    null_counts[position] = None
+                    bounded[position] = False
+                    continue
+                total = null_counts[position]
+                if total is not None:
+                    null_counts[position] = total + nulls
+                if nulls == rows or not bounded[position]:
+                    continue  # only nulls: no bounds needed from this group
+                try:
+                    if kind == _GENERIC:
+                        low, high = statistics.min, statistics.max
+                    else:
+                        low, high = statistics.min_raw, statistics.max_raw
+                    if low is None or high is None:
+                        bounded[position] = False
+                        continue
+                    if kind == _DECIMAL_BYTES:
+                        low, high = (
+                            int.from_bytes(low, "big", signed=True),
+                            int.from_bytes(high, "big", signed=True),
+                        )
+                    current = lows[position]
+                    lows[position] = low if current is None else min(current, low)
+                    current = highs[position]
+                    highs[position] = high if current is None else max(current, high)
+                except (ValueError, OverflowError, TypeError, pa.ArrowException):
+                    bounded[position] = False  # values Python cannot hold (a date in year 0): no bounds
+        # Bounds are all-or-none per file: a column with values and no usable bounds settles it
+        # before any value is converted.
+        exact = all(
+            (bounded[at] and lows[at] is not None)
+            or null_counts[at] == num_records
+            or not leaves[at].boundable
+            for _, at, _ in self.targets
+            if at is not None
+        )
+        min_values: list[tuple[_Key, str]] = []
+        max_values: list[tuple[_Key, str]] = []
+        null_count: list[tuple[_Key, str]] = []
+        for key, at, present in self.targets:
+            if at is None:
+                if not present:
+                    # Delta: a column missing from the file is null in every row of it.
+                    null_count.append((key, str(num_records)))
+                continue
+            column_nulls = null_counts[at]
+            if column_nulls is not None:
+                null_count.append((key, str(column_nulls)))
+            if not exact:
+                continue
+            bound = None
+            low, high = lows[at], highs[at]
+            if bounded[at] and low is not None and high is not None:
+                try:
+                    bound = _bound_json(leaves[at], low, high)
+                except (ValueError, OverflowError, ArithmeticError, TypeError):
+                    bound = None
+            if bound is not None:
+                min_values.append((key, bound[0]))
+                max_values.append((key, bound[1]))
+            elif column_nulls != num_records and leaves[at].boundable:
+                exact = False  # values without exact bounds (or an unknown null count)
+        parts = [f'{{"numRecords":{num_records}']
+        if min_values and exact:
+            parts.append(f',"minValues":{_object_json(min_values)},"maxValues":{_object_json(max_values)}')
+        if null_count:
+            parts.append(f',"nullCount":{_object_json(null_count)}')
+        parts.append("}")
+        view_key = tuple(nulls == 0 for nulls in null_counts)
+        schema = self._views.get(view_key)
+        if schema is None:
+            schema = self._views[view_key] = _delta_view(
+                self.arrow_schema,
+                {leaf.path for leaf in leaves if leaf.int96},
+                {leaf.path for leaf, non_null in zip(leaves, view_key, strict=True) if non_null},
+            )
+        return FooterInfo(num_records=num_records, schema=schema, stats="".join(parts))
+
+
+def _leaf(index: int, path: tuple[str, ...], arrow_type: pa.DataType, column: Any) -> _Leaf:
+    """How the bounds of one column are read: raw physical values wherever their meaning is plain."""
+    types = pa.types
+    physical = column.physical_type if column is not None else None
+    leaf = _Leaf(
+        index,
+        path,
+        arrow_type,
+        int96=physical == "INT96",
+        kind=_NONE,
+        floating=types.is_floating(arrow_type),
+        boundable=_boundable(arrow_type),
+    )
+    if types.is_string(arrow_type) or types.is_large_string(arrow_type):
+        leaf.kind = _STRING if physical == "BYTE_ARRAY" else _GENERIC
+    elif types.is_integer(arrow_type):
+        signed = types.is_signed_integer(arrow_type) and physical in ("INT32", "INT64")
+        leaf.kind = _INT if signed else _GENERIC
+    elif types.is_boolean(arrow_type):
+        leaf.kind = _BOOL if physical == "BOOLEAN" else _GENERIC
+    elif types.is_floating(arrow_type):
+        leaf.kind = _FLOAT if physical in ("FLOAT", "DOUBLE") else _GENERIC
+    elif types.is_decimal(arrow_type):
+        leaf.scale = arrow_type.scale
+        if physical in ("INT32", "INT64"):
+            leaf.kind = _DECIMAL_INT
+        elif physical in ("FIXED_LEN_BYTE_ARRAY", "BYTE_ARRAY"):
+            leaf.kind = _DECIMAL_BYTES
+        else:
+            leaf.kind = _GENERIC
+    elif types.is_date(arrow_type):
+        leaf.kind = _DATE if physical == "INT32" else _GENERIC
+    elif types.is_timestamp(arrow_type):
+        leaf.kind = _GENERIC
+        leaf.utc = arrow_type.tz is not None
+        if physical == "INT64":
+            logical = json.loads(column.logical_type.to_json())
+            divisor = (
+                _MILLIS_DIVISOR.get(logical.get("timeUnit")) if logical.get("Type") == "Timestamp" else None
+            )
+            if divisor is not None:
+                leaf.kind, leaf.divisor = _TIMESTAMP, divisor
+    return leaf
+
+
+def _bound_json(leaf: _Leaf, low: Any, high: Any) -> tuple[str, str] | None:
+    """A column's aggregated footer min/max as Delta's JSON values, or None without exact bounds."""
+    kind = leaf.kind
+    if kind == _INT:
+        return str(int(low)), str(int(high))
+    if kind == _STRING:
+        # Raw bytes (UTF-8 order is code point order); a pyarrow handing back text is taken as it is.
+        low_text = low.decode() if isinstance(low, bytes) else low
+        high_text = high.decode() if isinstance(high, bytes) else high
+        truncated = truncate_max_string(high_text)
+        if truncated is None:
+            return None
+        return _text_json(truncate_min_string(low_text)), _text_json(truncated)
+    if kind == _TIMESTAMP:
+        divisor = leaf.divisor
+        return (
+            _millis_json(low // divisor, leaf.utc),
+            _millis_json(-(-high // divisor), leaf.utc),  # rounded up: stays an upper bound
+        )
+    if kind == _DATE:
+        low_date = _EPOCH_DATE + dt.timedelta(days=low)
+        high_date = _EPOCH_DATE + dt.timedelta(days=high)
+        return f'"{low_date.isoformat()}"', f'"{high_date.isoformat()}"'
+    if kind in (_DECIMAL_INT, _DECIMAL_BYTES):
+        return _decimal_json(low, leaf.scale), _decimal_json(high, leaf.scale)
+    if kind == _BOOL:
+        return ("true" if low else "false"), ("true" if high else "false")
+    if kind == _FLOAT:
+        # Only for writers that put NaN into min/max: finite bounds mean no NaN.
+        low, high = float(low), float(high)
+        return (json.dumps(low), json.dumps(high)) if math.isfinite(low) and math.isfinite(high) else None
+    column = _ColumnStats(leaf.arrow_type, leaf.int96, None, low, high)
+    bounds = _delta_bounds(column)
+    return (stats_json(bounds[0]), stats_json(bounds[1])) if bounds is not None else None
+
+
+def _text_json(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _millis_json(millis: int, utc: bool) -> str:
+    """Delta's JSON form of a timestamp bound: milliseconds, ``Z`` for UTC-adjusted values."""
+    text = (_EPOCH + dt.timedelta(milliseconds=millis)).isoformat(timespec="milliseconds")
+    return f'"{text}Z"' if utc else f'"{text}"'
+
+
+def _decimal_json(unscaled: int, scale: int) -> str:
+    """An exact decimal number from its unscaled value (no float, no context rounding)."""
+    return format(Decimal(f"{unscaled}E-{scale}") if scale else Decimal(unscaled), "f")
+
+
+#: A stats column's path and, for a top-level column, its JSON key with the colon.
+_Key = tuple[tuple[str, ...], str | None]
+
+
+def _object_json(entries: list[tuple[_Key, str]]) -> str:
+    """A JSON object of values already encoded, nested by their paths (first appearance order)."""
+    if all(key[1] is not None for key, _ in entries):
+        return "{" + ",".join(f"{key[1]}{value}" for key, value in entries) + "}"
+    tree: dict[str, Any] = {}
+    for (path, _), value in entries:
+        _put(tree, path, _Encoded(value))
+    return stats_json(tree)
+
+
+class _Encoded(str):
+    """A value already in JSON form (written as it is by :func:`stats_json`)."""
+
+    __slots__ = ()
+
+
 @dataclass
 class _ColumnStats:
-    """The file-level statistics of one primitive column (not inside a list or map)."""
+    """The aggregated footer statistics of one column (the converted-value route)."""
 
     arrow_type: pa.DataType
     int96: bool
     null_count: int | None = 0
     min_value: Any = None
     max_value: Any = None
-    has_bounds: bool = True
-
-
-def _footer_columns(
-    metadata: pq.FileMetaData, arrow_schema: pa.Schema, *, float_bounds: bool = False
-) -> dict[tuple[str, ...], _ColumnStats]:
-    """Aggregate row-group statistics per primitive column path (outside lists and maps).
-
-    :param float_bounds: the writer puts NaN into float min/max (see :func:`_nan_in_bounds`).
-    """
-    leaves = list(_parquet_leaves(arrow_schema))
-    columns: dict[tuple[str, ...], _ColumnStats] = {}
-    for index, (path, arrow_type) in enumerate(leaves):
-        if path is None:
-            continue
-        int96 = metadata.schema.column(index).physical_type == "INT96"
-        columns[path] = _ColumnStats(arrow_type=arrow_type, int96=int96)
-    if len(leaves) != metadata.num_columns:
-        # A layout this reader does not map: claim nothing rather than misattribute stats.
-        return {
-            path: _ColumnStats(c.arrow_type, c.int96, None, has_bounds=False) for path, c in columns.items()
-        }
-    for group in range(metadata.num_row_groups):
-        row_group = metadata.row_group(group)
-        for index, (path, _) in enumerate(leaves):
-            if path is None:
-                continue
-            column = columns[path]
-            statistics = row_group.column(index).statistics
-            if statistics is None or not statistics.has_null_count:
-                column.null_count = None
-                column.has_bounds = False
-                continue
-            if column.null_count is not None:
-                column.null_count += statistics.null_count
-            if statistics.null_count == row_group.num_rows:
-                continue  # only nulls: no bounds needed from this group
-            if not statistics.has_min_max or column.int96 or not column.has_bounds:
-                column.has_bounds = False
-                continue
-            try:
-                low, high = statistics.min, statistics.max
-                column.min_value = low if column.min_value is None else min(column.min_value, low)
-                column.max_value = high if column.max_value is None else max(column.max_value, high)
-            except (ValueError, OverflowError, TypeError, pa.ArrowException):
-                column.has_bounds = False  # values Python cannot hold (a date in year 0): no bounds
-    for column in columns.values():
-        if pa.types.is_floating(column.arrow_type) and not float_bounds:
-            column.has_bounds = False  # NaN may hide behind them
-        try:
-            bounds = _delta_bounds(column) if column.has_bounds else None
-        except (ValueError, OverflowError, ArithmeticError):
-            bounds = None
-        column.min_value, column.max_value = bounds if bounds is not None else (None, None)
-    return columns
 
 
 def _parquet_leaves(
@@ -415,7 +743,9 @@ def _timestamp_text(value: dt.datetime | int, arrow_type: pa.TimestampType, *, r
 _EPOCH = dt.datetime(1970, 1, 1)
 
 
-def _delta_view(arrow_schema: pa.Schema, columns: Mapping[tuple[str, ...], _ColumnStats]) -> pa.Schema:
+def _delta_view(
+    arrow_schema: pa.Schema, int96: set[tuple[str, ...]], non_null: set[tuple[str, ...]]
+) -> pa.Schema:
     """The file schema as Delta means it: INT96 is a UTC timestamp; no nulls means NOT NULL."""
 
     def convert(field: pa.Field, path: tuple[str, ...]) -> pa.Field:
@@ -425,12 +755,9 @@ def _delta_view(arrow_schema: pa.Schema, columns: Mapping[tuple[str, ...], _Colu
                 for i in range(field.type.num_fields)
             ]
             return field.with_type(pa.struct(children))
-        column = columns.get(path)
-        if column is None:
-            return field
-        if column.int96:
+        if path in int96:
             field = field.with_type(pa.timestamp("us", tz="UTC"))
-        if field.nullable and column.null_count == 0:
+        if field.nullable and path in non_null:
             field = field.with_nullable(False)
         return field
 
@@ -467,44 +794,11 @@ def stats_json(stats: Mapping[str, Any]) -> str:
             + ",".join(f"{json.dumps(k, ensure_ascii=False)}:{stats_json(v)}" for k, v in stats.items())
             + "}"
         )
+    if isinstance(stats, _Encoded):
+        return str.__str__(stats)
     if isinstance(stats, Decimal):
         return format(stats, "f")
     return json.dumps(stats, ensure_ascii=False)
-
-
-def read_footers(
-    storage: LogStore,
-    paths: list[str],
-    *,
-    stats_columns: list[tuple[str, ...]],
-    sizes: list[int | None] | None = None,
-    max_workers: int | None = None,
-) -> list[FooterInfo]:
-    """:func:`read_footer` for many files, in parallel threads (I/O bound on object stores).
-
-    :param max_workers: threads; default 2 for local files (the work after the read holds the
-        interpreter lock), 32 for remote storage (latency bound).
-    """
-    if not paths:
-        return []
-    workers = max_workers or (2 if storage.is_local else 32)
-    sizes = sizes or [None] * len(paths)
-    if len(paths) == 1 or workers <= 1:
-        return [
-            read_footer(storage, p, stats_columns=stats_columns, size=s)
-            for p, s in zip(paths, sizes, strict=True)
-        ]
-    with ThreadPoolExecutor(max_workers=min(workers, len(paths)), thread_name_prefix="delta-footer") as pool:
-        futures = [
-            pool.submit(read_footer, storage, p, stats_columns=stats_columns, size=s)
-            for p, s in zip(paths, sizes, strict=True)
-        ]
-        done = []
-        for index, future in enumerate(futures, 1):
-            done.append(future.result())
-            if index % 1000 == 0:
-                log.info("Read %d of %d Parquet footers.", index, len(paths))
-        return done
 
 
 # --- stats_parsed: the JSON stats of many files as one Arrow struct column (checkpoints) ---------

@@ -164,6 +164,33 @@ class LogStore(ABC):
     def read_range(self, path: str, start: int, length: int) -> bytes:
         return bytes(self.fs.cat_file(path, start=start, end=start + length))
 
+    def read_ranges(
+        self, paths: Sequence[str], starts: Sequence[int], lengths: Sequence[int], *, max_workers: int
+    ) -> list[bytes | Exception]:
+        """One byte range of each of many files, at most ``max_workers`` requests at a time.
+
+        Asynchronous filesystems (S3, Azure, GCS) send the requests from their event loop, the
+        others use threads. A range that cannot be read gives its exception in its place, so the
+        caller can name the file.
+        """
+        if not self.is_local and getattr(self.fs, "async_impl", False):
+            ends = [start + length for start, length in zip(starts, lengths, strict=True)]
+            found = self.fs.cat_ranges(
+                list(paths), list(starts), ends, batch_size=max_workers, on_error="return"
+            )
+            return [bytes(b) if isinstance(b, bytes | bytearray | memoryview) else b for b in found]
+
+        def read(path: str, start: int, length: int) -> bytes | Exception:
+            try:
+                return self.read_range(path, start, length)
+            except Exception as err:  # handed back: the caller names the file
+                return err
+
+        if max_workers <= 1 or len(paths) <= 1:
+            return [read(*job) for job in zip(paths, starts, lengths, strict=True)]
+        with ThreadPoolExecutor(min(max_workers, len(paths)), thread_name_prefix="delta-read") as pool:
+            return list(pool.map(read, paths, starts, lengths))
+
     def exists(self, path: str) -> bool:
         return self.info(path) is not None
 

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import io
 import json
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core.storage import AzureStore, GcsStore
@@ -15,6 +20,15 @@ if TYPE_CHECKING:
 SCHEMA_STRING = json.dumps(
     {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
 )
+
+#: A deletion vector descriptor (stored in a file, with an offset).
+DV = {
+    "storageType": "u",
+    "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^",
+    "offset": 1,
+    "sizeInBytes": 36,
+    "cardinality": 2,
+}
 
 
 def protocol(reader: int = 1, writer: int = 2, **features: Any) -> dict[str, Any]:
@@ -119,6 +133,105 @@ def log_state() -> Any:
     """``log_state(root)``: every file under ``<root>/_delta_log`` (subdirectories too) with its
     content; two equal states mean nothing in the log was written, replaced or deleted."""
     return _log_state
+
+
+# --- Parquet files for the footer statistics tests -------------------------------------
+
+#: A string longer than Delta's 32-character prefix, ending in characters that need U+10FFFF.
+LONG = "k" * 40
+LONG_MAX = "z" * 31 + "\U0010ffff" * 3 + "\u00e9tail"
+UTC = dt.UTC
+
+
+def _rows(n: int, offset: int) -> pa.Table:
+    base = dt.datetime(2024, 5, 6, 7, 8, 9, 987654)
+    return pa.table(
+        {
+            "i": pa.array([offset + k if k % 3 else None for k in range(n)], pa.int64()),
+            "small": pa.array([k - 5 for k in range(n)], pa.int8()),
+            "u": pa.array([2**32 - 1 - k for k in range(n)], pa.uint32()),
+            "s": [f"{LONG}{offset + k}" if k % 2 else LONG_MAX for k in range(n)],
+            "d": pa.array([Decimal(f"{offset + k}.{k:02d}") for k in range(n)], pa.decimal128(9, 2)),
+            "big": pa.array(
+                [Decimal(f"-12345678901234567890.{k:09d}") for k in range(n)], pa.decimal128(38, 9)
+            ),
+            "day": pa.array([dt.date(999 + k, 1, 2) for k in range(n)], pa.date32()),
+            "ts": pa.array(
+                [base + dt.timedelta(microseconds=k) for k in range(n)], pa.timestamp("us", tz="UTC")
+            ),
+            "ns": pa.array([base + dt.timedelta(microseconds=k) for k in range(n)], pa.timestamp("ns")),
+            "ms": pa.array([base for _ in range(n)], pa.timestamp("ms")),
+            "flag": pa.array([k % 2 == 0 for k in range(n)]),
+            "raw": pa.array([b"x%d" % k for k in range(n)], pa.binary()),
+            "nested": pa.array(
+                [{"a": k, "b": {"c": f"c{k}"}, "tags": [str(k)]} for k in range(n)],
+                pa.struct(
+                    [
+                        ("a", pa.int32()),
+                        ("b", pa.struct([("c", pa.string())])),
+                        ("tags", pa.list_(pa.string())),
+                    ]
+                ),
+            ),
+            "empty": pa.array([None] * n, pa.string()),
+        }
+    )
+
+
+@pytest.fixture(scope="session")
+def varied_parquet() -> dict[str, bytes]:
+    """name -> Parquet bytes: each file a different shape of footer (footer statistics tests)."""
+    files: dict[str, bytes] = {}
+
+    def write(name: str, table: pa.Table, **options: object) -> None:
+        sink = io.BytesIO()
+        pq.write_table(table, sink, **options)
+        files[name] = sink.getvalue()
+
+    write("plain.parquet", _rows(7, 0))
+    write("row-groups.parquet", _rows(9, 100), row_group_size=2)
+    write("dict-off.parquet", _rows(5, 200), use_dictionary=False, store_decimal_as_integer=True)
+    write("no-stats.parquet", _rows(3, 300), write_statistics=["i", "s"])
+    int96 = pa.table({"t": pa.array([dt.datetime(2024, 1, 1), None], pa.timestamp("us")), "n": [1, 2]})
+    write("int96.parquet", int96, use_deprecated_int96_timestamps=True)
+    write("floats.parquet", pa.table({"f": [1.0, float("nan")], "n": [1, 2]}))
+    # Much more data than one tail read: the footer is found at the end of a partial read.
+    write(
+        "large.parquet",
+        pa.table({"i": pa.array(range(0, 40_000_000, 199), pa.int64())}),
+        use_dictionary=False,
+    )
+    # ARROW:schema holds the schema's metadata: a footer much larger than one 64 KiB tail read.
+    big = _rows(4, 400).replace_schema_metadata({"padding": "p" * 200_000})
+    write("big-footer.parquet", big)
+    return files
+
+
+@pytest.fixture(scope="session")
+def varied_stats_columns() -> list[tuple[str, ...]]:
+    """Stats columns of the table the varied files belong to (some absent from some files)."""
+    return [
+        ("i",),
+        ("small",),
+        ("u",),
+        ("s",),
+        ("d",),
+        ("big",),
+        ("day",),
+        ("ts",),
+        ("ns",),
+        ("ms",),
+        ("flag",),
+        ("raw",),
+        ("nested", "a"),
+        ("nested", "b", "c"),
+        ("nested", "tags"),
+        ("empty",),
+        ("missing",),
+        ("t",),
+        ("n",),
+        ("f",),
+    ]
 
 
 @pytest.fixture(params=["azure", "gcs"])

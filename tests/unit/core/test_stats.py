@@ -265,3 +265,142 @@ def test_read_footers_in_parallel_keeps_order(tmp_path):
 
 def test_stats_json_writes_decimals_without_exponent():
     assert stats_json({"a": {"b": Decimal("1E-7")}, "n": 1}) == '{"a":{"b":0.0000001},"n":1}'
+
+
+# --- footers read concurrently with ranged tail reads ------------------------------------
+
+
+def _facts(footers) -> list[tuple[int, str, str]]:
+    """What a footer read yields, comparable: rows, stats, the Delta view of the schema."""
+    return [(f.num_records, f.stats, f.schema.to_string(show_schema_metadata=True)) for f in footers]
+
+
+def _write_copies(directory, varied_parquet, copies: int = 3) -> list[str]:
+    paths = []
+    for copy in range(copies):
+        for name, data in varied_parquet.items():
+            path = directory / f"c{copy}-{name}"
+            path.write_bytes(data)
+            paths.append(str(path))
+    return paths
+
+
+def test_concurrent_ranged_reads_match_the_sequential_path_and_pyarrows_reader(
+    tmp_path, monkeypatch, varied_parquet, varied_stats_columns
+):
+    from airflow_delta_provider.core import stats as stats_module
+
+    paths = _write_copies(tmp_path, varied_parquet)
+    storage = open_store(str(tmp_path))
+    columns = varied_stats_columns
+    sequential = read_footers(storage, paths, stats_columns=columns, max_workers=1)
+    monkeypatch.setattr(stats_module, "FOOTER_WINDOW", 4)  # windows read while others are parsed
+    concurrent = read_footers(storage, paths, stats_columns=columns, max_workers=4)
+    assert _facts(concurrent) == _facts(sequential)
+    # pyarrow's own file reader on each whole file: the same footers, the same stats.
+    assert _facts(concurrent) == _facts(stats_module.footer_info(pq.read_metadata(p), columns) for p in paths)
+    # The big footer did not fit one tail read: it was read again, exactly.
+    big = varied_parquet["big-footer.parquet"]
+    assert int.from_bytes(big[-8:-4], "little") > stats_module.TAIL_BYTES
+    assert len(varied_parquet["large.parquet"]) > stats_module.TAIL_BYTES  # found in a partial tail
+
+    stats = json.loads(concurrent[0].stats)  # plain.parquet
+    assert stats["minValues"]["s"] == "k" * 32  # Delta's truncation of a 40-character minimum
+    assert stats["maxValues"]["s"] == "z" * 31 + "\U0010ffff" * 4  # the prefix grown over U+10FFFF
+    assert stats["minValues"]["big"] == pytest.approx(-12345678901234567890.000000006)
+    assert '"big":-12345678901234567890.000000000' in concurrent[0].stats  # exact, not a float
+    assert stats["minValues"]["day"] == "0999-01-02"
+    assert stats["maxValues"]["ts"] == "2024-05-06T07:08:09.988Z"
+    assert stats["maxValues"]["ns"] == "2024-05-06T07:08:09.988"
+    assert stats["minValues"]["u"] == 2**32 - 7
+    assert stats["minValues"]["nested"] == {"a": 0, "b": {"c": "c0"}}
+    assert "tags" not in stats["nullCount"]["nested"] and "raw" not in stats["minValues"]
+    assert stats["nullCount"]["missing"] == 7 and stats["nullCount"]["empty"] == 7
+    int96 = json.loads(concurrent[4].stats)
+    assert "minValues" not in int96 and concurrent[4].schema.field("t").type == pa.timestamp("us", tz="UTC")
+
+
+def test_raw_footer_values_give_the_bounds_pyarrows_converted_values_give(
+    tmp_path, monkeypatch, varied_parquet, varied_stats_columns
+):
+    """Bounds are read from the footer's physical values; pyarrow's converted values (the route
+    kept for the rarer types) must give byte-identical stats for every type the raw route takes."""
+    from airflow_delta_provider.core import stats as stats_module
+
+    paths = _write_copies(tmp_path, varied_parquet, copies=1)
+    storage = open_store(str(tmp_path))
+    raw = read_footers(storage, paths, stats_columns=varied_stats_columns)
+    original = stats_module._leaf
+
+    def converted(*args):
+        leaf = original(*args)
+        if leaf.kind != stats_module._NONE:
+            leaf.kind = stats_module._GENERIC
+        return leaf
+
+    monkeypatch.setattr(stats_module, "_leaf", converted)
+    assert _facts(read_footers(storage, paths, stats_columns=varied_stats_columns)) == _facts(raw)
+    monkeypatch.setattr(stats_module, "_leaf", original)
+    monkeypatch.setattr(stats_module, "_Reader", None)  # pq.read_metadata instead
+    assert _facts(read_footers(storage, paths, stats_columns=varied_stats_columns)) == _facts(raw)
+
+
+def _damage(data: bytes, how: str) -> bytes:
+    length = int.from_bytes(data[-8:-4], "little")
+    if how == "truncated":
+        return data[: len(data) // 2]
+    if how == "footer-longer-than-file":
+        return data[:-8] + (len(data) * 2).to_bytes(4, "little") + b"PAR1"
+    if how == "garbage-footer":
+        return data[: -8 - length] + b"\xff" * length + data[-8:]
+    return b""  # empty
+
+
+@pytest.mark.parametrize("how", ["truncated", "footer-longer-than-file", "garbage-footer", "empty"])
+def test_a_damaged_file_among_many_is_named_and_the_table_is_unchanged(tmp_path, monkeypatch, how):
+    from airflow_delta_provider.core import DeltaTable
+    from airflow_delta_provider.core import stats as stats_module
+
+    monkeypatch.setattr(stats_module, "FOOTER_WINDOW", 4)  # the bad file is in a later window
+    table = DeltaTable.create(str(tmp_path / "t"), pa.schema([("id", pa.int64())]))
+    out = tmp_path / "t" / "out"
+    out.mkdir()
+    for i in range(12):
+        pq.write_table(pa.table({"id": [i]}), out / f"f{i:02d}.parquet")
+    bad = out / "f09.parquet"
+    bad.write_bytes(_damage(bad.read_bytes(), how))
+    log_before = sorted(p.name for p in (tmp_path / "t" / "_delta_log").iterdir())
+    with pytest.raises(InvalidDataFileError, match=r"f09\.parquet is not a readable Parquet file"):
+        table.commit_files(prefix="out", max_workers=3)
+    assert table.version() == 0
+    assert sorted(p.name for p in (tmp_path / "t" / "_delta_log").iterdir()) == log_before
+
+
+def test_a_missing_file_is_named(tmp_path):
+    with pytest.raises(InvalidDataFileError, match=r"gone\.parquet is not a readable Parquet file"):
+        read_footers(open_store(str(tmp_path)), [str(tmp_path / "gone.parquet")], stats_columns=[])
+
+
+def test_a_cold_commit_of_timestamps_dates_and_decimals_does_not_import_pandas(tmp_path, varied_parquet):
+    """pyarrow's converted footer values (``Statistics.min`` of a timestamp) import pandas, half
+    a cold commit's time once: bounds are read from the raw values. A fresh process checks it."""
+    import subprocess
+    import sys
+    import textwrap
+
+    for name in ("plain.parquet", "row-groups.parquet", "big-footer.parquet"):
+        (tmp_path / name).write_bytes(varied_parquet[name])
+    probe = textwrap.dedent(
+        """
+        import sys
+        from airflow_delta_provider.core import DeltaTable
+
+        files = ["plain.parquet", "row-groups.parquet", "big-footer.parquet"]
+        result = DeltaTable(sys.argv[1]).commit_files(files)
+        print(result.num_added_files, "pandas" in sys.modules)
+        """
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True, check=True
+    )
+    assert run.stdout.split() == ["3", "False"]

@@ -94,3 +94,15 @@ def test_a_wrong_azure_key_fails_without_showing_it(
     assert planted not in text
     assert planted[:20] not in text
     assert open_store(f"az://{azure_container}/t", azure_storage_options).list_log() == []
+
+
+def test_ranges_of_many_objects_read_concurrently(cloud):
+    """``read_ranges`` (footer statistics): one range of each object, a missing one handed back."""
+    storage = open_store(cloud["uri"], cloud["options"])
+    paths = [storage.join(f"p={i % 2}/f{i}.parquet") for i in range(6)]
+    for i, path in enumerate(paths):
+        storage.put(path, bytes(range(i, i + 20)))
+    missing = storage.join("p=0/gone.parquet")
+    found = storage.read_ranges([*paths, missing], [15] * 7, [5] * 7, max_workers=4)
+    assert found[:6] == [bytes(range(i + 15, i + 20)) for i in range(6)]
+    assert isinstance(found[6], Exception)
