@@ -26,6 +26,7 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
             "storage.memory",
             "storage.generic",
             "storage.cloud",
+            "storage.batched",
             "storage.azure",
             "storage.gcs",
             "storage.options",

@@ -12,6 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from airflow_delta_provider.core.storage import AzureStore, GcsStore
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -230,3 +232,16 @@ def varied_stats_columns() -> list[tuple[str, ...]]:
         ("n",),
         ("f",),
     ]
+
+
+@pytest.fixture(params=["azure", "gcs"])
+def cloud(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """A fresh table location on one emulator (Azurite, fake-gcs-server): uri, options, the
+    store class expected, and the container or bucket."""
+    if request.param == "azure":
+        container = request.getfixturevalue("azure_container")
+        options = request.getfixturevalue("azure_storage_options")
+        return {"uri": f"az://{container}/t", "options": options, "store": AzureStore, "bucket": container}
+    bucket = request.getfixturevalue("gcs_bucket")
+    options = request.getfixturevalue("gcs_storage_options")
+    return {"uri": f"gs://{bucket}/t", "options": options, "store": GcsStore, "bucket": bucket}

@@ -18,19 +18,7 @@ import pytest
 
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.errors import CommitFileExistsError
-from airflow_delta_provider.core.storage import AzureStore, GcsStore, open_store
-
-
-@pytest.fixture(params=["azure", "gcs"])
-def cloud(request: pytest.FixtureRequest) -> dict[str, Any]:
-    """A fresh table location on one emulator: uri, options, the store class expected."""
-    if request.param == "azure":
-        container = request.getfixturevalue("azure_container")
-        options = request.getfixturevalue("azure_storage_options")
-        return {"uri": f"az://{container}/t", "options": options, "store": AzureStore}
-    bucket = request.getfixturevalue("gcs_bucket")
-    options = request.getfixturevalue("gcs_storage_options")
-    return {"uri": f"gs://{bucket}/t", "options": options, "store": GcsStore}
+from airflow_delta_provider.core.storage import open_store
 
 
 def test_put_if_absent_is_the_stores_precondition(cloud):
