@@ -17,7 +17,8 @@ from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 from deltalake import DeltaTable as RsDeltaTable
 
 from airflow_delta_provider.core import DeltaTable, SchemaMismatchError
-from airflow_delta_provider.operators.pyspark import DeltaPySparkOperator, spark_path
+from airflow_delta_provider.operators.pyspark import DeltaPySparkOperator
+from airflow_delta_provider.operators.spark_attempt import spark_path
 
 if TYPE_CHECKING:
     from pathlib import Path
