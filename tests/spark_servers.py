@@ -183,12 +183,13 @@ class SparkCluster:
         }
 
     def alive_workers(self) -> int:
-        """Workers registered with the master (0 while its web UI is not up yet)."""
+        """Workers registered with the master (0 while its web UI is not up yet, or while it still
+        answers ``/json/`` with its HTML page, as a busy master does at start)."""
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         try:
             with opener.open(f"{self.web_url}/json/", timeout=5) as response:
                 return int(json.load(response).get("aliveworkers", 0))
-        except OSError:
+        except (OSError, ValueError):
             return 0
 
 

@@ -53,6 +53,8 @@ class Operation(enum.Enum):
     CHECKPOINT = "checkpoint"
     LOG_CLEANUP = "log cleanup"
     VACUUM = "vacuum"
+    #: Compaction: a commit (it refuses what a write refuses) that also rewrites existing rows.
+    OPTIMIZE = "optimize"
 
 
 class Support(enum.Enum):
@@ -70,10 +72,15 @@ _ALL = dict.fromkeys(Operation, Support.YES)
 
 
 def _support(**overrides: Support) -> dict[Operation, Support]:
-    """Support for every operation: YES except the named ones (``write=Support.NO``)."""
+    """Support for every operation: YES except the named ones (``write=Support.NO``).
+
+    OPTIMIZE commits like a write, so it refuses what a write refuses unless it is named too.
+    """
     table = dict(_ALL)
     for name, value in overrides.items():
         table[Operation[name.upper()]] = value
+    if "optimize" not in overrides:
+        table[Operation.OPTIMIZE] = table[Operation.WRITE]
     return table
 
 
@@ -100,6 +107,8 @@ class Feature:
     :param creatable: whether ``DeltaTable.create`` may enable it (the core writes it right).
     :param requires: features the protocol must list with it (``rowTracking`` needs ``domainMetadata``).
     :param note: what the core does with it (or why it refuses it), for the docs' feature table.
+    :param refusal: why the operations that refuse it do, for their error and the docs' list of
+        refusals (default: the note, or a general reason).
     """
 
     name: str
@@ -113,6 +122,7 @@ class Feature:
     creatable: bool = True
     requires: tuple[str, ...] = ()
     note: str = ""
+    refusal: str = ""
 
 
 def _schema_has(marker: str) -> Callable[[Metadata], bool]:
@@ -186,6 +196,7 @@ FEATURES: dict[str, Feature] = {
             reader=True,
             legacy_reader=2,
             legacy_writer=5,
+            support=_support(optimize=Support.UNLESS_USED),
             in_use=_column_mapping_used,
             in_use_reason="delta.columnMapping.mode is not 'none'",
             enabled_by=("delta.columnMapping.mode", _set("delta.columnMapping.mode")),
@@ -193,6 +204,9 @@ FEATURES: dict[str, Feature] = {
                 "modes name and id: reads resolve physical names; commits check that every file names "
                 "its columns physically (field ids in id mode) and key partition values and stats by "
                 "physical name; create and schema evolution assign ids and maxColumnId"
+            ),
+            refusal=(
+                "OPTIMIZE does not write its rewritten files under physical column names (with field ids) yet"
             ),
         ),
         Feature(
@@ -246,11 +260,16 @@ FEATURES: dict[str, Feature] = {
         ),
         Feature(
             "rowTracking",  # commits assign baseRowId / defaultRowCommitVersion (core/row_tracking.py)
+            support=_support(optimize=Support.NO),
             enabled_by=("delta.enableRowTracking", _flag("delta.enableRowTracking")),
             requires=("domainMetadata",),
             note=(
                 "commits assign baseRowId and defaultRowCommitVersion above the delta.rowTracking "
                 "high-water mark and move it, again on every retry"
+            ),
+            refusal=(
+                "OPTIMIZE must carry every row's id and commit version into the rewritten files, "
+                "which it does not do yet"
             ),
         ),
         Feature(
@@ -396,6 +415,11 @@ def _blocks(support: Support, in_use: bool) -> bool:
     return support is Support.NO or (support is Support.UNLESS_USED and in_use)
 
 
+def _a(operation: Operation) -> str:
+    """``operation`` with its indefinite article ("a write", "an optimize")."""
+    return ("an " if operation.value[0] in "aeiou" else "a ") + operation.value
+
+
 def _names(names: list[str]) -> str:
     return f"{names[0]!r}" + (f" (and {', '.join(map(repr, names[1:]))})" if len(names) > 1 else "")
 
@@ -453,7 +477,7 @@ def check_supported(protocol: Protocol, metadata: Metadata | None, operation: Op
     catalog = sorted(writers & {"catalogManaged", "catalogOwned-preview"})
     if catalog:
         raise UnsupportedFeatureError(
-            f"The table is catalog-managed ({catalog[0]!r}): the protocol allows a {operation.value} of it "
+            f"The table is catalog-managed ({catalog[0]!r}): the protocol allows {_a(operation)} of it "
             f"only through its catalog.{why} Run it through the catalog that manages the table.",
             feature=catalog[0],
             operation=operation.value,
@@ -472,11 +496,15 @@ def check_supported(protocol: Protocol, metadata: Metadata | None, operation: Op
             if first is not None and first.in_use_reason and blocking[0] in used
             else ""
         )
+        reason = (
+            first.refusal
+            if first is not None and first.refusal
+            else "it could break the guarantees the feature gives other writers and readers"
+        )
         raise UnsupportedFeatureError(
             f"The table uses the writer feature {_names(blocking)}{how}, which this core does not implement "
-            f"for a {operation.value}: it could break the guarantees the feature gives other writers and "
-            f"readers.{why} Run the {operation.value} with an engine that supports {blocking[0]!r} (Spark "
-            f"with Delta Lake), or drop the feature from the table.",
+            f"for {_a(operation)}: {reason}.{why} Run the {operation.value} with an engine that supports "
+            f"{blocking[0]!r} (Spark with Delta Lake), or drop the feature from the table.",
             feature=blocking[0],
             operation=operation.value,
         )
@@ -569,7 +597,13 @@ def feature_table_markdown() -> str:
     for feature in refused:
         where = ", ".join(o.value for o in operations if feature.support[o] is not Support.YES)
         reason = (feature.note or "").split(": ", 1)[-1] if feature.note.startswith("refused") else ""
-        reason = reason or feature.note or feature.in_use_reason or "not implemented by this core"
+        reason = (
+            reason
+            or feature.refusal
+            or feature.note
+            or feature.in_use_reason
+            or "not implemented by this core"
+        )
         lines.append(f"- `{feature.name}` ({where}): {reason}.")
     lines.append(
         "- Any feature name not listed above: refused by every operation it binds (a reader needs "

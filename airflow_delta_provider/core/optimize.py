@@ -52,9 +52,8 @@ from airflow_delta_provider.core.errors import (
     ConcurrentModificationError,
     DeltaError,
     SchemaError,
-    UnsupportedFeatureError,
 )
-from airflow_delta_provider.core.features import Operation, check_supported, writer_features
+from airflow_delta_provider.core.features import Operation, check_supported
 from airflow_delta_provider.core.idempotency import already_committed_result, check_app_arguments
 from airflow_delta_provider.core.partitions import partition_path
 from airflow_delta_provider.core.predicate import Predicate
@@ -274,11 +273,12 @@ def plan_optimize(snapshot: Snapshot, options: OptimizeOptions | None = None) ->
     """Which files of which partitions to bin-pack (Delta's ``OptimizeExecutor`` rules, see above).
 
     :raises PredicateError: ``partition_filter`` is not a predicate on partition columns.
-    :raises UnsupportedFeatureError: the table uses a feature this core cannot write.
+    :raises UnsupportedFeatureError: the table uses a feature this OPTIMIZE cannot honour (the
+        feature registry's ``Operation.OPTIMIZE`` entries: what a write refuses, row tracking, and
+        column mapping in use).
     """
     options = options or OptimizeOptions()
-    check_supported(snapshot.protocol, snapshot.metadata, Operation.WRITE)
-    _refuse_unpreserved_features(snapshot)
+    check_supported(snapshot.protocol, snapshot.metadata, Operation.OPTIMIZE)
     target = snapshot.config.resolve(TARGET_FILE_SIZE, options.target_file_size)
     min_size = options.min_file_size if options.min_file_size is not None else target.value
     files = snapshot.files()
@@ -337,27 +337,6 @@ def plan_optimize(snapshot: Snapshot, options: OptimizeOptions | None = None) ->
         target.source,
     )
     return plan
-
-
-def _refuse_unpreserved_features(snapshot: Snapshot) -> None:
-    """Features whose per-row state a rewrite would have to carry over, which this OPTIMIZE does not."""
-    where = snapshot.storage.root_uri
-    if "rowTracking" in writer_features(snapshot.protocol):
-        raise UnsupportedFeatureError(
-            f"{where} supports row tracking: an OPTIMIZE must carry every row's id and commit version "
-            f"into the rewritten files, which this OPTIMIZE does not do yet. Run OPTIMIZE from Spark with "
-            f"Delta Lake on this table.",
-            feature="rowTracking",
-            operation="optimize",
-        )
-    mode = snapshot.config.column_mapping_mode
-    if mode != "none":
-        raise UnsupportedFeatureError(
-            f"{where} uses column mapping (mode {mode!r}): its files use physical column names, which "
-            f"this OPTIMIZE does not write yet. Run OPTIMIZE from Spark with Delta Lake on this table.",
-            feature="columnMapping",
-            operation="optimize",
-        )
 
 
 def deleted_rows(snapshot: Snapshot, deletion_vector: Mapping[str, Any]) -> list[int]:
@@ -486,6 +465,7 @@ def commit_optimize(
         user_metadata=options.user_metadata,
         tags=options.tags,
         data_change=False,
+        kind=Operation.OPTIMIZE,
     )
     if result.committed:
         log.info(

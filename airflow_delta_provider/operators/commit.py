@@ -32,11 +32,11 @@ from airflow.sdk import AssetAlias, BaseOperator
 from airflow_delta_provider.assets.delta import asset_event_extra, delta_table_asset, table_asset_uri
 from airflow_delta_provider.core.transaction import ALREADY_COMMITTED
 from airflow_delta_provider.utils.coercion import (
-    LONG_MAX,
     is_deferred,
+    to_app_id,
+    to_app_version,
     to_bool,
     to_choice,
-    to_int,
     to_list,
     to_text,
     validate,
@@ -181,22 +181,9 @@ def connection_asset_alias(delta_conn_id: str) -> AssetAlias:
 
 # --- argument checks ---------------------------------------------------------------------
 
-#: What an app_version is, for its errors.
-_TXN_VERSION = "a Delta txnVersion (a non-negative integer, stored as a signed 64-bit long)"
-
 
 def _to_mode(value: Any) -> str:
     return to_choice(value, "mode", MODES, expected="'append' or 'overwrite'")
-
-
-def _to_app_version(value: Any) -> int | None:
-    """A txnVersion from an int or a rendered template (``"42"``); None (or ``"None"``) for the default."""
-    return to_int(value, "app_version", minimum=0, maximum=LONG_MAX, meaning=_TXN_VERSION)
-
-
-def _to_app_id(value: Any) -> str | None:
-    """A txnAppId; None (or ``"None"``) for the default (the task instance)."""
-    return to_text(value, "app_id")
 
 
 def _to_files(value: Any) -> list[str]:
@@ -365,8 +352,8 @@ class DeltaCommitMixin(DeltaTableMixin):
                 "replace_where selects the partitions an overwrite replaces; use it with mode='overwrite' "
                 f"(got mode={mode!r})."
             )
-        validate(app_version, _to_app_version)
-        validate(app_id, _to_app_id)
+        validate(app_version, to_app_version)
+        validate(app_id, to_app_id)
         if tags is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in tags.items()):
             raise ValueError(f"tags must map strings to strings, got {tags!r}.")
         self.mode = mode
@@ -401,8 +388,8 @@ class DeltaCommitMixin(DeltaTableMixin):
         """The run identity and the ``(app_id, app_version)`` this execution commits with."""
         identity = RunIdentity.from_context(context)
         mode = self._resolved_mode()
-        app_id = _to_app_id(self.app_id) or identity.app_id
-        app_version = _to_app_version(self.app_version)
+        app_id = to_app_id(self.app_id) or identity.app_id
+        app_version = to_app_version(self.app_version)
         if app_version is None:
             app_version = default_app_version(identity, mode)
         return identity, app_id, app_version

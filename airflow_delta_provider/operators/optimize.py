@@ -39,24 +39,25 @@ from airflow_delta_provider.core.optimize import (
     deleted_rows,
     plan_optimize,
 )
-from airflow_delta_provider.operators.commit import (
-    RunIdentity,
-    _to_app_id,
-    _to_app_version,
-    already_committed,
-    default_app_version,
-)
-from airflow_delta_provider.operators.pyspark import (
+from airflow_delta_provider.operators.commit import RunIdentity, already_committed, default_app_version
+from airflow_delta_provider.operators.spark_attempt import (
     DEFAULT_WRITE_OPTIONS,
-    _check_subdir,
-    _collect_output,
-    _discard,
-    _landed,
-    _RoutedSparkOutput,
     attempt_dir,
+    check_write_subdir,
+    collect_attempt_files,
+    commit_landed,
+    discard_attempt,
     spark_path,
 )
-from airflow_delta_provider.utils.coercion import to_bool, to_int, to_text, validate
+from airflow_delta_provider.operators.spark_output import RoutedSparkOutput
+from airflow_delta_provider.utils.coercion import (
+    to_app_id,
+    to_app_version,
+    to_bool,
+    to_int,
+    to_text,
+    validate,
+)
 from airflow_delta_provider.utils.mixins import DeltaTableMixin, delta_template_fields
 from airflow_delta_provider.utils.wording import count
 
@@ -97,7 +98,7 @@ class _OptimizeInSession(PythonOperator):  # type: ignore[misc]  # the compat im
         return self._optimize_in_session(self.op_kwargs["spark"])
 
 
-class DeltaOptimizeOperator(DeltaTableMixin, _RoutedSparkOutput, PySparkOperator, _OptimizeInSession):
+class DeltaOptimizeOperator(DeltaTableMixin, RoutedSparkOutput, PySparkOperator, _OptimizeInSession):
     """Compact a Delta table's small files on Spark (Delta's OPTIMIZE, bin-packing), exactly once.
 
     .. code-block:: python
@@ -172,8 +173,8 @@ class DeltaOptimizeOperator(DeltaTableMixin, _RoutedSparkOutput, PySparkOperator
             storage_conn_id=storage_conn_id,
             storage_options=storage_options,
         )
-        validate(app_id, _to_app_id)
-        validate(app_version, _to_app_version)
+        validate(app_id, to_app_id)
+        validate(app_version, to_app_version)
         validate(dry_run, to_bool, "dry_run")
         self.partition_filter = partition_filter
         self.target_file_size = target_file_size
@@ -182,15 +183,15 @@ class DeltaOptimizeOperator(DeltaTableMixin, _RoutedSparkOutput, PySparkOperator
         self.app_version = app_version
         self.dry_run = dry_run  # the argument name is the contract
         self.spark_table_uri = spark_table_uri
-        self.write_subdir = _check_subdir(write_subdir)
+        self.write_subdir = check_write_subdir(write_subdir)
         self._pending: _Pending | None = None
 
     # --- execution -------------------------------------------------------------------------
 
     def execute(self, context: Context) -> dict[str, Any]:
         identity = RunIdentity.from_context(context)
-        app_id = _to_app_id(self.app_id) or identity.app_id
-        app_version = _to_app_version(self.app_version)
+        app_id = to_app_id(self.app_id) or identity.app_id
+        app_version = to_app_version(self.app_version)
         if app_version is None:
             app_version = default_app_version(identity, "overwrite")
         target = self.target_file_size
@@ -240,11 +241,11 @@ class DeltaOptimizeOperator(DeltaTableMixin, _RoutedSparkOutput, PySparkOperator
             result = table.optimize(rewrite=rewrite, **_as_kwargs(options))
         except BaseException:
             assert options.app_id is not None and options.app_version is not None
-            if not _landed(table, options.app_id, options.app_version):
-                _discard(table, attempt, self.log)
+            if not commit_landed(table, options.app_id, options.app_version):
+                discard_attempt(table, attempt, self.log)
             raise
         if not result.committed:
-            _discard(table, attempt, self.log)
+            discard_attempt(table, attempt, self.log)
         return self._report(result, options, write_dir=attempt if result.committed else None)
 
     def _rewrite_on_spark(
@@ -308,7 +309,7 @@ class DeltaOptimizeOperator(DeltaTableMixin, _RoutedSparkOutput, PySparkOperator
         )
         written: dict[int, list[str]] = {b.index: [] for b in plan.bins}
         prefix = f"{BIN_COLUMN}="
-        for path in _collect_output(table, attempt, [BIN_COLUMN]):
+        for path in collect_attempt_files(table, attempt, [BIN_COLUMN]):
             directory = next((p for p in path.split("/") if p.startswith(prefix)), None)
             if directory is not None:
                 written[int(directory[len(prefix) :])].append(path)

@@ -19,8 +19,6 @@ attempt can tell; otherwise VACUUM removes them once they are older than the ret
 from __future__ import annotations
 
 import json
-import re
-import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +26,17 @@ from airflow.providers.apache.spark.operators.spark_pyspark import PySparkOperat
 from airflow.providers.common.compat.standard.operators import PythonOperator
 
 from airflow_delta_provider.operators.commit import DeltaCommitMixin, RunIdentity, already_committed
+from airflow_delta_provider.operators.spark_attempt import (
+    DEFAULT_WRITE_OPTIONS,
+    attempt_dir,
+    check_write_subdir,
+    collect_attempt_files,
+    commit_landed,
+    discard_attempt,
+    spark_path,
+)
 from airflow_delta_provider.operators.spark_constraints import prepare_frame
+from airflow_delta_provider.operators.spark_output import RoutedSparkOutput
 from airflow_delta_provider.utils.wording import count
 
 if TYPE_CHECKING:
@@ -40,44 +48,6 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.table import DeltaTable
 
 __all__ = ["DEFAULT_WRITE_OPTIONS", "DeltaPySparkOperator"]
-
-#: Options of every Parquet write (Hadoop job settings go into the write's Hadoop conf). They keep
-#: Spark's marker and summary files out of the table; the user's ``write_options`` win.
-DEFAULT_WRITE_OPTIONS: dict[str, str] = {
-    "mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
-    "parquet.summary.metadata.level": "NONE",
-    "compression": "snappy",
-}
-#: Characters kept in directory names made from run identities; the rest become ``-``. Hadoop
-#: paths refuse ``:`` (run ids hold timestamps), and ``=`` would read as a partition directory.
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]+")
-
-
-def _safe(text: str) -> str:
-    cleaned = _UNSAFE.sub("-", text).strip("-._")
-    return cleaned or "x"
-
-
-def attempt_dir(write_subdir: str, identity: RunIdentity) -> str:
-    """A fresh directory for one attempt's files, relative to the table root."""
-    run = _safe(identity.run_id)
-    if identity.map_index >= 0:
-        run = f"{run}__{identity.map_index}"
-    return (
-        f"{write_subdir}/{_safe(identity.dag_id)}__{_safe(identity.task_id)}/"
-        f"{run}__try{identity.try_number}__{uuid.uuid4().hex[:12]}"
-    )
-
-
-def spark_path(table_uri: str) -> str:
-    """Where Spark (Hadoop filesystems) finds a table the core knows by ``table_uri``.
-
-    Local roots become ``file:///abs``; ``s3://`` becomes Hadoop's ``s3a://``; other schemes are
-    used as they are.
-    """
-    if table_uri.startswith("s3://"):
-        return "s3a://" + table_uri[len("s3://") :]
-    return table_uri
 
 
 @dataclass
@@ -107,18 +77,7 @@ class _DataFrameWriter(PythonOperator):  # type: ignore[misc]  # the compat impo
         return self._write_frame(frame)
 
 
-class _RoutedSparkOutput(PythonOperator):  # type: ignore[misc]  # the compat import is untyped (Any)
-    """Builds the Spark session (``PySparkOperator.execute_callable``, after it in the MRO) with Spark's
-    own output logged at its levels (:mod:`.spark_output`), so a green task shows no ERROR line."""
-
-    def execute_callable(self) -> Any:
-        from airflow_delta_provider.operators.spark_output import routed_spark_output
-
-        with routed_spark_output():
-            return super().execute_callable()
-
-
-class DeltaPySparkOperator(DeltaCommitMixin, _RoutedSparkOutput, PySparkOperator, _DataFrameWriter):
+class DeltaPySparkOperator(DeltaCommitMixin, RoutedSparkOutput, PySparkOperator, _DataFrameWriter):
     """Run a PySpark callable and commit the DataFrame it returns to a Delta table, exactly once.
 
     .. code-block:: python
@@ -232,7 +191,7 @@ class DeltaPySparkOperator(DeltaCommitMixin, _RoutedSparkOutput, PySparkOperator
             allow_empty_overwrite=allow_empty_overwrite,
         )
         self.spark_table_uri = spark_table_uri
-        self.write_subdir = _check_subdir(write_subdir)
+        self.write_subdir = check_write_subdir(write_subdir)
         self.write_options = dict(write_options) if write_options else None
         self.openlineage_inject_parent_job_info = openlineage_inject_parent_job_info
         self.openlineage_inject_transport_info = openlineage_inject_transport_info
@@ -340,7 +299,7 @@ class DeltaPySparkOperator(DeltaCommitMixin, _RoutedSparkOutput, PySparkOperator
                 writer = writer.partitionBy(*partition_dirs)
             self.log.info("Writing the DataFrame to %s.", target)
             writer.save(target)
-            files = _collect_output(table, attempt, partition_dirs)
+            files = collect_attempt_files(table, attempt, partition_dirs)
             self.log.info("Spark wrote %s under %s.", count(len(files), "file"), attempt)
             committing = True
             result = self._commit(
@@ -358,12 +317,12 @@ class DeltaPySparkOperator(DeltaCommitMixin, _RoutedSparkOutput, PySparkOperator
             # can reference them: the failure came before the commit, or the table does not hold our
             # txn (a refused commit: schema, predicate, conflict). A failure after the commit landed
             # (e.g. in its post-commit checkpoint) keeps them.
-            if not committing or not _landed(table, pending.app_id, pending.app_version):
-                _discard(table, attempt, self.log)
+            if not committing or not commit_landed(table, pending.app_id, pending.app_version):
+                discard_attempt(table, attempt, self.log)
             raise
         if result.skipped:
             # A concurrent attempt (a zombie of an earlier try) committed first; ours are orphans.
-            _discard(table, attempt, self.log)
+            discard_attempt(table, attempt, self.log)
         return self._report(
             pending.context, result, pending.identity, write_dir=None if result.skipped else attempt
         )
@@ -429,61 +388,3 @@ def _with_physical_names(
     )
     names = physical_name_map(snapshot.schema)
     return reconciled.select(*columns), [names[c] for c in partition_columns]
-
-
-def _check_subdir(value: str) -> str:
-    text = value.strip("/") if isinstance(value, str) else ""
-    parts = text.split("/")
-    if not text or any(p in ("", ".", "..") or p.startswith(("_", ".")) or "=" in p for p in parts):
-        raise ValueError(
-            f"write_subdir must be a non-hidden relative directory (no '_'/'.' prefixes, '..' or '='), "
-            f"got {value!r}: Delta hides '_'/'.' names, and '=' reads as a partition directory."
-        )
-    return text
-
-
-def _collect_output(table: DeltaTable, attempt: str, partition_columns: Sequence[str]) -> list[str]:
-    """The data files Spark wrote under ``attempt`` (relative to the root); its hidden litter deleted."""
-    from airflow_delta_provider.core.datafiles import is_hidden
-
-    storage = table.storage
-    root = storage.root.rstrip("/") + "/"
-    files: list[str] = []
-    litter: list[str] = []
-    for info in storage.walk(storage.join(attempt)):
-        relative = info.path[len(root) :] if info.path.startswith(root) else None
-        if relative is None:
-            continue
-        if any(is_hidden(part, partition_columns) for part in relative.split("/")):
-            litter.append(info.path)
-        else:
-            files.append(relative)
-    if litter:
-        storage.delete_many(litter)
-    return sorted(files)
-
-
-def _landed(table: DeltaTable, app_id: str, app_version: int) -> bool:
-    """Whether the table holds the txn; True when that cannot be read (then nothing is deleted)."""
-    try:
-        return already_committed(table, app_id, app_version) is not None
-    except Exception:
-        return True
-
-
-def _discard(table: DeltaTable, attempt: str, log: Any) -> None:
-    """Delete an attempt's uncommitted files (inside the table root only); never raises."""
-    import os
-
-    storage = table.storage
-    directory = storage.join(attempt)
-    try:
-        paths = [info.path for info in storage.walk(directory)]
-        if paths:
-            storage.delete_many(paths)
-        if storage.is_local:
-            for dirpath, _dirs, _files in sorted(os.walk(directory), key=lambda e: -len(e[0])):
-                os.rmdir(dirpath)
-        log.info("Removed %s under %s.", count(len(paths), "uncommitted file"), storage.to_uri(directory))
-    except Exception as err:  # the task's own error matters more; VACUUM removes what stays
-        log.warning("Could not remove the uncommitted files under %s (%s); VACUUM will.", directory, err)

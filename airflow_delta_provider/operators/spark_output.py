@@ -11,6 +11,9 @@ WARNING; the lines of a stack trace at the level of the record they belong to), 
 warnings raised meanwhile at WARNING. Spark Connect starts no JVM: nothing to route. A
 ``spark.driver.bindAddress`` in the session's configuration is also the JVM's ``SPARK_LOCAL_IP``,
 so a driver pinned to loopback neither looks for nor warns about other interfaces.
+
+The operators that open a Spark session (the PySpark, OPTIMIZE and Spark VACUUM operators) build it
+inside :func:`routed_spark_output` by inheriting :class:`RoutedSparkOutput`.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import IO, TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["line_level", "routed_spark_output"]
+__all__ = ["RoutedSparkOutput", "line_level", "routed_spark_output"]
 
 #: The logger Spark's JVM output goes to (it reaches the task log like any other logger).
 log = logging.getLogger("airflow_delta_provider.spark")
@@ -121,3 +124,14 @@ def _routed_gateway() -> Iterator[None]:
         yield
     finally:
         namespace["launch_gateway"] = original
+
+
+class RoutedSparkOutput:
+    """A mixin for operators built on the Spark provider's ``PySparkOperator``: placed before it in the
+    operator's bases, it has ``PySparkOperator.execute_callable`` (which builds the session) run within
+    :func:`routed_spark_output`, so a green task shows no ERROR line. Imports nothing of Airflow.
+    """
+
+    def execute_callable(self) -> Any:
+        with routed_spark_output():
+            return super().execute_callable()  # type: ignore[misc]  # the next class in the MRO has it

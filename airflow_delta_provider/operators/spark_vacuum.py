@@ -37,7 +37,7 @@ from airflow_delta_provider.core.vacuum.distributed import (
     split_listing,
 )
 from airflow_delta_provider.operators.maintenance import DeltaVacuumOperator
-from airflow_delta_provider.operators.pyspark import _RoutedSparkOutput
+from airflow_delta_provider.operators.spark_output import RoutedSparkOutput
 from airflow_delta_provider.utils.coercion import to_int
 
 if TYPE_CHECKING:
@@ -153,7 +153,7 @@ class _SparkVacuumRunner(PythonOperator):  # type: ignore[misc]  # the compat im
             self._engine = None
 
 
-class DeltaSparkVacuumOperator(DeltaVacuumOperator, _RoutedSparkOutput, PySparkOperator, _SparkVacuumRunner):
+class DeltaSparkVacuumOperator(DeltaVacuumOperator, RoutedSparkOutput, PySparkOperator, _SparkVacuumRunner):
     """VACUUM a Delta table with the listing, the anti-join and the deletions on Spark.
 
     Takes every argument of :class:`~airflow_delta_provider.operators.maintenance.DeltaVacuumOperator`

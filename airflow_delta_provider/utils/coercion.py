@@ -48,6 +48,8 @@ __all__ = [
     "LONG_MAX",
     "is_deferred",
     "is_none",
+    "to_app_id",
+    "to_app_version",
     "to_bool",
     "to_choice",
     "to_int",
@@ -348,3 +350,26 @@ def to_timestamp(value: Any, name: str, *, optional: bool = True) -> int | None:
         if abs(millis) <= LONG_MAX:
             return millis
     raise _refuse(name, value, requirement, advice)
+
+
+# --- Delta's txn identifiers -------------------------------------------------------------
+
+#: What an app_version is, for its errors.
+_TXN_VERSION = "a Delta txnVersion (a non-negative integer, stored as a signed 64-bit long)"
+
+
+def to_app_id(value: Any) -> str | None:
+    """A Delta ``txnAppId`` (the ``app_id`` argument); None (or ``"None"``) for the default.
+
+    :raises ValueError: not a string, or blank.
+    """
+    return to_text(value, "app_id")
+
+
+def to_app_version(value: Any) -> int | None:
+    """A Delta ``txnVersion`` (the ``app_version`` argument) from an int or a rendered template
+    (``"42"``); None (or ``"None"``) for the default.
+
+    :raises ValueError: not a whole number in ``[0, 2**63 - 1]``.
+    """
+    return to_int(value, "app_version", minimum=0, maximum=LONG_MAX, meaning=_TXN_VERSION)

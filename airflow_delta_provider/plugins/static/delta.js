@@ -199,7 +199,7 @@ async function showHealth(content) {
   };
   const p = h.protocol;
   content.append(el("h2", {}, `Protocol: reader ${p.min_reader_version}, writer ${p.min_writer_version}`));
-  const ops = ["read", "write", "checkpoint", "log cleanup", "vacuum"];
+  const ops = h.features.length ? Object.keys(h.features[0].operations) : []; // the registry's operations, in order
   const rows = h.features.map((f) => el("tr", {},
     el("td", {}, f.name), el("td", {}, f.reader ? "reader + writer" : "writer"), el("td", {}, f.in_use ? "yes" : "no"),
     ops.map((op) => el("td", { class: f.operations[op] === "supported" ? "" : "refused" }, f.operations[op]))));

@@ -5,7 +5,9 @@ reached through the Spark provider's ``spark`` connection, and a Spark Connect s
 The executors of the cluster write the Parquet files (no executor runs in the test process); the
 table is on local disk, which driver and executors share here. Each mode runs one day's task
 through its lifecycle: the first try, a retry after the commit (Spark is not started again), a
-clear with corrected data (the day is replaced) and a backfill of an earlier day.
+clear with corrected data (the day is replaced) and a backfill of an earlier day. Then the nightly
+OPTIMIZE (``DeltaOptimizeOperator``) compacts a table of small files, one of them with a deletion
+vector applied on the executors, through the same connections.
 """
 
 from __future__ import annotations
@@ -15,15 +17,23 @@ import os
 import uuid
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from airflow.sdk import DAG
 from airflow.sdk.execution_time.context import OutletEventAccessors
 from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 from deltalake import DeltaTable as RsDeltaTable
+from deltalake import QueryBuilder
 from spark_servers import leave_classic_mode, leave_connect_mode
 
 from airflow_delta_provider.core import DeltaTable
+from airflow_delta_provider.core.actions import AddFile, RemoveFile
+from airflow_delta_provider.core.commits import read_commit
+from airflow_delta_provider.core.deletion_vectors import inline_deletion_vector
+from airflow_delta_provider.core.transaction import OptimisticTransaction
 from airflow_delta_provider.decorators.pyspark import delta_pyspark_task
+from airflow_delta_provider.operators.optimize import DeltaOptimizeOperator
 from airflow_delta_provider.operators.pyspark import DeltaPySparkOperator
 
 if TYPE_CHECKING:
@@ -194,3 +204,103 @@ def test_the_decorated_task_commits_through_the_connection(
     # The retry of the committed task does not call the function again.
     again = op.execute(context_for(op, "manual__1", try_number=2, max_tries=1))
     assert again["skipped"] and masters == [spark_cluster.master_url]
+
+
+def small_files_with_a_deletion_vector(root: Path) -> DeltaTable:
+    """Five one-file commits over two partitions (two bins), then a DELETE of rows 0, 2 and 4 of the
+    first file as Spark writes it: the file removed and added again with an inline deletion vector."""
+    table = DeltaTable.create(
+        str(root),
+        pa.schema([("id", pa.int64()), ("user", pa.string()), ("ds", pa.string())]),
+        partition_by=["ds"],
+        properties={"delta.enableDeletionVectors": "true", "delta.targetFileSize": "1mb"},
+    )
+    for n, ds in enumerate(["2026-11-01"] * 3 + ["2026-11-02"] * 2):
+        relative = f"ds={ds}/part-{n}.parquet"
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        ids = list(range(n * 10, n * 10 + 10))
+        pq.write_table(pa.table({"id": ids, "user": [f"user-{i}" for i in ids]}), root / relative)
+        table.commit_files([relative])
+    snapshot = table.snapshot()
+    first = next(f for f in snapshot.files().to_pylist() if f["path"] == "ds=2026-11-01/part-0.parquet")
+    common = {
+        "partition_values": dict(first["partition_values"]),
+        "size": first["size"],
+        "stats": first["stats"],
+    }
+    OptimisticTransaction(table.storage, read_snapshot=snapshot).commit(
+        [
+            RemoveFile(first["path"], deletion_timestamp=1, **common),
+            AddFile(
+                first["path"],
+                modification_time=1,
+                deletion_vector=inline_deletion_vector([0, 2, 4]),
+                **common,
+            ),
+        ],
+        operation="DELETE",
+    )
+    return table
+
+
+def rs_rows(root: Path) -> list[tuple[str, int, str]]:
+    """The rows as delta-rs reads them (its DataFusion reader applies deletion vectors)."""
+    data = (
+        QueryBuilder()
+        .register("t", RsDeltaTable(str(root)))
+        .execute('SELECT ds, id, "user" FROM t')
+        .read_all()
+    )
+    return sorted(zip(*(data.column(c).to_pylist() for c in ("ds", "id", "user")), strict=True))
+
+
+def test_optimize_compacts_through_the_connection(
+    spark_mode: tuple[str, str], spark_cluster: SparkCluster, tmp_path: Path
+) -> None:
+    mode, conn_id = spark_mode
+    root = tmp_path / "events"
+    table = small_files_with_a_deletion_vector(root)
+    version = table.version()
+    before = rs_rows(root)
+    assert len(before) == 47
+
+    def make() -> DeltaOptimizeOperator:
+        return DeltaOptimizeOperator(
+            task_id="optimize",
+            table_uri=str(root),
+            conn_id=conn_id,
+            config_kwargs=spark_cluster.app_conf() if mode == "cluster" else {},
+            retries=1,
+        )
+
+    op = make()
+    run = "scheduled__2026-11-03T00:00:00+00:00"
+    result = op.execute(context_for(op, run))
+    assert (result["committed"], result["version"]) == (True, version + 1)
+    metrics = result["metrics"]
+    assert (metrics["numRemovedFiles"], metrics["numAddedFiles"], metrics["numDeletionVectorsRemoved"]) == (
+        5,
+        2,
+        1,
+    )
+    commit = read_commit(table.storage, version + 1)
+    assert commit.commit_info is not None and commit.commit_info["operation"] == "OPTIMIZE"
+    changes = commit.file_actions()
+    assert len(changes) == 7 and not any(next(iter(a.values()))["dataChange"] for a in changes)
+    # The same rows for delta-rs, the deleted ones gone for good: the new files carry no deletion vector.
+    assert rs_rows(root) == before
+    files = DeltaTable(str(root)).snapshot().files()
+    assert files.num_rows == 2 and files.column("deletion_vector").null_count == 2
+    assert all(p.startswith(f"{result['write_dir']}/optimize_bin=") for p in files.column("path").to_pylist())
+    assert litter(root) == []
+
+    # A retry of the committed task does nothing (Spark is not started) and leaves nothing behind.
+    again = make()
+    retry = again.execute(context_for(again, run, try_number=2))
+    assert (retry["committed"], retry["reason"], retry["version"]) == (
+        False,
+        "already_committed",
+        version + 1,
+    )
+    assert DeltaTable(str(root)).version() == version + 1
+    assert litter(root) == []

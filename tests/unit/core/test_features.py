@@ -86,18 +86,15 @@ def test_every_feature_states_what_every_operation_does(operation):
     [
         ("appendOnly", set()),
         ("deletionVectors", set()),
-        ("rowTracking", set()),
-        ("allowColumnDefaults", {Operation.WRITE}),
-        ("icebergCompatV2", {Operation.WRITE, Operation.VACUUM}),
+        ("rowTracking", {Operation.OPTIMIZE}),
+        ("allowColumnDefaults", {Operation.WRITE, Operation.OPTIMIZE}),
+        ("icebergCompatV2", {Operation.WRITE, Operation.VACUUM, Operation.OPTIMIZE}),
         ("columnMapping", set()),
         ("typeWidening", set()),
         ("clustering", set()),
-        ("liquid", {Operation.WRITE}),
-        ("geospatial", {Operation.WRITE, Operation.CHECKPOINT, Operation.LOG_CLEANUP, Operation.VACUUM}),
-        (
-            "someFutureFeature",
-            {Operation.WRITE, Operation.CHECKPOINT, Operation.LOG_CLEANUP, Operation.VACUUM},
-        ),
+        ("liquid", {Operation.WRITE, Operation.OPTIMIZE}),
+        ("geospatial", set(Operation) - {Operation.READ}),
+        ("someFutureFeature", set(Operation) - {Operation.READ}),
     ],
 )
 def test_writer_features_per_operation(feature, refused_by):
@@ -137,3 +134,21 @@ def test_catalog_managed_tables_are_refused_naming_the_catalog():
 def test_writer_only_names_listed_as_reader_features_are_not_readable():
     with pytest.raises(UnsupportedFeatureError, match="appendOnly"):
         check_readable(Protocol(3, 7, frozenset({"appendOnly"}), frozenset({"appendOnly"})))
+
+
+def test_optimize_refuses_column_mapping_only_in_use_and_says_why_and_what_to_do():
+    protocol = writer_only("columnMapping")
+    check_supported(protocol, metadata({"delta.columnMapping.mode": "none"}), Operation.OPTIMIZE)
+    with pytest.raises(UnsupportedFeatureError) as info:
+        check_supported(protocol, metadata({"delta.columnMapping.mode": "name"}), Operation.OPTIMIZE)
+    message = str(info.value)
+    assert (info.value.feature, info.value.operation) == ("columnMapping", "optimize")
+    assert "for an optimize" in message and "physical column names" in message
+    assert "delta.columnMapping.mode is not 'none'" in message
+    assert "Spark with Delta Lake" in message
+
+
+def test_optimize_refuses_everything_a_write_refuses():
+    for feature in FEATURES.values():
+        if feature.support[Operation.WRITE] is not Support.YES:
+            assert feature.support[Operation.OPTIMIZE] is not Support.YES, feature.name

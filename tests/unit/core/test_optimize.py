@@ -151,29 +151,54 @@ def test_a_bad_target_file_size_property_names_the_property(tmp_path: Path) -> N
     assert table.version() == 2
 
 
-def test_row_tracking_tables_are_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("writer_features", "configuration", "feature", "reason"),
+    [
+        (["rowTracking", "domainMetadata"], {}, "rowTracking", "row's id and commit version"),
+        (
+            ["columnMapping"],
+            {"delta.columnMapping.mode": "name", "delta.columnMapping.maxColumnId": "1"},
+            "columnMapping",
+            "physical column names",
+        ),
+    ],
+)
+def test_tables_with_features_optimize_cannot_honour_are_refused_by_the_registry_unchanged(
+    tmp_path: Path, writer_features: list[str], configuration: dict[str, str], feature: str, reason: str
+) -> None:
     root = tmp_path / "t"
     (root / "_delta_log").mkdir(parents=True)
-    protocol = {
-        "minReaderVersion": 1,
-        "minWriterVersion": 7,
-        "writerFeatures": ["rowTracking", "domainMetadata"],
-    }
+    protocol = {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": writer_features}
+    if feature == "columnMapping":
+        protocol = {**protocol, "minReaderVersion": 3, "readerFeatures": ["columnMapping"]}
+    field = (
+        {"delta.columnMapping.id": 1, "delta.columnMapping.physicalName": "col-1"}
+        if feature == "columnMapping"
+        else {}
+    )
     meta = {
         "id": "x",
         "format": {"provider": "parquet", "options": {}},
         "schemaString": json.dumps(
-            {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+            {
+                "type": "struct",
+                "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": field}],
+            }
         ),
         "partitionColumns": [],
-        "configuration": {},
+        "configuration": configuration,
         "createdTime": 1,
     }
     lines = [{"protocol": protocol}, {"metaData": meta}]
     (root / "_delta_log" / f"{0:020d}.json").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
-    with pytest.raises(UnsupportedFeatureError, match=r"rowTracking|row tracking"):
+    with pytest.raises(UnsupportedFeatureError, match=reason) as info:
         DeltaTable(str(root)).optimize()
+    # The registry's refusal (features.check_supported, Operation.OPTIMIZE): it names the feature and
+    # says what to do.
+    assert (info.value.feature, info.value.operation) == (feature, "optimize")
+    assert f"{feature!r}" in str(info.value) and "Spark with Delta Lake" in str(info.value)
     assert log_listing(root) == [f"{0:020d}.json"]
+    assert DeltaTable(str(root)).version() == 0
 
 
 # --- the commit ----------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from airflow_delta_provider.operators.optimize import DeltaOptimizeOperator
 if TYPE_CHECKING:
     from pathlib import Path
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("local_spark")]
 pytest.importorskip("pyspark")
 
 SPARK_CONF = {

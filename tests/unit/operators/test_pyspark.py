@@ -17,12 +17,13 @@ from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 from deltalake import DeltaTable as RsDeltaTable
 
 from airflow_delta_provider.core import DeltaTable, SchemaMismatchError
-from airflow_delta_provider.operators.pyspark import DeltaPySparkOperator, spark_path
+from airflow_delta_provider.operators.pyspark import DeltaPySparkOperator
+from airflow_delta_provider.operators.spark_attempt import spark_path
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("local_spark")]
 pytest.importorskip("pyspark")
 
 SPARK_CONF = {

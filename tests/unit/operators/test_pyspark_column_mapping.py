@@ -27,7 +27,7 @@ from .test_pyspark import context_for, make
 if TYPE_CHECKING:
     from pathlib import Path
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("local_spark")]
 pytest.importorskip("pyspark")
 
 SCHEMA = pa.schema(

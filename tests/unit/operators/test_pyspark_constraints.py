@@ -20,7 +20,7 @@ from .test_pyspark import all_files, context_for, make
 if TYPE_CHECKING:
     from pathlib import Path
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("local_spark")]
 pytest.importorskip("pyspark")
 
 

@@ -20,20 +20,9 @@ pytest.importorskip("pyspark")
 log = logging.getLogger(__name__)
 
 
-@pytest.fixture(scope="module")
-def spark() -> Any:
-    from pyspark.sql import SparkSession
-
-    session = (
-        SparkSession.builder.master("local[1]")
-        .appName("spark-constraints-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "1")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    yield session
-    session.stop()
+@pytest.fixture
+def spark(local_spark: Any) -> Any:
+    return local_spark
 
 
 def field(name: str, kind: str, **metadata: object) -> dict:

@@ -1,0 +1,150 @@
+"""Where one Spark attempt writes under a table root, and what becomes of the files it wrote.
+
+Every operator that has Spark write data files for the core to commit (the PySpark operator,
+OPTIMIZE) follows the same rules, decided here:
+
+- each attempt writes to a fresh, non-hidden directory of its own under the table root
+  (:func:`attempt_dir`, under a ``write_subdir`` checked by :func:`check_write_subdir`), with
+  :data:`DEFAULT_WRITE_OPTIONS`, at the Hadoop path of the root (:func:`spark_path`);
+- after the job, :func:`collect_attempt_files` lists the data files it wrote (relative to the
+  root, ready for the commit) and deletes Spark's hidden litter (``_SUCCESS``, ``.crc``);
+- files no commit references (the attempt failed before its commit, the commit was refused, or a
+  concurrent attempt committed first) are deleted by :func:`discard_attempt`, but only when
+  :func:`commit_landed` says the attempt's txn is not in the table; what stays, VACUUM removes
+  once it is older than the retention.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from airflow_delta_provider.core.datafiles import is_hidden
+from airflow_delta_provider.operators.commit import already_committed
+from airflow_delta_provider.utils.wording import count
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from airflow_delta_provider.core.table import DeltaTable
+    from airflow_delta_provider.operators.commit import RunIdentity
+
+__all__ = [
+    "DEFAULT_WRITE_OPTIONS",
+    "attempt_dir",
+    "check_write_subdir",
+    "collect_attempt_files",
+    "commit_landed",
+    "discard_attempt",
+    "spark_path",
+]
+
+#: Options of every Parquet write (Hadoop job settings go into the write's Hadoop conf). They keep
+#: Spark's marker and summary files out of the table; the user's ``write_options`` win.
+DEFAULT_WRITE_OPTIONS: dict[str, str] = {
+    "mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
+    "parquet.summary.metadata.level": "NONE",
+    "compression": "snappy",
+}
+#: Characters kept in directory names made from run identities; the rest become ``-``. Hadoop
+#: paths refuse ``:`` (run ids hold timestamps), and ``=`` would read as a partition directory.
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]+")
+
+
+def _safe(text: str) -> str:
+    cleaned = _UNSAFE.sub("-", text).strip("-._")
+    return cleaned or "x"
+
+
+def check_write_subdir(value: str) -> str:
+    """``value`` as a relative directory fit to hold attempts' files (slashes stripped).
+
+    :raises ValueError: empty, hidden (a ``_`` or ``.`` prefix, which Delta ignores), ``..``, or
+        holding ``=`` (it would read as a partition directory).
+    """
+    text = value.strip("/") if isinstance(value, str) else ""
+    parts = text.split("/")
+    if not text or any(p in ("", ".", "..") or p.startswith(("_", ".")) or "=" in p for p in parts):
+        raise ValueError(
+            f"write_subdir must be a non-hidden relative directory (no '_'/'.' prefixes, '..' or '='), "
+            f"got {value!r}: Delta hides '_'/'.' names, and '=' reads as a partition directory."
+        )
+    return text
+
+
+def attempt_dir(write_subdir: str, identity: RunIdentity) -> str:
+    """A fresh directory for one attempt's files, relative to the table root:
+    ``<write_subdir>/<dag>__<task>/<run>[__<map index>]__try<n>__<uuid>``."""
+    run = _safe(identity.run_id)
+    if identity.map_index >= 0:
+        run = f"{run}__{identity.map_index}"
+    return (
+        f"{write_subdir}/{_safe(identity.dag_id)}__{_safe(identity.task_id)}/"
+        f"{run}__try{identity.try_number}__{uuid.uuid4().hex[:12]}"
+    )
+
+
+def spark_path(table_uri: str) -> str:
+    """Where Spark (Hadoop filesystems) finds a table the core knows by ``table_uri``.
+
+    Local roots become ``file:///abs``; ``s3://`` becomes Hadoop's ``s3a://``; other schemes are
+    used as they are.
+    """
+    if table_uri.startswith("s3://"):
+        return "s3a://" + table_uri[len("s3://") :]
+    return table_uri
+
+
+def collect_attempt_files(table: DeltaTable, attempt: str, partition_columns: Sequence[str]) -> list[str]:
+    """The data files Spark wrote under ``attempt``, relative to the root and sorted; Spark's hidden
+    litter there (markers, checksums, temporary directories) is deleted.
+
+    :param partition_columns: the directory names Spark partitioned the output by (``col=value``
+        directories are not hidden).
+    """
+    storage = table.storage
+    root = storage.root.rstrip("/") + "/"
+    files: list[str] = []
+    litter: list[str] = []
+    for info in storage.walk(storage.join(attempt)):
+        relative = info.path[len(root) :] if info.path.startswith(root) else None
+        if relative is None:
+            continue
+        if any(is_hidden(part, partition_columns) for part in relative.split("/")):
+            litter.append(info.path)
+        else:
+            files.append(relative)
+    if litter:
+        storage.delete_many(litter)
+    return sorted(files)
+
+
+def commit_landed(table: DeltaTable, app_id: str, app_version: int) -> bool:
+    """Whether the table holds the txn ``(app_id, app_version)``; True when that cannot be read, so
+    that nothing a commit may reference is deleted."""
+    try:
+        return already_committed(table, app_id, app_version) is not None
+    except Exception:
+        return True
+
+
+def discard_attempt(table: DeltaTable, attempt: str, log: Any) -> None:
+    """Delete an attempt's uncommitted files (inside the table root only) and, on local disk, its
+    directories; never raises (a warning says VACUUM will remove what is left).
+
+    :param log: the task's logger.
+    """
+    storage = table.storage
+    directory = storage.join(attempt)
+    try:
+        paths = [info.path for info in storage.walk(directory)]
+        if paths:
+            storage.delete_many(paths)
+        if storage.is_local:
+            for dirpath, _dirs, _files in sorted(os.walk(directory), key=lambda e: -len(e[0])):
+                os.rmdir(dirpath)
+        log.info("Removed %s under %s.", count(len(paths), "uncommitted file"), storage.to_uri(directory))
+    except Exception as err:  # the task's own error matters more; VACUUM removes what stays
+        log.warning("Could not remove the uncommitted files under %s (%s); VACUUM will.", directory, err)
