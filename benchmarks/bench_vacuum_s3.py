@@ -1,27 +1,32 @@
 """VACUUM on an S3 server: the core against delta-rs ``vacuum()`` in the same run.
 
-The server is the tests' moto S3 server, started here on loopback, threaded (the tests run it
-single-threaded so that conditional PUTs are atomic; no commit races here, and a
-single-threaded server would serialise every client's requests, hiding what concurrency does).
+The server is moto's S3 (the tests' server) on loopback, threaded, run by this script in its
+own process (``--serve``, see :func:`serve`): its backend is filled in-process (1M objects in
+minutes instead of hours of PUTs), ``ListObjectsV2`` is answered from a sorted index (moto's
+own listing costs O(objects) per page; ``--plain-listing`` keeps it), and ``--latency-ms``
+makes every request wait like a remote store's. The server reports its requests and CPU time
+per run: when it is busy for most of a run it, not the client, sets the time.
 
 The table: version 0 creates it, version 1 adds 1,000 live files (10 per partition, 100
 partitions); then ``--objects`` untracked files (orphans of failed jobs, the files a FULL
-VACUUM exists for) are uploaded across the same 100 partition directories. Both contenders run
+VACUUM exists for) are created across the same 100 partition directories. Both contenders run
 FULL with retention 0 (the check switched off: the orphans are seconds old), in a fresh Python
 process each (imports excluded from the timing):
 
 - ``core``: ``DeltaTable(uri, options).vacuum(retention=0, enforce_retention_duration=False)``:
-  listing in parallel over the partition prefixes, ``DeleteObjects`` of 1,000 keys, 8 at a time.
+  every prefix listed concurrently on s3fs's event loop, ``DeleteObjects`` of 1,000 keys, 16
+  at a time.
 - ``delta-rs``: ``DeltaTable(uri, storage_options).vacuum(retention_hours=0,
   enforce_retention_duration=False, full=True)``.
 
 Dry runs (listing only) are repeated in interleaved pairs on the same objects; each real run
-deletes the orphans, so they are uploaded again before every real run (pairs interleaved, the
+deletes the orphans, so they are created again before every real run (pairs interleaved, the
 order alternating). Every run is checked: all orphans listed (dry run) or gone (real), the
 1,000 live files left.
 
-Usage: ``python benchmarks/bench_vacuum_s3.py [--objects 100000] [--repeat 3] [--write]``
-(``--write`` appends the results to the S3 section of ``benchmarks/README.md``).
+Usage: ``python benchmarks/bench_vacuum_s3.py [--objects 100000] [--repeat 3] [--real 1]
+[--latency-ms 0] [--plain-listing] [--write]`` (``--write`` appends the rows to the S3
+section of ``benchmarks/README.md``).
 """
 
 from __future__ import annotations
@@ -76,6 +81,9 @@ def serve(port: int, latency_ms: float, indexed: bool) -> None:
     state = {"requests": 0, "generation": 0}
     index: dict[str, tuple[int, list[str]]] = {}
     tokens: dict[str, str] = {}
+    # Keys as EncodingType url lists them (botocore always asks for it, object_store never),
+    # computed once per name, at fill time for the orphans: S3 pays no such cost per request.
+    quoted_names: dict[str, str] = {}
 
     def names(bucket: Any) -> list[str]:
         with lock:
@@ -143,7 +151,12 @@ def serve(port: int, latency_ms: float, indexed: bool) -> None:
         url = first.get("encoding-type") == "url"
 
         def text(value: str) -> str:
-            return escape(urllib.parse.quote(value) if url else value)
+            if not url:
+                return escape(value)
+            quoted = quoted_names.get(value)
+            if quoted is None:
+                quoted = quoted_names[value] = escape(urllib.parse.quote(value))
+            return quoted
 
         found, folders, last = list_page(bucket, prefix, delimiter, after, max_keys)
         parts = [
@@ -200,9 +213,9 @@ def serve(port: int, latency_ms: float, indexed: bool) -> None:
             )
             started = time.perf_counter()
             for i in range(count):
-                backend.put_object(
-                    bucket_name, f"{prefix}/p={i % partitions:03d}/orphan-{i:07d}.parquet", b"x"
-                )
+                name = f"{prefix}/p={i % partitions:03d}/orphan-{i:07d}.parquet"
+                backend.put_object(bucket_name, name, b"x")
+                quoted_names.setdefault(name, escape(urllib.parse.quote(name)))
             with lock:
                 state["generation"] += 1
             reply: dict[str, Any] = {"seconds": time.perf_counter() - started, "rss_mb": _rss_mb()}
@@ -427,15 +440,16 @@ def write(rows: list[str]) -> None:
 
 _INTRO = """\
 `bench_vacuum_s3.py`: VACUUM FULL (retention 0, the check off) of N orphan objects across 100
-partition prefixes plus 1,000 live files, on the tests' moto S3 server (threaded) on loopback,
-core vs delta-rs `vacuum(full=True)` in the same run, each in a fresh process, pairs
-interleaved. Medians; ratio = core / delta-rs (goal <= 0.5x). Noisy 2-core machine shared
-with other jobs.
+partition prefixes plus 1,000 live files, on moto's S3 (threaded werkzeug server, its backend
+filled in-process, `ListObjectsV2` from a sorted index) on loopback, core vs delta-rs
+`vacuum(full=True)` in the same run, each in a fresh process, pairs interleaved. Medians;
+ratio = core / delta-rs (goal <= 0.5x); latency = the server's wait per request; server busy =
+server CPU / run time. See [vacuum.md](vacuum.md) for the reading.
 
 """
 _HEADER = """\
-| objects | run | core | delta-rs | ratio | runs |
-|---|---|---|---|---|---|
+| objects | latency | run | core | delta-rs | ratio | runs | requests core / delta-rs | server busy |
+|---|---|---|---|---|---|---|---|---|
 """
 
 

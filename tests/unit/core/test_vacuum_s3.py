@@ -187,14 +187,18 @@ def test_concurrent_raw_listing_matches_the_parsed_listing(
     table = DeltaTable(uri, s3_storage_options)
     storage = table.snapshot().storage
     hidden = hidden_name_rule(table.snapshot())
+    # A file beside the prefixes, sorting between two of them (read twice by a key range).
+    s3.put_object(Bucket=s3_bucket, Key="names/p=c&d.parquet", Body=b"o")
     monkeypatch.setattr(s3_module, "LIST_PAGE_KEYS", 2)  # several pages per prefix
     concurrent = storage.list_tree(hidden)
     parsed = LogStore.list_tree(storage, hidden)
     assert sorted(concurrent.files) == sorted(parsed.files)
+    monkeypatch.setattr(s3_module, "LIST_CONCURRENCY", 2)  # neighbouring prefixes as key ranges
+    assert sorted(storage.list_tree(hidden).files) == sorted(parsed.files)
     names = {relative for relative, _, _ in concurrent.files}
     assert "p=c&d/<tag>&'\".parquet" in names and "other/deep/er/x+y.parquet" in names
     assert not any(n.startswith("_") or "/_" in n or n.endswith("/") for n in names)
-    assert len(names) == 4 * 4 + 2  # 4 visible odd names in 4 prefixes, 2 data files
+    assert len(names) == 4 * 4 + 2 + 1  # 4 visible odd names in 4 prefixes, 2 data files, 1 beside
 
 
 def test_raw_listing_leaves_botocore_the_page_without_its_objects() -> None:
