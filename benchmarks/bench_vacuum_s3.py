@@ -11,7 +11,9 @@ The table: version 0 creates it, version 1 adds 1,000 live files (10 per partiti
 partitions); then ``--objects`` untracked files (orphans of failed jobs, the files a FULL
 VACUUM exists for) are created across the same 100 partition directories. Both contenders run
 FULL with retention 0 (the check switched off: the orphans are seconds old), in a fresh Python
-process each (imports excluded from the timing):
+process each; imports and the first table load are excluded from the timing (delta-rs loads
+the table in its constructor; the core loads it once before the timer and again, warm, inside
+``vacuum()``):
 
 - ``core``: ``DeltaTable(uri, options).vacuum(retention=0, enforce_retention_duration=False)``:
   every prefix listed concurrently on s3fs's event loop, ``DeleteObjects`` of 1,000 keys, 16
@@ -253,6 +255,7 @@ if who == "core":
     options = {"key": "testing", "secret": "testing",
                "client_kwargs": {"endpoint_url": endpoint, "region_name": "us-east-1"}}
     table = DeltaTable(uri, options)
+    table.snapshot()  # as delta-rs's constructor: the table loaded (and the client made) untimed
     start, cpu = time.perf_counter(), time.process_time()
     result = table.vacuum(retention=0, enforce_retention_duration=False, dry_run=dry)
     n = result.num_files
