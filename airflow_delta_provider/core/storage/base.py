@@ -276,7 +276,7 @@ class LogStore(ABC):
     def _list_tree_by_prefix(self, hidden: Callable[[str], bool]) -> TreeListing:
         root = self.root.rstrip("/")
         listing = TreeListing()
-        progress = _Progress(self.root_uri, 0, verb="Listing")
+        progress = Progress(self.root_uri, 0, verb="Listing")
 
         def visible(relative: str) -> bool:
             return not any(hidden(part) for part in relative.split("/"))
@@ -352,7 +352,7 @@ class LogStore(ABC):
             return 0
         batches = [paths[i : i + DELETE_BATCH] for i in range(0, len(paths), DELETE_BATCH)]
         workers = max(1, min(max_workers or self._default_delete_workers(paths), len(batches)))
-        progress = _Progress(self.root_uri, len(paths))
+        progress = Progress(self.root_uri, len(paths))
         total = 0
         if workers == 1:
             for batch in batches:
@@ -419,7 +419,7 @@ def _not_empty(err: OSError) -> bool:
     return err.errno in (errno.ENOTEMPTY, errno.EEXIST) or "not empty" in str(err).lower()
 
 
-class _Progress:
+class Progress:
     """INFO messages at most every :data:`PROGRESS_INTERVAL` seconds while deleting or listing.
 
     :param total: how many files there are to handle; 0 when unknown (a listing).

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import boto3
 import pyarrow as pa
@@ -12,8 +12,14 @@ from deltalake import DeltaTable as RsDeltaTable
 from deltalake import PostCommitHookProperties, write_deltalake
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.errors import VacuumRetentionTooShortError
+from airflow_delta_provider.core.errors import StorageError, VacuumDeleteError, VacuumRetentionTooShortError
+from airflow_delta_provider.core.storage import s3 as s3_module
+from airflow_delta_provider.core.storage.base import LogStore
 from airflow_delta_provider.core.vacuum import DELETE_BATCH
+from airflow_delta_provider.core.vacuum.plan import hidden_name_rule
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 pytestmark = pytest.mark.s3
 
@@ -153,3 +159,178 @@ def test_lite_on_s3(s3_table: tuple[str, str], s3_storage_options: dict[str, Any
     assert result.last_vacuum_version == table.version()
     rows = RsDeltaTable(uri, storage_options=rs_options(s3_endpoint)).to_pyarrow_table()
     assert rows["id"].to_pylist() == [3]
+
+
+# --- the concurrent tree listing and the async bulk deletes (core/storage/s3.py) ---------------
+
+
+def test_concurrent_raw_listing_matches_the_parsed_listing(
+    s3_bucket: str, s3_storage_options: dict[str, Any], s3_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every prefix listed concurrently from the raw page bodies gives exactly what botocore's
+    parsed pages give (the base class's listing), names with entities, spaces, + and % included."""
+    uri = f"s3://{s3_bucket}/names"
+    write_deltalake(
+        uri,
+        pa.table({"id": pa.array([1, 2], pa.int64()), "p": ["a b", "c&d"]}),
+        partition_by=["p"],
+        storage_options=rs_options(s3_endpoint),
+        post_commithook_properties=NO_HOOKS,
+    )
+    s3 = client(s3_endpoint)
+    odd = ["x+y.parquet", "50%.parquet", "<tag>&'\".parquet", "ünï cödé.parquet", "dir/", "_hidden.parquet"]
+    for p in ("p=a b", "p=c&d", "p=e%3Df", "other/deep/er"):
+        for name in odd:
+            s3.put_object(Bucket=s3_bucket, Key=f"names/{p}/{name}", Body=b"o")
+    s3.put_object(Bucket=s3_bucket, Key="names/_tmp/x.parquet", Body=b"o")
+    s3.put_object(Bucket=s3_bucket, Key="names-sibling/p=a b/x.parquet", Body=b"o")  # outside the root
+    table = DeltaTable(uri, s3_storage_options)
+    storage = table.snapshot().storage
+    hidden = hidden_name_rule(table.snapshot())
+    # A file beside the prefixes, sorting between two of them (read twice by a key range).
+    s3.put_object(Bucket=s3_bucket, Key="names/p=c&d.parquet", Body=b"o")
+    monkeypatch.setattr(s3_module, "LIST_PAGE_KEYS", 2)  # several pages per prefix
+    concurrent = storage.list_tree(hidden)
+    parsed = LogStore.list_tree(storage, hidden)
+    assert sorted(concurrent.files) == sorted(parsed.files)
+    monkeypatch.setattr(s3_module, "LIST_CONCURRENCY", 2)  # neighbouring prefixes as key ranges
+    assert sorted(storage.list_tree(hidden).files) == sorted(parsed.files)
+    names = {relative for relative, _, _ in concurrent.files}
+    assert "p=c&d/<tag>&'\".parquet" in names and "other/deep/er/x+y.parquet" in names
+    assert not any(n.startswith("_") or "/_" in n or n.endswith("/") for n in names)
+    assert len(names) == 4 * 4 + 2 + 1  # 4 visible odd names in 4 prefixes, 2 data files, 1 beside
+
+
+def test_raw_listing_leaves_botocore_the_page_without_its_objects() -> None:
+    page = (
+        b'<?xml version="1.0"?><ListBucketResult><Name>b</Name><IsTruncated>false</IsTruncated>'
+        b"<Contents><Key>t/a</Key><LastModified>2026-01-02T03:04:05.000Z</LastModified><Size>3</Size></Contents>"
+        b"<CommonPrefixes><Prefix>t/p/</Prefix></CommonPrefixes>"
+        b"<Contents><Key>t/b</Key><LastModified>2026-01-02T03:04:06.000Z</LastModified><Size>4</Size></Contents>"
+        b"</ListBucketResult>"
+    )
+    sink: list[bytes] = []
+    token = s3_module._RAW_LISTING.set(sink)
+    try:
+        response = {"status_code": 200, "body": page}
+        s3_module._keep_raw_listing(response, operation_model=type("Op", (), {"name": "ListObjectsV2"})())
+        refused = {"status_code": 500, "body": page}
+        s3_module._keep_raw_listing(refused, operation_model=type("Op", (), {"name": "ListObjectsV2"})())
+    finally:
+        s3_module._RAW_LISTING.reset(token)
+    assert sink == [page] and refused["body"] == page  # errors are botocore's to parse
+    # A prefix between the objects: the objects are cut out one by one, the prefix stays.
+    assert b"<Contents>" not in response["body"] and b"<Prefix>t/p/</Prefix>" in response["body"]
+    keys, sizes, stamps = s3_module._page_objects({}, page)
+    assert (keys, sizes) == (["t/a", "t/b"], [3, 4])
+    assert [s3_module._millis(s) for s in stamps] == [1767323045000, 1767323046000]
+    with pytest.raises(StorageError, match="Unexpected ListObjectsV2 page"):
+        s3_module._page_objects({}, page.replace(b"<Size>4</Size>", b""))
+
+
+def test_concurrent_bulk_deletes_delete_what_the_sequential_path_deletes(
+    s3_bucket: str, s3_storage_options: dict[str, Any], s3_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s3 = client(s3_endpoint)
+    monkeypatch.setattr(s3_module, "DELETE_BATCH", 3)  # 8 batches of 3 (and one of 1)
+    results = {}
+    for run, workers in (("sequential", 1), ("concurrent", 8)):
+        uri = f"s3://{s3_bucket}/{run}"
+        write_deltalake(
+            uri,
+            pa.table({"id": pa.array([1], pa.int64()), "p": ["a"]}),
+            partition_by=["p"],
+            storage_options=rs_options(s3_endpoint),
+            post_commithook_properties=NO_HOOKS,
+        )
+        for i in range(25):
+            s3.put_object(Bucket=s3_bucket, Key=f"{run}/p={'ab'[i % 2]}/orphan-{i:02d}.parquet", Body=b"o")
+        s3.put_object(Bucket=s3_bucket, Key=f"{run}-outside/p=a/orphan-00.parquet", Body=b"o")
+        result = DeltaTable(uri, s3_storage_options).vacuum(
+            retention=0, enforce_retention_duration=False, max_workers=workers
+        )
+        assert result.num_deleted == 25
+        left = {
+            "p=a/<data file>" if k.startswith("p=a/part-") else k
+            for k in keys(s3_endpoint, s3_bucket, f"{run}/")
+        }
+        results[run] = (left, keys(s3_endpoint, s3_bucket, f"{run}-outside/"))
+        assert RsDeltaTable(uri, storage_options=rs_options(s3_endpoint)).to_pyarrow_table().num_rows == 1
+    assert results["sequential"] == results["concurrent"]
+    remaining, outside = results["concurrent"]
+    assert remaining == {
+        "p=a/<data file>",
+        "_delta_log/00000000000000000000.json",
+        "_delta_log/_last_vacuum_info",
+    }
+    assert outside == {"p=a/orphan-00.parquet"}
+
+
+@pytest.fixture(scope="module")
+def refusing_s3_endpoint() -> Iterator[str]:
+    """moto in this process behind a server that refuses ``DeleteObjects`` of keys containing
+    ``locked`` (as S3 does for objects under a legal hold), answering the rest as S3 would."""
+    import re
+    import threading
+
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+    from moto.s3.models import s3_backends
+    from werkzeug.serving import make_server
+
+    app = DomainDispatcherApplication(create_backend_app)
+
+    def refusing(environ: dict[str, Any], start_response: Any) -> Any:
+        if environ["REQUEST_METHOD"] != "POST" or "delete" not in environ.get("QUERY_STRING", ""):
+            return app(environ, start_response)
+        body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+        bucket = environ["PATH_INFO"].strip("/")
+        errors = []
+        for key in re.findall(rb"<Key>(.*?)</Key>", body):
+            name = key.decode()
+            if "locked" in name:
+                errors.append(
+                    f"<Error><Key>{name}</Key><Code>AccessDenied</Code><Message>legal hold</Message></Error>"
+                )
+            else:
+                s3_backends[DEFAULT_ACCOUNT_ID]["global"].delete_object(bucket, name)
+        answer = f'<?xml version="1.0"?><DeleteResult>{"".join(errors)}</DeleteResult>'.encode()
+        start_response("200 OK", [("Content-Type", "application/xml"), ("Content-Length", str(len(answer)))])
+        return [answer]
+
+    server = make_server("127.0.0.1", 0, refusing, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    thread.join(timeout=10)
+
+
+def test_refused_bulk_deletes_are_reported_and_live_files_stay(refusing_s3_endpoint: str) -> None:
+    endpoint = refusing_s3_endpoint
+    s3 = client(endpoint)
+    s3.create_bucket(Bucket="refusing")
+    uri = "s3://refusing/t"
+    write_deltalake(
+        uri,
+        pa.table({"id": pa.array([1, 2], pa.int64()), "p": ["a", "b"]}),
+        partition_by=["p"],
+        storage_options=rs_options(endpoint),
+        post_commithook_properties=NO_HOOKS,
+    )
+    live = keys(endpoint, "refusing", "t/")
+    for i in range(40):
+        s3.put_object(Bucket="refusing", Key=f"t/p=a/orphan-{i:02d}.parquet", Body=b"o")
+    s3.put_object(Bucket="refusing", Key="t/p=b/orphan-locked.parquet", Body=b"o")
+    options = {
+        "key": "testing",
+        "secret": "testing",
+        "client_kwargs": {"endpoint_url": endpoint, "region_name": "us-east-1"},
+    }
+    with pytest.raises(VacuumDeleteError, match=r"refused to delete 1 of .*orphan-locked") as raised:
+        DeltaTable(uri, options).vacuum(retention=0, enforce_retention_duration=False, max_workers=4)
+    assert raised.value.failed[0][0] == "refusing/t/p=b/orphan-locked.parquet"
+    remaining = keys(endpoint, "refusing", "t/")
+    assert live <= remaining  # the table's files and log are untouched
+    assert "p=b/orphan-locked.parquet" in remaining
+    assert RsDeltaTable(uri, storage_options=rs_options(endpoint)).to_pyarrow_table().num_rows == 2
