@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -30,6 +31,12 @@ sys.path.insert(0, os.path.dirname(__file__))
 pytest_plugins = ["spark_servers"]
 
 from spark_servers import free_port, stop, wait_for_port  # noqa: E402  (one way to run a server)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """py4j says goodbye (INFO) when the interpreter exits, after pytest closed the captured streams."""
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+
 
 # --- a real S3-compatible server on loopback ------------------------------------------
 
