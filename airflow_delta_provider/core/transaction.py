@@ -391,6 +391,7 @@ class OptimisticTransaction:
         removed = {self.store.path.canonical(a.path) for a in actions if isinstance(a, RemoveFile)}
         context = _ConflictContext(
             transaction=self,
+            kind=kind,
             protocol_changed=new_protocol is not None,
             metadata_changed=new_metadata is not None,
             changes_data=changes_data,
@@ -645,6 +646,7 @@ class _ConflictContext:
     """Our side of the conflict checks."""
 
     transaction: OptimisticTransaction
+    kind: Operation
     protocol_changed: bool
     metadata_changed: bool
     changes_data: bool
@@ -673,7 +675,7 @@ class _ConflictContext:
             if "protocol" in action:
                 new_protocol = Protocol.from_json(action["protocol"])
                 try:
-                    check_supported(new_protocol, txn.snapshot.metadata, Operation.WRITE)
+                    check_supported(new_protocol, txn.snapshot.metadata, self.kind)
                 except UnsupportedFeatureError as err:
                     raise ProtocolChangedError(
                         f"The protocol version of the Delta table has been changed by a concurrent update "

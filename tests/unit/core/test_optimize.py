@@ -21,6 +21,7 @@ from airflow_delta_provider.core.errors import (
     ConcurrentDeleteDeleteError,
     ConcurrentDeleteReadError,
     InvalidTablePropertyError,
+    ProtocolChangedError,
     RetentionError,
     UnsupportedFeatureError,
 )
@@ -390,6 +391,36 @@ def test_a_concurrent_removal_of_an_input_fails_clearly_and_leaves_nothing(
         }
     )
     assert read_commit(table.storage, 7) is None
+
+
+def test_a_concurrent_protocol_change_to_a_feature_optimize_refuses_fails_it_and_leaves_nothing(
+    tmp_path: Path,
+) -> None:
+    """A winner that turns on row tracking (which writes support and OPTIMIZE does not: it would
+    have to keep the rows' ids) fails the OPTIMIZE over it, judged for OPTIMIZE, not for a write."""
+    root = tmp_path / "t"
+    table = small_table(root, {"a": 3})
+    before = table.version()
+    upgrade = {
+        "minReaderVersion": 1,
+        "minWriterVersion": 7,
+        "writerFeatures": ["appendOnly", "invariants", "domainMetadata", "rowTracking"],
+    }
+
+    def rewrite_then_upgrade(plan: Any) -> dict[int, list[str]]:
+        written = rewrite_locally(plan)
+        winner = [{"commitInfo": {"operation": "UPGRADE PROTOCOL", "timestamp": 1}}, {"protocol": upgrade}]
+        name = root / "_delta_log" / f"{before + 1:020d}.json"
+        name.write_text("\n".join(json.dumps(line) for line in winner) + "\n")
+        return written
+
+    with pytest.raises(ProtocolChangedError, match="rowTracking"):
+        table.optimize(target_file_size="1mb", rewrite=rewrite_then_upgrade)
+    assert table.version() == before + 1  # the winner, nothing of the OPTIMIZE
+    assert read_commit(table.storage, before + 2) is None
+    assert sorted(table.snapshot().files().column("path").to_pylist()) == [
+        f"p=a/f{n}.parquet" for n in range(3)
+    ]
 
 
 def test_a_retry_after_the_commit_does_nothing(tmp_path: Path) -> None:
