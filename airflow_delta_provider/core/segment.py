@@ -94,9 +94,14 @@ def read_last_checkpoint(storage: LogStore) -> LastCheckpoint | None:
     return parse_last_checkpoint(data, path=storage.to_uri(path))
 
 
-def list_log_files(storage: LogStore, start_version: int = 0) -> list[LogFile]:
-    """Recognised ``_delta_log`` files from a version on, in name order; strays are dropped."""
-    return log_files_of(storage.list_log(version_prefix(start_version)))
+def list_log_files(storage: LogStore, start_version: int = 0, *, stat: bool = True) -> list[LogFile]:
+    """Recognised ``_delta_log`` files from a version on, in name order; strays are dropped.
+
+    :param stat: False to leave each file's size and time to be read when first asked (see
+        :meth:`~.storage.LogStore.list_log`): a segment asks only for its checkpoint's and
+        checksum's.
+    """
+    return log_files_of(storage.list_log(version_prefix(start_version), stat=stat))
 
 
 def log_files_of(listing: Iterable[FileInfo]) -> list[LogFile]:
@@ -111,7 +116,7 @@ def hinted_checkpoint_exists(storage: LogStore, hint: LastCheckpoint) -> bool:
     A hint is only a place to start listing; one that names a missing or incomplete
     checkpoint is dangling, and other readers (delta-rs) fail on it.
     """
-    files = [f for f in list_log_files(storage, hint.version) if f.version == hint.version]
+    files = [f for f in list_log_files(storage, hint.version, stat=False) if f.version == hint.version]
     return any(c.version == hint.version for c in complete_checkpoints(files))
 
 
@@ -171,7 +176,7 @@ def build_segment(
     start = 0
     if hint is not None and (version is None or hint.version <= version):
         start = hint.version
-    files = list_log_files(storage, start)
+    files = list_log_files(storage, start, stat=False)
     segment = _segment_from_listing(storage, files, version, before_checkpoint)
     if segment is None and start > 0:
         log.warning(
@@ -179,7 +184,7 @@ def build_segment(
             storage.to_uri(storage.log_path(LAST_CHECKPOINT)),
             start,
         )
-        files = list_log_files(storage, 0)
+        files = list_log_files(storage, 0, stat=False)
         segment = _segment_from_listing(storage, files, version, before_checkpoint)
     if segment is None:
         raise _no_segment_error(storage, files, version)

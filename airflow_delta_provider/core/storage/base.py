@@ -211,8 +211,14 @@ class LogStore(ABC):
         :param start: the first name of interest (e.g. a zero-padded version).
         """
 
-    def list_log(self, start: str = "") -> list[FileInfo]:
-        """``_delta_log`` entries from a name on (see :meth:`list_from`)."""
+    def list_log(self, start: str = "", *, stat: bool = True) -> list[FileInfo]:
+        """``_delta_log`` entries from a name on (see :meth:`list_from`).
+
+        :param stat: False when the caller needs the size and time of only a few entries (the
+            log segment: of its checkpoint and checksum files). A store whose listing does not
+            give them for free (a local directory: one ``stat`` per file) may then read each on
+            first access; a file gone by then reads as empty and modified at 0.
+        """
         return self.list_from(self.log_dir, start)
 
     def walk(self, directory: str | None = None) -> Iterator[FileInfo]:

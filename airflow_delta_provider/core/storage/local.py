@@ -101,6 +101,19 @@ class LocalStore(LogStore):
         files.sort(key=lambda f: f.name)
         return files
 
+    def list_log(self, start: str = "", *, stat: bool = True) -> list[FileInfo]:
+        if stat:
+            return self.list_from(self.log_dir, start)
+        directory = self.log_dir
+        try:
+            entries = os.scandir(directory)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        with entries:
+            # is_file() reads the entry's type from the directory listing: no system call.
+            names = sorted(e.name for e in entries if e.name >= start and _is_file(e))
+        return [StatOnAccess(f"{directory}/{name}") for name in names]
+
     def walk(self, directory: str | None = None) -> Iterator[FileInfo]:
         for dirpath, _dirnames, filenames in os.walk(directory or self.root):
             for name in filenames:
@@ -260,3 +273,42 @@ def _fsync_dir(directory: str) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def _is_file(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_file()
+    except OSError:  # deleted while listing (log cleanup)
+        return False
+
+
+class StatOnAccess(FileInfo):
+    """A listed local file whose size and modification time are read on first access (one
+    ``stat``); a file gone by then reads as empty and modified at 0 (an empty file is never a
+    usable checkpoint or checksum)."""
+
+    __slots__ = ("_stat",)
+    _stat: tuple[int, int] | None
+
+    def __init__(self, path: str) -> None:
+        object.__setattr__(self, "path", path)
+        object.__setattr__(self, "_stat", None)
+
+    def _read_stat(self) -> tuple[int, int]:
+        found: tuple[int, int] | None = self._stat
+        if found is None:
+            try:
+                st = os.stat(self.path)
+                found = (st.st_size, int(st.st_mtime * 1000))
+            except FileNotFoundError:
+                found = (0, 0)
+            object.__setattr__(self, "_stat", found)
+        return found
+
+    @property
+    def size(self) -> int:
+        return self._read_stat()[0]
+
+    @property
+    def modification_time(self) -> int:
+        return self._read_stat()[1]

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
@@ -164,3 +165,47 @@ def test_time_travel_before_cleaned_up_history(tmp_path):
     assert table.snapshot(version=2).files().num_rows == 3
     with pytest.raises(VersionNotFoundError, match="cannot be reconstructed"):
         table.snapshot(version=1)
+
+
+# --- the segment's listing reads sizes only where it needs them -------------------------------------------
+
+
+def test_a_lazy_listing_gives_the_same_files_sizes_and_times(tmp_path):
+    _delta_rs_table(tmp_path, 5, checkpoint_at=2)
+    (tmp_path / "_delta_log" / "00000000000000000003.crc").write_bytes(b"")
+    store = open_store(str(tmp_path))
+    full = store.list_log()
+    lazy = store.list_log(stat=False)
+    assert [f.path for f in lazy] == [f.path for f in full]
+    assert [(f.size, f.modification_time) for f in lazy] == [(f.size, f.modification_time) for f in full]
+    assert store.list_log("00000000000000000003", stat=False)[0].name.startswith("00000000000000000003")
+
+
+def test_the_segment_stats_only_its_checkpoint_and_checksum(tmp_path, monkeypatch):
+    _delta_rs_table(tmp_path, 6, checkpoint_at=2)
+    (tmp_path / "_delta_log" / "00000000000000000005.crc").write_bytes(b"{}")
+    stated: list[str] = []
+    real_stat = os.stat
+
+    def stat(path, *args, **kwargs):
+        stated.append(os.path.basename(str(path)))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat)
+    segment = build_segment(open_store(str(tmp_path)))
+    monkeypatch.undo()
+    assert segment.checkpoint_version == 2 and segment.checksum is not None
+    assert [c.version for c in segment.commits] == [3, 4, 5]
+    assert not [name for name in stated if name.endswith(".json")], stated
+    assert "00000000000000000002.checkpoint.parquet" in stated
+
+
+def test_a_checkpoint_gone_between_listing_and_use_counts_as_absent(tmp_path):
+    _delta_rs_table(tmp_path, 4, checkpoint_at=2)
+    store = open_store(str(tmp_path))
+    listed = store.list_log(stat=False)
+    checkpoint = next(f for f in listed if f.name.endswith(".checkpoint.parquet"))
+    os.remove(checkpoint.path)
+    assert (checkpoint.size, checkpoint.modification_time) == (0, 0)
+    snapshot = DeltaTable(str(tmp_path)).snapshot()  # no checkpoint now: replayed from version 0
+    assert snapshot.version == 3 and snapshot.segment.checkpoint is None
