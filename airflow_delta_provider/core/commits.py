@@ -14,8 +14,11 @@ from __future__ import annotations
 import bisect
 import itertools
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from airflow_delta_provider.core.action_checks import action_problem, malformed_action_error
 from airflow_delta_provider.core.errors import CorruptLogError
@@ -24,6 +27,7 @@ from airflow_delta_provider.core.logfiles import commit_name
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from airflow_delta_provider.core.logfiles import LogFile
     from airflow_delta_provider.core.segment import LogSegment
     from airflow_delta_provider.core.storage import LogStore
 
@@ -37,17 +41,28 @@ class CommitActions:
     ``add``/``remove`` lines are parsed only when files are needed; the other lines
     (commitInfo, protocol, metaData, txn, ...) when the small state is needed. Every
     parsed action has passed :func:`~.action_checks.action_problem`.
+
+    The split finds the few lines that are not file lines (:func:`split_commits`); the file
+    lines stay where they were read, in a text shared by the commits split together (the other
+    lines blanked), which is handed to Arrow's JSON reader as it is
+    (:func:`segment_file_lines`), or split one by one (:attr:`file_lines`) when a question
+    needs single lines.
     """
 
     version: int
     path: str
     #: (line number, raw line) of the non-file actions
     small_lines: list[tuple[int, bytes]] = field(default_factory=list)
-    #: (line number, raw line) of the add/remove actions
-    file_lines: list[tuple[int, bytes]] = field(default_factory=list)
+    #: how many ``add``/``remove`` lines it holds
+    file_line_count: int = 0
+    #: the text of the commits split together (:func:`split_commits`), and where this one is in it
+    _text: bytearray = field(default_factory=bytearray)
+    _start: int = 0
+    _end: int = 0
     _actions: list[dict[str, Any]] | None = None
     #: every file line parsed and checked once (see :func:`check_replayable`)
     _files_checked: bool = False
+    _file_lines: list[tuple[int, bytes]] | None = None
 
     @property
     def actions(self) -> list[dict[str, Any]]:
@@ -55,6 +70,13 @@ class CommitActions:
         if self._actions is None:
             self._actions = _checked(self.small_lines, _parse_lines(self.small_lines, self.path), self.path)
         return self._actions
+
+    @property
+    def file_lines(self) -> list[tuple[int, bytes]]:
+        """(1-based line number, stripped line) of each ``add``/``remove`` line, in file order."""
+        if self._file_lines is None:
+            self._file_lines = _split_lines(bytes(self._text[self._start : self._end]))[1]
+        return self._file_lines
 
     @property
     def commit_info(self) -> dict[str, Any] | None:
@@ -92,26 +114,115 @@ def read_commit_bytes(storage: LogStore, version: int) -> tuple[str, bytes] | No
 
 
 def parse_commit(version: int, path: str, data: bytes) -> CommitActions:
-    """Split a commit file into lines (no JSON parsing yet).
+    """Split a commit file into its file lines and its other lines (no JSON parsing yet).
 
     :raises CorruptLogError: the file has no action.
     """
-    commit = CommitActions(version, path)
+    return split_commits([(version, path, data)])[0]
+
+
+_ADD_START = np.frombuffer(b'{"add"', dtype=np.uint8)
+_REMOVE_START = np.frombuffer(b'{"remove"', dtype=np.uint8)
+
+
+def split_commits(files: Sequence[tuple[int, str, bytes]]) -> list[CommitActions]:
+    """Split many commit files ``(version, path, content)`` at once (no JSON parsing yet).
+
+    A line is a file line when, stripped, it starts with ``{"add"`` or ``{"remove"``; blank
+    lines are skipped; every other line is kept stripped, with its number. The contents are
+    joined in one text and scanned with numpy for the lines that do not start with a file
+    action at their first byte (a few per commit: commitInfo, txn, protocol, ...); only those
+    are looked at in Python, and then overwritten with spaces in the text, which so holds
+    JSON lines of file actions only (:func:`segment_file_lines`). :func:`_split_lines` is the
+    same rule line by line.
+
+    :raises CorruptLogError: a file has no action, naming it.
+    """
+    text = bytearray(b"\n").join(data for _, _, data in files)  # one line more between two files
+    raw = np.frombuffer(text, dtype=np.uint8)
+    starts = _line_starts(raw)
+    is_file = _starts_file_action(raw, starts)
+    offsets = list(itertools.accumulate((len(data) + 1 for _, _, data in files), initial=0))
+    # The line starts of file i are those in [offsets[i], offsets[i] + len(content)].
+    first_lines = np.searchsorted(starts, offsets).tolist()
+    others: list[list[int]] = [[] for _ in files]
+    for index in np.flatnonzero(~is_file).tolist():
+        others[bisect.bisect_right(first_lines, index) - 1].append(index)
+    del raw  # (a view of the text, which is changed below)
+    commits = []
+    for number, (version, path, data) in enumerate(files):
+        offset, first = offsets[number], first_lines[number]
+        small: list[tuple[int, bytes]] = []
+        blank = 0
+        for index in others[number]:
+            start = int(starts[index]) - offset
+            end = data.find(b"\n", start)
+            end = len(data) if end < 0 else end
+            line = data[start:end].strip()
+            if not line:
+                blank += 1
+            elif not line.startswith(_FILE_LINE_PREFIXES):  # (a file line after whitespace counts)
+                small.append((index - first + 1, line))
+                text[offset + start : offset + end] = b" " * (end - start)
+        count = first_lines[number + 1] - first - len(small) - blank
+        if not small and not count:
+            raise CorruptLogError(
+                f"The commit file {path} is empty: a commit holds at least one action. The log is corrupt; "
+                f"restore the file from a backup.",
+                path=path,
+            )
+        commits.append(CommitActions(version, path, small, count, text, offset, offset + len(data)))
+    return commits
+
+
+#: Bytes scanned for newlines at a time: a small mask, reused (fresh memory is not free).
+_SCAN_CHUNK = 1 << 18
+
+
+def _line_starts(raw: np.ndarray) -> np.ndarray:
+    """The position of every line start in ``raw`` (0, and each byte after a newline)."""
+    found = [np.zeros(1, dtype=np.int64)]
+    mask = np.empty(min(_SCAN_CHUNK, len(raw)), dtype=bool)
+    for begin in range(0, len(raw), _SCAN_CHUNK):
+        part = raw[begin : begin + _SCAN_CHUNK]
+        hits = np.equal(part, _NEWLINE, out=mask[: len(part)]).nonzero()[0]
+        if len(hits):
+            found.append(hits + (begin + 1))
+    return np.concatenate(found)
+
+
+def _starts_file_action(raw: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Per line start in ``raw``, whether the line starts with ``{"add"`` or ``{"remove"``."""
+    is_add = np.ones(len(starts), dtype=bool)
+    is_remove = np.ones(len(starts), dtype=bool)
+    for offset in range(len(_REMOVE_START)):
+        at = starts + offset
+        inside = at < len(raw)
+        byte = np.zeros(len(starts), dtype=np.uint8)
+        byte[inside] = raw[at[inside]]
+        if offset < len(_ADD_START):
+            is_add &= byte == _ADD_START[offset]
+        is_remove &= byte == _REMOVE_START[offset]
+    return is_add | is_remove
+
+
+_NEWLINE = ord("\n")
+
+
+def _split_lines(data: bytes) -> tuple[list[tuple[int, bytes]], list[tuple[int, bytes]]]:
+    """(other lines, file lines) of a commit file, each (1-based line number, stripped line);
+    blank lines are skipped."""
+    small: list[tuple[int, bytes]] = []
+    files: list[tuple[int, bytes]] = []
     for number, line in enumerate(data.split(b"\n"), 1):
         line = line.strip()
         if not line:
             continue
         if line.startswith(_FILE_LINE_PREFIXES):
-            commit.file_lines.append((number, line))
+            files.append((number, line))
         else:
-            commit.small_lines.append((number, line))
-    if not commit.small_lines and not commit.file_lines:
-        raise CorruptLogError(
-            f"The commit file {path} is empty: a commit holds at least one action. The log is corrupt; "
-            f"restore the file from a backup.",
-            path=path,
-        )
-    return commit
+            small.append((number, line))
+    return small, files
 
 
 def commit_info_of(version: int, path: str, data: bytes) -> dict[str, Any] | None:
@@ -194,25 +305,41 @@ def segment_file_actions(commits: list[CommitActions]) -> list[tuple[CommitActio
     return result
 
 
-def segment_file_lines(commits: list[CommitActions]) -> tuple[list[bytes], list[int]] | None:
-    """Every ``add``/``remove`` line of many commits, unparsed, in version and line order, and
-    where each commit's lines start in that list (see :func:`file_line_origin`); None when a
-    commit holds a file action on a line that does not start as one (the caller then parses
-    every line, see :func:`segment_file_actions`)."""
+def segment_file_lines(commits: list[CommitActions]) -> tuple[bytearray, list[int]] | None:
+    """Every ``add``/``remove`` line of many commits, unparsed, in version and line order, as one
+    text of JSON lines (the commits' contents, their other lines overwritten with spaces: blank
+    lines, which a JSON-lines reader skips), and where each commit's lines start among them,
+    counted in lines (see :func:`file_line_origin`); None when a commit holds a file action on
+    a line that does not start as one (the caller then parses every line, see
+    :func:`segment_file_actions`).
+
+    The text is the one the commits were split in when they were split together, as
+    :func:`read_commits` does (no copy); else their parts of it, joined.
+    """
     if any("add" in a or "remove" in a for c in commits for a in c.actions):
         return None
-    lines = [line for c in commits for _, line in c.file_lines]
-    starts = list(itertools.accumulate((len(c.file_lines) for c in commits), initial=0))
-    return lines, starts
+    starts = list(itertools.accumulate((c.file_line_count for c in commits), initial=0))
+    if not commits:
+        return bytearray(), starts
+    shared = commits[0]._text
+    whole = commits[0]._start == 0 and commits[-1]._end == len(shared)
+    if whole and all(
+        c._text is shared and c._start == (previous._end + 1 if previous else 0)
+        for previous, c in zip([None, *commits[:-1]], commits, strict=True)
+    ):
+        return shared, starts
+    return bytearray(b"\n").join(c._text[c._start : c._end] for c in commits), starts
 
 
 def file_line_origin(
     commits: list[CommitActions], starts: list[int], index: int
-) -> tuple[CommitActions, int]:
-    """The commit and 1-based line number of the ``index``-th line of :func:`segment_file_lines`."""
+) -> tuple[CommitActions, int, bytes]:
+    """The commit, 1-based line number and stripped text of the ``index``-th line of
+    :func:`segment_file_lines` (the commit's lines are split here if they were not yet)."""
     position = bisect.bisect_right(starts, index) - 1
     commit = commits[position]
-    return commit, commit.file_lines[index - starts[position]][0]
+    number, line = commit.file_lines[index - starts[position]]
+    return commit, number, line
 
 
 def check_replayable(commits: Sequence[CommitActions]) -> None:
@@ -250,25 +377,25 @@ def parse_line(line: bytes, path: str, number: int) -> dict[str, Any]:
 
 
 def read_commits(storage: LogStore, segment: LogSegment) -> list[CommitActions]:
-    """Read and split every commit of the segment, in version order."""
-    from concurrent.futures import ThreadPoolExecutor
+    """Read every commit of the segment and split them at once (:func:`split_commits`), in
+    version order."""
 
-    def read(item: Any) -> CommitActions:
+    def read(item: LogFile) -> tuple[int, str, bytes]:
         uri = storage.to_uri(item.file.path)
         try:
-            data = storage.read_bytes(item.file.path)
+            return item.version, uri, storage.read_bytes(item.file.path)
         except FileNotFoundError:
             raise CorruptLogError(
                 f"The commit file {uri} disappeared while the table was being read (log cleanup "
                 f"running at the same time?). Load the table again.",
                 path=uri,
             ) from None
-        return parse_commit(item.version, uri, data)
 
     if storage.is_local or len(segment.commits) < 8:
-        commits = [read(c) for c in segment.commits]
+        files = [read(c) for c in segment.commits]
     else:
         with ThreadPoolExecutor(max_workers=16) as pool:
-            commits = list(pool.map(read, segment.commits))
+            files = list(pool.map(read, segment.commits))
+    commits = split_commits(files) if files else []
     parse_segment_small_actions(commits)
     return commits

@@ -353,3 +353,27 @@ def test_corrupt_file_line_is_named(tmp_path, line, message):
         assert "Line 3 of " in str(info.value)
     assert info.value.path.endswith("00000000000000000002.json")
     assert {p.name: p.read_bytes() for p in (root / "_delta_log").iterdir()} == before
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        pytest.param(lambda lines: b"\r\n".join(lines) + b"\r\n", id="crlf"),
+        pytest.param(lambda lines: b"\n\n".join(lines) + b"\n \n", id="blank-lines"),
+        pytest.param(lambda lines: b"\n".join(b" \t" + line + b"  " for line in lines), id="indented"),
+    ],
+)
+def test_odd_line_layouts_agree(tmp_path, layout):
+    """The JSON reader gets the commits' own text with the other lines blanked: whitespace
+    around lines, carriage returns and blank lines give the state the exact route gives."""
+    root = _table(
+        tmp_path,
+        ["a"],
+        [commit_info(), _padd("a=1/f1", {"a": "1"}), _padd("a=2/f2", {"a": "2"}, tags={"k": "v"})],
+        [{"txn": {"appId": "x", "version": 1}}, remove("a=1/f1", partitionValues={"a": "1"}), commit_info()],
+    )
+    for path in sorted((root / "_delta_log").glob("*.json")):
+        path.write_bytes(layout(path.read_bytes().splitlines()))
+    columnar, exact = _routes(root)
+    _assert_same(columnar, exact)
+    assert exact[0].column("path").to_pylist() == ["a=2/f2"]
