@@ -27,7 +27,9 @@ Layouts: ``a`` and ``c`` hold checkpoints shaped as the core writes them; ``a-rs
 smaller checkpoints.
 
 Usage: ``python benchmarks/bench_read.py [--tables a,b,c,a-rs,a-spark] [--cases core,core-meta]
-[--repeat 5] [--write-readme]``.
+[--repeat 5] [--write-readme]``. The measured processes run in ``benchmarks/data``, so the core
+they import is the one ``PYTHONPATH`` names (or the installed one), never the working directory's:
+``PYTHONPATH=/path/to/other/checkout`` measures that checkout.
 """
 
 from __future__ import annotations
@@ -158,8 +160,14 @@ def measure(table: str, contender: str, repeat: int) -> dict[str, float]:
     code = _PRELUDE + LOADS[contender] + _EPILOGUE
     runs = []
     for _ in range(repeat):
+        # Run from the data directory: ``python -c`` puts the working directory first on the path,
+        # which would import the checkout the command was started in whatever PYTHONPATH says.
         output = subprocess.run(
-            [sys.executable, "-c", code, str(DATA / table)], check=True, capture_output=True, text=True
+            [sys.executable, "-c", code, str(DATA / table)],
+            check=True,
+            capture_output=True,
+            text=True,
+            cwd=DATA,
         ).stdout
         runs.append(json.loads(output.strip().splitlines()[-1]))
     return {
