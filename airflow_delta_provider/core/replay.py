@@ -38,7 +38,7 @@ import os
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
@@ -148,6 +148,9 @@ class SmallState:
     checkpoint_file_actions: list[dict[str, Any]]
     #: the version whose checksum file answered protocol and metadata (None: the log did).
     checksum_version: int | None = None
+    #: the footers of the checkpoint's Parquet files read so far, by path: the file list opens
+    #: them without reading a footer again
+    footers: dict[str, pq.FileMetaData] = field(default_factory=dict)
 
 
 def replay_small_state(
@@ -157,6 +160,7 @@ def replay_small_state(
     *,
     now_ms: int | None = None,
     checksum: ChecksumAnswers | None = None,
+    footers: dict[str, pq.FileMetaData] | None = None,
 ) -> SmallState:
     """Protocol, metadata, txns and domains: newest wins, checkpoint first, then commits.
 
@@ -176,14 +180,15 @@ def replay_small_state(
     domains: dict[str, dict[str, Any]] = {}
     sidecars: list[str] = []
     checkpoint_actions: list[dict[str, Any]] = []
+    footers = {} if footers is None else footers
     if segment.checkpoint is not None:
         columns = _checkpoint_columns_needed(segment.checkpoint, checksum)
         if columns:
-            checkpoint_actions = read_checkpoint_small_actions(storage, segment.checkpoint, columns)
+            checkpoint_actions = read_checkpoint_small_actions(storage, segment.checkpoint, columns, footers)
         if checksum is None:
             _require_checkpoint_state(storage, segment.checkpoint, checkpoint_actions)
         else:
-            _check_checkpoint_shape(storage, segment.checkpoint, checkpoint_actions)
+            _check_checkpoint_shape(storage, segment.checkpoint, checkpoint_actions, footers)
     if checksum is not None:
         latest = {"protocol": checksum.protocol, "metaData": checksum.metadata}
         txns = dict(checksum.transactions or {})
@@ -245,6 +250,7 @@ def replay_small_state(
         sidecars=sidecars,
         checkpoint_file_actions=checkpoint_file_actions,
         checksum_version=checksum.version if checksum is not None else None,
+        footers=footers,
     )
 
 
@@ -296,7 +302,12 @@ def _require_checkpoint_state(
         raise _not_a_checkpoint(storage, checkpoint, missing)
 
 
-def _check_checkpoint_shape(storage: LogStore, checkpoint: Checkpoint, actions: list[dict[str, Any]]) -> None:
+def _check_checkpoint_shape(
+    storage: LogStore,
+    checkpoint: Checkpoint,
+    actions: list[dict[str, Any]],
+    footers: dict[str, pq.FileMetaData] | None = None,
+) -> None:
     """:func:`_require_checkpoint_state` without decoding a row, for when the checksum answered.
 
     Each Parquet file must open, its action columns must have the shape of actions, and its
@@ -308,7 +319,7 @@ def _check_checkpoint_shape(storage: LogStore, checkpoint: Checkpoint, actions: 
     for path in checkpoint.paths:
         if path.endswith(".json"):
             continue
-        parquet = _open_parquet(storage, path)
+        parquet = _open_parquet(storage, path, footers)
         schema = parquet.schema_arrow
         _check_checkpoint_schema(schema, storage.to_uri(path))
         leaves = _action_leaves(parquet)
@@ -340,7 +351,10 @@ def _sidecar_path(storage: LogStore, path: str) -> str:
 
 
 def read_checkpoint_small_actions(
-    storage: LogStore, checkpoint: Checkpoint, columns: Sequence[str] = _SMALL_COLUMNS
+    storage: LogStore,
+    checkpoint: Checkpoint,
+    columns: Sequence[str] = _SMALL_COLUMNS,
+    footers: dict[str, pq.FileMetaData] | None = None,
 ) -> list[dict[str, Any]]:
     """The non-file actions of a checkpoint (and, for JSON V2 checkpoints, its file actions).
 
@@ -358,7 +372,7 @@ def read_checkpoint_small_actions(
             actions.extend(commit.actions)
             actions.extend(commit.file_actions())
             continue
-        parquet = _open_parquet(storage, path)
+        parquet = _open_parquet(storage, path, footers)
         _check_checkpoint_schema(parquet.schema_arrow, uri)
         names = set(parquet.schema_arrow.names)
         present = [c for c in columns if c in names]
@@ -546,11 +560,19 @@ def _all_null(row_group: pq.RowGroupMetaData, column: int) -> bool:
     return bool(stats.null_count >= row_group.num_rows)
 
 
-def _open_parquet(storage: LogStore, path: str) -> pq.ParquetFile:
+def _open_parquet(
+    storage: LogStore, path: str, footers: dict[str, pq.FileMetaData] | None = None
+) -> pq.ParquetFile:
+    """A checkpoint file opened; with ``footers``, its footer is taken from there when it was read
+    before (the files are never rewritten under their name), and kept there when not."""
     uri = storage.to_uri(path)
     try:
         source = path if storage.is_local else storage.arrow_fs.open_input_file(path)
-        return pq.ParquetFile(source)
+        if footers is None:
+            return pq.ParquetFile(source)
+        parquet = pq.ParquetFile(source, metadata=footers.get(path))
+        footers.setdefault(path, parquet.metadata)
+        return parquet
     except FileNotFoundError:
         raise CorruptLogError(
             f"The checkpoint file {uri} is missing: it disappeared while the table was being read.",
@@ -755,7 +777,7 @@ def _read_checkpoint_files(
     sources = [p for p in checkpoint.paths if not p.endswith(".json")] + small.sidecars
     for path in sources:
         uri = storage.to_uri(path)
-        parquet = _open_parquet(storage, path)
+        parquet = _open_parquet(storage, path, small.footers)
         schema = parquet.schema_arrow
         _check_checkpoint_schema(schema, uri)
         wanted = [c for c in ("add", "remove") if c in schema.names and (c == "add" or removes)]

@@ -249,7 +249,7 @@ class Snapshot:
         """
         if self._small.checksum_version is None:
             return self._small
-        state = replay_small_state(self._storage, self._segment, self._commits)
+        state = replay_small_state(self._storage, self._segment, self._commits, footers=self._small.footers)
         if (state.protocol, state.metadata) != (self._small.protocol, self._small.metadata):
             log.warning(
                 "The checksum file of version %d of %s disagrees with its checkpoint on the protocol or "

@@ -341,3 +341,33 @@ def test_absolute_deletion_vector_path_is_resolved(tmp_path):
     snapshot = DeltaTable(str(tmp_path)).snapshot()
     assert snapshot.protocol.min_reader_version == 3
     assert snapshot.to_pyarrow_table().column("id").to_pylist() == [0, 2]
+
+
+@pytest.mark.parametrize("with_crc", [False, True], ids=["checkpoint", "checkpoint-and-crc"])
+def test_a_load_reads_each_checkpoint_footer_once(tmp_path, monkeypatch, with_crc):
+    """The small state and the file list open the checkpoint once each, its footer read once
+    (with a ``.crc`` answering the small state, the checkpoint is opened for its shape, then
+    read for its small rows and files at the first question about files)."""
+    table = DeltaTable.create(str(tmp_path), pa.schema([("id", pa.int64())]))
+    for i in range(3):
+        pq.write_table(pa.table({"id": pa.array([i], pa.int64())}), tmp_path / f"f{i}.parquet")
+        table.commit_files([f"f{i}.parquet"], auto_checkpoint=False)
+        if i == 1:
+            table.checkpoint()
+    if not with_crc:
+        for crc in tmp_path.glob("_delta_log/*.crc"):
+            crc.unlink()
+    footers_read: list[str] = []
+    real = replay_module.pq.ParquetFile
+
+    def counting(source, *args, **kwargs):
+        if kwargs.get("metadata") is None and str(source).endswith(".checkpoint.parquet"):
+            footers_read.append(str(source))
+        return real(source, *args, **kwargs)
+
+    monkeypatch.setattr(replay_module.pq, "ParquetFile", counting)
+    snapshot = DeltaTable(str(tmp_path)).snapshot()
+    assert sorted(snapshot.files().column("path").to_pylist()) == ["f0.parquet", "f1.parquet", "f2.parquet"]
+    assert snapshot.segment.checkpoint_version == 2
+    assert (snapshot.state.checksum_version is not None) is with_crc
+    assert len(footers_read) == 1, footers_read
