@@ -1309,9 +1309,12 @@ def _re2_literal(text: str) -> str:
 
 def _rows_of(fields: dict[str, pa.Array], present: np.ndarray) -> pa.Table:
     """The rows of one action, with the fields :func:`_first_bad_file_row` checks."""
-    mask = from_numpy(present)
     names = ("path", "partitionValues", "size", "modificationTime", "dataChange")
-    columns = {name: fields[name].filter(mask) for name in names if name in fields}
+    if present.all():  # (a tail of adds only: no copy)
+        columns = {name: fields[name] for name in names if name in fields}
+    else:
+        mask = from_numpy(present)
+        columns = {name: fields[name].filter(mask) for name in names if name in fields}
     # Rows with a deletion vector take the exact route, which checks it.
     columns["deletionVector"] = pa.nulls(int(present.sum()), DELETION_VECTOR_TYPE)
     return pa.table(columns)
@@ -1330,15 +1333,21 @@ def _winning_rows(
         return arrow_table([], schema)
     from_arrow = rows[~exact[rows]]
     from_python = rows[exact[rows]]
-    picked = from_numpy(from_arrow)
+    # Every line is a winner of this action on the columnar route (a tail of adds of distinct
+    # files, the usual case): Arrow's columns as they are, no copy.
+    every = len(from_arrow) == len(fields["path"])
+
+    def pick(values: pa.Array) -> pa.Array:
+        return values if every else values.take(from_numpy(from_arrow))
+
     columns = []
     for target in schema:
         if target.name == "partitionValues":
-            columns.append(_struct_to_map(fields[target.name].take(picked)))
+            columns.append(_struct_to_map(pick(fields[target.name])))
         elif target.name in ("tags", "deletionVector") or target.name not in fields:
             columns.append(pa.nulls(len(from_arrow), target.type))
         else:
-            columns.append(fields[target.name].take(picked))
+            columns.append(pick(fields[target.name]))
     table = pa.Table.from_arrays(columns, schema=schema)
     if not len(from_python):
         return table
