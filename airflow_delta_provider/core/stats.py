@@ -456,25 +456,41 @@ class _SchemaPlan:
             self.targets.append((key, position, position is not None or _present(arrow_schema, path)))
         self._views: dict[tuple[bool, ...], pa.Schema] = {}
         self._loop = [(position, leaf.index, leaf.kind) for position, leaf in enumerate(self.leaves)]
+        #: (leaf position, boundable) of the stats columns the file has as leaves.
+        self._target_leaves = [(at, self.leaves[at].boundable) for _, at, _ in self.targets if at is not None]
+        targeted = {at for at, _ in self._target_leaves}
+        #: Per "the writer puts NaN into float bounds": whose bounds are read (stats columns only).
+        self._bounded = {
+            float_bounds: [
+                self.mapped
+                and position in targeted
+                and leaf.kind != _NONE
+                and not leaf.int96
+                and (float_bounds or not leaf.floating)
+                for position, leaf in enumerate(self.leaves)
+            ]
+            for float_bounds in (False, True)
+        }
+        #: Every stats column top-level: its JSON objects are flat.
+        self._flat = all(key[1] is not None for key, _, _ in self.targets)
 
     def footer_info(self, metadata: pq.FileMetaData, *, float_bounds: bool) -> FooterInfo:
         leaves = self.leaves
         count = len(leaves)
         num_records = metadata.num_rows
         null_counts: list[int | None] = [0 if self.mapped else None] * count
-        bounded = [
-            self.mapped and leaf.kind != _NONE and not leaf.int96 and (float_bounds or not leaf.floating)
-            for leaf in leaves
-        ]
+        bounded = self._bounded[float_bounds].copy()
         lows: list[Any] = [None] * count
         highs: list[Any] = [None] * count
         # The hot loop: one statistics object per column chunk, each property read once
-        # (``null_count`` / ``min_raw`` are None when the footer has none).
+        # (``null_count`` / ``min_raw`` are None when the footer has none); min/max only for
+        # stats columns, null counts for every leaf (the Delta view's nullability needs them).
         for group in range(metadata.num_row_groups if self.mapped else 0):
             row_group = metadata.row_group(group)
             rows = row_group.num_rows
+            chunk = row_group.column
             for position, index, kind in self._loop:
-                statistics = row_group.column(index).statistics
+                statistics = chunk(index).statistics
                 nulls = statistics.null_count if statistics is not None else None
                 if nulls is None:
                     null_counts[position] = None
@@ -506,13 +522,15 @@ class _SchemaPlan:
                     bounded[position] = False  # values Python cannot hold (a date in year 0): no bounds
         # Bounds are all-or-none per file: a column with values and no usable bounds settles it
         # before any value is converted.
-        exact = all(
-            (bounded[at] and lows[at] is not None)
-            or null_counts[at] == num_records
-            or not leaves[at].boundable
-            for _, at, _ in self.targets
-            if at is not None
-        )
+        exact = True
+        for position, boundable in self._target_leaves:
+            if not (
+                (bounded[position] and lows[position] is not None)
+                or null_counts[position] == num_records
+                or not boundable
+            ):
+                exact = False
+                break
         min_values: list[tuple[_Key, str]] = []
         max_values: list[tuple[_Key, str]] = []
         null_count: list[tuple[_Key, str]] = []
@@ -539,13 +557,13 @@ class _SchemaPlan:
                 max_values.append((key, bound[1]))
             elif column_nulls != num_records and leaves[at].boundable:
                 exact = False  # values without exact bounds (or an unknown null count)
-        parts = [f'{{"numRecords":{num_records}']
+        object_json = _flat_object_json if self._flat else _object_json
+        stats = f'{{"numRecords":{num_records}'
         if min_values and exact:
-            parts.append(f',"minValues":{_object_json(min_values)},"maxValues":{_object_json(max_values)}')
+            stats += f',"minValues":{object_json(min_values)},"maxValues":{object_json(max_values)}'
         if null_count:
-            parts.append(f',"nullCount":{_object_json(null_count)}')
-        parts.append("}")
-        view_key = tuple(nulls == 0 for nulls in null_counts)
+            stats += f',"nullCount":{object_json(null_count)}'
+        view_key = tuple([nulls == 0 for nulls in null_counts])
         schema = self._views.get(view_key)
         if schema is None:
             schema = self._views[view_key] = _delta_view(
@@ -553,7 +571,7 @@ class _SchemaPlan:
                 {leaf.path for leaf in leaves if leaf.int96},
                 {leaf.path for leaf, non_null in zip(leaves, view_key, strict=True) if non_null},
             )
-        return FooterInfo(num_records=num_records, schema=schema, stats="".join(parts))
+        return FooterInfo(num_records, schema, stats + "}")
 
 
 def _leaf(index: int, path: tuple[str, ...], arrow_type: pa.DataType, column: Any) -> _Leaf:
@@ -656,10 +674,15 @@ def _decimal_json(unscaled: int, scale: int) -> str:
 _Key = tuple[tuple[str, ...], str | None]
 
 
+def _flat_object_json(entries: list[tuple[_Key, str]]) -> str:
+    """:func:`_object_json` of top-level columns only."""
+    return "{" + ",".join([f"{key[1]}{value}" for key, value in entries]) + "}"
+
+
 def _object_json(entries: list[tuple[_Key, str]]) -> str:
     """A JSON object of values already encoded, nested by their paths (first appearance order)."""
     if all(key[1] is not None for key, _ in entries):
-        return "{" + ",".join(f"{key[1]}{value}" for key, value in entries) + "}"
+        return _flat_object_json(entries)
     tree: dict[str, Any] = {}
     for (path, _), value in entries:
         _put(tree, path, _Encoded(value))
