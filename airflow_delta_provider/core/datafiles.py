@@ -232,7 +232,9 @@ def _scan(
         relative = info.path[len(root) :] if info.path.startswith(root) else None
         if relative is None:
             continue
-        if any(is_hidden(s, partition_columns) for s in relative.split("/")):
+        if ("/_" in f"/{relative}" or "/." in f"/{relative}") and any(
+            is_hidden(s, partition_columns) for s in relative.split("/")
+        ):
             continue
         real.check_walked(relative)
         found.append(DataFile(info.path, relative, info.size, info.modification_time))
