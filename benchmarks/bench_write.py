@@ -27,10 +27,12 @@ rows each: id, value, name, ts) written once with pyarrow; then, each in a fresh
   2026-11-23 this row was ``write_deltalake`` of the same rows, which also writes the data.)
 - ``floor``: ``pyarrow.parquet.read_metadata`` of the 1,000 files, one after the other.
 
-**Footer statistics on S3** (``--part stats-s3``): the same on the tests' moto S3 server
-(threaded, on loopback; started and stopped here) with 1,000 and 10,000 files (100 ``part``
-directories, 100 rows each); the floor there is listing the files plus concurrent ranged reads
-of their last 64 KiB (s3fs ``cat_ranges``, 32 at a time), the I/O any reader must do.
+**Footer statistics on S3** (``--part stats-s3``): the same on the VACUUM benchmark's moto S3
+server (``bench_vacuum_s3.Server``: moto's app, threaded, on loopback, with an indexed, S3-like
+listing; started and stopped here) with 1,000 and 10,000 files (100 ``part`` directories, 100
+rows each); the floor there is listing the files plus concurrent ranged reads of their last
+64 KiB (s3fs ``cat_ranges``, 32 at a time), the I/O any reader must do. The server's requests
+and CPU seconds per run are printed under the table: the server shares the 2 cores.
 
 Every run is checked (version, files, rows, the txn), and delta-rs reads the core's
 commits. Usage: ``python benchmarks/bench_write.py [--repeat 5] [--part all|append|stats|stats-s3]
@@ -501,15 +503,13 @@ def _drop_logs(endpoint: str, uri: str) -> None:
 
 def stats_s3_report(repeat: int, sizes: list[int]) -> list[str]:
     helpers = _s3_helpers()
-    port = helpers._free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-c", helpers._SERVER, str(port)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-    )
-    assert server.stdout is not None and server.stdout.readline().strip() == b"ready"
-    endpoint = f"http://127.0.0.1:{port}"
+    # The VACUUM benchmark's server: moto's app, threaded, with an indexed (S3-like) listing.
+    server = helpers.Server(latency_ms=0.0, indexed=True)
+    endpoint = server.endpoint
     lines = [
-        "Footer statistics on the moto S3 server (threaded, loopback; 100 rows per file, 100 `part`",
-        "directories); contenders interleaved, each run on a fresh table:",
+        "Footer statistics on the moto S3 server (`bench_vacuum_s3.Server`: threaded, loopback, indexed",
+        "listing; 100 rows per file, 100 `part` directories); contenders interleaved, each run on a fresh",
+        "table; the server's requests and CPU per run are under the table:",
         "",
         *_STATS_HEADER,
     ]
@@ -518,6 +518,7 @@ def stats_s3_report(repeat: int, sizes: list[int]) -> list[str]:
         "delta-rs": "`convert_to_deltalake(storage_options=...)`",
         "floor": "list + concurrent ranged reads of each file's 64 KiB tail (s3fs `cat_ranges`, 32 at once)",
     }
+    notes: list[str] = []
     try:
         helpers._client(endpoint).create_bucket(Bucket=S3_BUCKET)
         for files in sizes:
@@ -529,16 +530,28 @@ def stats_s3_report(repeat: int, sizes: list[int]) -> list[str]:
                 for _ in range(repeat):
                     for contender, code in S3_STATS_RUNS.items():
                         _drop_logs(endpoint, uri)
+                        server.command("stats")
                         run = _run(code, uri, spec)
+                        served = server.command("stats")
+                        run["server_cpu"], run["requests"] = served["server_cpu"], served["requests"]
                         if (run["files"], run["rows"]) != (files, files * S3_ROWS_PER_FILE):
                             raise SystemExit(f"{contender} on S3 ({files} files): {run}")
                         runs[contender].append(run)
-                        print(f"s3 {files} {contender}: {run['seconds']:.2f} s", flush=True)
+                        print(
+                            f"s3 {files} {contender}: {run['seconds']:.2f} s, client cpu {run['cpu']:.2f} s, "
+                            f"server cpu {run['server_cpu']:.2f} s",
+                            flush=True,
+                        )
             lines += _stats_rows(runs, what, f"{files:,}")
+            served = ", ".join(
+                f"{contender} {statistics.median(r['requests'] for r in results):,.0f} requests, "
+                f"{statistics.median(r['server_cpu'] for r in results):.1f} s CPU"
+                for contender, results in runs.items()
+            )
+            notes.append(f"- {files:,} files, the server per run (median): {served}.")
     finally:
-        server.terminate()
-        server.wait(timeout=10)
-    return lines
+        server.stop()
+    return [*lines, "", *notes]
 
 
 SECTIONS = ("append", "stats", "stats-s3")

@@ -158,6 +158,12 @@ class _RealPaths:
         if not self._directory_is_real(directory) or os.path.islink(f"{self.root}/{relative}"):
             self._refuse(relative, original)
 
+    def check_walked(self, relative: str) -> None:
+        """A file found by walking a directory already checked: a walk follows no link to a
+        directory (``LogStore.walk``), so only the file itself may be a link (one ``lstat``)."""
+        if self.active and os.path.islink(f"{self.root}/{relative}"):
+            self._refuse(relative, relative)
+
     def _directory_is_real(self, relative: str) -> bool:
         """Whether no directory from the root down to ``relative`` is a link (the root may be one)."""
         known = self._directories.get(relative)
@@ -226,9 +232,11 @@ def _scan(
         relative = info.path[len(root) :] if info.path.startswith(root) else None
         if relative is None:
             continue
-        if any(is_hidden(s, partition_columns) for s in relative.split("/")):
+        if ("/_" in f"/{relative}" or "/." in f"/{relative}") and any(
+            is_hidden(s, partition_columns) for s in relative.split("/")
+        ):
             continue
-        real.check(relative, relative)
+        real.check_walked(relative)
         found.append(DataFile(info.path, relative, info.size, info.modification_time))
     if not seen_any and not (os.path.isdir(directory) if real.active else storage.info(directory)):
         raise InvalidPathError(

@@ -103,7 +103,8 @@ class CommitOptions:
         equal the table's.
     :param properties: for a new table: its properties.
     :param max_attempts: commit attempts when concurrent writers keep winning.
-    :param max_workers: concurrent footer reads (default 2 locally, 32 on object stores).
+    :param max_workers: concurrent footer reads (default 1 locally, 32 on object stores; more
+        than 1 locally only pays on a network file system mounted as a local path).
     :param isolation_level: ``Serializable`` (default) or ``WriteSerializable``.
     :param auto_checkpoint: checkpoint after the commit when Delta's policy says so (every
         ``delta.checkpointInterval`` versions, default 10), then clean up expired logs, as

@@ -222,7 +222,8 @@ class LogStore(ABC):
         return self.list_from(self.log_dir, start)
 
     def walk(self, directory: str | None = None) -> Iterator[FileInfo]:
-        """Every file under a directory (default: the table root), recursively."""
+        """Every file under a directory (default: the table root), recursively; links to directories
+        are not followed."""
         try:
             entries = self.fs.find(directory or self.root, detail=True)
         except FileNotFoundError:

@@ -115,12 +115,29 @@ class LocalStore(LogStore):
         return [StatOnAccess(f"{directory}/{name}") for name in names]
 
     def walk(self, directory: str | None = None) -> Iterator[FileInfo]:
-        for dirpath, _dirnames, filenames in os.walk(directory or self.root):
-            for name in filenames:
-                path = os.path.join(dirpath, name)
-                with contextlib.suppress(FileNotFoundError):
-                    st = os.stat(path)
-                    yield FileInfo(path, st.st_size, int(st.st_mtime * 1000))
+        """Every file under a directory, top-down, as ``os.walk`` lists them: symbolic links to
+        directories are not followed (nor listed), links to files are listed with their target's
+        size; unreadable directories and dangling links are skipped. One ``scandir`` per directory
+        and one ``stat`` per file (``os.walk`` and a path join per file cost twice the time)."""
+        pending = [directory or self.root]
+        while pending:
+            try:
+                entries = os.scandir(pending.pop())
+            except OSError:
+                continue
+            subdirectories = []
+            with entries:
+                for entry in entries:
+                    if _is_directory(entry):
+                        if not _is_link(entry):
+                            subdirectories.append(entry.path)
+                        continue
+                    try:
+                        st = entry.stat()
+                    except FileNotFoundError:  # deleted while listing, or a dangling link
+                        continue
+                    yield FileInfo(entry.path, st.st_size, int(st.st_mtime * 1000))
+            pending.extend(reversed(subdirectories))
 
     def list_tree(self, hidden: Callable[[str], bool], skip: Container[str] = frozenset()) -> TreeListing:
         """Scan the root level by level. Files in ``skip`` are seen but not ``stat``-ed: on a
@@ -273,6 +290,21 @@ def _fsync_dir(directory: str) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def _is_directory(entry: os.DirEntry[str]) -> bool:
+    """``os.walk``'s test: an entry that cannot be examined is not a directory."""
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+def _is_link(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_symlink()
+    except OSError:
+        return False
 
 
 def _is_file(entry: os.DirEntry[str]) -> bool:

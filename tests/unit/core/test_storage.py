@@ -137,3 +137,28 @@ def test_info_and_exists(tmp_path):
 )
 def test_resolve_path(uri, logged, expected):
     assert TablePath.parse(uri).decode(logged) == expected
+
+
+def test_local_walk_lists_files_like_os_walk_without_following_directory_links(tmp_path):
+    """Files top-down with their sizes; a link to a file is listed with its target's size, a link
+    to a directory is neither followed nor listed, a dangling link is skipped (commit_files
+    relies on it: a walked directory under a real prefix is never a link)."""
+    root = tmp_path / "t"
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "top.txt").write_bytes(b"1")
+    (root / "a" / "x.txt").write_bytes(b"12")
+    (root / "a" / "b" / "y.txt").write_bytes(b"123")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "secret.txt").write_bytes(b"secret")
+    os.symlink(elsewhere, root / "a" / "dir-link")
+    os.symlink(elsewhere / "secret.txt", root / "a" / "file-link")
+    os.symlink(tmp_path / "gone", root / "dangling")
+    store = open_store(str(root))
+    listed = {info.path[len(str(root)) + 1 :]: info.size for info in store.walk()}
+    assert listed == {"top.txt": 1, "a/x.txt": 2, "a/b/y.txt": 3, "a/file-link": 6}
+    expected = [(os.path.join(d, f)[len(str(root)) + 1 :]) for d, _, files in os.walk(root) for f in files]
+    assert [p for p in expected if p != "dangling"] == [
+        info.path[len(str(root)) + 1 :] for info in store.walk()
+    ]
+    assert list(store.walk(str(root / "missing"))) == []
