@@ -616,24 +616,11 @@ def replay_files(
     tombstones: bool = False,
     now_ms: int | None = None,
 ) -> FileState:
-    """Active files (and, if asked, unexpired tombstones) of the segment's version.
-
-    The checkpoint's file actions are read in a thread while the commits after it are
-    reconciled (both spend their time in Arrow's C++, outside the GIL); an error of the commits
-    is raised first, as when they were read one after the other.
-    """
-    if segment.checkpoint is None or not commits:
-        tail = _reconcile_commits(storage, commits, _partition_keys(small))
-        checkpoint = _read_checkpoint_files(storage, segment.checkpoint, small, removes=tombstones)
-    else:
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            reading = pool.submit(
-                _read_checkpoint_files, storage, segment.checkpoint, small, removes=tombstones
-            )
-            tail = _reconcile_commits(storage, commits, _partition_keys(small))
-            checkpoint = reading.result()
-    tail_adds, tail_removes, touched = tail
-    checkpoint_adds, checkpoint_removes = checkpoint
+    """Active files (and, if asked, unexpired tombstones) of the segment's version."""
+    tail_adds, tail_removes, touched = _reconcile_commits(storage, commits, _partition_keys(small))
+    checkpoint_adds, checkpoint_removes = _read_checkpoint_files(
+        storage, segment.checkpoint, small, removes=tombstones
+    )
     if touched:
         checkpoint_adds = _drop_touched(checkpoint_adds, touched, storage.path)
         if tombstones:
