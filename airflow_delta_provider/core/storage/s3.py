@@ -30,17 +30,17 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote_plus
 
-from airflow_delta_provider.core.errors import CommitFileExistsError, DeleteFilesError, StorageError
+from airflow_delta_provider.core.errors import CommitFileExistsError, StorageError
 from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.storage.base import (
-    DELETE_BATCH,
     LIST_EXPAND_DEPTH,
     FileInfo,
     LogStore,
-    Progress,
     TreeListing,
     to_millis,
 )
+from airflow_delta_provider.core.storage.deletes import DELETED, BatchRefused
+from airflow_delta_provider.core.storage.progress import Progress
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Container, Coroutine, Iterator, Mapping, Sequence
@@ -54,6 +54,8 @@ log = get_logger(__name__)
 PROBE_PREFIX = ".put-if-absent-probe-"
 #: Error codes of stores that reject the ``If-None-Match`` header instead of honouring it.
 _CONDITION_REFUSED = frozenset({"NotImplemented", "InvalidArgument", "InvalidRequest"})
+#: Error codes of S3-compatible stores that do not implement ``DeleteObjects``.
+_BATCH_REFUSED = frozenset({"NotImplemented", "MethodNotAllowed"})
 #: (endpoint, bucket) -> None when the store honours conditional writes, else why not.
 _conditional_writes: dict[tuple[str, str], str | None] = {}
 _probe_lock = threading.Lock()
@@ -382,81 +384,45 @@ class S3Store(LogStore):
             except Exception as err:  # a leftover hidden probe key is harmless
                 log.warning("Could not delete the probe object s3://%s: %s", probe, err)
 
-    def delete_many(self, paths: Sequence[str], *, max_workers: int | None = None) -> int:
-        """``DeleteObjects`` of :data:`~.base.DELETE_BATCH` keys, ``max_workers`` (default
-        :data:`DELETE_CONCURRENCY`) requests at a time on s3fs's event loop, with progress.
+    # --- deletes: DeleteObjects batches (scheduled by :mod:`.deletes`) -----------------------
 
-        The first batch S3 refuses (in part or whole) cancels the requests not yet answered and
-        raises; the batches answered before it stay deleted.
+    store_name = "S3"
+    single_deletes = True
+    delete_advice = (
+        "Check the credentials' s3:DeleteObject permission (and any object lock or legal hold) and run again."
+    )
 
-        :raises DeleteFilesError: S3 refused some deletions (which keys, and why).
-        """
-        if not paths:
-            return 0
-        try:
-            return int(self._run(self._delete_many_async(paths, max_workers or DELETE_CONCURRENCY)))
-        finally:
-            self.fs.invalidate_cache()
+    def _delete_concurrency(self, paths: Sequence[str]) -> int:
+        return DELETE_CONCURRENCY
 
-    async def _delete_many_async(self, paths: Sequence[str], workers: int) -> int:
+    async def _send_delete_batch(self, paths: Sequence[str]) -> Mapping[str, str]:
+        """One ``DeleteObjects`` (``Quiet``: S3 names only the keys it refused; S3 deletes are
+        idempotent and do not say whether a key existed, so the others count as deleted)."""
         fs: Any = self.fs
-        await fs.set_session()
-        batches = [paths[i : i + DELETE_BATCH] for i in range(0, len(paths), DELETE_BATCH)]
-        limit = asyncio.Semaphore(workers)
-        progress = Progress(self.root_uri, len(paths))
-
-        async def delete(batch: Sequence[str]) -> int:
-            async with limit:
-                deleted = await self._delete_batch_async(batch)
-            progress.advance(len(batch))
-            return deleted
-
-        tasks = [asyncio.ensure_future(delete(batch)) for batch in batches]
-        total = 0
+        bucket = paths[0].partition("/")[0]
+        keys = [path[len(bucket) + 1 :] for path in paths]
         try:
-            for next_done in asyncio.as_completed(tasks):
-                total += await next_done
-        except BaseException:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
-        progress.finish()
-        return total
-
-    def _delete_batch(self, batch: Sequence[str]) -> int:
-        try:
-            return int(self._run(self._delete_batch_async(batch)))
-        finally:
-            self.fs.invalidate_cache()
-
-    async def _delete_batch_async(self, batch: Sequence[str]) -> int:
-        fs: Any = self.fs
-        by_bucket: dict[str, list[str]] = {}
-        for path in batch:
-            bucket, _, key = path.partition("/")
-            by_bucket.setdefault(bucket, []).append(key)
-        deleted = 0
-        for bucket, keys in by_bucket.items():
             response = await fs._call_s3(
-                "delete_objects",
-                Bucket=bucket,
-                Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True},
+                "delete_objects", Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True}
             )
-            errors = response.get("Errors") or []
-            if errors:
-                failed = [
-                    (f"{bucket}/{e.get('Key')}", f"{e.get('Code')}: {e.get('Message')}") for e in errors
-                ]
-                raise DeleteFilesError(
-                    f"S3 refused to delete {len(failed)} of {len(keys)} file(s) of {self.root_uri}, e.g. "
-                    f"s3://{failed[0][0]} ({failed[0][1]}). Check the credentials' s3:DeleteObject "
-                    f"permission and run again.",
-                    failed=failed,
-                )
-            # S3 deletes are idempotent and do not say whether the key existed.
-            deleted += len(keys)
-        return deleted
+        except OSError as err:  # s3fs's form of a ClientError; the response is the cause
+            response_of = getattr(err.__cause__, "response", None) or {}
+            code = response_of.get("Error", {}).get("Code")
+            status = response_of.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if code in _BATCH_REFUSED or status in (405, 501):
+                # An S3-compatible store without DeleteObjects (GCS's XML API, some gateways).
+                raise BatchRefused(f"DeleteObjects answered {status} {code}") from err
+            raise
+        answers = dict.fromkeys(paths, DELETED)
+        for error in response.get("Errors") or ():
+            answers[f"{bucket}/{error.get('Key')}"] = f"{error.get('Code')}: {error.get('Message')}"
+        return answers
+
+    async def _delete_one(self, path: str) -> bool:
+        fs: Any = self.fs
+        bucket, _, key = path.partition("/")
+        await fs._call_s3("delete_object", Bucket=bucket, Key=key)
+        return True
 
     def _remove_directory(self, directory: str) -> None:
         """Key prefixes vanish with their last object; there is nothing to remove."""

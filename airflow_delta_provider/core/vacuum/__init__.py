@@ -123,7 +123,7 @@ class VacuumOptions:
     :param mode: ``full`` (list the table root) or ``lite`` (read removed files from the log).
     :param enforce_retention_duration: refuse a retention shorter than the table's (Delta's
         ``retentionDurationCheck``). Switch off only when no writer can be running.
-    :param max_workers: threads deleting files (default: by store, see ``LogStore.delete_many``).
+    :param max_workers: delete batches in flight (default: by store, see ``LogStore.delete_many``).
     :param now: the clock (``datetime``, naive = UTC, or epoch milliseconds); default: now.
     :param log_commits: write ``VACUUM START``/``VACUUM END`` commits. None (default): as Delta
         does, on local, HDFS, Azure and GCS tables but not on S3.
