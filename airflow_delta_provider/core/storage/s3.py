@@ -68,6 +68,10 @@ DELETE_CONCURRENCY = 16
 #: The raw ``ListObjectsV2`` body of the current listing request, for :func:`_keep_raw_listing`.
 _RAW_LISTING: ContextVar[list[bytes] | None] = ContextVar("_RAW_LISTING", default=None)
 _RAW_HANDLER_ID = "airflow-delta-provider-raw-listing"
+#: The body of the current ``DeleteObjects`` request, for :func:`_use_delete_body`.
+_DELETE_BODY: ContextVar[bytes | None] = ContextVar("_DELETE_BODY", default=None)
+_BODY_HANDLER_ID = "airflow-delta-provider-delete-body"
+_S3_XMLNS = "http://s3.amazonaws.com/doc/2006-03-01/"
 _CONTENTS = re.compile(rb"<Contents>.*?</Contents>", re.DOTALL)
 _KEY = re.compile(rb"<Key>(.*?)</Key>", re.DOTALL)
 _MODIFIED = re.compile(rb"<LastModified>(.*?)</LastModified>")
@@ -399,11 +403,19 @@ class S3Store(LogStore):
         """One ``DeleteObjects`` (``Quiet``: S3 names only the keys it refused; S3 deletes are
         idempotent and do not say whether a key existed, so the others count as deleted)."""
         fs: Any = self.fs
+        await fs.set_session()
+        fs.s3.meta.events.register(
+            "before-call.s3.DeleteObjects", _use_delete_body, unique_id=_BODY_HANDLER_ID
+        )
         bucket = paths[0].partition("/")[0]
         keys = [path[len(bucket) + 1 :] for path in paths]
+        # botocore validates and serialises 1,000 keys in ~20 ms of CPU per request (ElementTree);
+        # the body is written here in one join instead, and botocore is handed a one-key request
+        # whose body the hook replaces before botocore computes the checksum and signs it.
+        token = _DELETE_BODY.set(delete_objects_body(keys))
         try:
             response = await fs._call_s3(
-                "delete_objects", Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True}
+                "delete_objects", Bucket=bucket, Delete={"Objects": [{"Key": keys[0]}], "Quiet": True}
             )
         except OSError as err:  # s3fs's form of a ClientError; the response is the cause
             response_of = getattr(err.__cause__, "response", None) or {}
@@ -413,6 +425,8 @@ class S3Store(LogStore):
                 # An S3-compatible store without DeleteObjects (GCS's XML API, some gateways).
                 raise BatchRefused(f"DeleteObjects answered {status} {code}") from err
             raise
+        finally:
+            _DELETE_BODY.reset(token)
         answers = dict.fromkeys(paths, DELETED)
         for error in response.get("Errors") or ():
             answers[f"{bucket}/{error.get('Key')}"] = f"{error.get('Code')}: {error.get('Message')}"
@@ -434,6 +448,30 @@ def _objects(bucket: str, page: Mapping[str, Any]) -> Iterator[FileInfo]:
         key = obj["Key"]
         if not key.endswith("/"):
             yield FileInfo(f"{bucket}/{key}", int(obj["Size"]), to_millis(obj["LastModified"]))
+
+
+def delete_objects_body(keys: Sequence[str]) -> bytes:
+    """The ``DeleteObjects`` body (``Quiet``) for ``keys``, byte for byte as botocore writes it
+    (its serialiser, then its ``escape_xml_payload`` for ``\\r`` and ``\\n``)."""
+    objects = "".join(f"<Object><Key>{_xml_text(key)}</Key></Object>" for key in keys)
+    return f'<Delete xmlns="{_S3_XMLNS}">{objects}<Quiet>true</Quiet></Delete>'.encode()
+
+
+def _xml_text(text: str) -> str:
+    if "&" in text or "<" in text or ">" in text:
+        text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    if "\r" in text or "\n" in text:
+        text = text.replace("\r", "&#xD;").replace("\n", "&#xA;")
+    return text
+
+
+def _use_delete_body(params: dict[str, Any], model: Any = None, **_: Any) -> None:
+    """botocore ``before-call`` hook: the core's own ``DeleteObjects`` requests (the context holds
+    a body) get the body :func:`delete_objects_body` wrote; the checksum and the signature are
+    computed after this, from it."""
+    body = _DELETE_BODY.get()
+    if body is not None and getattr(model, "name", None) == "DeleteObjects":
+        params["body"] = body
 
 
 def _keep_raw_listing(response_dict: dict[str, Any], operation_model: Any = None, **_: Any) -> None:
