@@ -192,12 +192,10 @@ def vacuum(
     )
 
     plan = plan_vacuum(snapshot, delete_before_ms, mode=mode_name, engine=options.engine)
-    check_under_root(
-        storage, [p for p, _ in plan.files] + plan.directories, resolve_links=mode_name == "lite"
-    )
-    to_uri = storage.path.to_uri
-    files = tuple(to_uri(p) for p, _ in plan.files)
-    directories = tuple(map(to_uri, plan.directories))
+    paths = [p for p, _ in plan.files]
+    check_under_root(storage, paths + plan.directories, resolve_links=mode_name == "lite")
+    files = tuple(storage.path.to_uris(paths))
+    directories = tuple(storage.path.to_uris(plan.directories))
     result = VacuumResult(
         table_uri=uri,
         version=snapshot.version,
@@ -232,7 +230,7 @@ def vacuum(
             snapshot, to_delete, resolved, enforce_retention_duration, post_commit_hooks
         )
     try:
-        deleted = _delete(storage, [p for p, _ in plan.files], options.max_workers, options.engine)
+        deleted = _delete(storage, paths, options.max_workers, options.engine)
         deleted += storage.delete_empty_directories(plan.directories)
     except BaseException as err:
         end = commit_end(storage, VacuumStatus.FAILED, None, post_commit_hooks) if logged else None
