@@ -69,6 +69,11 @@ class HiddenNames:
     partition_prefixes: tuple[str, ...] = ()
     iceberg: bool = False
 
+    @property
+    def hidden_starts(self) -> tuple[str, ...]:
+        """A name that starts with none of these is not hidden (a listing's cheap first test)."""
+        return (".", "_", "metadata") if self.iceberg else (".", "_")
+
     def __call__(self, name: str) -> bool:
         # UniForm keeps the Iceberg metadata of the table in `metadata` directories.
         if self.iceberg and name == "metadata":
