@@ -445,3 +445,25 @@ def test_awkward_keys_are_deleted_through_the_written_body(
     assert storage.delete_many([f"{s3_bucket}/awkward/{n}" for n in names[:-1]]) == 3
     assert keys(s3_endpoint, s3_bucket, "awkward/") == {"keep.parquet"}
     assert storage.delete_requests == {"batch": 1, "single": 0}
+
+
+def test_a_quiet_delete_answer_keeps_only_its_errors_for_botocore() -> None:
+    """moto lists every deleted key although the request is quiet; the hook leaves botocore the
+    errors only (for the core's own requests), so refused keys are still read and named."""
+    answer = (
+        b'<?xml version="1.0"?><DeleteResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+        b"<Deleted><Key>t/a</Key></Deleted><Error><Key>t/b</Key><Code>AccessDenied</Code>"
+        b"<Message>legal hold</Message></Error><Deleted><Key>t/c</Key></Deleted></DeleteResult>"
+    )
+    response = {"status_code": 200, "body": answer}
+    s3_module._drop_deleted(response)  # not the core's request: untouched
+    assert response["body"] == answer
+    token = s3_module._DELETE_BODY.set(b"<Delete/>")
+    try:
+        s3_module._drop_deleted(response)
+    finally:
+        s3_module._DELETE_BODY.reset(token)
+    assert response["body"] == (
+        b'<?xml version="1.0"?><DeleteResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+        b"<Error><Key>t/b</Key><Code>AccessDenied</Code><Message>legal hold</Message></Error></DeleteResult>"
+    )
