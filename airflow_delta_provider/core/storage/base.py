@@ -385,18 +385,24 @@ class LogStore(ABC):
         """Batches in flight when the caller does not say."""
         return 8
 
-    def _delete_loop(self) -> asyncio.AbstractEventLoop:
+    def _delete_loop(self) -> asyncio.AbstractEventLoop | None:
         """The event loop the delete scheduler runs on: an asynchronous filesystem's own (its
-        client lives there), else fsspec's I/O loop."""
-        from fsspec.asyn import get_loop
-
+        client lives there); None for the others (a loop of the caller's own, for the run)."""
         fs: Any = self.fs if self.prefix_directories else None
-        loop: asyncio.AbstractEventLoop = fs.loop if getattr(fs, "async_impl", False) else get_loop()
+        loop: asyncio.AbstractEventLoop | None = fs.loop if getattr(fs, "async_impl", False) else None
         return loop
 
-    def _delete_group(self, path: str) -> str:
-        """Paths of one group only share a batch: a bucket or container on object stores."""
-        return path.partition("/")[0] if self.prefix_directories else ""
+    def _delete_groups(self, paths: list[str]) -> list[list[str]]:
+        """The paths in groups no batch may mix: one per bucket or container on object stores."""
+        if not self.prefix_directories:
+            return [paths]
+        bucket = self.root.partition("/")[0] + "/"
+        if all(path.startswith(bucket) for path in paths):
+            return [paths]  # the usual case: the table's own bucket
+        groups: dict[str, list[str]] = {}
+        for path in paths:
+            groups.setdefault(path.partition("/")[0], []).append(path)
+        return list(groups.values())
 
     async def _send_delete_batch(self, paths: Sequence[str]) -> Mapping[str, str]:
         """Delete one batch; per path :data:`~.deletes.DELETED`, :data:`~.deletes.MISSING` or the

@@ -10,8 +10,8 @@ Everything else is decided here, the same way for every store:
 
 - **Bounded concurrency.** At most ``max_workers`` batches in flight (default: the store's
   :meth:`~BatchDeleter._delete_concurrency`), on the store's event loop
-  (:meth:`~BatchDeleter._delete_loop`); a path listed twice is deleted (and counted) once;
-  batches never mix buckets or containers (:meth:`~BatchDeleter._delete_group`).
+  (:meth:`~BatchDeleter._delete_loop`, else a loop of its own); a path listed twice is
+  deleted (and counted) once; batches never mix buckets or containers (:meth:`~BatchDeleter._delete_groups`).
 - **Progress** through :class:`~.progress.Progress`, per answered batch.
 - **Per-object outcomes.** Each path ends :data:`DELETED`, :data:`MISSING` (already gone: not
   counted) or refused with the service's reason. A refused object, or one the answer did not
@@ -100,9 +100,9 @@ class BatchDeleter(Protocol):
 
     def _delete_concurrency(self, paths: Sequence[str]) -> int: ...
 
-    def _delete_loop(self) -> asyncio.AbstractEventLoop: ...
+    def _delete_loop(self) -> asyncio.AbstractEventLoop | None: ...
 
-    def _delete_group(self, path: str) -> str: ...
+    def _delete_groups(self, paths: list[str]) -> list[list[str]]: ...
 
     async def _send_delete_batch(self, paths: Sequence[str]) -> Mapping[str, str]: ...
 
@@ -160,12 +160,19 @@ def delete_paths(store: BatchDeleter, paths: Sequence[str], max_workers: int | N
     return _run_on(store._delete_loop(), _delete_all(store, unique, workers))
 
 
-def _run_on(loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine on ``loop`` (another thread's) and wait; an interrupted wait cancels it."""
+def _run_on(loop: asyncio.AbstractEventLoop | None, coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine on ``loop`` (another thread's) and wait, an interrupted wait cancelling
+    it; without a loop, on a new one in this thread (``asyncio.run`` cancels on Ctrl-C), or in a
+    helper thread when this thread already runs one."""
     try:
         running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
     except RuntimeError:
         running = None
+    if loop is None:
+        if running is None:
+            return asyncio.run(coroutine)
+        with ThreadPoolExecutor(1, thread_name_prefix="delta-delete") as helper:
+            return helper.submit(asyncio.run, coroutine).result()
     if running is loop:
         coroutine.close()
         raise RuntimeError(
@@ -180,11 +187,10 @@ def _run_on(loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, T]) 
 
 
 async def _delete_all(store: BatchDeleter, paths: list[str], workers: int) -> int:
-    groups: dict[str, list[str]] = {}
-    for path in paths:
-        groups.setdefault(store._delete_group(path), []).append(path)
     size = max(1, store.delete_batch_size)
-    batches = [group[i : i + size] for group in groups.values() for i in range(0, len(group), size)]
+    batches = [
+        group[i : i + size] for group in store._delete_groups(paths) for i in range(0, len(group), size)
+    ]
     run = _Run(
         store,
         Progress(store.root_uri, len(paths)),
@@ -254,10 +260,13 @@ async def _send(run: _Run, batch: list[str]) -> tuple[int, list[tuple[str, str]]
                 describe(err),
                 len(batch),
             )
+    if len(answers) == len(batch):  # the usual answer: every path deleted or missing
+        outcomes = list(answers.values())
+        deleted = outcomes.count(DELETED)
+        if deleted + outcomes.count(MISSING) == len(batch):
+            return deleted, []
     deleted = sum(1 for path in batch if answers.get(path) == DELETED)
     retry = [(path, answers.get(path, "")) for path in batch if answers.get(path) not in (DELETED, MISSING)]
-    if not retry:
-        return deleted, []
     if not store.single_deletes:
         return deleted, [(path, reason or "no answer") for path, reason in retry]
 
