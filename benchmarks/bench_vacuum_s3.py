@@ -190,9 +190,8 @@ def serve(port: int, latency_ms: float, indexed: bool) -> None:
     def counted(environ: dict[str, Any], start_response: Any) -> Any:
         method = environ.get("REQUEST_METHOD")
         # Deletions leave the sorted index valid (a listed name no longer in the bucket is
-        # skipped); only writes that may add keys rebuild it. Rebuilding after every
-        # DeleteObjects cost a client that lists while it deletes (delta-rs streams its listing
-        # into its deletes) a sort of every key per page: ~50 s of server CPU at 1M objects.
+        # skipped); only writes that may add keys rebuild it (a sort of every key), so a listing
+        # that overlaps deletions pays no rebuild per page.
         deleting = method == "DELETE" or (method == "POST" and "delete" in environ.get("QUERY_STRING", ""))
         with lock:
             state["requests"] += 1
