@@ -257,7 +257,7 @@ class CleanupOptions:
         the table's ``delta.logRetentionDuration``, then the provider default, then 30 days.
     :param dry_run: only report what would be deleted.
     :param now: the current time (datetime, or milliseconds since the epoch); for tests and replays.
-    :param max_workers: threads deleting in parallel (default: by store, see ``LogStore.delete_many``).
+    :param max_workers: delete batches in flight (default: by store, see ``LogStore.delete_many``).
     """
 
     retention: timedelta | str | float | None = None

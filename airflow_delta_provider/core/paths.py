@@ -16,10 +16,14 @@ import os
 import posixpath
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from airflow_delta_provider.core.errors import InvalidPathError
 from airflow_delta_provider.core.redaction import register_secret, split_credentials
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
 
 __all__ = ["LOG_DIR", "TablePath", "escapes_root", "has_scheme"]
 
@@ -174,6 +178,35 @@ class TablePath:
         framed = "/" + path[len(prefix) :] + "/"
         return "//" not in framed and "/./" not in framed and "/../" not in framed
 
+    def contains_all(self, paths: Sequence[str], excluded: str | None = None) -> bool:
+        """Whether :meth:`contains` holds for every path (and none starts with ``excluded``),
+        decided on one joined string (VACUUM asks it of a million candidates at once). False
+        means "not known to hold": ask :meth:`contains` per path to find the one that fails.
+        """
+        if not paths:
+            return True
+        prefix = self.prefix
+        text = "\n".join(paths) + "\n"
+        if text.count("\n") != len(paths) or _BAD_SEGMENT.search(prefix[:-1] + "\n") is not None:
+            return False  # a name with a line break, or an unusual root: path by path
+        lines = "\n" + text
+        if lines.count("\n" + prefix) != len(paths):
+            return False
+        if excluded is not None and "\n" + excluded in lines:
+            return False
+        # Below the root (which ends with "/"), an empty relative path, an empty, "." or ".."
+        # segment, or a trailing slash all show as one of these.
+        return _BAD_SEGMENT.search(text) is None
+
+    def to_uris(self, paths: Iterable[str]) -> list[str]:
+        """:meth:`to_uri` of each path (one string operation each for the usual schemes)."""
+        if self.scheme in ("file", "memory"):
+            head = "file://" if self.scheme == "file" else "memory://"
+            return [head + path for path in paths]
+        if self.scheme == "s3":
+            return ["s3://" + path if path[:1] != "/" else self.to_uri(path) for path in paths]
+        return [self.to_uri(path) for path in paths]
+
     # --- paths written in the log ----------------------------------------------------------
 
     def decode(self, log_path: str) -> str:
@@ -251,6 +284,12 @@ class TablePath:
             if fs_path is not None and fs_path.startswith(prefix):
                 forms.append(_normalize(fs_path[len(prefix) :]))
         return list(dict.fromkeys(f for f in forms if f))
+
+
+#: What :meth:`TablePath.contains_all` looks for in newline-separated paths under a root ending
+#: with "/": "//" (an empty segment, or an empty relative path), "/./" and "/../", and "." or
+#: ".." or "/" at the end of a path.
+_BAD_SEGMENT = re.compile(r"//|/\.\.?(?:/|\n)|/\n")
 
 
 def _normalize(relative: str) -> str:

@@ -3,7 +3,7 @@
 Put-if-absent is a blob upload with ``If-None-Match: *`` (adlfs's ``overwrite=False``): the
 service answers 409 ``BlobAlreadyExists`` when the name is taken, in the same request that
 would create it. Deletions go in Blob Batch requests (``POST ?restype=container&comp=batch``,
-up to 256 ``Delete Blob`` sub-requests each; 202 deleted, 404 missing), see :mod:`.batched`,
+up to 256 ``Delete Blob`` sub-requests each; 202 deleted, 404 missing), scheduled by :mod:`.deletes`,
 with single-blob DELETEs where the account refuses batches (Microsoft announced the API without
 hierarchical-namespace support).
 """
@@ -13,13 +13,8 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.storage.batched import (
-    DELETED,
-    MISSING,
-    BatchDeletingStore,
-    BatchRefused,
-    refusal_status,
-)
+from airflow_delta_provider.core.storage.cloud import ConditionalObjectStore
+from airflow_delta_provider.core.storage.deletes import DELETED, MISSING, BatchRefused, refusal_status
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -35,13 +30,13 @@ def is_azure_filesystem(fs: fsspec.AbstractFileSystem) -> bool:
     return bool({"abfs", "az"} & set(protocol)) and hasattr(fs, "service_client")
 
 
-class AzureStore(BatchDeletingStore):
+class AzureStore(ConditionalObjectStore):
     """A table in an Azure storage account's container (Blob or ADLS Gen2 endpoint)."""
 
     store_name = "Azure Storage"
     extra = "azure"
     #: Sub-requests per Blob Batch request (the service's maximum).
-    batch_size = 256
+    delete_batch_size = 256
 
     def list_from(self, directory: str, start: str = "") -> list[FileInfo]:
         # adlfs's ls takes invalidate_cache=, not refresh= (which it ignores): without this, a
@@ -65,7 +60,7 @@ class AzureStore(BatchDeletingStore):
                 return False
         return True
 
-    async def _send_batch(self, paths: Sequence[str]) -> Mapping[str, str]:
+    async def _send_delete_batch(self, paths: Sequence[str]) -> Mapping[str, str]:
         """One Blob Batch request through adlfs's async container client.
 
         ``ContainerClient.delete_blobs`` would send it, but the async client writes the multipart

@@ -8,18 +8,19 @@ given to and returned by a store are its filesystem paths (no scheme for local a
 
 from __future__ import annotations
 
-import threading
-import time
 from abc import ABC, abstractmethod
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.core.redaction import get_logger
+from airflow_delta_provider.core.storage.deletes import DELETED, MISSING, delete_paths, describe, run_blocking
+from airflow_delta_provider.core.storage.progress import Progress
 
 if TYPE_CHECKING:
+    import asyncio
     from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 
     import fsspec
@@ -32,8 +33,6 @@ log = get_logger(__name__)
 
 #: Objects per delete request (the S3 ``DeleteObjects`` maximum) and per local work item.
 DELETE_BATCH = 1000
-#: Seconds between two progress messages of a long deletion or listing.
-PROGRESS_INTERVAL = 10.0
 #: Concurrent listing requests of an object store's tree (one prefix each).
 LIST_WORKERS = 8
 #: Levels of "directories" an object store's tree listing descends with delimiter listings to
@@ -346,59 +345,97 @@ class LogStore(ABC):
         """Write ``path`` whole, replacing any previous content (readers see old or new, never half)."""
         self.fs.pipe_file(path, bytes(data))
 
+    # --- deletes (scheduled by :mod:`.deletes`; a store supplies one batch) -----------------
+
+    #: Paths per delete request (S3's ``DeleteObjects`` maximum) or per blocking work item.
+    delete_batch_size = DELETE_BATCH
+    #: Whether the store can delete one object alone (:meth:`_delete_one`): refused objects of a
+    #: batch are retried that way, and a store whose service refuses batches falls back to it.
+    single_deletes = False
+    #: Why batch requests are not used (set when the service refused one), else None.
+    batch_refused: str | None = None
+    #: Who answers deletions, and what to check when it refuses some (error messages).
+    store_name = "The filesystem"
+    delete_advice = "Check that the credentials may delete these files and run again."
+
+    @cached_property
+    def delete_requests(self) -> dict[str, int]:
+        """Delete requests sent so far: ``{"batch": n, "single": n}`` (for figures and tests;
+        counted on the event loop thread, so without a lock)."""
+        return {"batch": 0, "single": 0}
+
     def delete_many(self, paths: Sequence[str], *, max_workers: int | None = None) -> int:
-        """Delete files in bounded parallel batches; returns how many were deleted.
+        """Delete files through the one delete scheduler (:mod:`.deletes`); returns how many were
+        deleted. Batches of :attr:`delete_batch_size`, ``max_workers`` of them in flight (default:
+        by store), progress logged on long runs.
 
-        Missing files are skipped (stores that cannot tell count them as deleted). Stops at the
-        first batch that fails (the others are cancelled) and raises. Logs progress on long runs.
+        Missing files are skipped (stores that cannot tell count them as deleted). Paths are
+        deleted as given: confining them to the table is the caller's (``TablePath.contains``,
+        VACUUM's ``check_under_root``).
 
-        :raises DeleteFilesError: the store refused some deletions.
-        :raises OSError: a deletion failed.
+        :raises DeleteFilesError: some files could not be deleted, each named with its reason;
+            the others were.
         """
         if not paths:
             return 0
-        batches = [paths[i : i + DELETE_BATCH] for i in range(0, len(paths), DELETE_BATCH)]
-        workers = max(1, min(max_workers or self._default_delete_workers(paths), len(batches)))
-        progress = Progress(self.root_uri, len(paths))
-        total = 0
-        if workers == 1:
-            for batch in batches:
-                total += self._delete_batch(batch)
-                progress.advance(len(batch))
-            progress.finish()
-            return total
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="delta-delete") as pool:
-            pending: set[Future[int]] = set()
-            sizes: dict[Future[int], int] = {}
-            for batch in batches:
-                future = pool.submit(self._delete_batch, batch)
-                sizes[future] = len(batch)
-                pending.add(future)
-            while pending:
-                done, pending = wait(pending, timeout=PROGRESS_INTERVAL, return_when=FIRST_EXCEPTION)
-                for future in done:
-                    error = future.exception()
-                    if error is not None:
-                        for other in pending:
-                            other.cancel()
-                        raise error
-                    total += future.result()
-                    progress.advance(sizes[future])
-        progress.finish()
-        return total
+        try:
+            return delete_paths(self, paths, max_workers)
+        finally:
+            self._deleted()
 
-    def _default_delete_workers(self, paths: Sequence[str]) -> int:
+    def _deleted(self) -> None:
+        """After deletions: forget cached listings (object stores' filesystems cache them)."""
+        if self.prefix_directories:
+            self.fs.invalidate_cache()
+
+    def _delete_concurrency(self, paths: Sequence[str]) -> int:
+        """Batches in flight when the caller does not say."""
         return 8
 
-    def _delete_batch(self, batch: Sequence[str]) -> int:
-        deleted = 0
+    def _delete_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop the delete scheduler runs on: an asynchronous filesystem's own (its
+        client lives there); None for the others (a loop of the caller's own, for the run)."""
+        fs: Any = self.fs if self.prefix_directories else None
+        loop: asyncio.AbstractEventLoop | None = fs.loop if getattr(fs, "async_impl", False) else None
+        return loop
+
+    def _delete_groups(self, paths: list[str]) -> list[list[str]]:
+        """The paths in groups no batch may mix: one per bucket or container on object stores."""
+        if not self.prefix_directories:
+            return [paths]
+        bucket = self.root.partition("/")[0] + "/"
+        if all(path.startswith(bucket) for path in paths):
+            return [paths]  # the usual case: the table's own bucket
+        groups: dict[str, list[str]] = {}
+        for path in paths:
+            groups.setdefault(path.partition("/")[0], []).append(path)
+        return list(groups.values())
+
+    async def _send_delete_batch(self, paths: Sequence[str]) -> Mapping[str, str]:
+        """Delete one batch; per path :data:`~.deletes.DELETED`, :data:`~.deletes.MISSING` or the
+        reason it was refused. The default deletes the paths one by one in a thread."""
+        return await run_blocking(self._delete_batch, paths)
+
+    def _delete_batch(self, batch: Sequence[str]) -> dict[str, str]:
+        """Blocking: delete each path (:meth:`_remove_file`), a refusal (``OSError``) becoming its outcome."""
+        outcomes: dict[str, str] = {}
         for path in batch:
             try:
-                self.fs.rm_file(path)
+                self._remove_file(path)
             except FileNotFoundError:
-                continue
-            deleted += 1
-        return deleted
+                outcomes[path] = MISSING
+            except OSError as err:
+                outcomes[path] = describe(err)
+            else:
+                outcomes[path] = DELETED
+        return outcomes
+
+    def _remove_file(self, path: str) -> None:
+        self.fs.rm_file(path)
+
+    async def _delete_one(self, path: str) -> bool:
+        """Delete one object; False when it did not exist (stores with :attr:`single_deletes`)."""
+        raise NotImplementedError(f"{type(self).__name__} has no single-object delete.")
 
     def delete_empty_directories(self, directories: Iterable[str]) -> int:
         """Delete empty directories (deepest first); one that is no longer empty is left alone."""
@@ -424,54 +461,6 @@ def _not_empty(err: OSError) -> bool:
     import errno
 
     return err.errno in (errno.ENOTEMPTY, errno.EEXIST) or "not empty" in str(err).lower()
-
-
-class Progress:
-    """INFO messages at most every :data:`PROGRESS_INTERVAL` seconds while deleting or listing.
-
-    :param total: how many files there are to handle; 0 when unknown (a listing).
-    """
-
-    def __init__(self, uri: str, total: int, verb: str = "Deleting from") -> None:
-        self.uri = uri
-        self.total = total
-        self.verb = verb
-        self.done = 0
-        self.started = time.monotonic()
-        self.last = self.started
-        self.lock = threading.Lock()
-
-    def advance(self, count: int) -> None:
-        with self.lock:
-            self.done += count
-            now = time.monotonic()
-            if now - self.last < PROGRESS_INTERVAL or (self.total and self.done >= self.total):
-                return
-            self.last = now
-            if self.total:
-                log.info(
-                    "%s %s: %d of %d file(s) done (%.0f%%) in %.0f s.",
-                    self.verb,
-                    self.uri,
-                    self.done,
-                    self.total,
-                    100 * self.done / self.total,
-                    now - self.started,
-                )
-            else:
-                log.info(
-                    "%s %s: %d file(s) so far in %.0f s.", self.verb, self.uri, self.done, now - self.started
-                )
-
-    def finish(self) -> None:
-        if time.monotonic() - self.started >= PROGRESS_INTERVAL:
-            log.info(
-                "%s %s: all %d file(s) handled in %.0f s.",
-                self.verb,
-                self.uri,
-                self.total or self.done,
-                time.monotonic() - self.started,
-            )
 
 
 def to_millis(value: Any) -> int:

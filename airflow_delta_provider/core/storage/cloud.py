@@ -3,28 +3,29 @@
 One base for Azure (:mod:`.azure`) and GCS (:mod:`.gcs`): keys are flat (a "directory" is a
 prefix), the tree listing runs in parallel over prefixes (:meth:`LogStore.list_tree`), a
 commit is one create-only upload whose lost precondition is a
-:class:`~airflow_delta_provider.core.errors.CommitFileExistsError`, and deletions go in the
-bounded concurrent requests. Never list-then-write.
+:class:`~airflow_delta_provider.core.errors.CommitFileExistsError`, and deletions are the
+service's batch requests (:meth:`~ConditionalObjectStore._send_delete_batch`: Azure Blob Batch,
+GCS JSON batch), scheduled by :mod:`.deletes`, with one ``DELETE`` per object where the service
+refuses batches. Never list-then-write.
 """
 
 from __future__ import annotations
 
-import asyncio
 from abc import abstractmethod
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.errors import CommitFileExistsError, DeleteFilesError, StorageError
+from airflow_delta_provider.core.errors import CommitFileExistsError, StorageError
 from airflow_delta_provider.core.storage.generic import FsspecStore
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Container, Sequence
+    from collections.abc import Callable, Container, Mapping, Sequence
 
     import fsspec
 
     from airflow_delta_provider.core.storage.base import TreeListing
 
 
-#: Concurrent DELETE requests per batch of :data:`~.base.DELETE_BATCH` objects.
+#: Batch delete requests in flight (Blob Batch of 256, GCS batch of 100 objects each).
 DELETE_CONCURRENCY = 32
 
 
@@ -44,13 +45,6 @@ class ConditionalObjectStore(FsspecStore):
                 f"Reading {self.scheme}:// tables needs {err.name or 'its fsspec filesystem'}: "
                 f"pip install 'airflow-delta-provider[{self.extra}]'."
             ) from err
-
-    def _call_async(self, function: Callable[..., Awaitable[Any]], *args: Any) -> Any:
-        """Run a coroutine function on the async filesystem's event loop."""
-        from fsspec.asyn import sync
-
-        fs: Any = self.fs
-        return sync(fs.loop, function, *args)
 
     def put_if_absent(self, path: str, data: bytes) -> None:
         try:
@@ -79,44 +73,26 @@ class ConditionalObjectStore(FsspecStore):
         self.fs.invalidate_cache(path)
         return super().info(path)
 
-    def _refused(self, failed: list[tuple[str, str]], count: int) -> DeleteFilesError:
-        return DeleteFilesError(
-            f"{self.store_name} refused to delete {len(failed)} of {count} file(s) of {self.root_uri}, "
-            f"e.g. {self.to_uri(failed[0][0])} ({failed[0][1]}). Check that the credentials may delete "
-            f"objects and run again.",
-            failed=failed,
-        )
-
     def _remove_directory(self, directory: str) -> None:
         """Key prefixes vanish with their last object; there is nothing to remove."""
 
-    def _delete_batch(self, batch: Sequence[str]) -> int:
-        deleted = self._delete_objects(batch)
-        self.fs.invalidate_cache()
-        return deleted
+    # --- deletes: batch requests (:mod:`.deletes` schedules them), one DELETE as the fallback ---
 
-    def _delete_objects(self, batch: Sequence[str]) -> int:
-        """Delete up to :data:`~.base.DELETE_BATCH` objects, :data:`DELETE_CONCURRENCY` single-object
-        DELETEs at a time. Azure and GCS override this with batch requests (:mod:`.batched`),
-        tested on Azurite and fake-gcs-server."""
-        return int(self._call_async(self._delete_concurrently, batch))
+    single_deletes = True
+    delete_advice = "Check that the credentials may delete objects and run again."
 
-    async def _delete_concurrently(self, batch: Sequence[str]) -> int:
-        limit = asyncio.Semaphore(DELETE_CONCURRENCY)
-        failed: list[tuple[str, str]] = []
+    def _delete_concurrency(self, paths: Sequence[str]) -> int:
+        return DELETE_CONCURRENCY
 
-        async def delete(path: str) -> int:
-            async with limit:
-                try:
-                    return 1 if await self._delete_one(path) else 0
-                except Exception as err:
-                    failed.append((path, f"{type(err).__name__}: {err}"))
-                    return 0
+    @abstractmethod
+    async def _send_delete_batch(self, paths: Sequence[str]) -> Mapping[str, str]:
+        """Delete ``paths`` (one container or bucket, at most :attr:`delete_batch_size`) in one
+        batch request.
 
-        deleted = sum(await asyncio.gather(*(delete(path) for path in batch)))
-        if failed:
-            raise self._refused(failed, len(batch))
-        return deleted
+        :returns: per path :data:`~.deletes.DELETED`, :data:`~.deletes.MISSING` or the service's
+            reason for refusing it; a path without an answer is retried alone.
+        :raises BatchRefused: the service does not accept the batch request (nothing was deleted).
+        """
 
     @abstractmethod
     async def _delete_one(self, path: str) -> bool:

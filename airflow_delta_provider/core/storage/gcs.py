@@ -3,7 +3,7 @@
 Put-if-absent is an upload with ``ifGenerationMatch=0`` (gcsfs's ``mode="create"``): the
 service answers 412 when the name exists, in the same request that would create it.
 Deletions go in JSON API batch requests (``POST /batch/storage/v1``, up to 100 ``DELETE``
-sub-requests each; 200/204 deleted, 404 missing), see :mod:`.batched`, sent through gcsfs's
+sub-requests each; 200/204 deleted, 404 missing), scheduled by :mod:`.deletes`, sent through gcsfs's
 authenticated session, with single-object DELETEs where the endpoint refuses batches.
 """
 
@@ -14,13 +14,8 @@ import uuid
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
-from airflow_delta_provider.core.storage.batched import (
-    DELETED,
-    MISSING,
-    BatchDeletingStore,
-    BatchRefused,
-    refusal_status,
-)
+from airflow_delta_provider.core.storage.cloud import ConditionalObjectStore
+from airflow_delta_provider.core.storage.deletes import DELETED, MISSING, BatchRefused, refusal_status
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -38,13 +33,13 @@ def is_gcs_filesystem(fs: fsspec.AbstractFileSystem) -> bool:
     return "gs" in protocol and hasattr(fs, "_rm_files")
 
 
-class GcsStore(BatchDeletingStore):
+class GcsStore(ConditionalObjectStore):
     """A table in a GCS bucket."""
 
     store_name = "GCS"
     extra = "gcs"
     #: Calls per JSON API batch request (the service's maximum).
-    batch_size = 100
+    delete_batch_size = 100
 
     def _create(self, path: str, data: bytes) -> None:
         # gcsfs adds ifGenerationMatch=0 for mode="create" and raises FileExistsError on 412.
@@ -58,7 +53,7 @@ class GcsStore(BatchDeletingStore):
             return False
         return True
 
-    async def _send_batch(self, paths: Sequence[str]) -> Mapping[str, str]:
+    async def _send_delete_batch(self, paths: Sequence[str]) -> Mapping[str, str]:
         """One JSON API batch request through gcsfs's session (its credentials and retries).
 
         Not gcsfs's ``_rm_files``: it reports a missing object as an error without its name,

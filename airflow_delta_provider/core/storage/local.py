@@ -228,20 +228,16 @@ class LocalStore(LogStore):
                 os.remove(tmp)
             raise
 
-    def _default_delete_workers(self, paths: Sequence[str]) -> int:
+    store_name = "The local filesystem"
+    delete_advice = "Check the permissions of these files and of their directories and run again."
+
+    def _delete_concurrency(self, paths: Sequence[str]) -> int:
         # Unlinks in one directory serialise on it: threads only help across directories.
         directories = {p.rpartition("/")[0] for p in paths[:DIRECTORY_SAMPLE]}
         return 1 if len(directories) == 1 else 4
 
-    def _delete_batch(self, batch: Sequence[str]) -> int:
-        deleted = 0
-        for path in batch:
-            try:
-                os.remove(path)
-            except FileNotFoundError:
-                continue  # already gone (a concurrent deletion): nothing to do
-            deleted += 1
-        return deleted
+    def _remove_file(self, path: str) -> None:
+        os.remove(path)
 
     def _remove_directory(self, directory: str) -> None:
         os.rmdir(directory)

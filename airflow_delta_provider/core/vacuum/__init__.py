@@ -123,7 +123,7 @@ class VacuumOptions:
     :param mode: ``full`` (list the table root) or ``lite`` (read removed files from the log).
     :param enforce_retention_duration: refuse a retention shorter than the table's (Delta's
         ``retentionDurationCheck``). Switch off only when no writer can be running.
-    :param max_workers: threads deleting files (default: by store, see ``LogStore.delete_many``).
+    :param max_workers: delete batches in flight (default: by store, see ``LogStore.delete_many``).
     :param now: the clock (``datetime``, naive = UTC, or epoch milliseconds); default: now.
     :param log_commits: write ``VACUUM START``/``VACUUM END`` commits. None (default): as Delta
         does, on local, HDFS, Azure and GCS tables but not on S3.
@@ -192,12 +192,10 @@ def vacuum(
     )
 
     plan = plan_vacuum(snapshot, delete_before_ms, mode=mode_name, engine=options.engine)
-    check_under_root(
-        storage, [p for p, _ in plan.files] + plan.directories, resolve_links=mode_name == "lite"
-    )
-    to_uri = storage.path.to_uri
-    files = tuple(to_uri(p) for p, _ in plan.files)
-    directories = tuple(map(to_uri, plan.directories))
+    paths = [p for p, _ in plan.files]
+    check_under_root(storage, paths + plan.directories, resolve_links=mode_name == "lite")
+    files = tuple(storage.path.to_uris(paths))
+    directories = tuple(storage.path.to_uris(plan.directories))
     result = VacuumResult(
         table_uri=uri,
         version=snapshot.version,
@@ -232,7 +230,7 @@ def vacuum(
             snapshot, to_delete, resolved, enforce_retention_duration, post_commit_hooks
         )
     try:
-        deleted = _delete(storage, [p for p, _ in plan.files], options.max_workers, options.engine)
+        deleted = _delete(storage, paths, options.max_workers, options.engine)
         deleted += storage.delete_empty_directories(plan.directories)
     except BaseException as err:
         end = commit_end(storage, VacuumStatus.FAILED, None, post_commit_hooks) if logged else None

@@ -147,7 +147,7 @@ class DeleteFiles:
     """Delete the files (column ``path``, the store's filesystem paths) of the batches received.
 
     :param storage: the table's store.
-    :param max_workers: threads per process (see :meth:`LogStore.delete_many`).
+    :param max_workers: delete batches in flight per process (see :meth:`LogStore.delete_many`).
     """
 
     storage: LogStore

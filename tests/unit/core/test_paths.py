@@ -69,6 +69,54 @@ def test_contains_is_strict_and_lexical(path, inside):
     assert TablePath.parse("/t").contains(path) is inside
 
 
+RELATIVES = [
+    "a.parquet",
+    "p=1/a.parquet",
+    "",
+    "/a",
+    "a/",
+    "./a",
+    "a/.",
+    "a/..",
+    "../x",
+    "a/../../x",
+    "a//b",
+    ".a",
+    "..a",
+    "a./b",
+    "a../b",
+    "a/.b/c",
+    "_delta_log/0.json",
+    "_delta_logx/0.json",
+    "x/_delta_log/0.json",
+    "a\nb",
+    "ü é/%25+&.parquet",
+    ".",
+    "..",
+]
+
+
+@pytest.mark.parametrize("root", ["/t", "/", "s3://b/t", "s3://b", "memory://m/t", "gs://b/t"])
+def test_contains_all_agrees_with_contains(root):
+    """The joined-string check decides exactly as ``contains`` path by path, whenever it says
+    "inside" (it may say "not known" only for names with a line break)."""
+    path = TablePath.parse(root)
+    excluded = path.log_dir + "/"
+    for relative in RELATIVES:
+        full = path.prefix + relative
+        expected = path.contains(full) and not full.startswith(excluded)
+        assert path.contains_all([full], excluded=excluded) is (expected and "\n" not in relative), relative
+    good = [path.prefix + r for r in RELATIVES if path.contains(path.prefix + r) and "\n" not in r]
+    good = [p for p in good if not p.startswith(excluded)]
+    assert path.contains_all(good, excluded=excluded)
+    for bad in RELATIVES:
+        if not path.contains(path.prefix + bad) or (path.prefix + bad).startswith(excluded):
+            assert not path.contains_all([*good, path.prefix + bad], excluded=excluded), bad
+    outside = "/elsewhere/a.parquet" if path.scheme == "file" else "other/a.parquet"
+    assert path.contains_all([*good, outside]) is path.contains(outside)
+    assert path.to_uris(good) == [path.to_uri(p) for p in good]
+
+
 def test_relative_and_back():
     path = TablePath.parse("s3://b/t")
     assert path.relative("b/t/p=1/x.parquet") == "p=1/x.parquet"

@@ -18,7 +18,7 @@ import pytest
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.errors import DeleteFilesError
 from airflow_delta_provider.core.storage import AzureStore, open_store
-from airflow_delta_provider.core.storage.batched import DELETED, MISSING
+from airflow_delta_provider.core.storage.deletes import DELETED, MISSING
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -53,7 +53,7 @@ def test_a_few_hundred_objects_go_in_batches_and_only_those_are_deleted(cloud):
     assert storage.delete_many(paths) == len(doomed)
 
     assert listed(storage, bucket) == {f"t/{n}" for n in kept_inside} | set(kept_outside)
-    size = type(storage).batch_size
+    size = type(storage).delete_batch_size
     assert storage.delete_requests == {"batch": math.ceil(len(paths) / size), "single": 0}
     assert storage.batch_refused is None
 
@@ -92,7 +92,7 @@ class _SdkBatchStore(AzureStore):
     """Sends its batches with the SDK's own async ``ContainerClient.delete_blobs``, whose body
     Azurite refuses as a whole (400 InvalidInput): a real service answer meaning "no batches"."""
 
-    async def _send_batch(self, paths: Sequence[str]) -> Mapping[str, str]:
+    async def _send_delete_batch(self, paths: Sequence[str]) -> Mapping[str, str]:
         fs: Any = self.fs
         client = fs.service_client.get_container_client(fs.split_path(paths[0])[0])
         parts = await client.delete_blobs(*(fs.split_path(p)[1] for p in paths), raise_on_any_failure=False)

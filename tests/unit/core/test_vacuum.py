@@ -28,6 +28,7 @@ from airflow_delta_provider.core.errors import (
     InvalidPathError,
     RetentionError,
     UnsupportedFeatureError,
+    VacuumDeleteError,
     VacuumLiteError,
     VacuumRetentionNegativeError,
     VacuumRetentionTooShortError,
@@ -672,10 +673,13 @@ def test_a_deletion_that_fails_part_way_commits_failed_and_re_raises(log_writer:
     if not _immutable(stuck):
         pytest.skip("cannot make a file undeletable here (no chattr)")
     try:
-        with pytest.raises(PermissionError):
+        with pytest.raises(VacuumDeleteError) as raised:
             DeltaTable(str(root)).vacuum(max_workers=1)
     finally:
         _mutable(stuck)
+    refused = [path for path, _ in raised.value.failed]
+    assert str(stuck) in refused and str(stuck) in str(raised.value)
+    assert raised.value.failed[0][1].startswith(("PermissionError", "OSError"))
     end, start = history(root)[:2]
     assert start["operation"] == "VACUUM START"
     assert end["operation"] == "VACUUM END"
@@ -683,8 +687,12 @@ def test_a_deletion_that_fails_part_way_commits_failed_and_re_raises(log_writer:
     assert "operationMetrics" not in end or not end["operationMetrics"]
     assert stuck.exists()
     assert not (root / "_delta_log" / LAST_VACUUM_INFO).exists()
-    # The batches before the failing one were deleted; the next VACUUM finishes the job.
-    assert len(list((root / "d").iterdir())) < 3000
+    if os.geteuid() == 0:  # one immutable file: every other one was deleted
+        assert refused == [str(stuck)] and "refused to delete 1 of 3000 file(s)" in str(raised.value)
+        assert list((root / "d").iterdir()) == [stuck]
+    else:  # a read-only directory refuses the whole first batch: the run stops there
+        assert len(refused) == 1000 and "2000 other file(s) were not attempted" in str(raised.value)
+    # The next VACUUM finishes the job.
     result = DeltaTable(str(root)).vacuum()
     assert result.status == "COMPLETED" and not any((root / "d").iterdir())
 

@@ -12,7 +12,13 @@ from deltalake import DeltaTable as RsDeltaTable
 from deltalake import PostCommitHookProperties, write_deltalake
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.errors import StorageError, VacuumDeleteError, VacuumRetentionTooShortError
+from airflow_delta_provider.core.errors import (
+    DeleteFilesError,
+    StorageError,
+    VacuumDeleteError,
+    VacuumRetentionTooShortError,
+)
+from airflow_delta_provider.core.storage import S3Store, open_store
 from airflow_delta_provider.core.storage import s3 as s3_module
 from airflow_delta_provider.core.storage.base import LogStore
 from airflow_delta_provider.core.vacuum import DELETE_BATCH
@@ -232,7 +238,7 @@ def test_concurrent_bulk_deletes_delete_what_the_sequential_path_deletes(
     s3_bucket: str, s3_storage_options: dict[str, Any], s3_endpoint: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     s3 = client(s3_endpoint)
-    monkeypatch.setattr(s3_module, "DELETE_BATCH", 3)  # 8 batches of 3 (and one of 1)
+    monkeypatch.setattr(S3Store, "delete_batch_size", 3)  # 8 batches of 3 (and one of 1)
     results = {}
     for run, workers in (("sequential", 1), ("concurrent", 8)):
         uri = f"s3://{s3_bucket}/{run}"
@@ -268,8 +274,9 @@ def test_concurrent_bulk_deletes_delete_what_the_sequential_path_deletes(
 
 @pytest.fixture(scope="module")
 def refusing_s3_endpoint() -> Iterator[str]:
-    """moto in this process behind a server that refuses ``DeleteObjects`` of keys containing
-    ``locked`` (as S3 does for objects under a legal hold), answering the rest as S3 would."""
+    """moto in this process behind a server that refuses to delete keys containing ``locked``, in
+    ``DeleteObjects`` and alone (as S3 does for objects under a legal hold), answering the rest as
+    S3 would."""
     import re
     import threading
 
@@ -281,8 +288,20 @@ def refusing_s3_endpoint() -> Iterator[str]:
     app = DomainDispatcherApplication(create_backend_app)
 
     def refusing(environ: dict[str, Any], start_response: Any) -> Any:
+        if environ["REQUEST_METHOD"] == "DELETE" and "locked" in environ["PATH_INFO"]:
+            answer = (
+                b'<?xml version="1.0"?><Error><Code>AccessDenied</Code><Message>legal hold</Message></Error>'
+            )
+            start_response(
+                "403 Forbidden", [("Content-Type", "application/xml"), ("Content-Length", str(len(answer)))]
+            )
+            return [answer]
         if environ["REQUEST_METHOD"] != "POST" or "delete" not in environ.get("QUERY_STRING", ""):
             return app(environ, start_response)
+        if environ["PATH_INFO"].strip("/") == "nobatch":  # a store without DeleteObjects
+            answer = b'<?xml version="1.0"?><Error><Code>NotImplemented</Code><Message>no</Message></Error>'
+            start_response("501 Not Implemented", [("Content-Type", "application/xml")])
+            return [answer]
         body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
         bucket = environ["PATH_INFO"].strip("/")
         errors = []
@@ -334,3 +353,117 @@ def test_refused_bulk_deletes_are_reported_and_live_files_stay(refusing_s3_endpo
     assert live <= remaining  # the table's files and log are untouched
     assert "p=b/orphan-locked.parquet" in remaining
     assert RsDeltaTable(uri, storage_options=rs_options(endpoint)).to_pyarrow_table().num_rows == 2
+
+
+def _s3_options(endpoint: str) -> dict[str, Any]:
+    return {
+        "key": "testing",
+        "secret": "testing",
+        "client_kwargs": {"endpoint_url": endpoint, "region_name": "us-east-1"},
+    }
+
+
+def test_a_batch_refused_whole_stops_the_run_and_says_what_was_not_attempted(
+    refusing_s3_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The delete scheduler's stop rule: once no object of a batch could be deleted (here: all
+    under a legal hold, in the batch and alone), no further batch is sent; every refused object
+    is named and the others are counted as not attempted, untouched."""
+    endpoint = refusing_s3_endpoint
+    s3 = client(endpoint)
+    s3.create_bucket(Bucket="stopping")
+    names = [f"t/a/locked-{i}" for i in range(3)] + [f"t/b/free-{i}" for i in range(6)]
+    for name in [*names, "outside/x"]:
+        s3.put_object(Bucket="stopping", Key=name, Body=b"o")
+    storage = open_store("s3://stopping/t", _s3_options(endpoint))
+    monkeypatch.setattr(S3Store, "delete_batch_size", 3)
+    with pytest.raises(DeleteFilesError) as raised:
+        storage.delete_many([f"stopping/{n}" for n in names], max_workers=1)
+    assert sorted(path for path, _ in raised.value.failed) == [f"stopping/t/a/locked-{i}" for i in range(3)]
+    assert all("AccessDenied" in reason and "alone:" in reason for _, reason in raised.value.failed)
+    message = str(raised.value)
+    assert "refused to delete 3 of 9 file(s)" in message and "6 other file(s) were not attempted" in message
+    assert "s3://stopping/t/a/locked-0" in message and "s3:DeleteObject" in message
+    assert keys(endpoint, "stopping", "") == {*names, "outside/x"}
+    assert storage.delete_requests == {"batch": 1, "single": 3}
+
+
+def test_a_store_without_delete_objects_gets_single_deletes(
+    refusing_s3_endpoint: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An S3-compatible store answering ``DeleteObjects`` with 501 NotImplemented: a warning,
+    then one ``DeleteObject`` per key, every key deleted, the listing cache forgotten."""
+    endpoint = refusing_s3_endpoint
+    s3 = client(endpoint)
+    s3.create_bucket(Bucket="nobatch")
+    for name in ("t/a", "t/b", "t/c", "t/keep", "t2/a"):
+        s3.put_object(Bucket="nobatch", Key=name, Body=b"o")
+    storage = open_store("s3://nobatch/t", _s3_options(endpoint))
+    assert storage.delete_many(["nobatch/t/a", "nobatch/t/b", "nobatch/t/b", "nobatch/t/c"]) == 3
+    assert storage.batch_refused is not None and "NotImplemented" in storage.batch_refused
+    assert "does not accept batch delete requests" in caplog.text
+    assert storage.delete_requests == {"batch": 1, "single": 3}  # the path given twice: deleted once
+    assert storage.delete_many(["nobatch/t/keep"]) == 1
+    assert storage.delete_requests == {"batch": 1, "single": 4}  # no batch tried again
+    assert keys(endpoint, "nobatch", "") == {"t2/a"}
+
+
+def test_the_delete_body_is_botocores_byte_for_byte() -> None:
+    """The ``DeleteObjects`` body the store writes equals what botocore's serialiser (and its
+    ``escape_xml_payload``) sends for the same keys, awkward ones included; captured before
+    sending, from a client with no server."""
+    import botocore.session
+
+    keys = ["p=a b/x+y.parquet", "<tag>&'\".parquet", "ünï cödé", "line\nbreak\r", "50%25/[x]"]
+    s3 = botocore.session.get_session().create_client(
+        "s3",
+        endpoint_url="http://127.0.0.1:9",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    )
+    sent: list[bytes] = []
+
+    def capture(request: Any, **_: Any) -> None:
+        sent.append(request.body)
+        raise KeyboardInterrupt  # stop before the network
+
+    s3.meta.events.register("before-send.s3.DeleteObjects", capture)
+    with pytest.raises(KeyboardInterrupt):
+        s3.delete_objects(Bucket="b", Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True})
+    assert s3_module.delete_objects_body(keys) == sent[0]
+
+
+def test_awkward_keys_are_deleted_through_the_written_body(
+    s3_bucket: str, s3_storage_options: dict[str, Any], s3_endpoint: str
+) -> None:
+    s3 = client(s3_endpoint)
+    names = ["a&b<c>.parquet", "ü é+x.parquet", "50%25/[x]'\".parquet", "keep.parquet"]
+    for name in names:
+        s3.put_object(Bucket=s3_bucket, Key=f"awkward/{name}", Body=b"o")
+    storage = open_store(f"s3://{s3_bucket}/awkward", s3_storage_options)
+    assert storage.delete_many([f"{s3_bucket}/awkward/{n}" for n in names[:-1]]) == 3
+    assert keys(s3_endpoint, s3_bucket, "awkward/") == {"keep.parquet"}
+    assert storage.delete_requests == {"batch": 1, "single": 0}
+
+
+def test_a_quiet_delete_answer_keeps_only_its_errors_for_botocore() -> None:
+    """moto lists every deleted key although the request is quiet; the hook leaves botocore the
+    errors only (for the core's own requests), so refused keys are still read and named."""
+    answer = (
+        b'<?xml version="1.0"?><DeleteResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+        b"<Deleted><Key>t/a</Key></Deleted><Error><Key>t/b</Key><Code>AccessDenied</Code>"
+        b"<Message>legal hold</Message></Error><Deleted><Key>t/c</Key></Deleted></DeleteResult>"
+    )
+    response = {"status_code": 200, "body": answer}
+    s3_module._drop_deleted(response)  # not the core's request: untouched
+    assert response["body"] == answer
+    token = s3_module._DELETE_BODY.set(b"<Delete/>")
+    try:
+        s3_module._drop_deleted(response)
+    finally:
+        s3_module._DELETE_BODY.reset(token)
+    assert response["body"] == (
+        b'<?xml version="1.0"?><DeleteResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+        b"<Error><Key>t/b</Key><Code>AccessDenied</Code><Message>legal hold</Message></Error></DeleteResult>"
+    )
