@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import CorruptLogError, DeltaTable
-from airflow_delta_provider.core.commits import _split_lines, segment_file_lines, split_commits
+from airflow_delta_provider.core.commits import _split_lines, parse_commit, segment_file_lines, split_commits
 
 from .conftest import add, commit_info, metadata, protocol, remove
 
@@ -96,6 +96,26 @@ def test_the_scan_and_the_per_line_rule_agree_on_seeded_random_commits():
         text, starts = found
         assert _non_blank_lines(text) == [line for c in commits for _, line in c.file_lines], seed
         assert starts[-1] == sum(c.file_line_count for c in commits)
+
+
+def test_one_commit_parsed_alone_is_split_as_the_scan_splits_it():
+    """``parse_commit`` (one file, the per-line rule) leaves the lines, the count and the text
+    with its other lines blanked exactly as :func:`split_commits` does."""
+    for seed in range(300):
+        data = _random_commit(random.Random(seed))
+        small, file_lines = _expected(data)
+        if not small and not file_lines:
+            with pytest.raises(CorruptLogError, match="is empty"):
+                parse_commit(7, "7.json", data)
+            continue
+        alone, scanned = parse_commit(7, "7.json", data), split_commits([(7, "7.json", data)])[0]
+        assert (alone.small_lines, alone.file_lines, alone.file_line_count) == (
+            small,
+            file_lines,
+            len(file_lines),
+        )
+        if _SMALL[5] not in data:  # the junk line fails to parse (as in the test above)
+            assert segment_file_lines([alone]) == segment_file_lines([scanned]), seed
 
 
 def test_a_segment_of_other_commits_gets_its_own_text():
