@@ -61,7 +61,7 @@ from airflow_delta_provider.core.transaction import (
     CommitResult,
     OptimisticTransaction,
 )
-from airflow_delta_provider.core.validation import LogTypes
+from airflow_delta_provider.core.validation import log_types
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -261,7 +261,7 @@ def commit_files(
         max_workers=max_workers,
     )
     # The same check the transaction runs on every add, here with each file's name, early.
-    LogTypes(
+    log_types(
         metadata or Metadata("", schema_to_delta_json(table_schema), tuple(partition_columns), props)
     ).check_partition_values((f.relative_path, v) for f, v in zip(data_files, values_per_file, strict=True))
 
