@@ -468,3 +468,35 @@ def test_schema_bytes_are_found_only_in_a_well_formed_usual_prefix(encoded, expe
     from airflow_delta_provider.core.stats import _schema_end
 
     assert _schema_end(encoded, 0) == expected
+
+
+def test_local_tails_grow_to_the_footers_seen(tmp_path, monkeypatch):
+    """Local tails start small (copying them is the cost); a footer larger than the tail is read
+    again, exactly, and the next windows' tails hold footers as large as the largest seen: one
+    read per file from then on. The stats are those of pyarrow's reader either way."""
+    from airflow_delta_provider.core import stats as stats_module
+
+    wide = pa.table({f"column_{i:03d}": pa.array([i, i + 1], pa.int64()) for i in range(60)})
+    paths = []
+    for index in range(12):
+        path = tmp_path / f"w{index:02d}.parquet"
+        pq.write_table(wide, path)
+        paths.append(str(path))
+    footer = int.from_bytes((tmp_path / "w00.parquet").read_bytes()[-8:-4], "little")
+    assert footer > stats_module.LOCAL_TAIL_BYTES  # the first window's tails are too short
+    storage = open_store(str(tmp_path))
+    reads: list[int] = []
+    original = type(storage).read_range
+
+    def counted(self, path, start, length):
+        reads.append(length)
+        return original(self, path, start, length)
+
+    monkeypatch.setattr(type(storage), "read_range", counted)
+    monkeypatch.setattr(stats_module, "FOOTER_WINDOW", 4)
+    columns = [(name,) for name in wide.schema.names]
+    infos = read_footers(storage, paths, stats_columns=columns)
+    assert len(reads) == 4 * 2 + 8  # the first window twice per file, then once
+    assert all(length >= footer + 8 for length in reads[8:])
+    expected = [stats_module.footer_info(pq.read_metadata(p), columns) for p in paths]
+    assert [i.stats for i in infos] == [e.stats for e in expected]
