@@ -268,6 +268,8 @@ def partition_values_of(
         source = "the given partition values"
     else:
         values = parse_partition_path(data_file.relative_path)
+        if list(values) == list(partition_columns):
+            return values  # the common case: the table's columns, spelled as it spells them, in order
         source = f"the path {data_file.relative_path!r}"
     by_key = {c.lower(): c for c in partition_columns}
     if explicit is None:

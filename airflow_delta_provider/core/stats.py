@@ -774,7 +774,14 @@ def _bound_json(leaf: _Leaf, low: Any, high: Any) -> tuple[str, str] | None:
 
 
 def _text_json(value: str) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    """``json.dumps(value, ensure_ascii=False)`` of a string, without building an encoder per call."""
+    return _encode_string(value)
+
+
+#: What ``json.dumps(text, ensure_ascii=False)`` calls for a string (the C encoder when present).
+_encode_string: Any = getattr(json.encoder, "encode_basestring", None) or (
+    lambda value: json.dumps(value, ensure_ascii=False)
+)
 
 
 def _millis_json(millis: int, utc: bool) -> str:
