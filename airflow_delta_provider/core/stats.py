@@ -45,7 +45,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal
@@ -779,7 +779,7 @@ def _text_json(value: str) -> str:
 
 
 #: What ``json.dumps(text, ensure_ascii=False)`` calls for a string (the C encoder when present).
-_encode_string: Any = getattr(json.encoder, "encode_basestring", None) or (
+_encode_string: Callable[[str], str] = getattr(json.encoder, "encode_basestring", None) or (
     lambda value: json.dumps(value, ensure_ascii=False)
 )
 
