@@ -450,7 +450,8 @@ def _schema_end(footer: bytes, start: int) -> int | None:
         position = _skip(footer, start + 1, _T_I32, 0)
         if footer[position] != (1 << 4 | _T_LIST):
             return None
-        return _skip(footer, position + 1, _T_LIST, 0)
+        end = _skip(footer, position + 1, _T_LIST, 0)
+        return end if end <= len(footer) else None
     except (IndexError, ValueError):
         return None
 
@@ -470,8 +471,8 @@ def _varint(data: bytes, position: int) -> tuple[int, int]:
 
 def _skip(data: bytes, position: int, kind: int, depth: int) -> int:
     """The position after one compact-protocol value of type ``kind`` at ``position``."""
-    if depth > 64:
-        raise ValueError("nested too deeply")
+    if depth > 64 or position >= len(data):
+        raise ValueError("nested too deeply, or past the end")
     if kind in (_T_TRUE, _T_FALSE):
         return position  # a struct field's boolean is in its header
     if kind == _T_BYTE:
@@ -491,6 +492,8 @@ def _skip(data: bytes, position: int, kind: int, depth: int) -> int:
         size, element = header >> 4, header & 0x0F
         if size == 15:
             size, position = _varint(data, position)
+        if size > len(data) - position:  # every element takes a byte at least
+            raise ValueError("list longer than the footer")
         for _ in range(size):
             # A list's booleans take a byte each.
             position = (
@@ -499,6 +502,8 @@ def _skip(data: bytes, position: int, kind: int, depth: int) -> int:
         return position
     if kind == _T_MAP:
         size, position = _varint(data, position)
+        if 2 * size > len(data) - position:
+            raise ValueError("map longer than the footer")
         if size:
             types = data[position]
             position += 1

@@ -460,9 +460,11 @@ def test_footers_are_told_apart_by_their_schema_bytes_and_leave_no_garbage(tmp_p
         (bytes([0x16, 0x04, 0x15, 0x02]), None),  # num_rows first: not the usual order
         (bytes([0x15, 0x02, 0x19, 0x1C, 0x18, 0x09, 0x61]), None),  # a name running past the end
         (bytes([0x15, 0x02, 0x19, 0x1C, 0x0D]), None),  # an unknown type
+        (bytes([0x15, 0x02, 0x19, 0xF3, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F, 0x01]), None),  # 2**32 bytes listed
+        (bytes([0x15, 0x02, 0x19, 0x17, 0x00]), None),  # a double running past the end
         (b"", None),
     ],
-    ids=["usual", "other-order", "truncated", "unknown-type", "empty"],
+    ids=["usual", "other-order", "truncated", "unknown-type", "huge-list", "short-double", "empty"],
 )
 def test_schema_bytes_are_found_only_in_a_well_formed_usual_prefix(encoded, expected):
     from airflow_delta_provider.core.stats import _schema_end
