@@ -80,8 +80,8 @@ def validate_commit_info(info: Mapping[str, Any]) -> None:
 
 #: The LogTypes of the last few table schemas (see :func:`log_types`).
 _RECENT_TYPES: dict[tuple[str, tuple[str, ...], str], LogTypes] = {}
-#: Partition values a LogTypes remembers as checked before it forgets them all.
-_CHECKED_LIMIT = 100_000
+#: Partition values a LogTypes remembers as checked before it forgets them (about 1 MB at most).
+_CHECKED_LIMIT = 10_000
 
 
 def log_types(metadata: Metadata) -> LogTypes:
