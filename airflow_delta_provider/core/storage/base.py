@@ -8,6 +8,7 @@ given to and returned by a store are its filesystem paths (no scheme for local a
 
 from __future__ import annotations
 
+import errno
 import itertools
 from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
@@ -168,11 +169,20 @@ class LogStore(ABC):
         """The contents of many files in one text, one newline between two, and where each starts
         (``starts[i]`` to ``starts[i + 1] - 1`` is file ``i``); ``FileNotFoundError`` naming the
         first missing one (``filename``). Remote stores read at most ``max_workers`` at a time."""
+
+        def read(path: str) -> bytes:
+            try:
+                return self.read_bytes(path)
+            except FileNotFoundError as err:
+                if err.filename == path:
+                    raise
+                raise FileNotFoundError(errno.ENOENT, f"No such file: {path}", path) from err
+
         if max_workers <= 1 or len(paths) < 8:
-            contents = [self.read_bytes(path) for path in paths]
+            contents = [read(path) for path in paths]
         else:
             with ThreadPoolExecutor(min(max_workers, len(paths)), thread_name_prefix="delta-read") as pool:
-                contents = list(pool.map(self.read_bytes, paths))
+                contents = list(pool.map(read, paths))
         starts = list(itertools.accumulate((len(data) + 1 for data in contents), initial=0))
         return bytearray(b"\n").join(contents), starts
 

@@ -184,8 +184,9 @@ def test_read_joined_is_the_same_text_on_every_store(tmp_path):
     assert answers[0][0] == b"\n".join(contents)
 
 
-def test_read_joined_names_the_missing_file(tmp_path):
-    storage = open_store(str(tmp_path))
+@pytest.mark.parametrize("where", ["local", "memory"])
+def test_read_joined_names_the_missing_file(tmp_path, where):
+    storage = open_store(str(tmp_path) if where == "local" else f"memory://t-{uuid.uuid4().hex}")
     present = storage.log_path("00000000000000000000.json")
     storage.put(present, b"{}")
     missing = storage.log_path("00000000000000000001.json")
