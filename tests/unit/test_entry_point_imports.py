@@ -2,7 +2,7 @@
 
 Every task, the scheduler, the triggerer and the DAG processor load the ``airflow.plugins``
 entry point (for macros and listeners); the hook, the sensor and the trigger are imported when
-a DAG file or a trigger names them. None of them may import pyarrow, and the plugin neither
+a DAG file or a trigger names them, in every parse of that file (the commit operator too). None of them may import pyarrow, and the plugin neither
 FastAPI nor the core: only the API server reads ``DeltaViewPlugin.fastapi_apps``, which imports
 the app when read. Checked in a fresh process, where nothing else imported them.
 """
@@ -22,6 +22,7 @@ _PROBE = textwrap.dedent(
     import airflow_delta_provider.hooks.delta
     import airflow_delta_provider.sensors.delta
     import airflow_delta_provider.triggers.delta
+    import airflow_delta_provider.operators.commit
     print(" ".join(sorted(plugin_modules)))
     print(" ".join(sorted(sys.modules)))
     """
