@@ -1,11 +1,11 @@
 """What Airflow's processes import from the provider before they use a Delta table.
 
 Every task, the scheduler, the triggerer and the DAG processor load the ``airflow.plugins``
-entry point (for macros and listeners); the hook, the sensor, the trigger and the commit
-operator are imported when a DAG file or a trigger names them, in every parse of that file.
-None of them may import pyarrow, and the plugin neither FastAPI nor the core: only the API
-server reads ``DeltaViewPlugin.fastapi_apps``, which imports the app when read. Checked in a
-fresh process, where nothing else imported them.
+entry point (for macros and listeners); the hook, the sensor, the trigger, the commit and
+PySpark operators and the decorator are imported when a DAG file or a trigger names them, in
+every parse of that file. None of them may import pyarrow, and the plugin neither FastAPI nor
+the core: only the API server reads ``DeltaViewPlugin.fastapi_apps``, which imports the app
+when read. Checked in a fresh process, where nothing else imported them.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ _PROBE = textwrap.dedent(
     import airflow_delta_provider.sensors.delta
     import airflow_delta_provider.triggers.delta
     import airflow_delta_provider.operators.commit
+    import airflow_delta_provider.operators.pyspark
+    import airflow_delta_provider.decorators.pyspark
     print(" ".join(sorted(plugin_modules)))
     print(" ".join(sorted(sys.modules)))
     """
