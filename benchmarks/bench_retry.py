@@ -11,7 +11,15 @@ fresh process (imports excluded from the timing), answers "has ``bench-app-3`` c
 - ``delta-rs``: ``deltalake.DeltaTable(uri).transaction_version(app_id)`` (the txn version only;
   delta-rs has no "which version recorded it").
 
-Usage: ``python benchmarks/bench_retry.py [--repeat 5]`` (run ``generate.py`` first).
+``--append a-1k,a`` measures instead the idempotent append that lands (``bench_read.py``'s
+``core-append``: one new file under a new app version, on a hard-linked copy of the log made
+before the timer) on each table in turn, round after round (A B A B ...), and reports each
+table's median and the median of the per-round ratios to the first table: the goal "within 20%
+of the 1k-file commit on every layout" is a ratio, and on a shared machine only paired rounds
+keep it meaningful.
+
+Usage: ``python benchmarks/bench_retry.py [--repeat 5] [--append a-1k,a,a-100k]`` (run
+``generate.py`` first).
 """
 
 from __future__ import annotations
@@ -70,10 +78,47 @@ def run_once(name: str) -> dict[str, float]:
     return json.loads(out.strip().splitlines()[-1])
 
 
+def append_rounds(tables: list[str], repeat: int) -> None:
+    """The idempotent append on each table, interleaved; medians and per-round ratios."""
+    from bench_read import _EPILOGUE, _PRELUDE, DATA, LOADS
+
+    code = _PRELUDE + LOADS["core-append"] + _EPILOGUE
+    runs: dict[str, list[dict[str, float]]] = {t: [] for t in tables}
+    for _ in range(repeat):
+        for table in tables:
+            out = subprocess.run(
+                [sys.executable, "-c", code, str(DATA / table)],
+                check=True,
+                capture_output=True,
+                text=True,
+                cwd=DATA,  # never the checkout the command was started in (see bench_read.py)
+            ).stdout
+            runs[table].append(json.loads(out.strip().splitlines()[-1]))
+    first = runs[tables[0]]
+    with open("/proc/loadavg") as f:
+        load = " ".join(f.read().split()[:3])
+    print(
+        f"Machine: {platform.machine()}, Python {platform.python_version()}; {repeat} rounds, "
+        f"load average {load}."
+    )
+    print(f"| table | median s | peak MB | median of per-round ratios to {tables[0]} |")
+    print("|---|---:|---:|---:|")
+    for table, rows in runs.items():
+        ratio = statistics.median(r["seconds"] / f["seconds"] for r, f in zip(rows, first, strict=True))
+        print(
+            f"| {table} | {statistics.median(r['seconds'] for r in rows):.3f} | "
+            f"{statistics.median(r['peak_mb'] for r in rows):.0f} | {ratio:.2f} |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--append", default=None, help="tables for the paired append (e.g. a-1k,a)")
     args = parser.parse_args()
+    if args.append:
+        append_rounds(args.append.split(","), args.repeat)
+        return
     if not (TABLE / "_delta_log").is_dir():
         raise SystemExit(f"No table at {TABLE}; run benchmarks/generate.py first.")
     results: dict[str, dict[str, float]] = {}

@@ -183,3 +183,45 @@ def test_the_core_imports_nothing_of_the_airflow_layer() -> None:
         if not target.startswith(f"{ROOT}.core") and target != ROOT
     ]
     assert upward == []
+
+
+def lazy_names(path: Path) -> dict[str, str] | None:
+    """A package ``__init__``'s PEP 562 table (``_LAZY``: public name -> module), or None."""
+    tree = ast.parse(path.read_text())
+    getattr_defined = any(isinstance(n, ast.FunctionDef) and n.name == "__getattr__" for n in tree.body)
+    table = next(
+        (
+            node.value
+            for node in tree.body
+            if isinstance(node, ast.Assign | ast.AnnAssign)
+            and any(
+                isinstance(t, ast.Name) and t.id == "_LAZY"
+                for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+            )
+        ),
+        None,
+    )
+    if not getattr_defined:
+        return None
+    assert isinstance(table, ast.Dict), (
+        f"{path}: a module __getattr__ resolves names only through a _LAZY dict"
+    )
+    return {ast.literal_eval(k): ast.literal_eval(v) for k, v in zip(table.keys, table.values, strict=True)}  # type: ignore[arg-type]
+
+
+def test_lazy_names_are_edges_of_the_graph() -> None:
+    """A module-level ``__getattr__`` (PEP 562) imports by name at run time, which the graph cannot
+    read; so it is allowed only in a package ``__init__``, through a ``_LAZY`` table whose every
+    module the same file also imports under ``TYPE_CHECKING`` (the graph's edge, checked above for
+    layers and cycles like any other import)."""
+    seen = 0
+    for name, path in MODULES.items():
+        table = lazy_names(path)
+        if table is None:
+            continue
+        assert path.name == "__init__.py", f"{name}: a module __getattr__ only in a package __init__"
+        seen += 1
+        imported = imports_of(path)
+        for public, module in table.items():
+            assert f"{module}.{public}" in imported, f"{name}: _LAZY[{public!r}] = {module!r} is not imported"
+    assert seen >= 1  # the core's __init__

@@ -5,16 +5,41 @@ It never imports Airflow or PySpark; use it from any Python process::
     from airflow_delta_provider.core import DeltaTable
 
     snapshot = DeltaTable("s3://bucket/events").snapshot()
+
+The error classes are imported with the package; the other public names (``DeltaTable``,
+``Snapshot`` and the operations' results) are imported on first use (PEP 562), so that a
+process importing one module of the core (``core.paths``, ``core.snapshot``, the Airflow
+hook, sensor or trigger) does not pay for the writers, OPTIMIZE, VACUUM and pyarrow it does
+not use. ``from airflow_delta_provider.core import DeltaTable`` works as before.
 """
 
-from airflow_delta_provider.core.checkpoint import CheckpointResult
-from airflow_delta_provider.core.cleanup import CleanupResult
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from airflow_delta_provider.core.errors import *  # noqa: F403
 from airflow_delta_provider.core.errors import __all__ as _errors_all
-from airflow_delta_provider.core.snapshot import Snapshot
-from airflow_delta_provider.core.table import DeltaTable
-from airflow_delta_provider.core.transaction import CommitResult
-from airflow_delta_provider.core.vacuum import VacuumResult
+
+if TYPE_CHECKING:
+    # The same names, for type checkers and for tests/test_architecture.py, which reads these
+    # imports as the package's edges of the import graph (every entry of _LAZY is one of them).
+    from airflow_delta_provider.core.checkpoint import CheckpointResult
+    from airflow_delta_provider.core.cleanup import CleanupResult
+    from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.table import DeltaTable
+    from airflow_delta_provider.core.transaction import CommitResult
+    from airflow_delta_provider.core.vacuum import VacuumResult
+
+#: Public name -> the module defining it, imported when the name is first asked for.
+_LAZY = {
+    "CheckpointResult": "airflow_delta_provider.core.checkpoint",
+    "CleanupResult": "airflow_delta_provider.core.cleanup",
+    "CommitResult": "airflow_delta_provider.core.transaction",
+    "DeltaTable": "airflow_delta_provider.core.table",
+    "Snapshot": "airflow_delta_provider.core.snapshot",
+    "VacuumResult": "airflow_delta_provider.core.vacuum",
+}
 
 __all__ = [
     "CheckpointResult",
@@ -25,3 +50,16 @@ __all__ = [
     "VacuumResult",
     *_errors_all,
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

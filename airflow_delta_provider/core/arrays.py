@@ -148,6 +148,8 @@ def _struct(values: Sequence[dict[str, Any] | None], data_type: pa.StructType) -
 
 def table(rows: Sequence[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     """``pa.Table.from_pylist(rows, schema=schema)`` for the types of the log."""
+    if not rows:  # (``schema.empty_table()`` imports pandas)
+        return pa.Table.from_arrays([pa.nulls(0, field.type) for field in schema], schema=schema)
     columns = [array([row.get(field.name) for row in rows], field.type) for field in schema]
     return pa.Table.from_arrays(columns, schema=schema)
 

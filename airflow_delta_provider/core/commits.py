@@ -14,7 +14,6 @@ from __future__ import annotations
 import bisect
 import itertools
 import json
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +26,6 @@ from airflow_delta_provider.core.logfiles import commit_name
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from airflow_delta_provider.core.logfiles import LogFile
     from airflow_delta_provider.core.segment import LogSegment
     from airflow_delta_provider.core.storage import LogStore
 
@@ -144,48 +142,57 @@ _REMOVE_START = np.frombuffer(b'{"remove"', dtype=np.uint8)
 
 
 def split_commits(files: Sequence[tuple[int, str, bytes]]) -> list[CommitActions]:
-    """Split many commit files ``(version, path, content)`` at once (no JSON parsing yet).
+    """Split many commit files ``(version, path, content)`` at once (no JSON parsing yet): their
+    contents joined (one newline between two), then :func:`split_text`."""
+    text = bytearray(b"\n").join(data for _, _, data in files)
+    offsets = list(itertools.accumulate((len(data) + 1 for _, _, data in files), initial=0))
+    return split_text(text, offsets, [(version, path) for version, path, _ in files])
+
+
+def split_text(
+    text: bytearray, offsets: Sequence[int], files: Sequence[tuple[int, str]]
+) -> list[CommitActions]:
+    """Split many commit files ``(version, path)`` whose contents are joined in ``text`` (file
+    ``i`` from ``offsets[i]`` to ``offsets[i + 1] - 1``, a newline between two, as
+    :meth:`~.storage.LogStore.read_joined` reads them), no JSON parsing yet.
 
     A line is a file line when, stripped, it starts with ``{"add"`` or ``{"remove"``; blank
-    lines are skipped; every other line is kept stripped, with its number. The contents are
-    joined in one text and scanned with numpy for the lines that do not start with a file
-    action at their first byte (a few per commit: commitInfo, txn, protocol, ...); only those
-    are looked at in Python, and then overwritten with spaces in the text, which so holds
-    JSON lines of file actions only (:func:`segment_file_lines`). :func:`_split_lines` is the
-    same rule line by line.
+    lines are skipped; every other line is kept stripped, with its number. The text is scanned
+    with numpy for the lines that do not start with a file action at their first byte (a few
+    per commit: commitInfo, txn, protocol, ...); only those are looked at in Python, and then
+    overwritten with spaces in the text, which so holds JSON lines of file actions only
+    (:func:`segment_file_lines`). :func:`_split_lines` is the same rule line by line.
 
     :raises CorruptLogError: a file has no action, naming it.
     """
-    text = bytearray(b"\n").join(data for _, _, data in files)  # one line more between two files
     raw = np.frombuffer(text, dtype=np.uint8)
     starts = _line_starts(raw)
     is_file = _starts_file_action(raw, starts)
-    offsets = list(itertools.accumulate((len(data) + 1 for _, _, data in files), initial=0))
     # The line starts of file i are those in [offsets[i], offsets[i] + len(content)].
-    first_lines = np.searchsorted(starts, offsets).tolist()
+    first_lines = np.searchsorted(starts, offsets[: len(files) + 1]).tolist()
     others: list[list[int]] = [[] for _ in files]
     for index in np.flatnonzero(~is_file).tolist():
         others[bisect.bisect_right(first_lines, index) - 1].append(index)
     del raw  # (a view of the text, which is changed below)
     commits = []
-    for number, (version, path, data) in enumerate(files):
-        offset, first = offsets[number], first_lines[number]
+    for number, (version, path) in enumerate(files):
+        offset, first, limit = offsets[number], first_lines[number], offsets[number + 1] - 1
         small: list[tuple[int, bytes]] = []
         blank = 0
         for index in others[number]:
-            start = int(starts[index]) - offset
-            end = data.find(b"\n", start)
-            end = len(data) if end < 0 else end
-            line = data[start:end].strip()
+            start = int(starts[index])
+            end = text.find(b"\n", start, limit)
+            end = limit if end < 0 else end
+            line = bytes(text[start:end].strip())
             if not line:
                 blank += 1
             elif not line.startswith(_FILE_LINE_PREFIXES):  # (a file line after whitespace counts)
                 small.append((index - first + 1, line))
-                text[offset + start : offset + end] = b" " * (end - start)
+                text[start:end] = b" " * (end - start)
         count = first_lines[number + 1] - first - len(small) - blank
         if not small and not count:
             raise _empty_commit(path)
-        commits.append(CommitActions(version, path, small, count, text, offset, offset + len(data)))
+        commits.append(CommitActions(version, path, small, count, text, offset, limit))
     return commits
 
 
@@ -402,22 +409,23 @@ def read_commits(storage: LogStore, segment: LogSegment) -> list[CommitActions]:
     """Read every commit of the segment and split them at once (:func:`split_commits`), in
     version order."""
 
-    def read(item: LogFile) -> tuple[int, str, bytes]:
-        uri = storage.to_uri(item.file.path)
-        try:
-            return item.version, uri, storage.read_bytes(item.file.path)
-        except FileNotFoundError:
-            raise CorruptLogError(
-                f"The commit file {uri} disappeared while the table was being read (log cleanup "
-                f"running at the same time?). Load the table again.",
-                path=uri,
-            ) from None
-
-    if storage.is_local or len(segment.commits) < 8:
-        files = [read(c) for c in segment.commits]
-    else:
-        with ThreadPoolExecutor(max_workers=16) as pool:
-            files = list(pool.map(read, segment.commits))
-    commits = split_commits(files) if files else []
+    if not segment.commits:
+        return []
+    paths = [c.file.path for c in segment.commits]
+    try:
+        text, offsets = storage.read_joined(paths, max_workers=16)
+    except FileNotFoundError as err:
+        missing = (
+            err.filename
+            if err.filename in paths
+            else next((p for p in paths if not storage.exists(p)), paths[0])
+        )
+        uri = storage.to_uri(missing)
+        raise CorruptLogError(
+            f"The commit file {uri} disappeared while the table was being read (log cleanup "
+            f"running at the same time?). Load the table again.",
+            path=uri,
+        ) from None
+    commits = split_text(text, offsets, [(c.version, storage.to_uri(c.file.path)) for c in segment.commits])
     parse_segment_small_actions(commits)
     return commits

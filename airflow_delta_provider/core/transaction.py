@@ -148,6 +148,11 @@ class CommitResult:
         """Nothing was written (see :attr:`reason`)."""
         return not self.committed
 
+    @property
+    def already_committed(self) -> bool:
+        """Nothing was written because the table already holds ``(app_id, app_version)``."""
+        return not self.committed and self.reason == ALREADY_COMMITTED
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable form (for XCom and asset event extras)."""
         return {

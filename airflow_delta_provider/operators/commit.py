@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import AssetAlias, BaseOperator
 
 from airflow_delta_provider.assets.delta import asset_event_extra, delta_table_asset, table_asset_uri
-from airflow_delta_provider.core.transaction import ALREADY_COMMITTED
 from airflow_delta_provider.utils.coercion import (
     is_deferred,
     to_app_id,
@@ -455,7 +454,7 @@ class DeltaCommitMixin(DeltaTableMixin):
         :param note: a sentence added to the log line of a skipped commit.
         """
         uri = self.hook.table_uri  # normalised, never with credentials
-        if result.skipped and result.reason == ALREADY_COMMITTED:
+        if result.already_committed:
             result = _recorded_commit(self.hook.get_table(), result)
             self.log.info(
                 "Nothing to commit: version %d of %s already holds this task instance's commit "

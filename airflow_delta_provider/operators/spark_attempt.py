@@ -21,7 +21,6 @@ import re
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.datafiles import is_hidden
 from airflow_delta_provider.operators.commit import already_committed
 from airflow_delta_provider.utils.wording import count
 
@@ -104,6 +103,10 @@ def collect_attempt_files(table: DeltaTable, attempt: str, partition_columns: Se
     :param partition_columns: the directory names Spark partitioned the output by (``col=value``
         directories are not hidden).
     """
+    # Here, not at the top: the module is imported in every parse of a DAG file naming the
+    # PySpark operator, and core.datafiles imports pyarrow (~0.25 s) that only execution needs.
+    from airflow_delta_provider.core.datafiles import is_hidden
+
     storage = table.storage
     root = storage.root.rstrip("/") + "/"
     files: list[str] = []

@@ -22,7 +22,6 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.constraints import identity_columns, table_constraints
 from airflow_delta_provider.core.errors import ConstraintViolationError
 
 if TYPE_CHECKING:
@@ -62,6 +61,10 @@ def prepare_frame(frame: Any, metadata: Metadata, log: Any) -> PreparedFrame:
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
+
+    # Here, not at the top, like pyspark: the module is imported in every parse of a DAG file
+    # naming the PySpark operator, and core.constraints imports pyarrow that only execution needs.
+    from airflow_delta_provider.core.constraints import identity_columns, table_constraints
 
     constraints = table_constraints(metadata)
     identities = identity_columns(metadata)

@@ -8,6 +8,8 @@ given to and returned by a store are its filesystem paths (no scheme for local a
 
 from __future__ import annotations
 
+import errno
+import itertools
 from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -167,6 +169,27 @@ class LogStore(ABC):
 
     def read_range(self, path: str, start: int, length: int) -> bytes:
         return bytes(self.fs.cat_file(path, start=start, end=start + length))
+
+    def read_joined(self, paths: Sequence[str], *, max_workers: int = 16) -> tuple[bytearray, list[int]]:
+        """The contents of many files in one text, one newline between two, and where each starts
+        (``starts[i]`` to ``starts[i + 1] - 1`` is file ``i``); ``FileNotFoundError`` naming the
+        first missing one (``filename``). Remote stores read at most ``max_workers`` at a time."""
+
+        def read(path: str) -> bytes:
+            try:
+                return self.read_bytes(path)
+            except FileNotFoundError as err:
+                if err.filename == path:
+                    raise
+                raise FileNotFoundError(errno.ENOENT, f"No such file: {path}", path) from err
+
+        if max_workers <= 1 or len(paths) < 8:
+            contents = [read(path) for path in paths]
+        else:
+            with ThreadPoolExecutor(min(max_workers, len(paths)), thread_name_prefix="delta-read") as pool:
+                contents = list(pool.map(read, paths))
+        starts = list(itertools.accumulate((len(data) + 1 for data in contents), initial=0))
+        return bytearray(b"\n").join(contents), starts
 
     def read_ranges(
         self, paths: Sequence[str], starts: Sequence[int], lengths: Sequence[int], *, max_workers: int

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import uuid
 from typing import TYPE_CHECKING
@@ -63,6 +64,32 @@ class LocalStore(LogStore):
         finally:
             os.close(fd)
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def read_joined(self, paths: Sequence[str], *, max_workers: int = 16) -> tuple[bytearray, list[int]]:
+        """As the base class, each file read straight into its place in the one text: one copy
+        of the bytes instead of two (a read, then the join), which matters little per file but
+        is ~1 ms per MB of fresh memory here (100 commits of a 10,000-line tail: 3.8 MB)."""
+        sizes = [os.stat(path).st_size for path in paths]  # FileNotFoundError names the path
+        starts = list(itertools.accumulate((size + 1 for size in sizes), initial=0))
+        text = bytearray(b"\n") * max(starts[-1] - 1, 0)
+        view = memoryview(text)
+        try:
+            for path, start, size in zip(paths, starts[:-1], sizes, strict=True):
+                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                try:
+                    read = os.readv(fd, [view[start : start + size]]) if size else 0
+                    # A commit file is never rewritten; one that changed size since the stat is
+                    # not one to splice (a rewrite of a stray file): read them all plainly.
+                    changed = read != size or os.read(fd, 1)
+                finally:
+                    os.close(fd)
+                if changed:
+                    break
+            else:
+                return text, starts
+        finally:
+            view.release()
+        return super().read_joined(paths, max_workers=max_workers)
 
     #: Ranged reads (Parquet footers, deletion vectors) open files with ``O_NOATIME`` until the
     #: kernel refuses it (a file owned by another user): a read that updates the access time

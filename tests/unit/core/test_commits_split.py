@@ -20,7 +20,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import CorruptLogError, DeltaTable
-from airflow_delta_provider.core.commits import _split_lines, parse_commit, segment_file_lines, split_commits
+from airflow_delta_provider.core.commits import (
+    _split_lines,
+    parse_commit,
+    read_commits,
+    segment_file_lines,
+    split_commits,
+)
+from airflow_delta_provider.core.segment import build_segment
 
 from .conftest import add, commit_info, metadata, protocol, remove
 
@@ -192,3 +199,16 @@ def test_a_bad_line_is_named_in_every_layout_and_nothing_is_written(tmp_path, lo
         DeltaTable(table.uri).snapshot().files()
     assert log_state(table.storage.root) == before
     assert table.version() == 2
+
+
+def test_a_commit_gone_between_listing_and_reading_is_named(tmp_path):
+    """The commits of a segment are read in one go; one deleted after the listing (log cleanup
+    at the same time) is named, and loading again is the advice."""
+    table = _table(tmp_path)
+    segment = build_segment(table.storage)
+    gone = os.path.join(table.storage.log_dir, f"{1:020d}.json")
+    os.remove(gone)
+    with pytest.raises(
+        CorruptLogError, match=r"00000000000000000001\.json disappeared .* Load the table again"
+    ):
+        read_commits(table.storage, segment)

@@ -371,3 +371,37 @@ def test_a_load_reads_each_checkpoint_footer_once(tmp_path, monkeypatch, with_cr
     assert snapshot.segment.checkpoint_version == 2
     assert (snapshot.state.checksum_version is not None) is with_crc
     assert len(footers_read) == 1, footers_read
+
+
+@pytest.mark.parametrize("touch", [True, False], ids=["touching", "new-files-only"])
+@pytest.mark.parametrize("checkpointed", [3, 300], ids=["checkpoint-smaller-than-tail", "checkpoint-larger"])
+def test_a_long_tail_drops_the_checkpoint_rows_it_touches(log_writer, checkpointed, touch):
+    """A tail long enough for the columnar route removes one checkpoint file and adds another
+    again: those checkpoint rows go, whichever side (checkpoint or tail) is the smaller one the
+    overlap is looked up from; delta-rs lists the same files."""
+    log_writer.commit(
+        0,
+        log_writer.commit_info("CREATE TABLE"),
+        log_writer.protocol(),
+        log_writer.metadata(),
+        *(log_writer.add(f"cp-{i}.parquet") for i in range(checkpointed)),
+    )
+    DeltaTable(str(log_writer.root)).checkpoint()
+    new = [f"tail-{i}.parquet" for i in range(200)]
+    log_writer.commit(
+        1,
+        log_writer.commit_info(),
+        *([log_writer.remove("cp-0.parquet"), log_writer.add("cp-1.parquet", size=99)] if touch else []),
+        *(log_writer.add(path) for path in new),
+    )
+    snapshot = DeltaTable(str(log_writer.root)).snapshot()
+    assert snapshot.segment.checkpoint_version == 0
+    files = {row["path"]: row["size"] for row in snapshot.files().select(["path", "size"]).to_pylist()}
+    expected = {f"cp-{i}.parquet": 10 for i in range(checkpointed)}
+    if touch:
+        expected = {path: size for path, size in expected.items() if path != "cp-0.parquet"} | {
+            "cp-1.parquet": 99
+        }
+    assert files == expected | dict.fromkeys(new, 10)
+    assert snapshot.num_files() == len(files)
+    assert sorted(u.rsplit("/", 1)[-1] for u in RsTable(str(log_writer.root)).file_uris()) == sorted(files)

@@ -203,3 +203,49 @@ def test_local_walk_lists_files_like_os_walk_without_following_directory_links(t
         info.path[len(str(root)) + 1 :] for info in store.walk()
     ]
     assert list(store.walk(str(root / "missing"))) == []
+
+
+def test_read_joined_is_the_same_text_on_every_store(tmp_path):
+    """Many files in one text (a newline between two) and where each starts: the local store
+    reads them into place, the others join what they read; both give the same answer."""
+    contents = [b'{"add":{}}\n{"txn":{}}', b"", b"x" * 70_000 + b"\n", b"\n\n", b"last"]
+    local = open_store(str(tmp_path))
+    memory = open_store(f"memory://t-{uuid.uuid4().hex}")
+    answers = []
+    for storage in (local, memory):
+        paths = [storage.log_path(f"{v:020d}.json") for v in range(len(contents))]
+        for path, data in zip(paths, contents, strict=True):
+            storage.put(path, data)
+        text, starts = storage.read_joined(paths)
+        assert [bytes(text[starts[i] : starts[i + 1] - 1]) for i in range(len(paths))] == contents
+        assert starts[-1] == len(text) + 1
+        answers.append((bytes(text), starts))
+        assert storage.read_joined([]) == (bytearray(), [0])
+    assert answers[0] == answers[1]
+    assert answers[0][0] == b"\n".join(contents)
+
+
+@pytest.mark.parametrize("where", ["local", "memory"])
+def test_read_joined_names_the_missing_file(tmp_path, where):
+    storage = open_store(str(tmp_path) if where == "local" else f"memory://t-{uuid.uuid4().hex}")
+    present = storage.log_path("00000000000000000000.json")
+    storage.put(present, b"{}")
+    missing = storage.log_path("00000000000000000001.json")
+    with pytest.raises(FileNotFoundError) as err:
+        storage.read_joined([present, missing])
+    assert err.value.filename == missing
+
+
+def test_read_joined_reads_plainly_a_file_whose_size_is_not_its_length(tmp_path):
+    """A file whose stat size is not what a read gives (a file rewritten in between; /proc
+    files, which stat as empty, stand in for one) is not spliced by its size: the whole list
+    is read plainly and the text is still exact."""
+    storage = open_store(str(tmp_path))
+    path = storage.log_path("00000000000000000000.json")
+    storage.put(path, b'{"commitInfo":{}}')
+    with open("/proc/version", "rb") as f:
+        expected = f.read()
+    assert os.stat("/proc/version").st_size != len(expected)
+    text, starts = storage.read_joined([path, "/proc/version"])
+    assert bytes(text) == b'{"commitInfo":{}}\n' + expected
+    assert starts == [0, 18, 19 + len(expected)]

@@ -207,6 +207,8 @@ def test_idempotent_append_commits_once(table):
     older = table.commit_files([path], app_id="job", app_version=3)
     assert (again.committed, again.skipped, again.version) == (False, True, 1)
     assert older.skipped and older.version == 1
+    assert again.already_committed and older.already_committed and not first.already_committed
+    assert not table.commit_files([]).already_committed  # skipped for another reason: no files
     assert table.version() == 2
     assert rows(table) == [(1, "a"), (2, "a"), (3, "b")]
     newer = table.commit_files([batch(table.storage.root, "c", [4])], app_id="job", app_version=8)
