@@ -44,9 +44,13 @@ ACTION_KINDS = (
 )
 
 
+#: One encoder for every line: ``json.dumps`` with options builds a new one per call.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def dumps(payload: Mapping[str, Any]) -> str:
     """Compact JSON, the way Delta writers serialise one action per line."""
-    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    return _ENCODER.encode(payload)
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
     from airflow_delta_provider.core.storage import LogStore
+    from airflow_delta_provider.core.storage.base import FileInfo
 
 #: Characters kept as they are in ``add.path`` (a relative URI); everything else is %-encoded.
 _PATH_SAFE = "/=@!$&'()*+,;~-._"
@@ -158,10 +159,11 @@ class _RealPaths:
         if not self._directory_is_real(directory) or os.path.islink(f"{self.root}/{relative}"):
             self._refuse(relative, original)
 
-    def check_walked(self, relative: str) -> None:
+    def check_walked(self, info: FileInfo, relative: str) -> None:
         """A file found by walking a directory already checked: a walk follows no link to a
-        directory (``LogStore.walk``), so only the file itself may be a link (one ``lstat``)."""
-        if self.active and os.path.islink(f"{self.root}/{relative}"):
+        directory (``LogStore.walk``), so only the file itself may be a link, which the walk's
+        listing tells (``FileInfo.is_link``: no system call)."""
+        if self.active and info.is_link:
             self._refuse(relative, relative)
 
     def _directory_is_real(self, relative: str) -> bool:
@@ -236,7 +238,7 @@ def _scan(
             is_hidden(s, partition_columns) for s in relative.split("/")
         ):
             continue
-        real.check_walked(relative)
+        real.check_walked(info, relative)
         found.append(DataFile(info.path, relative, info.size, info.modification_time))
     if not seen_any and not (os.path.isdir(directory) if real.active else storage.info(directory)):
         raise InvalidPathError(
@@ -266,6 +268,8 @@ def partition_values_of(
         source = "the given partition values"
     else:
         values = parse_partition_path(data_file.relative_path)
+        if list(values) == list(partition_columns):
+            return values  # the common case: the table's columns, spelled as it spells them, in order
         source = f"the path {data_file.relative_path!r}"
     by_key = {c.lower(): c for c in partition_columns}
     if explicit is None:

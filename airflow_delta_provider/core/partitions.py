@@ -492,6 +492,8 @@ def escape_path_name(text: str) -> str:
 def unescape_path_name(text: str) -> str:
     """Hive's ``FileUtils.unescapePathName``: every ``%`` followed by two characters that
     Java's ``Integer.parseInt(s, 16)`` reads as a non-negative number becomes that character."""
+    if "%" not in text:
+        return text  # the common case: nothing escaped
     out = []
     index = 0
     while index < len(text):

@@ -64,7 +64,7 @@ def validate_actions(actions: Iterable[Any], metadata: Metadata) -> None:
             adds.append(action)
     if not adds:
         return
-    types = LogTypes(metadata)
+    types = log_types(metadata)
     types.check_partition_values((a.path, a.partition_values) for a in adds)
     types.check_stats([(a.path, a.stats) for a in adds if a.stats is not None])
 
@@ -76,6 +76,31 @@ def validate_commit_info(info: Mapping[str, Any]) -> None:
             check_integer(f"commitInfo.{key}", info[key])
     if info.get("readVersion") is not None:
         check_integer("commitInfo.readVersion", info["readVersion"], 0)
+
+
+#: The LogTypes of the last few table schemas (see :func:`log_types`).
+_RECENT_TYPES: dict[tuple[str, tuple[str, ...], str], LogTypes] = {}
+#: Partition values a LogTypes remembers as checked before it forgets them (about 1 MB at most).
+_CHECKED_LIMIT = 10_000
+
+
+def log_types(metadata: Metadata) -> LogTypes:
+    """The :class:`LogTypes` of ``metadata``, shared by the checks of one commit.
+
+    A write checks its files' partition values early (naming each file), the transaction checks
+    every add again: the second pass finds each ``(column, value)`` already checked.
+    """
+    key = (
+        metadata.schema_string,
+        tuple(metadata.partition_columns),
+        configured_mode(metadata.configuration),
+    )
+    types = _RECENT_TYPES.get(key)
+    if types is None:
+        if len(_RECENT_TYPES) >= 8:
+            _RECENT_TYPES.clear()
+        types = _RECENT_TYPES[key] = LogTypes(metadata)
+    return types
 
 
 class LogTypes:
@@ -106,6 +131,8 @@ class LogTypes:
                     f"({list(logical)})."
                 )
             self.partition_types[physical.get(name, column)] = logical[name]
+        #: ``(column, value)`` pairs that parse as their column's type (values are immutable).
+        self._checked: set[tuple[str, Any]] = set()
 
     # --- partition values ---------------------------------------------------------------
 
@@ -116,7 +143,9 @@ class LogTypes:
         :raises InvalidPartitionValueError: a column is missing or unknown, or a value does not fit.
         """
         expected = set(self.partition_types)
-        checked: set[tuple[str, Any]] = set()
+        checked = self._checked
+        if len(checked) > _CHECKED_LIMIT:
+            checked.clear()
         for where, values in items:
             values = values or {}
             if set(values) != expected:

@@ -59,6 +59,11 @@ class FileInfo:
     def name(self) -> str:
         return self.path.rsplit("/", 1)[-1]
 
+    @property
+    def is_link(self) -> bool:
+        """Whether the listing found a symbolic link here (only local walks tell; see ``LocalStore.walk``)."""
+        return False
+
 
 @dataclass
 class TreeListing:

@@ -404,3 +404,101 @@ def test_a_cold_commit_of_timestamps_dates_and_decimals_does_not_import_pandas(t
         [sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True, check=True
     )
     assert run.stdout.split() == ["3", "False"]
+
+
+def test_footers_are_told_apart_by_their_schema_bytes_and_leave_no_garbage(tmp_path):
+    """Files whose Arrow schemas agree but whose Parquet schemas differ (a decimal stored as INT32
+    or as FIXED_LEN_BYTE_ARRAY, timestamps in ms or us, no ARROW:schema to tell them apart), read
+    in one call, alternating: each gets its own schema's stats, as pyarrow's reader of the whole
+    file gives them. A footer recognised by its bytes is never asked for its ``schema`` (which
+    ties the FileMetaData into a reference cycle per file: garbage for the collector)."""
+    import gc
+
+    from airflow_delta_provider.core import stats as stats_module
+
+    table = pa.table(
+        {
+            "d": pa.array([Decimal("1.25"), Decimal("-3.50")], pa.decimal128(5, 2)),
+            "ts": pa.array([dt.datetime(2024, 1, 1, 0, 0, 0, 1500), None], pa.timestamp("us")),
+        }
+    )
+    variants = [
+        {"store_decimal_as_integer": True},
+        {"coerce_timestamps": "ms", "allow_truncated_timestamps": True},
+        {},
+    ]
+    paths = []
+    for copy in range(3):
+        for index, options in enumerate(variants):
+            path = tmp_path / f"v{copy}-{index}.parquet"
+            pq.write_table(table, path, store_schema=False, **options)
+            paths.append(str(path))
+    storage = open_store(str(tmp_path))
+    columns = [("d",), ("ts",)]
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)  # what a collection finds is kept in gc.garbage to be looked at
+    try:
+        infos = read_footers(storage, paths, stats_columns=columns)
+        gc.collect()
+        cycles = sum(type(o).__name__ == "FileMetaData" for o in gc.garbage)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    expected = [stats_module.footer_info(pq.read_metadata(p), columns) for p in paths]
+    assert [(i.stats, i.schema) for i in infos] == [(e.stats, e.schema) for e in expected]
+    assert json.loads(infos[0].stats)["maxValues"]["ts"] == "2024-01-01T00:00:00.002"  # us, rounded up
+    assert json.loads(infos[4].stats)["maxValues"]["ts"] == "2024-01-01T00:00:00.001"  # stored in ms (copy 1)
+    assert cycles <= len(variants)  # one per schema (its first footer), not one per file
+
+
+@pytest.mark.parametrize(
+    ("encoded", "expected"),
+    [
+        (bytes([0x15, 0x02, 0x19, 0x1C, 0x18, 0x01, 0x61, 0x00, 0x16, 0x04]), 8),  # version, schema [{name}]
+        (bytes([0x16, 0x04, 0x15, 0x02]), None),  # num_rows first: not the usual order
+        (bytes([0x15, 0x02, 0x19, 0x1C, 0x18, 0x09, 0x61]), None),  # a name running past the end
+        (bytes([0x15, 0x02, 0x19, 0x1C, 0x0D]), None),  # an unknown type
+        (bytes([0x15, 0x02, 0x19, 0xF3, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F, 0x01]), None),  # 2**32 bytes listed
+        (bytes([0x15, 0x02, 0x19, 0x17, 0x00]), None),  # a double running past the end
+        (b"", None),
+    ],
+    ids=["usual", "other-order", "truncated", "unknown-type", "huge-list", "short-double", "empty"],
+)
+def test_schema_bytes_are_found_only_in_a_well_formed_usual_prefix(encoded, expected):
+    from airflow_delta_provider.core.stats import _schema_end
+
+    assert _schema_end(encoded, 0) == expected
+
+
+def test_local_tails_grow_to_the_footers_seen(tmp_path, monkeypatch):
+    """Local tails start small (copying them is the cost); a footer larger than the tail is read
+    again, exactly, and the next windows' tails hold footers as large as the largest seen: one
+    read per file from then on. The stats are those of pyarrow's reader either way."""
+    from airflow_delta_provider.core import stats as stats_module
+
+    wide = pa.table({f"column_{i:03d}": pa.array([i, i + 1], pa.int64()) for i in range(60)})
+    paths = []
+    for index in range(12):
+        path = tmp_path / f"w{index:02d}.parquet"
+        pq.write_table(wide, path)
+        paths.append(str(path))
+    footer = int.from_bytes((tmp_path / "w00.parquet").read_bytes()[-8:-4], "little")
+    assert footer > stats_module.LOCAL_TAIL_BYTES  # the first window's tails are too short
+    storage = open_store(str(tmp_path))
+    reads: list[int] = []
+    original = type(storage).read_range
+
+    def counted(self, path, start, length):
+        reads.append(length)
+        return original(self, path, start, length)
+
+    monkeypatch.setattr(type(storage), "read_range", counted)
+    monkeypatch.setattr(stats_module, "FOOTER_WINDOW", 4)
+    columns = [(name,) for name in wide.schema.names]
+    infos = read_footers(storage, paths, stats_columns=columns)
+    assert len(reads) == 4 * 2 + 8  # the first window twice per file, then once
+    assert all(length >= footer + 8 for length in reads[8:])
+    expected = [stats_module.footer_info(pq.read_metadata(p), columns) for p in paths]
+    assert [i.stats for i in infos] == [e.stats for e in expected]

@@ -139,6 +139,45 @@ def test_resolve_path(uri, logged, expected):
     assert TablePath.parse(uri).decode(logged) == expected
 
 
+@pytest.mark.skipif(not hasattr(os, "O_NOATIME"), reason="Linux only")
+def test_local_ranged_reads_leave_the_access_time_alone(tmp_path):
+    """Footer reads open files with O_NOATIME: reading 1,000 footers dirties no inode (which made
+    the commit's fsync flush them all); the bytes are the same."""
+    path = tmp_path / "t" / "f.bin"
+    path.parent.mkdir()
+    path.write_bytes(b"0123456789")
+    old = path.stat().st_mtime_ns - 10**12  # older than the modification: relatime would update it
+    os.utime(path, ns=(old, path.stat().st_mtime_ns))
+    store = open_store(str(tmp_path / "t"))
+    assert store.read_ranges([str(path)], [2], [5], max_workers=1) == [b"23456"]
+    assert path.stat().st_atime_ns == old
+
+
+@pytest.mark.skipif(not hasattr(os, "O_NOATIME"), reason="Linux only")
+def test_local_ranged_reads_fall_back_when_o_noatime_is_refused(tmp_path, monkeypatch):
+    """O_NOATIME is refused on files another user owns: the read happens without it, and so do
+    the following reads (no refused open per file); a file nobody may read still raises."""
+    path = tmp_path / "t" / "f.bin"
+    path.parent.mkdir()
+    path.write_bytes(b"0123456789")
+    store = open_store(str(tmp_path / "t"))
+    real_open, flags_seen = os.open, []
+
+    def foreign_owner(file, flags, *args):
+        flags_seen.append(flags)
+        if flags & os.O_NOATIME:
+            raise PermissionError(1, "Operation not permitted", file)
+        return real_open(file, flags, *args)
+
+    monkeypatch.setattr(os, "open", foreign_owner)
+    assert store.read_range(str(path), 0, 4) == b"0123"
+    assert store.read_range(str(path), 4, 2) == b"45"
+    assert [bool(f & os.O_NOATIME) for f in flags_seen] == [True, False, False]
+    monkeypatch.setattr(os, "open", lambda *a: (_ for _ in ()).throw(PermissionError(13, "denied")))
+    with pytest.raises(PermissionError):
+        store.read_range(str(path), 0, 1)
+
+
 def test_local_walk_lists_files_like_os_walk_without_following_directory_links(tmp_path):
     """Files top-down with their sizes; a link to a file is listed with its target's size, a link
     to a directory is neither followed nor listed, a dangling link is skipped (commit_files
@@ -157,6 +196,8 @@ def test_local_walk_lists_files_like_os_walk_without_following_directory_links(t
     store = open_store(str(root))
     listed = {info.path[len(str(root)) + 1 :]: info.size for info in store.walk()}
     assert listed == {"top.txt": 1, "a/x.txt": 2, "a/b/y.txt": 3, "a/file-link": 6}
+    # The link is told from the listing's entry type (commit_files refuses it without an lstat).
+    assert {info.path[len(str(root)) + 1 :] for info in store.walk() if info.is_link} == {"a/file-link"}
     expected = [(os.path.join(d, f)[len(str(root)) + 1 :]) for d, _, files in os.walk(root) for f in files]
     assert [p for p in expected if p != "dangling"] == [
         info.path[len(str(root)) + 1 :] for info in store.walk()

@@ -14,6 +14,7 @@ from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.checksum import read_checksum
 from airflow_delta_provider.core.errors import (
     AppendOnlyViolationError,
+    InvalidPartitionValueError,
     InvalidPathError,
     SchemaMismatchError,
     TableAlreadyExistsError,
@@ -498,3 +499,22 @@ def test_commits_through_an_explicit_local_filesystem(tmp_path):
     )
     table.commit_files([batch(table.storage.root, "a", [1])])
     assert table.version() == 1 and rows(table) == [(1, "a")]
+
+
+def test_partition_values_checked_for_one_table_are_checked_again_for_another(tmp_path):
+    """The commit's partition-value check remembers values per table schema (the write's early
+    check and the transaction's share it): a value fine for a ``long`` column is still refused
+    for an ``int`` column of another table, and nothing is written there."""
+    data = pa.table({"id": pa.array([1], pa.int64())})
+    for name, part_type in (("wide", pa.int64()), ("narrow", pa.int32())):
+        root = tmp_path / name
+        (root / "out" / "p=3000000000").mkdir(parents=True)
+        pq.write_table(data, root / "out" / "p=3000000000" / "f.parquet")
+        schema = pa.schema([("id", pa.int64()), ("p", part_type)])
+        table = DeltaTable(str(root))
+        if name == "wide":
+            assert table.commit_files(prefix="out", schema=schema, partition_by=["p"]).committed
+        else:
+            with pytest.raises(InvalidPartitionValueError, match="3000000000"):
+                table.commit_files(prefix="out", schema=schema, partition_by=["p"])
+            assert not (root / "_delta_log").exists()
