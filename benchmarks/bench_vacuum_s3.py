@@ -101,7 +101,7 @@ def serve(port: int, latency_ms: float, mode: str) -> None:
 
     backend = s3_backends[DEFAULT_ACCOUNT_ID]["global"]
     lock = threading.Lock()
-    state: dict[str, Any] = {"requests": 0, "generation": 0, "mode": mode, "lean": 0}
+    state: dict[str, Any] = {"requests": 0, "generation": 0, "mode": mode, "lean": 0, "latency": latency_ms}
     index: dict[str, tuple[int, list[str]]] = {}
     tokens: dict[str, str] = {}
     # Each object's <Contents> element (plain and url-encoded key), written once per object
@@ -300,9 +300,9 @@ def serve(port: int, latency_ms: float, mode: str) -> None:
             state["requests"] += 1
             if method not in ("GET", "HEAD") and not deleting:
                 state["generation"] += 1
-            current = state["mode"]
-        if latency_ms:
-            time.sleep(latency_ms / 1000)
+            current, latency = state["mode"], state["latency"]
+        if latency:
+            time.sleep(latency / 1000)
         if current != "moto":
             listed = list_objects_v2(environ, start_response)
             if listed is not None:
@@ -359,6 +359,10 @@ def serve(port: int, latency_ms: float, mode: str) -> None:
                 "orphans": sum(f.startswith("orphan-") for f in files),
                 "live": sum(f.startswith("live-") for f in files),
             }
+        elif command == "latency":  # latency MS (the table is made before the wait is switched on)
+            with lock:
+                state["latency"] = float(arguments[0])
+            reply = {"latency": state["latency"]}
         elif command == "mode":  # mode lean|indexed|moto
             with lock:
                 state["mode"] = arguments[0]
@@ -456,7 +460,7 @@ def create_table(endpoint: str, partitions: int) -> None:
     table = DeltaTable.create(
         f"s3://{BUCKET}/{PREFIX}",
         pa.schema([("id", pa.int64()), ("p", pa.string())]),
-        partition_by=["p"] if partitions else None,
+        partition_by=["p"] if partitions else [],
         storage_options=options,
     )
     fs = s3fs.S3FileSystem(**options)
@@ -680,7 +684,7 @@ def main() -> None:
         return
 
     partitions = 0 if args.flat else PARTITIONS
-    server = Server(args.latency_ms, args.server, partitions)
+    server = Server(0, args.server, partitions)
     endpoint = server.endpoint
     results: dict[tuple[str, bool], list[dict[str, Any]]] = {}
     listed: dict[str, str] = {}
@@ -714,6 +718,7 @@ def main() -> None:
         filled = server.fill(args.objects)
         seconds, rss = filled["seconds"], filled["rss_mb"]
         print(f"created {args.objects} orphans in {seconds:.1f} s (server rss {rss:.0f} MB)", flush=True)
+        server.command("latency", args.latency_ms)
         for i in range(args.repeat):
             for who in ("core", "delta-rs") if i % 2 == 0 else ("delta-rs", "core"):
                 timed(who, dry=True)
