@@ -20,9 +20,7 @@ fails the check is refused for commits, with the reason.
 from __future__ import annotations
 
 import asyncio
-import bisect
 import html
-import itertools
 import os
 import re
 import threading
@@ -259,8 +257,6 @@ class S3Store(LogStore):
                 files.append((key[cut:], size, stamp))
             progress.advance(len(keys))
 
-        running = [0]  # key ranges being listed (a range splits only while fewer than the limit)
-
         async def pages(prefixes: list[str], delimiter: bool) -> list[str]:
             """Every page of neighbouring prefixes (sorted), as one key range; returns the common
             prefixes (delimiter listings, one prefix)."""
@@ -269,57 +265,22 @@ class S3Store(LogStore):
             common = os.path.commonprefix(prefixes)  # noqa: RUF071
             kwargs: dict[str, Any] = {"Prefix": common, "MaxKeys": LIST_PAGE_KEYS}
             if len(prefixes) > 1:
-                kwargs["StartAfter"] = _below(first)
+                kwargs["StartAfter"] = first[:-1] + chr(ord(first[-1]) - 1)  # below every key of `first`
             if delimiter:
                 kwargs["Delimiter"] = "/"
+            end = last[:-1] + chr(ord(last[-1]) + 1)  # above every key of `last`
             within = (key_prefix,) if delimiter else tuple(prefixes)
-            return await key_range(kwargs, within, first, _above(last))
-
-        async def key_range(
-            kwargs: dict[str, Any], within: tuple[str, ...], low: str, high: str
-        ) -> list[str]:
-            """The keys in [low, high) (and under ``within``), page by page. While fewer than
-            LIST_CONCURRENCY ranges run, a full page splits the rest of the range at keys its
-            names suggest (:func:`_split_points`), each part listed concurrently: one prefix of
-            many objects (an unpartitioned table) is not listed one page after another."""
-            running[0] += 1
             folders: list[str] = []
-            parts: list[asyncio.Task[list[str]]] = []
-            try:
-                while True:
-                    async with limit:
-                        page, raw = await self._list_page(bucket, kwargs)
-                    keys, sizes, modified = _page_objects(page, raw)
-                    found = [p["Prefix"] for p in page.get("CommonPrefixes") or ()]
-                    end = max(keys[-1] if keys else "", found[-1] if found else "")  # the page's last
-                    start, stop = bisect.bisect_left(keys, low), bisect.bisect_left(keys, high)
-                    if start or stop < len(keys):  # keys outside the range: its neighbours' or none
-                        keys, sizes, modified = keys[start:stop], sizes[start:stop], modified[start:stop]
-                    keep(keys, sizes, modified, within)
-                    folders.extend(f for f in found if low <= f < high)
-                    if not page.get("IsTruncated") or end >= high:
-                        break
-                    kwargs["ContinuationToken"] = page["NextContinuationToken"]
-                    kwargs.pop("StartAfter", None)
-                    spare = LIST_CONCURRENCY - running[0]
-                    if spare > 0 and len(keys) > max(1, len(found)):
-                        points = _split_points(keys, high, spare)
-                        if points:
-                            bounds = [*points, high]
-                            for lower, upper in itertools.pairwise(bounds):
-                                rest = {**kwargs, "StartAfter": _below(lower)}
-                                rest.pop("ContinuationToken")
-                                parts.append(asyncio.ensure_future(key_range(rest, within, lower, upper)))
-                            high = points[0]
-            except BaseException:
-                for part in parts:
-                    part.cancel()
-                raise
-            finally:
-                running[0] -= 1
-            for part_folders in await asyncio.gather(*parts):
-                folders.extend(part_folders)
-            return folders
+            while True:
+                async with limit:
+                    page, raw = await self._list_page(bucket, kwargs)
+                keys, sizes, modified = _page_objects(page, raw)
+                keep(keys, sizes, modified, within)
+                folders.extend(p["Prefix"] for p in page.get("CommonPrefixes") or ())
+                if not page.get("IsTruncated") or (keys and keys[-1] >= end):
+                    return folders
+                kwargs["ContinuationToken"] = page["NextContinuationToken"]
+                kwargs.pop("StartAfter", None)
 
         frontier = [key_prefix]
         for _ in range(LIST_EXPAND_DEPTH):
@@ -620,44 +581,3 @@ def _millis(value: bytes) -> int:
     """Epoch milliseconds of an ISO 8601 ``LastModified`` (``2026-11-23T17:00:00.000Z``)."""
     text = value.decode().strip()
     return to_millis(datetime.fromisoformat(text.replace("Z", "+00:00")))
-
-
-def _below(key: str) -> str:
-    """A ``StartAfter`` value just below ``key`` (its last character decremented): every key
-    from ``key`` on follows it; the few between it and ``key`` are dropped by the range filter."""
-    return key[:-1] + chr(ord(key[-1]) - 1) if key else ""
-
-
-def _above(prefix: str) -> str:
-    """The least string above every key that starts with ``prefix`` (a bucket's root: above all)."""
-    return prefix[:-1] + chr(ord(prefix[-1]) + 1) if prefix else chr(0x10FFFF)
-
-
-#: Characters past the last key's that a split point may take, per position (see _split_points).
-_SPLIT_DEPTH = 8
-
-
-def _split_points(keys: Sequence[str], high: str, count: int) -> list[str]:
-    """Up to ``count`` sorted keys strictly between the page's last key and ``high`` that split
-    the rest of a key range, guessed from the page's names (nothing else is known before the
-    rest is listed): where the page's keys vary, the characters they use there, above the last
-    key's (``orphan-0000999`` -> ``orphan-0001`` ... ``orphan-0009``; hexadecimal names split
-    by hexadecimal digits). A wrong guess costs an empty page, never a key: the parts cover the
-    rest of the range exactly.
-    """
-    last = keys[-1]
-    varying = len(os.path.commonprefix([keys[0], last]))  # noqa: RUF071
-    if varying >= len(last):
-        return []
-    alphabet = sorted({key[varying] for key in keys if len(key) > varying})
-    for position in range(varying, max(varying - _SPLIT_DEPTH, -1), -1):
-        if position >= len(last):
-            continue
-        points = [last[:position] + c for c in alphabet if c > last[position]]
-        points = [p for p in points if last < p < high]
-        if points:
-            if len(points) > count:  # spread over the candidates, the last part takes the rest
-                step = len(points) / count
-                points = [points[int(i * step)] for i in range(count)]
-            return points
-    return []

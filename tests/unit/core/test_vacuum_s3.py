@@ -207,50 +207,6 @@ def test_concurrent_raw_listing_matches_the_parsed_listing(
     assert len(names) == 4 * 4 + 2 + 1  # 4 visible odd names in 4 prefixes, 2 data files, 1 beside
 
 
-def test_an_unpartitioned_prefix_is_listed_as_concurrent_key_ranges(
-    s3_bucket: str, s3_storage_options: dict[str, Any], s3_endpoint: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """One prefix of many objects (an unpartitioned table) is split into key ranges guessed from
-    its first pages' names, listed concurrently: exactly the objects of a sequential listing,
-    whatever the naming (numbered, Spark's part-NNNNN, hexadecimal), at a few extra requests."""
-    uri = f"s3://{s3_bucket}/flat"
-    write_deltalake(
-        uri,
-        pa.table({"id": pa.array([1], pa.int64())}),
-        storage_options=rs_options(s3_endpoint),
-        post_commithook_properties=NO_HOOKS,
-    )
-    s3 = client(s3_endpoint)
-    names = [f"orphan-{i:07d}.parquet" for i in range(0, 400, 3)]
-    names += [f"part-{i:05d}-0b5e-c000.snappy.parquet" for i in range(0, 60)]
-    names += [f"{i * 7919 % 4096:03x}{i}.parquet" for i in range(60)]
-    names += ["_tmp.parquet", "sub/deeper.parquet", "~last.parquet"]
-    for name in names:
-        s3.put_object(Bucket=s3_bucket, Key=f"flat/{name}", Body=b"o")
-    s3.put_object(Bucket=s3_bucket, Key="flat~sibling/x.parquet", Body=b"o")  # outside the root
-    table = DeltaTable(uri, s3_storage_options)
-    storage = table.snapshot().storage
-    hidden = hidden_name_rule(table.snapshot())
-    sequential = LogStore.list_tree(storage, hidden)
-    requests: list[dict[str, Any]] = []
-    list_page = S3Store._list_page
-
-    async def counted(self: S3Store, bucket: str, kwargs: dict[str, Any]) -> Any:
-        requests.append(dict(kwargs))
-        return await list_page(self, bucket, kwargs)
-
-    monkeypatch.setattr(S3Store, "_list_page", counted)
-    monkeypatch.setattr(s3_module, "LIST_PAGE_KEYS", 10)
-    listed = storage.list_tree(hidden)
-    assert sorted(listed.files) == sorted(sequential.files)
-    assert len({f[0] for f in listed.files}) == len(listed.files)  # none listed twice
-    assert len(listed.files) == len(names) - 1 + 1  # all but _tmp, plus the table's data file
-    ranges = [r for r in requests if "StartAfter" in r]
-    assert len(ranges) >= 8  # split, not one range read page after page
-    pages = -(-(len(names) + 4) // 10)
-    assert len(requests) <= 2 * pages  # a wrong guess costs an empty page, not a listing
-
-
 def test_raw_listing_leaves_botocore_the_page_without_its_objects() -> None:
     page = (
         b'<?xml version="1.0"?><ListBucketResult><Name>b</Name><IsTruncated>false</IsTruncated>'
@@ -511,3 +467,12 @@ def test_a_quiet_delete_answer_keeps_only_its_errors_for_botocore() -> None:
         b'<?xml version="1.0"?><DeleteResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
         b"<Error><Key>t/b</Key><Code>AccessDenied</Code><Message>legal hold</Message></Error></DeleteResult>"
     )
+
+
+def test_the_s3_connection_pool_holds_the_listing_concurrency(s3_storage_options: dict[str, Any]) -> None:
+    """botocore's pool (10 connections by default) would queue the listing's concurrent requests;
+    a pool size the caller sets is kept."""
+    store = open_store("s3://pool/t", s3_storage_options)
+    assert store.fs.config_kwargs["max_pool_connections"] >= s3_module.LIST_CONCURRENCY
+    mine = open_store("s3://pool/t", {**s3_storage_options, "config_kwargs": {"max_pool_connections": 3}})
+    assert mine.fs.config_kwargs["max_pool_connections"] == 3
