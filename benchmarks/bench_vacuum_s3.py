@@ -773,16 +773,18 @@ def write(rows: list[str]) -> None:
 _INTRO = """\
 `bench_vacuum_s3.py`: VACUUM FULL (retention 0, the check off) of N orphan objects across 100
 partition prefixes plus 1,000 live files, on moto's S3 (threaded werkzeug server, its backend
-filled in-process, `ListObjectsV2` from a sorted index) on loopback, core vs delta-rs
+filled in-process, lean `ListObjectsV2` and `DeleteObjects` handlers checked against moto's) on
+loopback, core vs delta-rs
 `vacuum(full=True)` in the same run, each in a fresh process, pairs interleaved. Medians;
 ratio = core / delta-rs (goal <= 0.5x); latency = the server's wait per request; server busy =
 server CPU / run time. See [vacuum.md](vacuum.md) for the reading.
 
 """
-_HEADER = """\
-| objects | latency | run | core | delta-rs | ratio | runs | requests core / delta-rs | server busy |
-|---|---|---|---|---|---|---|---|---|
-"""
+_HEADER = (
+    "| objects | latency | run | core | delta-rs | ratio | runs | requests core / delta-rs | "
+    "client CPU core / delta-rs | server CPU core / delta-rs | server busy |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|\n"
+)
 
 
 if __name__ == "__main__":
