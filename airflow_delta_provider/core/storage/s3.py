@@ -110,8 +110,14 @@ class S3Store(LogStore):
     def _build_filesystem(self) -> fsspec.AbstractFileSystem:
         import fsspec
 
+        options = dict(self.storage_options)
+        # botocore's connection pool holds 10 connections unless told otherwise: the listing's
+        # LIST_CONCURRENCY requests (and DELETE_CONCURRENCY deletes) would wait for one of them.
+        config = dict(options.get("config_kwargs") or {})
+        config.setdefault("max_pool_connections", max(LIST_CONCURRENCY, DELETE_CONCURRENCY))
+        options["config_kwargs"] = config
         try:
-            return fsspec.filesystem("s3", **self.storage_options)
+            return fsspec.filesystem("s3", **options)
         except ImportError as err:
             raise StorageError(
                 "Reading s3:// tables needs s3fs: pip install 'airflow-delta-provider[s3]'."

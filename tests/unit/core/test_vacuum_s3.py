@@ -467,3 +467,12 @@ def test_a_quiet_delete_answer_keeps_only_its_errors_for_botocore() -> None:
         b'<?xml version="1.0"?><DeleteResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
         b"<Error><Key>t/b</Key><Code>AccessDenied</Code><Message>legal hold</Message></Error></DeleteResult>"
     )
+
+
+def test_the_s3_connection_pool_holds_the_listing_concurrency(s3_storage_options: dict[str, Any]) -> None:
+    """botocore's pool (10 connections by default) would queue the listing's concurrent requests;
+    a pool size the caller sets is kept."""
+    store = open_store("s3://pool/t", s3_storage_options)
+    assert store.fs.config_kwargs["max_pool_connections"] >= s3_module.LIST_CONCURRENCY
+    mine = open_store("s3://pool/t", {**s3_storage_options, "config_kwargs": {"max_pool_connections": 3}})
+    assert mine.fs.config_kwargs["max_pool_connections"] == 3
