@@ -406,21 +406,15 @@ def parse_line(line: bytes, path: str, number: int) -> dict[str, Any]:
 
 
 def read_commits(storage: LogStore, segment: LogSegment) -> list[CommitActions]:
-    """Read every commit of the segment and split them at once (:func:`split_commits`), in
-    version order."""
-
+    """Read every commit of the segment into one text (:meth:`~.storage.LogStore.read_joined`)
+    and split them at once (:func:`split_text`), in version order."""
     if not segment.commits:
         return []
     paths = [c.file.path for c in segment.commits]
     try:
         text, offsets = storage.read_joined(paths, max_workers=16)
-    except FileNotFoundError as err:
-        missing = (
-            err.filename
-            if err.filename in paths
-            else next((p for p in paths if not storage.exists(p)), paths[0])
-        )
-        uri = storage.to_uri(missing)
+    except FileNotFoundError as err:  # read_joined names the missing file
+        uri = storage.to_uri(err.filename)
         raise CorruptLogError(
             f"The commit file {uri} disappeared while the table was being read (log cleanup "
             f"running at the same time?). Load the table again.",

@@ -45,7 +45,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal
@@ -410,8 +410,9 @@ class _StatsBuilder:
 
     def _plan(self, metadata: pq.FileMetaData, footer: bytes | None) -> _SchemaPlan:
         key_values = metadata.metadata  # ARROW:schema: part of what the Arrow schema is
-        start = len(footer) - 8 - int.from_bytes(footer[-8:-4], "little") if footer is not None else 0
+        start = 0
         if footer is not None:
+            start = len(footer) - 8 - int.from_bytes(footer[-8:-4], "little")
             # The same version and schema bytes are the same schema, and never touching
             # ``metadata.schema`` leaves no reference cycle per file (FileMetaData <-> ParquetSchema:
             # 1,000 of them cost the garbage collector ~8 ms per 1,000 footers).
@@ -778,15 +779,8 @@ def _bound_json(leaf: _Leaf, low: Any, high: Any) -> tuple[str, str] | None:
     return (stats_json(bounds[0]), stats_json(bounds[1])) if bounds is not None else None
 
 
-def _text_json(value: str) -> str:
-    """``json.dumps(value, ensure_ascii=False)`` of a string, without building an encoder per call."""
-    return _encode_string(value)
-
-
-#: What ``json.dumps(text, ensure_ascii=False)`` calls for a string (the C encoder when present).
-_encode_string: Callable[[str], str] = getattr(json.encoder, "encode_basestring", None) or (
-    lambda value: json.dumps(value, ensure_ascii=False)
-)
+#: ``json.dumps(text, ensure_ascii=False)`` without building an encoder per call.
+_text_json = json.JSONEncoder(ensure_ascii=False).encode
 
 
 def _millis_json(millis: int, utc: bool) -> str:
