@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from airflow_delta_provider.core import DeltaTable
-
 if TYPE_CHECKING:
     from collections.abc import Iterator
+
+    from airflow_delta_provider.core import DeltaTable
 
 CORPUS = Path(__file__).resolve().parents[2] / "conformance" / "corpus"
 KERNEL_FIXTURES = Path(__file__).resolve().parent / "changes_data" / "delta-kernel-rs"

@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import deltalake
@@ -31,6 +30,7 @@ from .changes_support import (
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
 
 MANIFEST = json.loads((CORPUS / "MANIFEST.json").read_text())
 #: The corpus tables with a change data feed and data files (deltalog-getChanges is log only:
@@ -296,5 +296,5 @@ def test_columns_selects_and_orders_the_columns(tmp_path: Path) -> None:
         key=repr,
     )
     for bad in (["nope"], "name", [1]):
-        with pytest.raises(ValueError, match="nope|column"):
+        with pytest.raises(ValueError, match=r"nope|column"):
             changes.to_pyarrow_table(bad)  # type: ignore[arg-type]
