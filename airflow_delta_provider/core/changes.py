@@ -24,6 +24,7 @@ from airflow_delta_provider.core.commits import read_commit_files
 from airflow_delta_provider.core.errors import (
     ChangeDataSchemaError,
     CommitsCleanedUpError,
+    VersionGapError,
     VersionNotFoundError,
 )
 from airflow_delta_provider.core.features import Operation, check_supported
@@ -185,6 +186,7 @@ def load_changes(
     metadata = _metadata_by_version(latest, commits)
     read_metadata, read_version = _read_metadata(latest, metadata, versions)
     _check_schemas(read_metadata, read_version, metadata, versions)
+    _check_removed_files_schema(latest, commits[0], read_metadata, read_version, versions)
     deletion_vectors = DeletionVectors(storage, _retention(latest))
     changed: list[FileChange] = []
     scans: list[RowScan] = []
@@ -280,14 +282,22 @@ def _start_metadata(latest: Snapshot, commits: list[CommitActions]) -> Metadata:
     checkpoint = latest.segment.checkpoint_version
     if (checkpoint is None or checkpoint <= first.version) and not any(_metadata_action(c) for c in since):
         return latest.metadata
+    return _metadata_at(latest, first.version)
+
+
+def _metadata_at(latest: Snapshot, version: int) -> Metadata:
+    """The metadata of one version, from its snapshot's small state.
+
+    :raises CommitsCleanedUpError: log cleanup left no way to rebuild that version.
+    """
     try:
-        return load_snapshot(latest.storage, first.version).metadata
-    except VersionNotFoundError as err:
+        return load_snapshot(latest.storage, version).metadata
+    except (VersionNotFoundError, VersionGapError) as err:  # commits before it, and checkpoints, cleaned
         raise CommitsCleanedUpError(
-            f"The changes of version {first.version} of {latest.storage.root_uri} cannot be read: the "
+            f"The changes of version {version} of {latest.storage.root_uri} cannot be read: the "
             f"table's state at that version cannot be rebuilt ({err}). Read changes from the earliest "
             f"checkpoint's version on, or start again from a full snapshot (DeltaTable.snapshot()).",
-            version=first.version,
+            version=version,
             earliest_version=None,
         ) from None
 
@@ -325,6 +335,19 @@ def _check_schemas(
     check_read_compatible(
         read, read_version, metadata[versions.start], versions.start, versions.start, versions.end
     )
+
+
+def _check_removed_files_schema(
+    latest: Snapshot, first: CommitActions, read: Metadata, read_version: int, versions: ChangeRange
+) -> None:
+    """The files the first commit removes were written under the schema before it: when that
+    commit changed the schema, that schema must be readable too (Delta does not check it and reads
+    them with the new one)."""
+    if versions.start == 0 or _metadata_action(first) is None or any("cdc" in a for a in first.actions):
+        return
+    if any("remove" in a and a["remove"]["dataChange"] for a in first.file_actions()):
+        previous = _metadata_at(latest, versions.start - 1)
+        check_read_compatible(read, read_version, previous, versions.start - 1, versions.start, versions.end)
 
 
 def _feed_enabled(metadata: Metadata) -> bool:
