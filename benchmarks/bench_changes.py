@@ -36,7 +36,6 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
-README = HERE / "README.md"
 
 _PRELUDE = """
 import json, resource, sys, time
@@ -207,11 +206,9 @@ def main() -> None:
     report = "\n".join(lines)
     print(report)
     if args.write_readme:
-        text = README.read_text()
-        start_mark, end_mark = "<!-- changes:start -->", "<!-- changes:end -->"
-        head, _, rest = text.partition(start_mark)
-        _, _, tail = rest.partition(end_mark)
-        README.write_text(f"{head}{start_mark}\n{report}\n{end_mark}{tail}")
+        from bench_read import write_readme_section
+
+        write_readme_section("changes", report)
 
 
 if __name__ == "__main__":

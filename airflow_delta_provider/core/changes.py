@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from airflow_delta_provider.core import arrays
 from airflow_delta_provider.core.actions import Metadata, Protocol
 from airflow_delta_provider.core.changes_bounds import ChangeRange, range_commit_files, resolve_range
 from airflow_delta_provider.core.changes_derive import CommitContext, FileChange, commit_changes
@@ -119,18 +120,16 @@ class Changes:
         ``dataChange=true`` (an add and a remove of one path: its deletion vector changed).
         """
         rows = self._files
-        return pa.table(
-            [
-                pa.array([f.kind for f in rows], pa.string()),
-                pa.array([f.action["path"] for f in rows], pa.string()),
-                pa.array([_pairs(f.action.get("partitionValues")) for f in rows], FILES_SCHEMA.field(2).type),
-                pa.array([f.action.get("size") for f in rows], pa.int64()),
-                pa.array([f.action.get("deletionVector") for f in rows], DELETION_VECTOR_TYPE),
-                pa.array([f.version for f in rows], pa.int64()),
-                pa.array([f.timestamp * 1000 for f in rows], pa.int64()).cast(FILES_SCHEMA.field(6).type),
-            ],
-            schema=FILES_SCHEMA,
-        )
+        columns = [
+            arrays.strings([f.kind for f in rows]),
+            arrays.strings([f.action["path"] for f in rows]),
+            arrays.array([f.action.get("partitionValues") for f in rows], FILES_SCHEMA.field(2).type),
+            arrays.integers([f.action.get("size") for f in rows], pa.int64()),
+            arrays.array([f.action.get("deletionVector") for f in rows], DELETION_VECTOR_TYPE),
+            arrays.integers([f.version for f in rows], pa.int64()),
+            arrays.integers([f.timestamp * 1000 for f in rows], pa.int64()).cast(FILES_SCHEMA.field(6).type),
+        ]
+        return pa.Table.from_arrays(columns, schema=FILES_SCHEMA)
 
     def to_pyarrow_table(self, columns: Sequence[str] | None = None) -> pa.Table:
         """The changed rows: the table's columns (logical names) and ``_change_type`` (``insert``,
@@ -159,10 +158,6 @@ class Changes:
             deletion_vectors=self._deletion_vectors,
             retention=self._retention,
         )
-
-
-def _pairs(values: Mapping[str, Any] | None) -> list[tuple[str, Any]] | None:
-    return None if values is None else list(values.items())
 
 
 def load_changes(

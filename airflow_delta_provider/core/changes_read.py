@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from airflow_delta_provider.core import arrays
 from airflow_delta_provider.core.changes_schema import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
 from airflow_delta_provider.core.deletion_vectors import deletion_vector_unique_id
 from airflow_delta_provider.core.errors import ChangeDataFileNotFoundError
@@ -152,7 +153,7 @@ _CDC_NAMES = frozenset(f.name for f in CDC_FIELDS)
 
 
 def _empty(data_fields: list[pa.Field], extra: list[pa.Field]) -> pa.Table:
-    return pa.schema([*data_fields, *extra]).empty_table()
+    return arrays.table([], pa.schema([*data_fields, *extra]))
 
 
 class _Reader:
@@ -204,7 +205,7 @@ class _Reader:
             table = self._read(dataset, [selections[0][0]], [f.name for f in own], use_threads=False)
             for scan, rows in selections:
                 picked = table.filter(self._mask(scan, rows, table.num_rows))
-                index = pa.array(np.zeros(picked.num_rows, dtype=np.int32))
+                index = arrays.from_numpy(np.zeros(picked.num_rows, dtype=np.int32))
                 parts.append(self._with_log_columns(picked, [scan], index, columns))
         return parts
 
@@ -227,7 +228,7 @@ class _Reader:
         columns: dict[str, pa.Array] = {}
         partitions = [f for f in self._partition_fields if f.name in names]
         if partitions:
-            maps = pa.array([list((s.partition_values or {}).items()) for s in scans], _PARTITION_VALUES)
+            maps = arrays.array([dict(s.partition_values or {}) for s in scans], _PARTITION_VALUES)
             typed = partition_columns_from_map(maps, pa.schema(partitions))
             columns.update({f.name: typed.field(f.name) for f in partitions})
         values = {
@@ -238,7 +239,7 @@ class _Reader:
         for f in CDC_FIELDS:
             if f.name in names:
                 raw = pa.int64() if f.name == COMMIT_TIMESTAMP else f.type
-                columns[f.name] = pa.array(values[f.name], raw).cast(f.type)
+                columns[f.name] = arrays.array(values[f.name], raw).cast(f.type)
         return pa.table(columns) if columns else pa.table({"_": pa.nulls(len(scans))})
 
     def _selection(self, scan: RowScan) -> npt.NDArray[np.uint64] | None:
@@ -255,7 +256,7 @@ class _Reader:
             keep = np.ones(num_rows, dtype=bool)
             if scan.exclude is not None:
                 keep[_within(self._dvs.rows(scan.exclude, scan.version), num_rows)] = False
-        return pa.array(keep)
+        return arrays.from_numpy(keep)
 
     def _read(
         self, dataset: Any, scans: list[RowScan], columns: list[str], *, use_threads: bool = True

@@ -7,6 +7,8 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shutil
+import subprocess
+import sys
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -213,3 +215,19 @@ def test_only_the_range_is_read_never_the_file_list(tmp_path: Path, monkeypatch:
     assert sorted(changes.to_pyarrow_table(["id"]).column(0).to_pylist()) == [22, 23, 24]
     # The latest snapshot's own commits (after checkpoint 20) and nothing else.
     assert sorted(read) == [f"{v:020d}.json" for v in range(21, 26)]
+
+
+def test_the_file_level_changes_do_not_import_pandas(tmp_path: Path) -> None:
+    # pyarrow imports pandas (a fifth of a second) when handed Python values; the log-only path
+    # builds its arrays without it (core.arrays), as a snapshot load does.
+    timed_table(tmp_path / "t")
+    probe = (
+        "import sys\n"
+        "from airflow_delta_provider.core import DeltaTable\n"
+        "changes = DeltaTable(sys.argv[1]).changes(1)\n"
+        "print(changes.files().num_rows, 'pandas' in sys.modules)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe, str(tmp_path / "t")], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.split() == ["3", "False"]
