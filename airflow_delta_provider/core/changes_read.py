@@ -231,7 +231,7 @@ class _Reader:
             maps = arrays.array([dict(s.partition_values or {}) for s in scans], _PARTITION_VALUES)
             typed = partition_columns_from_map(maps, pa.schema(partitions))
             columns.update({f.name: typed.field(f.name) for f in partitions})
-        values = {
+        values: dict[str, list[Any]] = {
             CHANGE_TYPE: [s.change_type for s in scans],
             COMMIT_VERSION: [s.version for s in scans],
             COMMIT_TIMESTAMP: [s.timestamp * 1000 for s in scans],
