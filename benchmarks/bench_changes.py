@@ -13,10 +13,17 @@ Two questions (issue 25):
   200,000 rows in 4 partitions, cdc files from an UPDATE, a DELETE and a MERGE) and
   ``rows-many`` (200 commits of 2,000 rows, one file each).
 
-Each measurement runs in a fresh process (imports before the timer); the core and delta-rs
+Each measurement runs in a fresh process (imports before the timer: for the core's rows also
+``pyarrow.dataset``, which the first read imports and which imports pandas; the ``core imports``
+column shows them); the core and delta-rs
 alternate within each round, and the median of ``--repeat`` rounds is reported with the load
 average of the machine: wall time, and the CPU time of the process (user + system, all
 threads), which a loaded machine disturbs less.
+
+The Arrow memory pool is the process's (``ARROW_DEFAULT_MEMORY_POOL``, pyarrow's default mimalloc
+otherwise; the ``Arrow pool`` column names it): on a VM with transparent huge pages, mimalloc's
+first large allocations of a fresh process cost much system time (see docs/read-api.md, "Cold
+processes"), so the rows part is worth running under ``ARROW_DEFAULT_MEMORY_POOL=system`` too.
 
 Usage: ``python benchmarks/bench_changes.py [--part log,rows] [--repeat 5] [--write-readme]``
 (``python benchmarks/generate.py --tables a-1k,a-10k,a-100k,a`` first).
@@ -33,6 +40,7 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
@@ -47,7 +55,9 @@ imports_start = time.perf_counter()
 """
 _EPILOGUE = """
 seconds = time.perf_counter() - start_time
-print(json.dumps({"seconds": seconds, "cpu": cpu() - start_cpu, "imports": imports, "n": n}))
+import pyarrow
+pool = pyarrow.default_memory_pool().backend_name  # (after the timer: deltalake needs no pyarrow)
+print(json.dumps({"seconds": seconds, "cpu": cpu() - start_cpu, "imports": imports, "n": n, "pool": pool}))
 """
 CODE = {
     "log-core": """
@@ -63,6 +73,7 @@ n = -1
 """,
     "rows-core": """
 from airflow_delta_provider.core import DeltaTable
+import pyarrow.dataset  # imported by the first read (it imports pandas): an import, not the work
 imports = time.perf_counter() - imports_start; start_cpu = cpu(); start_time = time.perf_counter()
 n = DeltaTable(uri).changes(start, end).to_pyarrow_table().num_rows
 """,
@@ -125,7 +136,7 @@ def generate_rows_tables() -> None:
         (many / ".complete").touch()
 
 
-def run(case: str, table: Path, start: int, end: int) -> dict[str, float]:
+def run(case: str, table: Path, start: int, end: int) -> dict[str, Any]:
     code = _PRELUDE + CODE[case] + _EPILOGUE
     # Run from the data directory: ``python -c`` puts the working directory first on the path.
     output = subprocess.run(
@@ -135,7 +146,7 @@ def run(case: str, table: Path, start: int, end: int) -> dict[str, float]:
         text=True,
         cwd=DATA,
     ).stdout
-    result: dict[str, float] = json.loads(output.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(output.strip().splitlines()[-1])
     return result
 
 
@@ -148,8 +159,9 @@ def paired(
         core.append(run(f"{part}-core", table, start, end))
         rs.append(run(f"{part}-delta-rs", table, start, end))
 
-    def median(runs: list[dict[str, float]]) -> dict[str, float]:
-        return {k: statistics.median(r[k] for r in runs) for k in ("seconds", "cpu", "imports", "n")}
+    def median(runs: list[dict[str, Any]]) -> dict[str, Any]:
+        found = {k: statistics.median(r[k] for r in runs) for k in ("seconds", "cpu", "imports", "n")}
+        return {**found, "pool": runs[0]["pool"]}
 
     return median(core), median(rs)
 
@@ -172,8 +184,8 @@ def main() -> None:
         f"average at the start {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}.",
         "",
         "| part | table | range | core s | delta-rs s | core / delta-rs | core CPU s | delta-rs CPU s | "
-        "CPU ratio | core result |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "CPU ratio | core result | core imports s | Arrow pool |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     cases: list[tuple[str, str, Path, int, int]] = []
     if "log" in parts:
@@ -196,7 +208,8 @@ def main() -> None:
         line = (
             f"| {part} | {label} | {start}-{end} | {core['seconds']:.3f} | {rs['seconds']:.3f} | "
             f"{core['seconds'] / rs['seconds']:.2f}x | {core['cpu']:.3f} | {rs['cpu']:.3f} | "
-            f"{core['cpu'] / rs['cpu']:.2f}x | {int(core['n']):,} {what} |"
+            f"{core['cpu'] / rs['cpu']:.2f}x | {int(core['n']):,} {what} | {core['imports']:.3f} | "
+            f"{core['pool']} |"
         )
         print(line, flush=True)
         lines.append(line)
