@@ -20,7 +20,7 @@ from airflow_delta_provider.core.features import (
     supports,
     writer_features,
 )
-from airflow_delta_provider.core.history import commit_timestamps, history
+from airflow_delta_provider.core.history import commit_counts, commit_timestamps, history
 from airflow_delta_provider.core.logfiles import LogFileKind
 from airflow_delta_provider.core.maintenance import checkpoint_due, cleanup_due, vacuum_due
 from airflow_delta_provider.core.segment import complete_checkpoints, list_log_files
@@ -29,6 +29,7 @@ from airflow_delta_provider.core.vacuum.record import read_last_vacuum_info
 
 if TYPE_CHECKING:
     from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.storage import LogStore
     from airflow_delta_provider.core.table import DeltaTable
 
 __all__ = [
@@ -87,8 +88,7 @@ def run_identity(info: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def _entry(info: dict[str, Any]) -> dict[str, Any]:
-    metrics = info.get("operationMetrics") or {}
+def _entry(info: dict[str, Any], storage: LogStore) -> dict[str, Any]:
     operation = str(info.get("operation") or "?")
     identity = run_identity(info)
     kind = "commit"
@@ -103,11 +103,7 @@ def _entry(info: dict[str, Any]) -> dict[str, Any]:
         "operation": operation,
         "kind": kind,
         "parameters": parameters,
-        "rows_added": _int(metrics.get("numOutputRows")),
-        "files_added": _int(metrics.get("numAddedFiles", metrics.get("numFiles"))),
-        "files_removed": _int(metrics.get("numRemovedFiles", metrics.get("numDeletedFiles"))),
-        "bytes_added": _int(metrics.get("numOutputBytes", metrics.get("numAddedBytes"))),
-        "bytes_removed": _int(metrics.get("numRemovedBytes", metrics.get("sizeOfDataToDelete"))),
+        **commit_counts(storage, info),  # rows_added, files_added, files_removed, bytes_added, bytes_removed
         "engine": info.get("engineInfo"),
         "airflow": identity,
     }
@@ -125,7 +121,8 @@ def table_history(table: DeltaTable, limit: int = 20, before: int | None = None)
     commits = [f.version for f in files if f.kind is LogFileKind.COMMIT]
     latest = table.version()
     start = latest if before is None else min(latest, before - 1)
-    entries = [_entry(info) for info in history(table.storage, start, limit)] if start >= 0 else []
+    commits_shown = history(table.storage, start, limit) if start >= 0 else []
+    entries = [_entry(info, table.storage) for info in commits_shown]
     runs: dict[tuple[str, str, str, int], int] = {}
     for entry in reversed(entries):  # oldest first: a later commit of the same task run is a re-run
         identity = entry["airflow"]
@@ -305,7 +302,7 @@ def table_maintenance(
     vacuum["retention"] = config.deleted_file_retention.to_dict()
     vacuum["last_vacuum_info_version"] = read_last_vacuum_info(table.storage)
     recent = [
-        _entry(info)
+        _entry(info, table.storage)
         for info in history(table.storage, snapshot.version, VACUUM_LOOKBACK)
         if str(info.get("operation", "")).startswith("VACUUM")
     ]
