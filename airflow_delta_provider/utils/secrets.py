@@ -8,9 +8,9 @@ applies those rules where Airflow hands the provider credentials:
   connection password, the password of a URI's userinfo) is registered with the core's
   :func:`~airflow_delta_provider.core.redaction.redact` (so core error messages hide it) and with
   Airflow's secrets masker (so task logs and rendered template fields hide it);
-* a table location carrying credentials (userinfo, a signed query string) is refused before it is used at all, with an error that
-  says to use a connection: a location is logged, stored as an asset URI and handed to libraries
-  that quote it in their errors;
+* a table location carrying credentials (userinfo, a signed query string) is refused before it
+  is used at all, with an error that says to use a connection: a location is logged, stored as
+  an asset URI and handed to libraries that quote it in their errors;
 * arguments that are stored in the metadata database (a trigger's) may hold no secret option.
 """
 

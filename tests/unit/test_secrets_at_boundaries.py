@@ -452,9 +452,15 @@ def run_every_channel(
 # --- a signed URL nobody registered, in a table's own log ---------------------------------------------
 
 SIGNED_URLS = [
-    pytest.param("https://account.blob.core.windows.net/c/part-0.parquet?sv=2024-01-01&sig={secret}", id="sas"),
-    pytest.param("https://bucket.s3.amazonaws.com/part-0.parquet?X-Amz-Signature={secret}", id="s3-presigned"),
-    pytest.param("https://storage.googleapis.com/b/part-0.parquet?X-Goog-Signature={secret}", id="gcs-signed"),
+    pytest.param(
+        "https://account.blob.core.windows.net/c/part-0.parquet?sv=2024-01-01&sig={secret}", id="sas"
+    ),
+    pytest.param(
+        "https://bucket.s3.amazonaws.com/part-0.parquet?X-Amz-Signature={secret}", id="s3-presigned"
+    ),
+    pytest.param(
+        "https://storage.googleapis.com/b/part-0.parquet?X-Goog-Signature={secret}", id="gcs-signed"
+    ),
 ]
 
 
@@ -477,7 +483,9 @@ def test_a_signed_url_in_hostile_log_content_reaches_no_output(
     url = template.format(secret=quote(secret, safe=""))
     uri = f"file://{tmp_path}/t"
     DeltaTable.create(uri, SCHEMA)
-    (tmp_path / "t" / "_delta_log" / f"{1:020d}.json").write_text(f'{{"commitInfo": {{"source": "{url}", "op\n')
+    (tmp_path / "t" / "_delta_log" / f"{1:020d}.json").write_text(
+        f'{{"commitInfo": {{"source": "{url}", "op\n'
+    )
     table = {"table_uri": uri}
 
     channels.raises("snapshot", lambda: DeltaTable(uri).snapshot())

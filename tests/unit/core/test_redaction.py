@@ -54,7 +54,9 @@ from airflow_delta_provider.core.redaction import (
             "X-Goog-Credential=sa%40p&X-Goog-Signature=beef",
             id="gcs-signed",
         ),
-        pytest.param("https://h/t?token=abc;x=1#f", "https://h/t?x=1#f", "token=abc", id="token-and-fragment"),
+        pytest.param(
+            "https://h/t?token=abc;x=1#f", "https://h/t?x=1#f", "token=abc", id="token-and-fragment"
+        ),
         pytest.param("s3://K:S@bucket/t?sig=x", "s3://bucket/t", "K:S&sig=x", id="userinfo-and-query"),
         pytest.param("s3://bucket/t?versionId=3", "s3://bucket/t?versionId=3", None, id="harmless-query"),
         pytest.param("/data/t?sig=x", "/data/t?sig=x", None, id="a-local-path-has-no-query"),
@@ -139,7 +141,9 @@ SIGNATURE = "S1gNaTuRe%2Bv4lu3%3D"
             id="json",
         ),
         pytest.param(
-            f"<td>https://a/t?sv=1&amp;sig={SIGNATURE}</td>", "<td>https://a/t?sv=1&amp;sig=***</td>", id="html"
+            f"<td>https://a/t?sv=1&amp;sig={SIGNATURE}</td>",
+            "<td>https://a/t?sv=1&amp;sig=***</td>",
+            id="html",
         ),
         pytest.param(
             f"'s3://b/k?X-Amz-Credential=AKIA%2F1&X-Amz-Signature={SIGNATURE}'",
@@ -166,7 +170,13 @@ def test_redact_masks_query_string_credentials_in_text(text: str, shown: str) ->
 
 @pytest.mark.parametrize(
     "text",
-    ["https://h/t?sv=2024&se=2030&sp=rl", "a=b&c=d", "AccountName=acct", "x?sig=", "delta.targetFileSize=1tb"],
+    [
+        "https://h/t?sv=2024&se=2030&sp=rl",
+        "a=b&c=d",
+        "AccountName=acct",
+        "x?sig=",
+        "delta.targetFileSize=1tb",
+    ],
 )
 def test_redact_keeps_query_strings_without_credentials(text: str) -> None:
     assert redact(text) == text
