@@ -35,6 +35,8 @@ from airflow_delta_provider.core.redaction import get_logger, redact
 from airflow_delta_provider.hooks.delta import DeltaTableHook
 from airflow_delta_provider.plugins.tables import (
     MAX_HISTORY,
+    free_int,
+    free_text,
     interval,
     table_health,
     table_history,
@@ -285,8 +287,9 @@ def _skips(session: Session, asset_id: int | None) -> list[dict[str, Any]]:
         found.append(
             {
                 "timestamp": event.timestamp.isoformat(timespec="seconds"),
-                "version": extra.get("version"),
-                "operation": extra.get("operation"),
+                # An event's extra is anyone's (Airflow's REST API posts events): read by shape.
+                "version": free_int(extra.get("version")),
+                "operation": free_text(extra.get("operation")),
                 "airflow": {
                     "dag_id": event.source_dag_id,
                     "task_id": event.source_task_id,

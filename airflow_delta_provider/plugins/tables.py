@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_HISTORY",
+    "free_int",
+    "free_text",
     "table_health",
     "table_history",
     "table_maintenance",
@@ -66,7 +68,7 @@ _METRICS = {
 
 def _iso(ms: Any) -> str | None:
     """An epoch-milliseconds timestamp as ISO text; None when it is no date a calendar holds."""
-    millis = _int(ms)
+    millis = free_int(ms)
     if millis is None:
         return None
     try:
@@ -75,8 +77,9 @@ def _iso(ms: Any) -> str | None:
         return None
 
 
-def _int(value: Any) -> int | None:
-    """An integer metric, written as a number or as (quoted) text; None for anything else."""
+def free_int(value: Any) -> int | None:
+    """A free-form integer (a metric, an event's version), written as a number or as (quoted)
+    text; None for anything else."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -105,7 +108,7 @@ def _bounded(value: Any, depth: int = 0) -> Any:
     return value
 
 
-def _text(value: Any) -> str | None:
+def free_text(value: Any) -> str | None:
     """A free-form value as short text: strings as they are, anything else as compact JSON."""
     if value is None:
         return None
@@ -130,15 +133,15 @@ def run_identity(info: dict[str, Any]) -> dict[str, Any] | None:
     found = {k[len(_TAG) :]: v for k, v in tags.items() if k.startswith(_TAG)}
     if not found.get("dag_id"):
         found = _object(_object(info.get("userMetadata")).get("airflow"))
-    names = {key: _text(found.get(key)) for key in ("dag_id", "task_id", "run_id")}
+    names = {key: free_text(found.get(key)) for key in ("dag_id", "task_id", "run_id")}
     if not all(names.values()):
         return None
-    map_index = _int(found.get("map_index"))
+    map_index = free_int(found.get("map_index"))
     return {
         **names,
-        "logical_date": _text(found.get("logical_date")),
+        "logical_date": free_text(found.get("logical_date")),
         "map_index": -1 if map_index is None else map_index,
-        "try_number": max(_int(found.get("try_number")) or 1, 1),
+        "try_number": max(free_int(found.get("try_number")) or 1, 1),
     }
 
 
@@ -146,13 +149,13 @@ def _parameters(value: Any) -> dict[str, str]:
     """``operationParameters`` as text per name (Delta writes each value JSON-encoded)."""
     parameters = _object(value)
     if not parameters and value not in (None, "", {}):
-        return {"value": _text(value) or ""}
-    return {k: (_text(v) or "").strip('"') for k, v in parameters.items()}
+        return {"value": free_text(value) or ""}
+    return {k: (free_text(v) or "").strip('"') for k, v in parameters.items()}
 
 
 def _entry(info: dict[str, Any]) -> dict[str, Any]:
     metrics = _object(info.get("operationMetrics"))
-    operation = _text(info.get("operation")) or "?"
+    operation = free_text(info.get("operation")) or "?"
     identity = run_identity(info)
     kind = "commit"
     if operation in _MAINTENANCE_OPERATIONS or operation.startswith("VACUUM"):
@@ -160,7 +163,7 @@ def _entry(info: dict[str, Any]) -> dict[str, Any]:
     elif identity is not None and identity["try_number"] > 1:
         kind = "retry"
     counts = {
-        column: next((n for n in (_int(metrics.get(name)) for name in names) if n is not None), None)
+        column: next((n for n in (free_int(metrics.get(name)) for name in names) if n is not None), None)
         for column, names in _METRICS.items()
     }
     return {
@@ -170,7 +173,7 @@ def _entry(info: dict[str, Any]) -> dict[str, Any]:
         "kind": kind,
         "parameters": _parameters(info.get("operationParameters")),
         **counts,
-        "engine": _text(info.get("engineInfo")),
+        "engine": free_text(info.get("engineInfo")),
         "airflow": identity,
     }
 
@@ -353,7 +356,7 @@ def table_maintenance(
     recent = [
         _entry(info)
         for info in history(table.storage, snapshot.version, VACUUM_LOOKBACK)
-        if (_text(info.get("operation")) or "").startswith("VACUUM")
+        if (free_text(info.get("operation")) or "").startswith("VACUUM")
     ]
     vacuum["recent"] = recent[:10]
     vacuum["lookback_commits"] = VACUUM_LOOKBACK

@@ -97,12 +97,12 @@ class View:
                 asset = AssetModel(name=name or uri, uri=uri, group="asset")
                 session.add(asset)
                 session.flush()
-            if result is None:
+            if result is None and extra is None:
                 return str(asset.id)
             session.add(
                 AssetEvent(
                     asset_id=asset.id,
-                    extra=extra if extra is not None else asset_event_extra(result, uri),
+                    extra=extra if extra is not None else asset_event_extra(result or {}, uri),
                     source_dag_id="ingest_dag",
                     source_task_id="ingest",
                     source_run_id=run_id,
