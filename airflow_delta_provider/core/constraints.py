@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from airflow_delta_provider.core.column_mapping import logical_file_data, physical_path
 from airflow_delta_provider.core.errors import (
     ConstraintViolationError,
     SchemaError,
@@ -42,7 +43,7 @@ from airflow_delta_provider.core.errors import (
 )
 from airflow_delta_provider.core.partitions import parse_partition_value
 from airflow_delta_provider.core.redaction import get_logger
-from airflow_delta_provider.core.schema import arrow_type_to_delta
+from airflow_delta_provider.core.schema import arrow_type_to_delta, physical_name
 from airflow_delta_provider.core.sql_engine import EngineError, first_match
 
 if TYPE_CHECKING:
@@ -401,12 +402,21 @@ def check_rows(
     files: Sequence[tuple[str, str, Mapping[str, str | None]]],
     metadata: Metadata,
     schema: pa.Schema,
+    *,
+    mapping: str = "none",
 ) -> None:
     """Check every row of already-written files against the table's constraints, before the commit.
 
+    The expressions name logical columns; under column mapping each file's rows are first
+    renamed to them at every depth (:func:`~.column_mapping.logical_file_data`, which resolves
+    physical names, and ids in ``id`` mode, as readers do), so the checks see the values
+    readers will read, never the NULLs of a name the file does not have.
+
     :param files: per file: its store path, its path relative to the root (for messages), its
-        partition values (generated partition columns are checked on them).
+        partition values (generated partition columns are checked on them), keyed by physical
+        name under column mapping (as the log keys them).
     :param schema: the table's schema (logical names; partition columns included).
+    :param mapping: the table's column mapping mode (``none``, ``name`` or ``id``).
     :raises UnsupportedExpressionError: an expression outside the subset the engine evaluates
         as Spark does, or the engine is not installed.
     :raises ConstraintViolationError: a row breaks a constraint: the message names the
@@ -425,6 +435,8 @@ def check_rows(
     )
     for path, relative, values in files:
         data = pq.read_table(store.open_input(path))
+        if mapping != "none":
+            data = logical_file_data(schema, data, mapping)
         by_lower = {f.lower(): f for f in data.column_names}
         generated_missing = [
             c
@@ -445,7 +457,8 @@ def check_rows(
         for field in schema:
             if field.name in partition_columns:
                 kind = arrow_type_to_delta(field.type)
-                value = parse_partition_value(values.get(field.name), str(kind), column=field.name)
+                key = field.name if mapping == "none" else physical_name(field)
+                value = parse_partition_value(values.get(key), str(kind), column=field.name)
                 columns[field.name] = pa.array([value] * data.num_rows, field.type)
             elif field.name.lower() in by_lower:
                 columns[field.name] = data.column(by_lower[field.name.lower()])
@@ -479,10 +492,13 @@ def checked_identity_schema(
     store: LogStore,
     paths: Sequence[str],
     generated: Collection[str],
+    *,
+    mapping: str = "none",
 ) -> str | None:
     """The schema string with the identity high-water marks this commit moves, or None.
 
-    :param file_columns: per file (its path), the columns it holds.
+    :param file_columns: per file (its path), the columns it holds (physical names under
+        column mapping: an identity column is looked up, and read, under its physical name).
     :param store: the table's store, and ``paths`` the files' store paths: the generated
         columns' extremes are read from the files (stats may lack them: Spark's INT96 files).
     :param generated: identity columns whose values the writer generated from start/step/mark
@@ -494,10 +510,15 @@ def checked_identity_schema(
     if not columns:
         return None
     wanted = {c.lower() for c in generated}
+    # The name each identity column has in the files (top-level columns, as Delta allows them).
+    in_files = {
+        c.name: c.name.lower() if mapping == "none" else physical_path(metadata.schema, (c.name,))[0]
+        for c in columns
+    }
     for path, names in file_columns.items():
-        present = {n.lower() for n in names}
+        present = {n.lower() for n in names} if mapping == "none" else set(names)
         for column in columns:
-            if column.name.lower() not in present:
+            if in_files[column.name] not in present:
                 raise ConstraintViolationError(
                     f"The file {path} has no values for the identity column {column.name!r}. The core does "
                     f"not rewrite files, so it cannot generate them: write through DeltaPySparkOperator "
@@ -518,7 +539,8 @@ def checked_identity_schema(
             continue
         extremes = []
         for path in paths:
-            data = pq.read_table(store.open_input(path), columns=[column.name]).column(0)
+            name = column.name if mapping == "none" else in_files[column.name]
+            data = pq.read_table(store.open_input(path), columns=[name]).column(0)
             extreme = pc.max(data) if column.step > 0 else pc.min(data)
             if extreme.is_valid:
                 extremes.append(int(extreme.as_py()))

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 
 __all__ = [
+    "HIGH_WATER_MARK_KEY",
     "ROW_TRACKING_DOMAIN",
     "assign_row_ids",
     "assigns_row_ids",
@@ -42,7 +43,7 @@ __all__ = [
 ]
 
 ROW_TRACKING_DOMAIN = "delta.rowTracking"
-_MARK = "rowIdHighWaterMark"
+HIGH_WATER_MARK_KEY = "rowIdHighWaterMark"
 _ROW_ID_COLUMN = "delta.rowTracking.materializedRowIdColumnName"
 _COMMIT_VERSION_COLUMN = "delta.rowTracking.materializedRowCommitVersionColumnName"
 
@@ -88,14 +89,14 @@ def winner_high_water_mark(actions: Iterable[Mapping[str, Any]], current: int) -
 
 def _parse_mark(configuration: str, where: str) -> int:
     try:
-        value = json.loads(configuration)[_MARK]
+        value = json.loads(configuration)[HIGH_WATER_MARK_KEY]
     except (ValueError, KeyError, TypeError):
         raise RowTrackingError(
-            f"{where} domain has no readable {_MARK}: {configuration[:200]!r}. The table's row tracking "
+            f"{where} domain has no readable {HIGH_WATER_MARK_KEY}: {configuration[:200]!r}. The table's row tracking "
             f"state is damaged; repair it with Spark before writing."
         ) from None
     if not isinstance(value, int) or isinstance(value, bool):
-        raise RowTrackingError(f"{where} domain has a {_MARK} that is not an integer: {value!r}.")
+        raise RowTrackingError(f"{where} domain has a {HIGH_WATER_MARK_KEY} that is not an integer: {value!r}.")
     return value
 
 
@@ -142,7 +143,7 @@ def assign_row_ids(actions: Sequence[Any], *, high_water_mark: int, version: int
             action = dataclasses.replace(action, base_row_id=base, default_row_commit_version=commit_version)
         out.append(action)
     if mark != high_water_mark:
-        domain = DomainMetadata(ROW_TRACKING_DOMAIN, json.dumps({_MARK: mark}, separators=(",", ":")))
+        domain = DomainMetadata(ROW_TRACKING_DOMAIN, json.dumps({HIGH_WATER_MARK_KEY: mark}, separators=(",", ":")))
         # After protocol/metaData (a reader wants them first), before the file actions.
         position = next((i for i, a in enumerate(out) if not isinstance(a, Protocol | Metadata)), len(out))
         out.insert(position, domain)

@@ -12,7 +12,7 @@ import json
 import os
 import sys
 import uuid
-from datetime import datetime
+from datetime import date, datetime
 
 import deltalake
 import pyarrow as pa
@@ -20,10 +20,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import DeltaTable
+from airflow_delta_provider.core.column_mapping import physical_data
 from airflow_delta_provider.core.constraints import Constraint, IdentityColumn, translate
 from airflow_delta_provider.core.errors import (
     ConstraintViolationError,
     MetadataChangedError,
+    SchemaMismatchError,
     UnsupportedExpressionError,
     UnsupportedFeatureError,
 )
@@ -317,3 +319,227 @@ def test_concurrent_identity_writers_conflict_as_in_delta(tmp_path, monkeypatch)
 )
 def test_rounding_follows_delta(start, step, value, rounded):
     assert IdentityColumn("id", start, step, None, True).rounded(value) == rounded
+
+
+# --- column mapping: the checks see the files' rows under their logical names ---------------------
+
+NOT_NULL_NAME = json.dumps({"expression": {"expression": "name IS NOT NULL"}})
+NESTED = {  # renamed at every depth: a struct with a NOT NULL field and an array of structs, a map
+    "type": "struct",
+    "fields": [
+        field("x", "long", False),
+        field(
+            "tags",
+            {
+                "type": "array",
+                "elementType": {"type": "struct", "fields": [field("k", "string")]},
+                "containsNull": True,
+            },
+        ),
+    ],
+}
+BY_KEY = {
+    "type": "map",
+    "keyType": "string",
+    "valueType": {"type": "struct", "fields": [field("v", "long")]},
+    "valueContainsNull": True,
+}
+#: A CHECK that tolerates NULL (NULL passes), a NOT NULL invariant (NULL fails), a generated column.
+MAPPED_SCHEMA = schema(
+    field("id", "long"),
+    field("name", "string", **{"delta.invariants": NOT_NULL_NAME}),
+    field("lname", "string", **{"delta.generationExpression": "lower(name)"}),
+    field("s", NESTED),
+    field("m", BY_KEY),
+)
+TOLERANT_CHECK = {"delta.constraints.pos": "id IS NULL OR id > 0"}
+ROW_TYPE = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("name", pa.string()),
+        ("lname", pa.string()),
+        pa.field(
+            "s",
+            pa.struct(
+                [pa.field("x", pa.int64(), False), ("tags", pa.list_(pa.struct([("k", pa.string())])))]
+            ),
+        ),
+        ("m", pa.map_(pa.string(), pa.struct([("v", pa.int64())]))),
+    ]
+)
+
+
+def create_mapped(root: str, creator: str, mode: str, schema_json: str, properties: dict) -> DeltaTable:
+    """A column-mapped table made by the core or by delta-rs (which assigns its own ids and names)."""
+    if creator == "core":
+        return DeltaTable.create(
+            root, schema_json, properties={"delta.columnMapping.mode": mode, **properties}
+        )
+    created = deltalake.DeltaTable.create(
+        root, deltalake.Schema.from_json(schema_json), configuration={"delta.columnMapping.mode": mode}
+    )
+    checks = {k.removeprefix("delta.constraints."): v for k, v in properties.items()}
+    if checks:
+        created.alter.add_constraint(checks)
+    return DeltaTable(root)
+
+
+def write_physical(table: DeltaTable, rows: pa.Table, directory: str = "") -> str:
+    """A file as Delta writes one into a column-mapped table: physical names and field ids, at every depth."""
+    relative = f"{directory}w-{uuid.uuid4().hex[:8]}.parquet"
+    path = os.path.join(table.storage.root, relative)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    pq.write_table(physical_data(rows, table.snapshot().schema), path)
+    return relative
+
+
+def delta_rs_rows(table: DeltaTable, order: str) -> list[dict]:
+    """The rows delta-rs reads (its DataFusion reader, which resolves column mapping)."""
+    found = deltalake.QueryBuilder().register("t", deltalake.DeltaTable(table.uri)).execute("select * from t")
+    return sorted(pa.table(found.read_all()).to_pylist(), key=lambda row: str(row[order]))
+
+
+def table_state(table: DeltaTable, log_state) -> tuple:
+    """What a refused commit must leave as it was: version, active files and every _delta_log file."""
+    fresh = DeltaTable(table.uri)
+    return fresh.version(), sorted(fresh.snapshot().files().column("path").to_pylist()), log_state(table.uri)
+
+
+@pytest.fixture(
+    params=[("core", "name"), ("core", "id"), ("delta-rs", "name"), ("delta-rs", "id")], ids="-".join
+)
+def mapped(request, tmp_path):
+    creator, mode = request.param
+    return create_mapped(str(tmp_path / "t"), creator, mode, MAPPED_SCHEMA, TOLERANT_CHECK)
+
+
+def mapped_rows(ids: list, names: list, lnames: list | None = None) -> pa.Table:
+    n = len(ids)
+    return pa.table(
+        {
+            "id": ids,
+            "name": names,
+            "lname": lnames if lnames is not None else [None if v is None else v.lower() for v in names],
+            "s": [{"x": i, "tags": [{"k": f"k{i}"}]} for i in range(n)],
+            "m": [[("a", {"v": i})] for i in range(n)],
+        },
+        ROW_TYPE,
+    )
+
+
+def test_valid_rows_commit_into_a_column_mapped_table_and_delta_rs_reads_them(mapped):
+    rows = mapped_rows([1, None], ["Ab", "c"])  # NULL id: the tolerant CHECK passes it
+    result = mapped.commit_files([write_physical(mapped, rows)])
+    assert result.version == mapped.version()
+    assert delta_rs_rows(mapped, "name") == rows.sort_by("name").to_pylist()
+    assert (
+        mapped.snapshot().to_pyarrow_table().sort_by("name").to_pylist() == rows.sort_by("name").to_pylist()
+    )
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        (  # evaluated on NULLs, the CHECK that tolerates NULL let this row in
+            mapped_rows([-5], ["a"]),
+            r"CHECK constraint pos \(id IS NULL OR id > 0\) is violated .*: id = -5, name = 'a'",
+        ),
+        (mapped_rows([1], [None]), r"invariant of column 'name' \(name IS NOT NULL\) .*name = None"),
+        (mapped_rows([1], ["Ab"], ["Ab"]), r"generated column 'lname' = lower\(name\) .*lname = 'Ab'"),
+    ],
+    ids=["tolerant-check", "not-null-invariant", "generated"],
+)
+def test_violating_rows_are_refused_on_a_column_mapped_table(mapped, log_state, rows, message):
+    path = write_physical(mapped, rows)
+    before = table_state(mapped, log_state)
+    with pytest.raises(ConstraintViolationError, match=message) as info:
+        mapped.commit_files([path])
+    assert "s = {'x': 0, 'tags': [{'k': 'k0'}]}" in str(info.value)  # the row under its logical names
+    assert table_state(mapped, log_state) == before
+
+
+def test_a_nested_not_null_field_is_enforced_under_column_mapping(mapped, log_state):
+    nullable = pa.schema(
+        [f if f.name != "s" else f.with_type(pa.struct([("x", pa.int64()), f.type[1]])) for f in ROW_TYPE]
+    )
+    rows = mapped_rows([1, 2], ["a", "b"]).cast(nullable)
+    rows = rows.set_column(
+        3, nullable.field("s"), pa.array([{"x": 1, "tags": []}, {"x": None}], nullable.field("s").type)
+    )
+    path = write_physical(mapped, rows)
+    before = table_state(mapped, log_state)
+    with pytest.raises(SchemaMismatchError, match=r"Column s\.x is NOT NULL in the table but nullable"):
+        mapped.commit_files([path])
+    assert table_state(mapped, log_state) == before
+
+
+@pytest.mark.parametrize("mode", ["name", "id"])
+def test_a_generated_partition_column_is_checked_on_physically_keyed_values(tmp_path, log_state, mode):
+    table = DeltaTable.create(
+        str(tmp_path / "t"),
+        schema(
+            field("t", "timestamp_ntz"),
+            field("d", "date", **{"delta.generationExpression": "CAST(t AS DATE)"}),
+        ),
+        partition_by=["d"],
+        properties={"delta.columnMapping.mode": mode},
+    )
+    t = pa.table({"t": pa.array([datetime(2024, 5, 1, 23, 59)], pa.timestamp("us"))})
+    table.commit_files([write_physical(table, t)], partition_values={"d": "2024-05-01"})
+    bad = write_physical(table, t)
+    before = table_state(table, log_state)
+    with pytest.raises(ConstraintViolationError, match=r"generated column 'd' = CAST\(t AS DATE\)"):
+        table.commit_files([bad], partition_values={"d": "2024-05-02"})
+    assert table_state(table, log_state) == before
+    assert delta_rs_rows(table, "t") == [{"t": datetime(2024, 5, 1, 23, 59), "d": date(2024, 5, 1)}]
+
+
+IDENTITY_SCHEMA = {
+    "delta.identity.start": 10,
+    "delta.identity.step": 5,
+}
+
+
+@pytest.fixture(params=["core-name", "core-id", "delta-rs-name", "delta-rs-id"])
+def mapped_identity(request, tmp_path):
+    """Column-mapped tables with an identity column BY DEFAULT ("d") and one GENERATED ALWAYS ("a")."""
+    creator, mode = request.param.rsplit("-", 1)
+
+    def make(explicit: bool) -> DeltaTable:
+        meta = {**IDENTITY_SCHEMA, "delta.identity.allowExplicitInsert": explicit}
+        text = schema(field("id", "long", **meta), field("v", "string"))
+        return create_mapped(str(tmp_path / ("d" if explicit else "a")), creator, mode, text, {})
+
+    return make
+
+
+IDENTITY_ROWS = pa.table({"id": pa.array([10, 15], pa.int64()), "v": ["a", "b"]})
+
+
+def test_by_default_identity_values_commit_under_column_mapping(mapped_identity):
+    table = mapped_identity(True)
+    table.commit_files([write_physical(table, IDENTITY_ROWS)])
+    assert delta_rs_rows(table, "id") == IDENTITY_ROWS.to_pylist()
+    assert "delta.identity.highWaterMark" not in identity_meta(table)  # explicit values never move it
+
+
+def test_generated_always_identity_under_column_mapping(mapped_identity, log_state):
+    table = mapped_identity(False)
+    supplied = write_physical(table, IDENTITY_ROWS)
+    before = table_state(table, log_state)
+    with pytest.raises(ConstraintViolationError, match="'id' is GENERATED ALWAYS"):
+        table.commit_files([supplied])
+    assert table_state(table, log_state) == before
+    # The writer that generated them (the PySpark operator) says so: the mark moves to the file's max.
+    table.commit_files([supplied], identity_generated=["id"])
+    assert identity_meta(table)["delta.identity.highWaterMark"] == 15
+    assert delta_rs_rows(table, "id") == IDENTITY_ROWS.to_pylist()
+
+
+def test_a_file_without_the_identity_column_is_refused_under_column_mapping(mapped_identity, log_state):
+    table = mapped_identity(True)
+    path = write_physical(table, IDENTITY_ROWS.select(["v"]))
+    before = table_state(table, log_state)
+    with pytest.raises(ConstraintViolationError, match=r"no values for the identity column 'id'"):
+        table.commit_files([path])
+    assert table_state(table, log_state) == before
