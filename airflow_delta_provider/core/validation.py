@@ -39,7 +39,7 @@ from airflow_delta_provider.core.errors import (
     InvalidPartitionValueError,
 )
 from airflow_delta_provider.core.partitions import parse_partition_value
-from airflow_delta_provider.core.row_tracking import HIGH_WATER_MARK_KEY, ROW_TRACKING_DOMAIN
+from airflow_delta_provider.core.row_tracking import MARK_KEY, ROW_TRACKING_DOMAIN
 from airflow_delta_provider.core.schema import COLUMN_MAPPING_ID_KEY, COLUMN_MAPPING_PHYSICAL_NAME_KEY
 
 if TYPE_CHECKING:
@@ -115,9 +115,9 @@ def check_domain_configuration(domain: DomainMetadata) -> None:
 
 
 def _check_row_tracking_domain(where: str, configuration: Mapping[str, Any]) -> None:
-    mark = configuration.get(HIGH_WATER_MARK_KEY)
+    mark = configuration.get(MARK_KEY)
     try:
-        check_integer(f"{where} {HIGH_WATER_MARK_KEY} (the last row id assigned)", mark, 0)
+        check_integer(f"{where} {MARK_KEY} (the last row id assigned)", mark, 0)
     except InvalidLogValueError as err:
         if not is_integer(mark) or mark < 0:
             raise
@@ -168,28 +168,26 @@ def check_schema_values(metadata: Metadata) -> None:
             f"metaData.schemaString is not a Delta schema: {metadata.schema_string[:200]!r}."
         ) from None
     for path, field_metadata in _field_metadata(fields, ""):
-        where = f"metaData.schemaString: column {path!r} has"
         if COLUMN_MAPPING_ID_KEY in field_metadata:
             value = field_metadata[COLUMN_MAPPING_ID_KEY]
-            check_integer(f"{where} {COLUMN_MAPPING_ID_KEY}", value, 0, INT_MAX, "integer")
-        if COLUMN_MAPPING_PHYSICAL_NAME_KEY in field_metadata:
-            value = field_metadata[COLUMN_MAPPING_PHYSICAL_NAME_KEY]
-            if not isinstance(value, str) or not value:
-                raise InvalidLogValueError(
-                    f"{where} a {COLUMN_MAPPING_PHYSICAL_NAME_KEY} that is not a non-empty string: "
-                    f"{show_value(value)}."
-                )
+            check_integer(_where(COLUMN_MAPPING_ID_KEY, path), value, 0, INT_MAX, "integer")
+        name = field_metadata.get(COLUMN_MAPPING_PHYSICAL_NAME_KEY, "-")
+        if not isinstance(name, str) or not name:
+            where = _where(COLUMN_MAPPING_PHYSICAL_NAME_KEY, path)
+            raise InvalidLogValueError(f"{where} must be a non-empty string, got {show_value(name)}.")
         for key in ("start", "step", "highWaterMark"):
             if field_metadata.get(_IDENTITY + key) is not None:
-                value = _long_value(field_metadata[_IDENTITY + key])
-                check_integer(f"{where} {_IDENTITY}{key}", value)
-                if key == "step" and value == 0:
-                    raise InvalidLogValueError(f"{where} {_IDENTITY}step 0; an identity step cannot be 0.")
+                where = _where(_IDENTITY + key, path)
+                if check_integer(where, _long_value(field_metadata[_IDENTITY + key])) == 0 and key == "step":
+                    raise InvalidLogValueError(f"{where} is 0; an identity column's step cannot be 0.")
         explicit = field_metadata.get(_IDENTITY + "allowExplicitInsert")
         if explicit is not None and not isinstance(explicit, bool) and explicit not in ("true", "false"):
-            raise InvalidLogValueError(
-                f"{where} {_IDENTITY}allowExplicitInsert {show_value(explicit)}; it must be true or false."
-            )
+            where = _where(_IDENTITY + "allowExplicitInsert", path)
+            raise InvalidLogValueError(f"{where} must be true or false, got {show_value(explicit)}.")
+
+
+def _where(key: str, path: str) -> str:
+    return f"{key} of column {path!r} (metaData.schemaString)"
 
 
 def _long_value(value: Any) -> Any:
