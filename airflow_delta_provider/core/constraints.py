@@ -113,7 +113,8 @@ class IdentityColumn:
         offset = value - self.start
         if offset % self.step == 0:
             return value
-        quotient = int(offset / self.step)  # Scala's Long division truncates toward zero
+        # Scala's Long division truncates toward zero; exactly (a float quotient is off for big longs).
+        quotient = abs(offset) // abs(self.step) * (1 if (offset < 0) == (self.step < 0) else -1)
         multiple = quotient + 1 if (offset > 0) == (self.step > 0) else quotient
         return self.start + self.step * multiple
 

@@ -315,7 +315,15 @@ def test_concurrent_identity_writers_conflict_as_in_delta(tmp_path, monkeypatch)
 
 @pytest.mark.parametrize(
     ("start", "step", "value", "rounded"),
-    [(10, 5, 22, 25), (10, 5, 20, 20), (10, -5, 2, 0), (-3, 4, 2, 5), (1, 1, 9, 9)],
+    [
+        (10, 5, 22, 25),
+        (10, 5, 20, 20),
+        (10, -5, 2, 0),
+        (-3, 4, 2, 5),
+        (1, 1, 9, 9),
+        (0, 10, 2**63 - 4, 2**63 + 2),  # exact for any long (a float quotient is off by hundreds)
+        (0, -10, -(2**63) + 4, -(2**63) - 2),
+    ],
 )
 def test_rounding_follows_delta(start, step, value, rounded):
     assert IdentityColumn("id", start, step, None, True).rounded(value) == rounded
