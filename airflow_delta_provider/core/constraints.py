@@ -12,7 +12,7 @@ The expressions are Spark SQL over logical column names. Delta evaluates them as
 The files of a commit that did not come through Spark are checked here with a SQL engine over
 Arrow (:mod:`.sql_engine`, DataFusion) — but only expressions whose every part it evaluates as
 Spark does: :func:`translate` accepts a small, explicit subset of Spark SQL (column references,
-literals, comparisons, ``AND``/``OR``/``NOT``, ``IS [NOT] NULL``, ``IN``, ``BETWEEN``, ``LIKE``,
+struct fields among them, literals, comparisons, ``AND``/``OR``/``NOT``, ``IS [NOT] NULL``, ``IN``, ``BETWEEN``, ``LIKE``,
 ``CASE``, a few functions) and refuses the rest, naming the expression: arithmetic (Spark 4's
 ANSI overflow errors and ``/`` always fractional), casts other than to DATE, anything on a
 timestamp with a time zone (Spark's session time zone decides), strings with escapes. Such a
@@ -253,19 +253,34 @@ def _refuse(expression: str, why: str, what: str) -> UnsupportedExpressionError:
 def translate(constraint: Constraint, schema: pa.Schema) -> str:
     """The engine's SQL for ``constraint``'s expression over a table with ``schema``.
 
+    A struct field (``s.x``, at any depth, resolved case-insensitively as Spark does) is read
+    from the engine column :func:`nested_column` names, which :func:`check_rows` adds.
+
     :raises UnsupportedExpressionError: the expression uses something outside the subset both
         engines evaluate alike; the message names it.
     """
+    return _translated(constraint, schema)[0]
+
+
+def nested_column(path: Sequence[str]) -> str:
+    """The engine column holding the struct field at ``path`` (NULL wherever a parent is NULL)."""
+    return ".".join(path)
+
+
+def _translated(constraint: Constraint, schema: pa.Schema) -> tuple[str, set[tuple[str, ...]]]:
+    """The engine's SQL, and the struct field paths it reads."""
     text, what = constraint.expression, constraint.describe()
-    columns: dict[str, list[pa.Field]] = {}
-    for field in schema:
-        columns.setdefault(field.name.lower(), []).append(field)
     pieces: list[str] = []
     kinds: list[str] = []  # per piece: column:<type kind>, literal:<kind>, a keyword or operator
     referenced: list[pa.Field] = []
+    nested: set[tuple[str, ...]] = set()
     date_parts: list[int] = []  # open date-part calls: parenthesis depth inside each
     significant = [t for t in _TOKEN.finditer(text) if t.lastgroup != "space"]
+    skip = 0
     for index, token in enumerate(significant):
+        if skip:  # the rest of a struct field reference
+            skip -= 1
+            continue
         group, value = token.lastgroup, token.group()
         following = significant[index + 1].group() if index + 1 < len(significant) else ""
         previous = significant[index - 1].group() if index > 0 else ""
@@ -298,17 +313,14 @@ def translate(constraint: Constraint, schema: pa.Schema) -> str:
             pieces.append(_FUNCTIONS[lowered])
             kinds.append("function")
         elif group in ("quoted", "word"):
-            name = value[1:-1] if group == "quoted" else value
-            if following == "." or previous == ".":
-                raise _refuse(text, f"the nested field reference around {name!r}", what)
-            matches = columns.get(name.lower(), [])
-            if len(matches) != 1:
-                raise _refuse(
-                    text, f"{name!r} is not exactly one column of the table ({', '.join(schema.names)})", what
-                )
-            referenced.append(matches[0])
-            pieces.append('"' + matches[0].name.replace('"', '""') + '"')
-            kinds.append("column:" + _kind(matches[0].type))
+            if previous == ".":
+                raise _refuse(text, f"the field reference .{value}", what)
+            field, path, skip = _reference(significant, index, schema, text, what)
+            if len(path) > 1:
+                nested.add(path)
+            referenced.append(field)
+            pieces.append('"' + nested_column(path).replace('"', '""') + '"')
+            kinds.append("column:" + _kind(field.type))
         elif value == "(" and date_parts and date_parts[-1] == -1:
             date_parts[-1] = 0
         elif value in ("(", ")"):
@@ -340,7 +352,43 @@ def translate(constraint: Constraint, schema: pa.Schema) -> str:
     if not pieces:
         raise _refuse(text, "an empty expression", what)
     _check_types(text, what, kinds, referenced)
-    return " ".join(pieces)
+    return " ".join(pieces), nested
+
+
+def _reference(
+    tokens: Sequence[re.Match[str]], index: int, schema: pa.Schema, text: str, what: str
+) -> tuple[pa.Field, tuple[str, ...], int]:
+    """The column, or struct field (``s.x.y``), a name token starts: its field, its path in the
+    schema's spelling, and how many more tokens the reference spans."""
+    names = [tokens[index].group()]
+    end = index + 1
+    while (
+        end + 1 < len(tokens)
+        and tokens[end].group() == "."
+        and tokens[end + 1].lastgroup in ("word", "quoted")
+    ):
+        names.append(tokens[end + 1].group())
+        end += 2
+    names = [n[1:-1] if n.startswith("`") else n for n in names]
+    fields = list(schema)
+    path: list[str] = []
+    for depth, name in enumerate(names):
+        matches = [f for f in fields if f.name.lower() == name.lower()]
+        if len(matches) != 1:
+            owner = "column of the table" if depth == 0 else f"field of {'.'.join(path)}"
+            listed = ", ".join(f.name for f in fields)
+            raise _refuse(text, f"{name!r} is not exactly one {owner} ({listed})", what)
+        field = matches[0]
+        path.append(field.name)
+        if depth < len(names) - 1:
+            if not pa.types.is_struct(field.type):  # Spark's a.b on an array or map is another thing
+                raise _refuse(
+                    text, f"{'.'.join(path)}.{names[depth + 1]}: {'.'.join(path)} is not a struct", what
+                )
+            fields = [field.type.field(i) for i in range(field.type.num_fields)]
+    if len(path) > 1 and nested_column(path).lower() in {f.name.lower() for f in schema}:
+        raise _refuse(text, f"{nested_column(path)!r} is both a column and a struct field", what)
+    return field, tuple(path), end - index - 1
 
 
 _KINDS = {"timestamp_ltz", "timestamp_ntz", "string", "decimal", "number", "date", "boolean"}
@@ -427,6 +475,7 @@ def check_rows(
     if not constraints or not files:
         return
     predicates = {c.describe(): violation_predicate(c, schema) for c in constraints}
+    nested = sorted(set().union(*(_translated(c, schema)[1] for c in constraints)))
     partition_columns = list(metadata.partition_columns)
     log.info(
         "Checking the rows of %d file(s) against %d constraint(s) of %s.",
@@ -465,6 +514,8 @@ def check_rows(
                 columns[field.name] = data.column(by_lower[field.name.lower()])
             else:
                 columns[field.name] = pa.nulls(data.num_rows, field.type)
+        for field_path in nested:
+            columns[nested_column(field_path)] = _struct_field(columns[field_path[0]], field_path, schema)
         rows = pa.table(columns)
         try:
             found = first_match(rows, predicates)
@@ -477,11 +528,26 @@ def check_rows(
             ) from None
         for name, row in found.items():
             if row is not None:
-                shown = ", ".join(f"{k} = {v!r}" for k, v in row.items())
+                shown = ", ".join(f"{k} = {v!r}" for k, v in row.items() if k in schema.names)
                 raise ConstraintViolationError(
                     f"The {name} is violated by a row of {relative}: {shown}. Nothing was committed; "
                     f"fix the data (or the constraint) and commit again."
                 )
+
+
+def _struct_field(
+    column: pa.Array | pa.ChunkedArray, path: Sequence[str], schema: pa.Schema
+) -> pa.Array | pa.ChunkedArray:
+    """The values of the struct field at ``path`` (below ``column``, the values of ``path[0]``):
+    NULL wherever a parent struct is NULL, as Spark reads ``s.x``, or where the file lacks it."""
+    table_type = schema.field(path[0]).type
+    for name in path[1:]:
+        table_type = table_type.field(name).type
+        index = column.type.get_field_index(name)
+        if index < 0:
+            return pa.nulls(len(column), table_type)
+        column = pc.struct_field(column, [index])
+    return column
 
 
 # --- identity columns ---------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import uuid
 from datetime import date, datetime
@@ -185,6 +186,16 @@ SCHEMA = pa.schema(
         ("n", pa.timestamp("us")),
         ("z", pa.timestamp("us", tz="UTC")),
         ("m", pa.decimal128(10, 2)),
+        (
+            "t",
+            pa.struct(
+                [
+                    ("d", pa.date32()),
+                    ("z", pa.timestamp("us", tz="UTC")),
+                    ("c", pa.struct([("b", pa.string())])),
+                ]
+            ),
+        ),
     ]
 )
 
@@ -207,6 +218,18 @@ def test_the_spark_sql_subset_is_translated(expression, sql):
 
 
 @pytest.mark.parametrize(
+    ("expression", "sql"),
+    [
+        ("t.d > '2020-01-01'", "\"t.d\" > '2020-01-01'"),
+        ("T.C.B = 'x' AND `t`.`c`.b IS NOT NULL", '"t.c.b" = \'x\' AND "t.c.b" IS NOT NULL'),
+    ],
+)
+def test_struct_fields_are_read_from_their_own_engine_column(expression, sql):
+    """Case-insensitive at every depth, as Spark resolves them; check_rows adds the columns."""
+    assert translate(Constraint("c", "check", expression), SCHEMA) == sql
+
+
+@pytest.mark.parametrize(
     ("expression", "why"),
     [
         ("i + 1 > 0", "arithmetic"),
@@ -218,7 +241,10 @@ def test_the_spark_sql_subset_is_translated(expression, sql):
         ("CAST(i AS STRING) = '1'", "CAST"),
         ("s = 'a\\'b'", "'"),
         ("nope > 1", "not exactly one column"),
-        ("a.b > 1", "nested field"),
+        ("i.b > 1", r"i\.b: i is not a struct"),
+        ("t.c.a > 1", r"'a' is not exactly one field of t\.c \(b\)"),
+        ("a.b > 1", "'a' is not exactly one column"),
+        ("t.z > '2020-01-01'", "session time zone"),  # the leaf's type decides, at any depth
         ("i > 1e3", "exponent"),
     ],
 )
@@ -226,6 +252,23 @@ def test_what_spark_and_the_engine_could_evaluate_differently_is_refused(express
     with pytest.raises(UnsupportedExpressionError, match=why) as info:
         translate(Constraint("c", "check", expression), SCHEMA)
     assert info.value.feature == f"expression {expression!r}"
+
+
+def test_a_check_on_a_struct_field_reads_null_under_a_null_struct_as_spark_does(tmp_path, log_state):
+    struct = {"type": "struct", "fields": [field("x", "long"), field("y", "string"), field("z", "string")]}
+    table = DeltaTable.create(
+        str(tmp_path / "t"),
+        schema(field("s", struct)),
+        properties={"delta.constraints.c": "coalesce(s.x, 1) > 0 AND s.z IS NULL"},  # z: not in the files
+    )
+    kind = pa.struct([("x", pa.int64()), ("y", pa.string())])
+    good = write(table, {"s": pa.array([{"x": 5, "y": "a"}, None], kind)})
+    assert table.commit_files([good]).version == 1
+    bad = write(table, {"s": pa.array([{"x": -1, "y": "b"}], kind)})
+    before = log_state(table.storage.root)
+    with pytest.raises(ConstraintViolationError, match=r"CHECK constraint c .*s = \{'x': -1, 'y': 'b'\}"):
+        table.commit_files([bad])
+    unchanged(table, log_state, before, 1)
 
 
 # --- identity columns ---------------------------------------------------------------------------
@@ -335,7 +378,12 @@ NOT_NULL_NAME = json.dumps({"expression": {"expression": "name IS NOT NULL"}})
 NESTED = {  # renamed at every depth: a struct with a NOT NULL field and an array of structs, a map
     "type": "struct",
     "fields": [
-        field("x", "long", False),
+        field(
+            "x",
+            "long",
+            False,
+            **{"delta.invariants": json.dumps({"expression": {"expression": "s.x < 100"}})},
+        ),
         field(
             "tags",
             {
@@ -421,14 +469,14 @@ def mapped(request, tmp_path):
     return create_mapped(str(tmp_path / "t"), creator, mode, MAPPED_SCHEMA, TOLERANT_CHECK)
 
 
-def mapped_rows(ids: list, names: list, lnames: list | None = None) -> pa.Table:
+def mapped_rows(ids: list, names: list, lnames: list | None = None, x: int = 0) -> pa.Table:
     n = len(ids)
     return pa.table(
         {
             "id": ids,
             "name": names,
             "lname": lnames if lnames is not None else [None if v is None else v.lower() for v in names],
-            "s": [{"x": i, "tags": [{"k": f"k{i}"}]} for i in range(n)],
+            "s": [{"x": x + i, "tags": [{"k": f"k{i}"}]} for i in range(n)],
             "m": [[("a", {"v": i})] for i in range(n)],
         },
         ROW_TYPE,
@@ -454,15 +502,16 @@ def test_valid_rows_commit_into_a_column_mapped_table_and_delta_rs_reads_them(ma
         ),
         (mapped_rows([1], [None]), r"invariant of column 'name' \(name IS NOT NULL\) .*name = None"),
         (mapped_rows([1], ["Ab"], ["Ab"]), r"generated column 'lname' = lower\(name\) .*lname = 'Ab'"),
+        (mapped_rows([1], ["a"], x=500), r"invariant of column 's\.x' \(s\.x < 100\) .*'x': 500"),
     ],
-    ids=["tolerant-check", "not-null-invariant", "generated"],
+    ids=["tolerant-check", "not-null-invariant", "generated", "nested-invariant"],
 )
 def test_violating_rows_are_refused_on_a_column_mapped_table(mapped, log_state, rows, message):
     path = write_physical(mapped, rows)
     before = table_state(mapped, log_state)
     with pytest.raises(ConstraintViolationError, match=message) as info:
         mapped.commit_files([path])
-    assert "s = {'x': 0, 'tags': [{'k': 'k0'}]}" in str(info.value)  # the row under its logical names
+    assert re.search(r"s = \{'x': \d+, 'tags': \[\{'k': 'k0'\}\]\}", str(info.value))  # logical names
     assert table_state(mapped, log_state) == before
 
 
