@@ -12,11 +12,13 @@ The expressions are Spark SQL over logical column names. Delta evaluates them as
 The files of a commit that did not come through Spark are checked here with a SQL engine over
 Arrow (:mod:`.sql_engine`, DataFusion) — but only expressions whose every part it evaluates as
 Spark does: :func:`translate` accepts a small, explicit subset of Spark SQL (column references,
-struct fields among them, literals, comparisons, ``AND``/``OR``/``NOT``, ``IS [NOT] NULL``, ``IN``, ``BETWEEN``, ``LIKE``,
-``CASE``, a few functions) and refuses the rest, naming the expression: arithmetic (Spark 4's
-ANSI overflow errors and ``/`` always fractional), casts other than to DATE, anything on a
-timestamp with a time zone (Spark's session time zone decides), strings with escapes. Such a
-table is written through the PySpark operator, which checks with Spark itself.
+struct fields among them, literals, comparisons, ``AND``/``OR``/``NOT``, ``IS [NOT] NULL``,
+``IN``, ``BETWEEN``, ``LIKE``, ``CASE``, a few functions) and refuses the rest, naming the
+expression: arithmetic (Spark 4's ANSI overflow errors and ``/`` always fractional), casts
+other than to DATE, anything on a timestamp with a time zone (Spark's session time zone
+decides), strings with escapes. Such a table is written through the PySpark operator, which
+checks with Spark itself. Under column mapping the files' rows are renamed to the logical
+names first (:func:`~.column_mapping.logical_file_data`).
 
 Identity columns: files must carry their values (the core does not rewrite files); a
 ``GENERATED ALWAYS`` column (``allowExplicitInsert=false``) accepts only values the writer

@@ -132,13 +132,16 @@ def test_a_violation_names_constraint_file_and_row_and_commits_nothing(checked, 
     unchanged(checked, log_state, before, 0)
 
 
+#: A date partition column generated from a timestamp.
+GENERATED_DATE = schema(
+    field("t", "timestamp_ntz"), field("d", "date", **{"delta.generationExpression": "CAST(t AS DATE)"})
+)
+
+
 def test_a_generated_partition_column_is_checked_on_its_partition_values(tmp_path, log_state):
     table = DeltaTable.create(
         str(tmp_path / "t"),
-        schema(
-            field("t", "timestamp_ntz"),
-            field("d", "date", **{"delta.generationExpression": "CAST(t AS DATE)"}),
-        ),
+        GENERATED_DATE,
         partition_by=["d"],
     )
     good = write(table, {"t": pa.array([datetime(2024, 5, 1, 23, 59)], pa.timestamp("us"))}, "d=2024-05-01/")
@@ -534,10 +537,7 @@ def test_a_nested_not_null_field_is_enforced_under_column_mapping(mapped, log_st
 def test_a_generated_partition_column_is_checked_on_physically_keyed_values(tmp_path, log_state, mode):
     table = DeltaTable.create(
         str(tmp_path / "t"),
-        schema(
-            field("t", "timestamp_ntz"),
-            field("d", "date", **{"delta.generationExpression": "CAST(t AS DATE)"}),
-        ),
+        GENERATED_DATE,
         partition_by=["d"],
         properties={"delta.columnMapping.mode": mode},
     )
