@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.core.commits import commit_info_of, read_commit, read_commit_bytes
 from airflow_delta_provider.core.errors import (
+    CorruptLogError,
     TimestampEarlierThanRetentionError,
     TimestampLaterThanLatestCommitError,
     VersionNotFoundError,
@@ -131,8 +132,8 @@ _COUNT_METRICS = {
     "rows_added": ("numOutputRows", "num_added_rows"),
     "files_added": ("numAddedFiles", "numFiles", "num_added_files", "numFilesAdded"),
     "files_removed": ("numRemovedFiles", "numDeletedFiles", "num_removed_files", "numFilesRemoved"),
-    "bytes_added": ("numOutputBytes", "numAddedBytes"),
-    "bytes_removed": ("numRemovedBytes", "sizeOfDataToDelete"),
+    "bytes_added": ("numOutputBytes", "numAddedBytes", "num_added_bytes"),
+    "bytes_removed": ("numRemovedBytes", "sizeOfDataToDelete", "num_removed_bytes"),
 }
 
 
@@ -143,11 +144,17 @@ def commit_counts(storage: LogStore, entry: Mapping[str, Any]) -> dict[str, int 
     written without metrics (``operationMetrics`` absent or empty, as some writers leave it) is
     counted from its ``add``/``remove`` actions: files and bytes of all of them, rows from the
     ``numRecords`` of the added files that change data (unknown when one has no statistics or a
-    deletion vector). Metrics in another shape than an object are not guessed at.
+    deletion vector). The protocol leaves commitInfo free-form: metrics written as the JSON text of
+    an object are read as that object; metrics in another shape are not guessed at.
 
     :param entry: a :func:`history` entry (its ``commitInfo`` and ``version``).
     """
     metrics = entry.get("operationMetrics")
+    if isinstance(metrics, str) and metrics.lstrip().startswith("{"):
+        try:
+            metrics = json.loads(metrics)
+        except (ValueError, RecursionError):
+            return dict.fromkeys(_COUNT_METRICS)
     if isinstance(metrics, Mapping) and metrics:
         return {
             count: next((found for n in names if (found := _count(metrics.get(n))) is not None), None)
@@ -159,21 +166,24 @@ def commit_counts(storage: LogStore, entry: Mapping[str, Any]) -> dict[str, int 
 
 
 def _count(value: Any) -> int | None:
-    """A metric's count: Spark writes them as strings, delta-rs as numbers."""
-    if isinstance(value, bool):
-        return None
-    try:
-        number = int(str(value).strip('"'))
-    except (TypeError, ValueError):
-        return None
-    return number if number >= 0 else None
+    """A metric's count: Spark writes them as (quoted) text, delta-rs as numbers; None for
+    anything that is no count."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, str) and len(value) <= 40:
+        value = value.strip().strip('"')
+        value = int(value) if value.isdecimal() else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _counts_from_actions(storage: LogStore, version: int) -> dict[str, int | None]:
-    commit = read_commit(storage, version)
-    if commit is None:  # cleaned up since it was listed
+    try:
+        commit = read_commit(storage, version)
+        actions = [] if commit is None else commit.file_actions()
+    except CorruptLogError:  # reported by whatever loads the version; a count is no reason to fail
+        commit = None
+    if commit is None:  # cleaned up since it was listed, or unreadable
         return dict.fromkeys(_COUNT_METRICS)
-    actions = commit.file_actions()
     adds = [a["add"] for a in actions if "add" in a]
     removes = [a["remove"] for a in actions if "remove" in a]
     records = [_records(add) for add in adds if add.get("dataChange", True)]
