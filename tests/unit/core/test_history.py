@@ -120,3 +120,21 @@ def test_counts_that_are_no_count_are_unknown(tmp_path: Path) -> None:
     metrics = {"numOutputRows": "-1", "numAddedFiles": True, "numRemovedFiles": "many", "numOutputBytes": 7.5}
     counts = commit_counts(table.storage, {**entries(table)[0], "operationMetrics": metrics})
     assert counts == dict.fromkeys(counts)
+
+
+def test_metrics_written_as_json_text_or_integral_numbers_are_read(tmp_path: Path) -> None:
+    table = DeltaTable.create(str(tmp_path), pa.schema([("id", pa.int64())]))
+    text = json.dumps({"numOutputRows": '"3"', "numFiles": 2.0})
+    counts = commit_counts(table.storage, {**entries(table)[0], "operationMetrics": text})
+    assert (counts["rows_added"], counts["files_added"]) == (3, 2)
+
+
+def test_a_commit_whose_actions_cannot_be_read_is_counted_as_unknown(tmp_path: Path) -> None:
+    """Another writer's commit without metrics and with a malformed ``add``: its history entry is
+    shown, its counts are unknown (loading the version reports the corruption, naming the file)."""
+    table = DeltaTable.create(str(tmp_path), pa.schema([("id", pa.int64())]))
+    lines = [{"commitInfo": {"operation": "WRITE"}}, {"add": {"path": 5, "size": "big"}}]
+    (tmp_path / "_delta_log" / f"{1:020d}.json").write_text("\n".join(map(json.dumps, lines)) + "\n")
+    entry = entries(table)[1]
+    assert entry["operation"] == "WRITE"
+    assert set(commit_counts(table.storage, entry).values()) == {None}
