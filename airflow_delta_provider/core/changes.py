@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from airflow_delta_provider.core import arrays
+import airflow_delta_provider.core.arrays as arrays
 from airflow_delta_provider.core.actions import Metadata, Protocol
 from airflow_delta_provider.core.changes_bounds import ChangeRange, range_commit_files, resolve_range
 from airflow_delta_provider.core.changes_derive import CommitContext, FileChange, commit_changes
