@@ -16,7 +16,12 @@ import pyarrow as pa
 
 import airflow_delta_provider.core.arrays as arrays
 from airflow_delta_provider.core.actions import Metadata, Protocol
-from airflow_delta_provider.core.changes_bounds import ChangeRange, range_commit_files, resolve_range
+from airflow_delta_provider.core.changes_bounds import (
+    ChangeRange,
+    commit_time,
+    range_commit_files,
+    resolve_range,
+)
 from airflow_delta_provider.core.changes_derive import CommitContext, FileChange, commit_changes
 from airflow_delta_provider.core.changes_read import CDC_FIELDS, DeletionVectors, RowScan, read_rows
 from airflow_delta_provider.core.changes_schema import CDC_COLUMNS, check_read_compatible, reserved_columns
@@ -189,9 +194,8 @@ def load_changes(
         for action in commit.actions:
             if "protocol" in action:
                 check_supported(Protocol.from_json(action["protocol"]), None, Operation.READ)
-        ict = (commit.commit_info or {}).get("inCommitTimestamp")
         context = CommitContext(
-            timestamp=ict if isinstance(ict, int) and not isinstance(ict, bool) else times[commit.version],
+            timestamp=commit_time(commit, times),
             change_data_feed=_feed_enabled(metadata[commit.version]),
             partition_columns=read_metadata.partition_columns,
             uri=storage.root_uri,

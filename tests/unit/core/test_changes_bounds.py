@@ -5,6 +5,7 @@ range's commits are read, never the table's file list."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import shutil
 import subprocess
@@ -17,8 +18,10 @@ import pytest
 
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core import snapshot as snapshot_module
+from airflow_delta_provider.core.changes_bounds import MAX_COMMIT_MILLIS
 from airflow_delta_provider.core.errors import (
     CommitsCleanedUpError,
+    CorruptLogError,
     InvalidChangeRangeError,
     TimestampEarlierThanRetentionError,
     TimestampLaterThanLatestCommitError,
@@ -149,6 +152,60 @@ def test_in_commit_timestamps_resolve_timestamp_bounds() -> None:
 
 
 # --- commits log cleanup removed -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ict", [MAX_COMMIT_MILLIS + 1, -MAX_COMMIT_MILLIS - 1, 2**63 - 1, -(2**63)], ids=str)
+def test_an_in_commit_timestamp_no_timestamp_holds_is_refused_naming_the_commit(
+    tmp_path: Path, ict: int, table_state: Any
+) -> None:
+    """``_commit_timestamp`` is microseconds in a long: an in-commit timestamp (milliseconds, any
+    long in the log) past that range is a corrupt commit, not an OverflowError."""
+    root = tmp_path / "t"
+    timed_table(root)
+    pq.write_table(pa.table({"id": pa.array([4], pa.int64())}), root / "4.parquet")
+    size = (root / "4.parquet").stat().st_size
+    actions = [
+        {"commitInfo": {"timestamp": 1, "operation": "WRITE", "inCommitTimestamp": ict}},
+        {
+            "add": {
+                "path": "4.parquet",
+                "partitionValues": {},
+                "size": size,
+                "modificationTime": 1,
+                "dataChange": True,
+            }
+        },
+    ]
+    (root / "_delta_log" / f"{4:020d}.json").write_text("\n".join(map(json.dumps, actions)) + "\n")
+    before = table_state(root)
+    with pytest.raises(
+        CorruptLogError, match=rf"Version 4 .*inCommitTimestamp {ict} .*00000000000000000004.json"
+    ):
+        DeltaTable(str(root)).changes(3)
+    assert versions_of(DeltaTable(str(root)), starting_version=1, ending_version=3) == (1, 3, [1, 2, 3])
+    assert table_state(root) == before
+
+
+def test_an_in_commit_timestamp_at_the_edge_of_the_range_is_read(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    timed_table(root)
+    pq.write_table(pa.table({"id": pa.array([4], pa.int64())}), root / "4.parquet")
+    size = (root / "4.parquet").stat().st_size
+    actions = [
+        {"commitInfo": {"operation": "WRITE", "inCommitTimestamp": -MAX_COMMIT_MILLIS}},
+        {
+            "add": {
+                "path": "4.parquet",
+                "partitionValues": {},
+                "size": size,
+                "modificationTime": 1,
+                "dataChange": True,
+            }
+        },
+    ]
+    (root / "_delta_log" / f"{4:020d}.json").write_text("\n".join(map(json.dumps, actions)) + "\n")
+    stamps = DeltaTable(str(root)).changes(4).to_pyarrow_table(["_commit_timestamp"]).column(0)
+    assert stamps.cast(pa.int64()).to_pylist() == [-MAX_COMMIT_MILLIS * 1000]
 
 
 def test_a_range_whose_commits_were_cleaned_up_names_the_version_retention_and_earliest() -> None:
