@@ -38,6 +38,7 @@ from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.replay import DELETION_VECTOR_TYPE
 from airflow_delta_provider.core.schema import physical_schema
 from airflow_delta_provider.core.snapshot import load_snapshot
+from airflow_delta_provider.core.validation import check_column_mapping
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -222,6 +223,8 @@ def _changes(
     deletion_vectors: DeletionVectors,
 ) -> Changes:
     mode = column_mapping_mode(latest.protocol, read_metadata)
+    if mode != "none":
+        check_column_mapping(read_metadata)  # as the snapshot reader: refused, not misread
     return Changes(
         latest.storage,
         versions,
@@ -315,6 +318,7 @@ def _read_metadata(
 def _check_schemas(
     read: Metadata, read_version: int, metadata: dict[int, Metadata], versions: ChangeRange
 ) -> None:
+    _ = read.schema  # a schema at all (columns differing only in case, unknown types): SchemaError
     reserved = reserved_columns(read)
     if reserved:
         raise ChangeDataSchemaError(

@@ -41,6 +41,7 @@ from airflow_delta_provider.core.action_checks import shorten
 from airflow_delta_provider.core.column_mapping import logical_file_data, physical_path
 from airflow_delta_provider.core.errors import (
     ConstraintViolationError,
+    CorruptLogError,
     SchemaError,
     UnsupportedExpressionError,
 )
@@ -125,8 +126,8 @@ class IdentityColumn:
 
 def _fields(metadata: Metadata) -> list[dict[str, Any]]:
     try:
-        fields = json.loads(metadata.schema_string).get("fields") or []
-    except ValueError:
+        fields = metadata.schema_json.get("fields") or []
+    except CorruptLogError:
         return []
     return [f for f in fields if isinstance(f, dict)]
 

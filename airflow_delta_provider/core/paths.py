@@ -20,7 +20,12 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from airflow_delta_provider.core.errors import InvalidPathError
-from airflow_delta_provider.core.redaction import location_secrets, register_secret, split_credentials
+from airflow_delta_provider.core.redaction import (
+    has_credentials,
+    location_secrets,
+    register_secret,
+    split_credentials,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -216,8 +221,18 @@ class TablePath:
         ``file:`` URIs become local paths.
 
         :raises InvalidPathError: the path is a URI of another store than the table's (an
-            ``s3://`` file in a local table's log would otherwise be read as a local path).
+            ``s3://`` file in a local table's log would otherwise be read as a local path), or
+            carries credentials (a signed URL's query string, a ``user:password@``), which no
+            data file's path does and which would reach the storage library's own logs.
         """
+        if ("?" in log_path or "@" in log_path) and has_credentials(log_path):
+            for secret in location_secrets(log_path):
+                register_secret(secret)
+            raise InvalidPathError(
+                f"The log of {self.uri} names the file {split_credentials(log_path)[0][:200]!r} with "
+                f"credentials in its path (a signed query string or a user:password@, removed here). A "
+                f"data file's path never carries them: the log was not written by a Delta writer."
+            )
         if has_scheme(log_path):
             parts = urlsplit(log_path)
             scheme = parts.scheme.lower()

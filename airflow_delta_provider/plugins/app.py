@@ -26,7 +26,7 @@ from airflow.api_fastapi.core_api.security import (
     requires_access_connection,
     requires_authenticated,
 )
-from airflow.exceptions import AirflowNotFoundException
+from airflow.sdk.exceptions import AirflowNotFoundException
 from fastapi import Depends, FastAPI, HTTPException, Query
 from fastapi.responses import HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
