@@ -154,6 +154,18 @@ def test_in_commit_timestamps_resolve_timestamp_bounds() -> None:
 # --- commits log cleanup removed -------------------------------------------------------------------
 
 
+def append_with_in_commit_timestamp(root: Path, ict: int) -> None:
+    """:func:`timed_table`, then v4: another writer's append whose commitInfo has ``ict``."""
+    timed_table(root)
+    pq.write_table(pa.table({"id": pa.array([4], pa.int64())}), root / "4.parquet")
+    add = {"path": "4.parquet", "partitionValues": {}, "modificationTime": 1, "dataChange": True}
+    actions = [
+        {"commitInfo": {"operation": "WRITE", "inCommitTimestamp": ict}},
+        {"add": {**add, "size": (root / "4.parquet").stat().st_size}},
+    ]
+    (root / "_delta_log" / f"{4:020d}.json").write_text("\n".join(map(json.dumps, actions)) + "\n")
+
+
 @pytest.mark.parametrize("ict", [MAX_COMMIT_MILLIS + 1, -MAX_COMMIT_MILLIS - 1, 2**63 - 1, -(2**63)], ids=str)
 def test_an_in_commit_timestamp_no_timestamp_holds_is_refused_naming_the_commit(
     tmp_path: Path, ict: int, table_state: Any
@@ -161,22 +173,7 @@ def test_an_in_commit_timestamp_no_timestamp_holds_is_refused_naming_the_commit(
     """``_commit_timestamp`` is microseconds in a long: an in-commit timestamp (milliseconds, any
     long in the log) past that range is a corrupt commit, not an OverflowError."""
     root = tmp_path / "t"
-    timed_table(root)
-    pq.write_table(pa.table({"id": pa.array([4], pa.int64())}), root / "4.parquet")
-    size = (root / "4.parquet").stat().st_size
-    actions = [
-        {"commitInfo": {"timestamp": 1, "operation": "WRITE", "inCommitTimestamp": ict}},
-        {
-            "add": {
-                "path": "4.parquet",
-                "partitionValues": {},
-                "size": size,
-                "modificationTime": 1,
-                "dataChange": True,
-            }
-        },
-    ]
-    (root / "_delta_log" / f"{4:020d}.json").write_text("\n".join(map(json.dumps, actions)) + "\n")
+    append_with_in_commit_timestamp(root, ict)
     before = table_state(root)
     with pytest.raises(
         CorruptLogError, match=rf"Version 4 .*inCommitTimestamp {ict} .*00000000000000000004.json"
@@ -188,22 +185,7 @@ def test_an_in_commit_timestamp_no_timestamp_holds_is_refused_naming_the_commit(
 
 def test_an_in_commit_timestamp_at_the_edge_of_the_range_is_read(tmp_path: Path) -> None:
     root = tmp_path / "t"
-    timed_table(root)
-    pq.write_table(pa.table({"id": pa.array([4], pa.int64())}), root / "4.parquet")
-    size = (root / "4.parquet").stat().st_size
-    actions = [
-        {"commitInfo": {"operation": "WRITE", "inCommitTimestamp": -MAX_COMMIT_MILLIS}},
-        {
-            "add": {
-                "path": "4.parquet",
-                "partitionValues": {},
-                "size": size,
-                "modificationTime": 1,
-                "dataChange": True,
-            }
-        },
-    ]
-    (root / "_delta_log" / f"{4:020d}.json").write_text("\n".join(map(json.dumps, actions)) + "\n")
+    append_with_in_commit_timestamp(root, -MAX_COMMIT_MILLIS)
     stamps = DeltaTable(str(root)).changes(4).to_pyarrow_table(["_commit_timestamp"]).column(0)
     assert stamps.cast(pa.int64()).to_pylist() == [-MAX_COMMIT_MILLIS * 1000]
 
