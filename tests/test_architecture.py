@@ -60,6 +60,8 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
     (
         "operations",
         {
+            "commit_plan",
+            "conflicts",
             "transaction",
             "create",
             "write",

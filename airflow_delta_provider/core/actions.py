@@ -380,6 +380,33 @@ class RemoveFile:
         )
 
 
+@dataclass(frozen=True)
+class AddCDCFile:
+    """A ``cdc`` action: a file of change rows (Change Data Feed) a data-changing commit wrote
+    beside its adds and removes. It never changes the table's data (``dataChange`` is false)."""
+
+    path: str
+    partition_values: Mapping[str, str | None]
+    size: int
+    tags: Mapping[str, str] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "path": self.path,
+            "partitionValues": dict(self.partition_values),
+            "size": self.size,
+            "dataChange": False,
+        }
+        if self.tags:
+            out["tags"] = dict(self.tags)
+        return out
+
+    def validate(self) -> None:
+        """Refuse values that do not fit the cdc action's types."""
+        check_string("cdc.path", self.path)
+        check_integer(f"cdc.size of {self.path!r}", self.size, 0)
+
+
 def _check_file_numbers(
     kind: str, where: str, deletion_vector: Mapping[str, Any] | None, base_row_id: Any, commit_version: Any
 ) -> None:

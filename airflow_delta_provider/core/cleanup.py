@@ -249,7 +249,7 @@ def earliest_reconstructable(files: Iterable[LogFile]) -> int | None:
     return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CleanupOptions:
     """Every option of a log cleanup (``DeltaTable.cleanup_logs``).
 

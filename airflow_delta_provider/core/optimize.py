@@ -43,8 +43,15 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_delta_provider.core.actions import AddFile, RemoveFile, Transaction
+from airflow_delta_provider.core.actions import AddFile, RemoveFile
 from airflow_delta_provider.core.arguments import check_bool, check_positive_int
+from airflow_delta_provider.core.commit_plan import (
+    NO_FILES,
+    CommitPlan,
+    CommitProperties,
+    CommitResult,
+    ReadSet,
+)
 from airflow_delta_provider.core.create import remove_actions
 from airflow_delta_provider.core.datafiles import collect_files
 from airflow_delta_provider.core.deletion_vectors import read_deletion_vector
@@ -54,19 +61,13 @@ from airflow_delta_provider.core.errors import (
     SchemaError,
 )
 from airflow_delta_provider.core.features import Operation, check_supported
-from airflow_delta_provider.core.idempotency import already_committed_result, check_app_arguments
 from airflow_delta_provider.core.partitions import partition_path
 from airflow_delta_provider.core.predicate import Predicate
 from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.schema import check_schema_compatible
 from airflow_delta_provider.core.stats import indexed_columns, read_footers
 from airflow_delta_provider.core.table_config import TARGET_FILE_SIZE, Setting
-from airflow_delta_provider.core.transaction import (
-    DEFAULT_MAX_ATTEMPTS,
-    NO_FILES,
-    CommitResult,
-    OptimisticTransaction,
-)
+from airflow_delta_provider.core.transaction import OptimisticTransaction
 
 if TYPE_CHECKING:
     from airflow_delta_provider.core.snapshot import Snapshot
@@ -97,41 +98,29 @@ DEFAULT_WRITE_SUBDIR = ""
 Rewriter = Callable[["OptimizePlan"], Mapping[int, Sequence[str]]]
 
 
-@dataclass(frozen=True)
-class OptimizeOptions:
-    """Every option of an OPTIMIZE (``DeltaTable.optimize``).
+@dataclass(frozen=True, kw_only=True)
+class OptimizeOptions(CommitProperties):
+    """Every option of an OPTIMIZE (``DeltaTable.optimize``), beside the
+    :class:`~.commit_plan.CommitProperties` every commit takes (with ``app_id`` and
+    ``app_version`` an OPTIMIZE is idempotent).
 
     :param partition_filter: a SQL predicate on partition columns (Delta's ``OPTIMIZE ... WHERE``);
         only the partitions it selects are compacted.
     :param target_file_size: bytes; overrides ``delta.targetFileSize`` (default 1 GiB).
     :param min_file_size: files at least this big are left alone (default: the target size,
         as Delta's ``optimize.minFileSize`` and ``maxFileSize`` are both 1 GiB).
-    :param app_id: with ``app_version``: an idempotent OPTIMIZE (a ``txn`` in its commit).
-    :param app_version: see ``app_id``.
-    :param user_metadata: commitInfo ``userMetadata``.
-    :param tags: commitInfo ``tags``.
     :param dry_run: plan only; rewrite and commit nothing.
-    :param max_attempts: commit attempts when concurrent writers keep winning.
-    :param auto_checkpoint: Delta's checkpoint (and log cleanup) after the commit when due.
     """
 
     partition_filter: str | None = None
     target_file_size: int | str | None = None
     min_file_size: int | None = None
-    app_id: str | None = None
-    app_version: int | None = None
-    user_metadata: str | None = None
-    tags: Mapping[str, str] | None = None
     dry_run: bool = False
-    max_attempts: int = DEFAULT_MAX_ATTEMPTS
-    auto_checkpoint: bool = True
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         check_positive_int("min_file_size", self.min_file_size)
-        check_positive_int("max_attempts", self.max_attempts, optional=False)
         check_bool("dry_run", self.dry_run)
-        check_bool("auto_checkpoint", self.auto_checkpoint)
-        check_app_arguments(self.app_id, self.app_version)
         if self.partition_filter is not None and not isinstance(self.partition_filter, str):
             raise ValueError(
                 "partition_filter must be a SQL predicate on partition columns, got "
@@ -196,6 +185,11 @@ class OptimizePlan:
     partition_filter: str | None
     num_files_considered: int
     num_candidates: int
+
+    @classmethod
+    def empty(cls, snapshot: Snapshot) -> OptimizePlan:
+        """A plan of nothing (the OPTIMIZE was already committed)."""
+        return cls(snapshot, (), snapshot.config.target_file_size, 0, None, 0, 0)
 
     @property
     def num_files(self) -> int:
@@ -392,23 +386,59 @@ def commit_optimize(
     :raises ConcurrentDeleteDeleteError: a concurrent commit removed the same inputs (another OPTIMIZE).
     """
     options = options or OptimizeOptions()
-    snapshot = plan.snapshot
     unknown = sorted(set(written) - {b.index for b in plan.bins})
     if unknown:
         raise ValueError(f"Files were written for bin(s) {unknown}, which the plan does not hold.")
     transaction = OptimisticTransaction(
-        store,
-        read_snapshot=snapshot,
-        max_attempts=options.max_attempts,
-        post_commit_hooks=post_commit_hooks,
+        store, read_snapshot=plan.snapshot, properties=options, post_commit_hooks=post_commit_hooks
     )
-    if options.app_id is not None and options.app_version is not None:
-        current = transaction.app_transaction_version(options.app_id)
-        if current is not None and current >= options.app_version:
-            done = already_committed_result(snapshot, options.app_id, options.app_version, current)
-            return OptimizeResult(plan, dataclasses.replace(done, operation=OPTIMIZE))
+    done = transaction.already_committed(OPTIMIZE)
+    if done is not None:
+        return OptimizeResult(plan, done)
     if not plan.bins:
         return OptimizeResult(plan, None)
+    adds, paths = _rewritten_files(store, plan, written)
+    now = int(time.time() * 1000)
+    removes = tuple(
+        dataclasses.replace(r, data_change=False) for b in plan.bins for r in remove_actions(b.files, now)
+    )
+    metrics = optimize_metrics(removes, adds)
+    parameters = {
+        "predicate": [plan.partition_filter] if plan.partition_filter else [],
+        "zOrderBy": [],
+        "clusterBy": [],
+        "auto": False,
+    }
+    commit = CommitPlan(
+        OPTIMIZE,
+        {k: json.dumps(v, separators=(",", ":")) for k, v in parameters.items()},
+        metrics,
+        removes=removes,
+        adds=adds,
+        read=ReadSet.files(plan.input_paths),
+        data_change=False,
+        kind=Operation.OPTIMIZE,
+    )
+    result = transaction.commit(commit)
+    if result.committed:
+        log.info(
+            "OPTIMIZE of %s committed at version %d: %d file(s) (%d bytes) rewritten into %d (%d bytes).",
+            store.root_uri,
+            result.version,
+            len(removes),
+            metrics["numRemovedBytes"],
+            len(adds),
+            metrics["numAddedBytes"],
+        )
+    return OptimizeResult(plan, result, metrics if result.committed else {}, tuple(paths))
+
+
+def _rewritten_files(
+    store: LogStore, plan: OptimizePlan, written: Mapping[int, Sequence[str]]
+) -> tuple[tuple[AddFile, ...], list[str]]:
+    """The adds of the files written for the bins (``dataChange=false``, statistics from their
+    footers), after checking that each fits the table schema; and their paths."""
+    snapshot = plan.snapshot
     partition_columns = list(snapshot.partition_columns)
     bin_of: list[Bin] = []
     paths: list[str] = []
@@ -431,8 +461,7 @@ def commit_optimize(
             check_schema_compatible(data_schema, file_schema)
         except SchemaError as err:
             raise type(err)(f"{store.to_uri(data_file.path)}: {err}") from None
-    now = int(time.time() * 1000)
-    adds = [
+    adds = tuple(
         AddFile(
             path=f.add_path,
             partition_values=dict(b.partition_values),
@@ -442,42 +471,8 @@ def commit_optimize(
             stats=footer.stats,
         )
         for f, b, footer in zip(data_files, bin_of, footers, strict=True)
-    ]
-    removes = [
-        dataclasses.replace(r, data_change=False) for b in plan.bins for r in remove_actions(b.files, now)
-    ]
-    actions: list[Any] = []
-    if options.app_id is not None and options.app_version is not None:
-        actions.append(Transaction(options.app_id, options.app_version, last_updated=now))
-    transaction.track_files_read(plan.input_paths)
-    metrics = optimize_metrics(removes, adds)
-    parameters = {
-        "predicate": [plan.partition_filter] if plan.partition_filter else [],
-        "zOrderBy": [],
-        "clusterBy": [],
-        "auto": False,
-    }
-    result = transaction.commit(
-        [*actions, *removes, *adds],
-        operation=OPTIMIZE,
-        operation_parameters={k: json.dumps(v, separators=(",", ":")) for k, v in parameters.items()},
-        operation_metrics=metrics,
-        user_metadata=options.user_metadata,
-        tags=options.tags,
-        data_change=False,
-        kind=Operation.OPTIMIZE,
     )
-    if result.committed:
-        log.info(
-            "OPTIMIZE of %s committed at version %d: %d file(s) (%d bytes) rewritten into %d (%d bytes).",
-            store.root_uri,
-            result.version,
-            len(removes),
-            metrics["numRemovedBytes"],
-            len(adds),
-            metrics["numAddedBytes"],
-        )
-    return OptimizeResult(plan, result, metrics if result.committed else {}, tuple(paths))
+    return adds, paths
 
 
 # --- the local engine --------------------------------------------------------------------
@@ -534,12 +529,11 @@ def optimize(
     """
     options = options or OptimizeOptions()
     store = snapshot.storage
-    if options.app_id is not None and options.app_version is not None:
-        current = snapshot.app_transaction_version(options.app_id)
-        if current is not None and current >= options.app_version:
-            done = already_committed_result(snapshot, options.app_id, options.app_version, current)
-            empty = OptimizePlan(snapshot, (), snapshot.config.target_file_size, 0, None, 0, 0)
-            return OptimizeResult(empty, dataclasses.replace(done, operation=OPTIMIZE))
+    # Before planning and rewriting: a retry whose commit already landed does nothing again.
+    transaction = OptimisticTransaction(store, read_snapshot=snapshot, properties=options)
+    done = transaction.already_committed(OPTIMIZE)
+    if done is not None:
+        return OptimizeResult(OptimizePlan.empty(snapshot), done)
     plan = plan_optimize(snapshot, options)
     if options.dry_run or not plan.bins:
         return OptimizeResult(plan, None, dry_run=options.dry_run)

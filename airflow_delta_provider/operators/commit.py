@@ -50,9 +50,10 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from airflow.sdk import Context
 
+    from airflow_delta_provider.core.commit_plan import CommitResult
     from airflow_delta_provider.core.snapshot import Snapshot
     from airflow_delta_provider.core.table import DeltaTable
-    from airflow_delta_provider.core.transaction import CommitResult
+    from airflow_delta_provider.core.write import WriteMode
 
 __all__ = [
     "DEFAULT_SET_TRANSACTION_RETENTION",
@@ -181,8 +182,9 @@ def connection_asset_alias(delta_conn_id: str) -> AssetAlias:
 # --- argument checks ---------------------------------------------------------------------
 
 
-def _to_mode(value: Any) -> str:
-    return to_choice(value, "mode", MODES, expected="'append' or 'overwrite'")
+def _to_mode(value: Any) -> WriteMode:
+    mode = to_choice(value, "mode", MODES, expected="'append' or 'overwrite'")
+    return "overwrite" if mode == "overwrite" else "append"
 
 
 def _to_files(value: Any) -> list[str]:
@@ -374,7 +376,7 @@ class DeltaCommitMixin(DeltaTableMixin):
             return None
         return to_text(self.replace_where, "replace_where", optional=False)
 
-    def _resolved_mode(self) -> str:
+    def _resolved_mode(self) -> WriteMode:
         mode = _to_mode(self.mode)
         if self.replace_where is not None and mode != "overwrite":
             raise ValueError(

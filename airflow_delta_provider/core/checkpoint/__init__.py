@@ -105,7 +105,7 @@ class CheckpointResult:
         return asdict(self)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CheckpointOptions:
     """Every option of a checkpoint (``DeltaTable.checkpoint``).
 

@@ -112,7 +112,7 @@ log = get_logger(__name__)
 VacuumMode = Literal["full", "lite"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class VacuumOptions:
     """Every option of a VACUUM (``DeltaTable.vacuum``).
 

@@ -661,12 +661,13 @@ def test_maintenance_on_s3(
 
 def vacuum_commit(root: str, status: str) -> None:
     """A VACUUM START / VACUUM END pair as Delta writes them (empty commits, dataChange false)."""
+    from airflow_delta_provider.core.commit_plan import CommitPlan
     from airflow_delta_provider.core.transaction import OptimisticTransaction
 
     table = DeltaTable(root)
-    OptimisticTransaction(table.storage).commit([], operation="VACUUM START", data_change=False)
+    OptimisticTransaction(table.storage).commit(CommitPlan("VACUUM START", data_change=False))
     OptimisticTransaction(table.storage).commit(
-        [], operation="VACUUM END", operation_parameters={"status": status}, data_change=False
+        CommitPlan("VACUUM END", {"status": status}, data_change=False)
     )
 
 
