@@ -38,6 +38,7 @@ __all__ = [
     "ENABLE_EXPIRED_LOG_CLEANUP",
     "LOG_RETENTION",
     "PROPERTIES",
+    "PROVIDER_OPTIONS",
     "SET_TRANSACTION_RETENTION",
     "TARGET_FILE_SIZE",
     "Setting",
@@ -67,6 +68,12 @@ COLUMN_MAPPING_MODE = "delta.columnMapping.mode"
 CHECKPOINT_PROTECTION_BEFORE_VERSION = "delta.requireCheckpointProtectionBeforeVersion"
 UNIVERSAL_FORMATS = "delta.universalFormat.enabledFormats"
 TARGET_FILE_SIZE = "delta.targetFileSize"
+ENABLE_CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
+ENABLE_DELETION_VECTORS = "delta.enableDeletionVectors"
+ENABLE_ROW_TRACKING = "delta.enableRowTracking"
+ENABLE_TYPE_WIDENING = "delta.enableTypeWidening"
+ENABLE_ICEBERG_COMPAT_V1 = "delta.enableIcebergCompatV1"
+ENABLE_ICEBERG_COMPAT_V2 = "delta.enableIcebergCompatV2"
 #: OPTIMIZE's default target (and small-file threshold): Delta's ``optimize.maxFileSize`` and
 #: ``optimize.minFileSize``, both 1 GiB. (OSS delta-spark reads no table property for it; delta-rs
 #: and Databricks read ``delta.targetFileSize``, which this core honours too.)
@@ -318,13 +325,27 @@ PROPERTIES: dict[str, PropertySpec] = {
         PropertySpec(CHECKPOINT_PROTECTION_BEFORE_VERSION, _non_negative_long, 0),
         PropertySpec(UNIVERSAL_FORMATS, _text, ""),
         PropertySpec(TARGET_FILE_SIZE, _byte_size, DEFAULT_TARGET_FILE_SIZE),
+        PropertySpec(ENABLE_CHANGE_DATA_FEED, _boolean, False),
+        PropertySpec(ENABLE_DELETION_VECTORS, _boolean, False),
+        PropertySpec(ENABLE_ROW_TRACKING, _boolean, False),
+        PropertySpec(ENABLE_TYPE_WIDENING, _boolean, False),
+        PropertySpec(ENABLE_ICEBERG_COMPAT_V1, _boolean, False),
+        PropertySpec(ENABLE_ICEBERG_COMPAT_V2, _boolean, False),
     )
 }
 _INTERVALS = frozenset(name for name, spec in PROPERTIES.items() if spec.parse is _property_interval)
+#: Delta property -> the ``[delta]`` provider option that may default it (the Airflow layer's
+#: configuration section reads these names).
+PROVIDER_OPTIONS: dict[str, str] = {name: spec.option for name, spec in PROPERTIES.items() if spec.option}
 
 
 class TableConfig:
     """The typed configuration of a table.
+
+    Operations read it from their snapshot (``Snapshot.config``: the table's properties over
+    the provider defaults); where Delta defines a value by the table alone (txn and tombstone
+    retention in replay, isolation, append-only, in-commit timestamps, checkpoint stats) they
+    read :attr:`table_only` (or ``Metadata.config``, the same view), never a config built anew.
 
     :param properties: the table's ``metaData.configuration``.
     :param provider_defaults: provider-wide defaults, keyed by Delta property or by the
@@ -344,6 +365,26 @@ class TableConfig:
         return (
             f"TableConfig({len(self.properties)} properties, {len(self.provider_defaults)} provider defaults)"
         )
+
+    @cached_property
+    def table_only(self) -> TableConfig:
+        """The same properties without the provider defaults: Delta's own view of the table."""
+        return self if not self.provider_defaults else TableConfig(self.properties)
+
+    def with_provider_defaults(self, provider_defaults: Mapping[str, Any] | None) -> TableConfig:
+        """This table's properties over ``provider_defaults`` (its :attr:`table_only` is this one)."""
+        if not provider_defaults:
+            return self.table_only
+        config = TableConfig(self.properties, provider_defaults)
+        config.__dict__["table_only"] = self.table_only
+        return config
+
+    def flag(self, name: str) -> bool:
+        """A boolean property (``delta.enableDeletionVectors`` ...), false unless set.
+
+        :raises InvalidTablePropertyError: the value is not true or false.
+        """
+        return bool(self._configured(name).value)
 
     def resolve(self, name: str, explicit: Any = None) -> Setting[Any]:
         """A setting, with ``explicit`` (the caller's argument, None for none) taking precedence.
@@ -430,6 +471,10 @@ class TableConfig:
     @property
     def checkpoint_stats_as_struct(self) -> bool:
         return bool(self._configured(CHECKPOINT_WRITE_STATS_AS_STRUCT).value)
+
+    @property
+    def checkpoint_policy(self) -> str:
+        return str(self._configured(CHECKPOINT_POLICY).value).lower()
 
     @property
     def column_mapping_mode(self) -> str:

@@ -239,14 +239,11 @@ class DeltaTableHook(BaseHook):
         mode: CreateMode = "error",
         **kwargs: Any,
     ) -> DeltaTable:
-        """Create the table (see :meth:`DeltaTable.create`), with the provider's default txn retention."""
-        from airflow_delta_provider.config import retention_defaults
+        """Create the table (see :meth:`DeltaTable.create`), with the provider's default txn retention;
+        the table returned reads the ``[delta]`` defaults as :meth:`get_table`'s does."""
+        from airflow_delta_provider.config import provider_table_properties, retention_defaults
         from airflow_delta_provider.core.table import DeltaTable
 
-        props = dict(properties or {})
-        txn_retention = retention_defaults().get("delta.setTransactionRetentionDuration")
-        if txn_retention:
-            props.setdefault("delta.setTransactionRetentionDuration", txn_retention)
         uri = self._location()
         options = self._settings[2]
         filesystem = self.filesystem
@@ -254,10 +251,11 @@ class DeltaTableHook(BaseHook):
             uri,
             schema,
             partition_by,
-            props,
+            provider_table_properties(properties),
             mode=mode,
             storage_options=None if filesystem is not None else options,
             filesystem=filesystem,
+            provider_defaults=retention_defaults(),
             **kwargs,
         )
 

@@ -30,6 +30,11 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import AssetAlias, BaseOperator
 
 from airflow_delta_provider.assets.delta import asset_event_extra, delta_table_asset, table_asset_uri
+from airflow_delta_provider.config import (
+    DEFAULT_SET_TRANSACTION_RETENTION,
+    max_commit_attempts,
+    provider_table_properties,
+)
 from airflow_delta_provider.utils.coercion import (
     is_deferred,
     to_app_id,
@@ -65,10 +70,6 @@ __all__ = [
 
 #: Write modes; ``replace_where`` turns an overwrite into a replace of the partitions it selects.
 MODES = ("append", "overwrite")
-#: Table property bounding the table's set of txns (Delta keeps no expiry by default).
-SET_TRANSACTION_RETENTION = "delta.setTransactionRetentionDuration"
-#: What tables the provider creates get when ``[delta] set_transaction_retention_duration`` is unset.
-DEFAULT_SET_TRANSACTION_RETENTION = "interval 90 days"
 #: Prefix of the commitInfo tags holding the Airflow run identity.
 TAG_PREFIX = "airflow."
 
@@ -190,34 +191,6 @@ def _to_mode(value: Any) -> WriteMode:
 def _to_files(value: Any) -> list[str]:
     """The files to commit: a list, one path, or a JSON list rendered by a template (``"[]"``: none)."""
     return to_list(value, "files")
-
-
-def provider_table_properties(properties: Mapping[str, Any] | None) -> dict[str, str]:
-    """Properties of a table the provider creates: the user's, plus a bounded txn retention.
-
-    ``delta.setTransactionRetentionDuration`` comes from ``[delta] set_transaction_retention_duration``
-    (default ``interval 90 days``) unless the user set it; without it every task instance's txn
-    would stay in the table's state forever.
-    """
-    result = {
-        str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in (properties or {}).items()
-    }
-    if SET_TRANSACTION_RETENTION not in result:
-        result[SET_TRANSACTION_RETENTION] = _configured_txn_retention()
-    return result
-
-
-def _configured_txn_retention() -> str:
-    from airflow_delta_provider.config import retention_defaults
-
-    return str(retention_defaults().get(SET_TRANSACTION_RETENTION) or DEFAULT_SET_TRANSACTION_RETENTION)
-
-
-def _configured_max_attempts() -> int:
-    """``[delta] max_commit_attempts``: how often a commit is retried while concurrent writers win."""
-    from airflow_delta_provider.config import max_commit_attempts
-
-    return max_commit_attempts()
 
 
 def _recorded_commit(table: DeltaTable, result: CommitResult) -> CommitResult:
@@ -433,7 +406,7 @@ class DeltaCommitMixin(DeltaTableMixin):
             schema=schema,
             partition_by=self.partition_by,
             properties=provider_table_properties(self.table_properties),
-            max_attempts=_configured_max_attempts(),
+            max_attempts=max_commit_attempts(),
             allow_empty_overwrite=self.allow_empty_overwrite,
             constraints_checked=constraints_checked,
             identity_generated=list(identity_generated),
