@@ -66,6 +66,7 @@ __all__ = [
     "RunIdentity",
     "connection_asset_alias",
     "default_app_version",
+    "resolve_idempotency_key",
 ]
 
 #: Write modes; ``replace_where`` turns an overwrite into a replace of the partitions it selects.
@@ -170,6 +171,23 @@ def default_app_version(identity: RunIdentity, mode: str) -> int:
     :param mode: ``append`` or ``overwrite``.
     """
     return 0 if mode == "append" else identity.first_try
+
+
+def resolve_idempotency_key(
+    context: Context | Mapping[str, Any], app_id: Any, app_version: Any, mode: str
+) -> tuple[RunIdentity, str, int]:
+    """The run identity and the ``(app_id, app_version)`` an execution commits with: the task's
+    own (rendered) ``app_id`` / ``app_version`` where given, else the task instance's.
+
+    :param mode: ``append`` or ``overwrite`` (an OPTIMIZE counts as an overwrite): decides the
+        default ``app_version`` (see :func:`default_app_version`).
+    """
+    identity = RunIdentity.from_context(context)
+    resolved_id = to_app_id(app_id) or identity.app_id
+    resolved_version = to_app_version(app_version)
+    if resolved_version is None:
+        resolved_version = default_app_version(identity, mode)
+    return identity, resolved_id, resolved_version
 
 
 def connection_asset_alias(delta_conn_id: str) -> AssetAlias:
@@ -360,13 +378,7 @@ class DeltaCommitMixin(DeltaTableMixin):
 
     def idempotency_key(self, context: Context | Mapping[str, Any]) -> tuple[RunIdentity, str, int]:
         """The run identity and the ``(app_id, app_version)`` this execution commits with."""
-        identity = RunIdentity.from_context(context)
-        mode = self._resolved_mode()
-        app_id = to_app_id(self.app_id) or identity.app_id
-        app_version = to_app_version(self.app_version)
-        if app_version is None:
-            app_version = default_app_version(identity, mode)
-        return identity, app_id, app_version
+        return resolve_idempotency_key(context, self.app_id, self.app_version, self._resolved_mode())
 
     # --- the commit ------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from airflow.sdk.exceptions import AirflowException
 from airflow_delta_provider.core.errors import DeltaError
 from airflow_delta_provider.core.maintenance import (
     DEFAULT_OPTIMIZE_MIN_FILES,
+    DEFAULT_VACUUM_INTERVAL,
     checkpoint_due,
     cleanup_due,
     optimize_due,
@@ -63,8 +64,6 @@ VACUUM_MODES = ("full", "lite")
 MAX_XCOM_FILES = 1000
 #: Log at most this many paths of a dry run; the rest is summarised.
 MAX_LOGGED_FILES = 50
-#: Default time between two VACUUMs of one table by :class:`DeltaMaintenanceOperator`.
-DEFAULT_VACUUM_INTERVAL = timedelta(days=7)
 
 
 class DeltaMaintenanceError(AirflowException):

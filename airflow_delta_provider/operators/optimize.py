@@ -39,7 +39,7 @@ from airflow_delta_provider.core.optimize import (
     deleted_rows,
     plan_optimize,
 )
-from airflow_delta_provider.operators.commit import RunIdentity, already_committed, default_app_version
+from airflow_delta_provider.operators.commit import RunIdentity, already_committed, resolve_idempotency_key
 from airflow_delta_provider.operators.spark_attempt import (
     DEFAULT_WRITE_OPTIONS,
     attempt_dir,
@@ -189,11 +189,10 @@ class DeltaOptimizeOperator(DeltaTableMixin, RoutedSparkOutput, PySparkOperator,
     # --- execution -------------------------------------------------------------------------
 
     def execute(self, context: Context) -> dict[str, Any]:
-        identity = RunIdentity.from_context(context)
-        app_id = to_app_id(self.app_id) or identity.app_id
-        app_version = to_app_version(self.app_version)
-        if app_version is None:
-            app_version = default_app_version(identity, "overwrite")
+        # An OPTIMIZE replaces what it rewrote: each clear of the task is a new version.
+        identity, app_id, app_version = resolve_idempotency_key(
+            context, self.app_id, self.app_version, "overwrite"
+        )
         target = self.target_file_size
         options = OptimizeOptions(
             partition_filter=to_text(self.partition_filter, "partition_filter"),
@@ -210,8 +209,9 @@ class DeltaOptimizeOperator(DeltaTableMixin, RoutedSparkOutput, PySparkOperator,
         # Before Spark starts: a retry whose commit already landed must not rewrite anything again.
         done = already_committed(table, app_id, app_version, snapshot=snapshot)
         if done is not None:
-            plan = OptimizePlan(snapshot, (), snapshot.config.target_file_size, 0, None, 0, 0)
-            return self._report(OptimizeResult(plan, done), options, note="Spark was not started.")
+            return self._report(
+                OptimizeResult(OptimizePlan.empty(snapshot), done), options, note="Spark was not started."
+            )
         plan = plan_optimize(snapshot, options)
         if options.dry_run or not plan.bins:
             result = OptimizeResult(plan, None, dry_run=options.dry_run)

@@ -12,7 +12,6 @@ plans a VACUUM runs it as a dry run. Every response is redacted before it leaves
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +26,7 @@ from fastapi.responses import HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from airflow_delta_provider.core.errors import CorruptLogError, DeltaError, TableNotFoundError
+from airflow_delta_provider.core.maintenance import DEFAULT_VACUUM_INTERVAL
 from airflow_delta_provider.core.redaction import redact
 from airflow_delta_provider.hooks.delta import DeltaTableHook
 from airflow_delta_provider.plugins.tables import (
@@ -41,6 +41,7 @@ from airflow_delta_provider.utils.secrets import describe_error, public_location
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from datetime import timedelta
 
     from sqlalchemy.orm import Session
 
@@ -49,8 +50,6 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_VACUUM_INTERVAL", "STATIC", "app"]
 
 STATIC = Path(__file__).resolve().parent / "static"
-#: The maintenance DAG's default time between two VACUUMs (the page may ask for another).
-DEFAULT_VACUUM_INTERVAL = timedelta(days=7)
 #: The trigger class path prefix that marks an asset watched by the provider.
 _PROVIDER_PREFIX = "airflow_delta_provider."
 #: Asset events read per table for the skips shown on the timeline.
