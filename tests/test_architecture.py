@@ -31,6 +31,7 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
             "storage.azure",
             "storage.gcs",
             "storage.options",
+            "storage.sdk_compat",
         },
     ),
     (
@@ -50,6 +51,7 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
             "predicate",
             "datafiles",
             "stats",
+            "parquet_compat",
             "row_tracking",
             "sql_engine",
             "constraints",

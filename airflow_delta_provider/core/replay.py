@@ -1223,7 +1223,7 @@ def _columnar_file_actions(
     adds = _winning_rows(winners[is_add[winners]], add_fields, exact, exact_actions, ADD_SCHEMA)
     removes = _winning_rows(winners[is_remove[winners]], remove_fields, exact, exact_actions, REMOVE_SCHEMA)
     for commit in commits:
-        commit._files_checked = True
+        commit.mark_files_checked()
     return adds, removes, touched
 
 
