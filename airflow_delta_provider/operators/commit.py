@@ -35,6 +35,7 @@ from airflow_delta_provider.config import (
     max_commit_attempts,
     provider_table_properties,
 )
+from airflow_delta_provider.hooks.mixins import DeltaTableMixin, delta_template_fields
 from airflow_delta_provider.utils.coercion import (
     is_deferred,
     to_app_id,
@@ -45,7 +46,6 @@ from airflow_delta_provider.utils.coercion import (
     to_text,
     validate,
 )
-from airflow_delta_provider.utils.mixins import DeltaTableMixin, delta_template_fields
 from airflow_delta_provider.utils.version_compat import alias_event_extra
 from airflow_delta_provider.utils.wording import count
 

@@ -28,6 +28,7 @@ from airflow_delta_provider.core.maintenance import (
     vacuum_due,
 )
 from airflow_delta_provider.core.optimize import OptimizeOptions
+from airflow_delta_provider.hooks.mixins import build_hook
 from airflow_delta_provider.operators.base import DeltaBaseOperator, delta_template_fields
 from airflow_delta_provider.utils.coercion import (
     is_deferred,
@@ -38,7 +39,6 @@ from airflow_delta_provider.utils.coercion import (
     to_list,
     validate,
 )
-from airflow_delta_provider.utils.mixins import build_hook
 from airflow_delta_provider.utils.secrets import credential_free, describe_error, refuse_credentials
 from airflow_delta_provider.utils.wording import count, human_duration
 

@@ -39,6 +39,7 @@ from airflow_delta_provider.core.optimize import (
     deleted_rows,
     plan_optimize,
 )
+from airflow_delta_provider.hooks.mixins import DeltaTableMixin, delta_template_fields
 from airflow_delta_provider.operators.commit import RunIdentity, already_committed, resolve_idempotency_key
 from airflow_delta_provider.operators.spark_attempt import (
     DEFAULT_WRITE_OPTIONS,
@@ -58,7 +59,6 @@ from airflow_delta_provider.utils.coercion import (
     to_text,
     validate,
 )
-from airflow_delta_provider.utils.mixins import DeltaTableMixin, delta_template_fields
 from airflow_delta_provider.utils.wording import count
 
 if TYPE_CHECKING:
