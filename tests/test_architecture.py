@@ -77,6 +77,7 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
             "vacuum.retention",
             "optimize",
             "vacuum.distributed",
+            "vacuum.discard",
         },
     ),
     ("facade", {"table", "__init__"}),

@@ -18,7 +18,9 @@ Spark does the data work. One execution:
    commitInfo with Delta's metrics, and the txn of step 1.
 
 When the commit is refused (a concurrent commit removed one of the inputs:
-``ConcurrentDeleteReadError`` naming the file) or the job fails, the attempt's files are deleted;
+``ConcurrentDeleteReadError`` naming the file), a concurrent run of the same task instance committed
+first, or the job fails (an input missing from storage: ``OptimizeRewriteError``), the attempt's
+files are deleted, by the core's rules (never outside the root, never a file the table references);
 the table is unchanged.
 """
 
@@ -233,11 +235,17 @@ class DeltaOptimizeOperator(DeltaTableMixin, RoutedSparkOutput, PySparkOperator,
         root = (self.spark_table_uri or spark_path(table.uri)).rstrip("/")
 
         def rewrite(plan: OptimizePlan) -> dict[int, list[str]]:
-            return self._rewrite_on_spark(spark, table, plan, root, attempt)
+            try:
+                return self._rewrite_on_spark(spark, table, plan, root, attempt)
+            except BaseException:
+                # The core's contract for a rewriter: a failed one removes what it wrote.
+                discard_attempt(table, attempt, self.log)
+                raise
 
         try:
-            # The core replans on the latest snapshot, calls rewrite, and commits (deleting what the
-            # rewrite wrote when the commit is refused).
+            # The core replans on the latest snapshot, calls rewrite (a failure becomes an
+            # OptimizeRewriteError), checks what it reports, and commits, deleting what the rewrite
+            # wrote when the commit is refused or a concurrent run of this task committed first.
             result = table.optimize(rewrite=rewrite, **_as_kwargs(options))
         except BaseException:
             assert options.app_id is not None and options.app_version is not None

@@ -18,7 +18,7 @@ from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.commits import read_commit
 from airflow_delta_provider.core.deletion_vectors import inline_deletion_vector
-from airflow_delta_provider.core.errors import ConcurrentDeleteReadError
+from airflow_delta_provider.core.errors import ConcurrentDeleteReadError, OptimizeRewriteError
 from airflow_delta_provider.operators.optimize import DeltaOptimizeOperator
 
 if TYPE_CHECKING:
@@ -176,3 +176,71 @@ def test_a_concurrent_delete_of_an_input_fails_the_task_and_leaves_no_files(
     assert DeltaTable(str(root)).version() == 4
     assert rows(root) == [(9, "n9", "a")]
     assert not any(f.startswith("optimize/") for f in data_files(root))
+
+
+def table_state(root: Path) -> dict[str, Any]:
+    """The table, its log, and every file beside it (the root's parent directory)."""
+    table = DeltaTable(str(root))
+    return {
+        "version": table.version(),
+        "active": sorted(table.snapshot().files().column("path").to_pylist()),
+        "log": sorted(p.name for p in (root / "_delta_log").iterdir()),
+        "outside": sorted(str(p) for p in root.parent.rglob("*") if root not in p.parents and p != root),
+    }
+
+
+def two_partitions(root: Path) -> None:
+    table = DeltaTable.create(
+        str(root), SCHEMA, partition_by=["p"], properties={"delta.targetFileSize": "1mb"}
+    )
+    for n, partition in enumerate(["a", "a", "b", "b"]):
+        table.commit_files([write_file(root, f"p={partition}/f{n}.parquet", [n])])
+    write_file(root.parent, "beside.parquet", [100])
+
+
+def test_an_input_removed_from_storage_fails_the_spark_rewrite_clearly_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "lake" / "events"
+    two_partitions(root)
+    before = table_state(root)
+    original = DeltaOptimizeOperator._rewrite_on_spark
+
+    def rewrite_after_a_file_disappears(self: Any, spark: Any, *args: Any) -> Any:
+        (root / "p=b" / "f3.parquet").unlink()  # after the plan, before Spark reads it
+        return original(self, spark, *args)
+
+    monkeypatch.setattr(DeltaOptimizeOperator, "_rewrite_on_spark", rewrite_after_a_file_disappears)
+    op = make(root)
+    with pytest.raises(OptimizeRewriteError, match="missing from storage") as info:
+        op.execute(context_for(op))
+    assert "Nothing was committed" in str(info.value) and "f3.parquet" in str(info.value)
+    assert table_state(root) == before
+    assert data_files(root) == ["p=a/f0.parquet", "p=a/f1.parquet", "p=b/f2.parquet"]
+
+
+def test_the_loser_of_two_spark_runs_with_the_same_app_id_removes_its_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "lake" / "events"
+    two_partitions(root)
+    before = table_state(root)
+    original = DeltaOptimizeOperator._rewrite_on_spark
+
+    def rewrite_while_the_other_run_commits(self: Any, spark: Any, *args: Any) -> Any:
+        written = original(self, spark, *args)
+        other = DeltaTable(str(root)).optimize(app_id="nightly/optimize", app_version=1)
+        assert other.committed
+        return written
+
+    monkeypatch.setattr(DeltaOptimizeOperator, "_rewrite_on_spark", rewrite_while_the_other_run_commits)
+    op = make(root, app_id="nightly/optimize", app_version=1)
+    result = op.execute(context_for(op))
+
+    assert (result["committed"], result["reason"], result["version"]) == (False, "already_committed", 5)
+    after = table_state(root)
+    assert after["version"] == before["version"] + 1 and after["outside"] == before["outside"]
+    # Only the other run's files are new; none of this attempt's stays.
+    assert not any(f.startswith("optimize/") for f in data_files(root))
+    assert all((root / p).exists() for p in after["active"])
+    assert sorted(r[0] for r in rows(root)) == [0, 1, 2, 3]
