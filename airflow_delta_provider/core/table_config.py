@@ -169,14 +169,26 @@ def parse_interval(text: str, *, name: str = "interval") -> timedelta:
         try:
             total += _UNITS[unit] * number
         except OverflowError:
-            raise RetentionError(f"{name}={text!r} is too long an interval.") from None
+            return _in_range(None, name, repr(text))
         position = match.end()
     if position == 0 or value[position:].strip():
         raise RetentionError(f"{name}={text!r} is not an interval; expected e.g. 'interval 7 days'.")
-    if total < timedelta():
-        raise RetentionError(f"{name}={text!r} is negative.")
-    if total > _MAX_INTERVAL:
-        raise RetentionError(f"{name}={text!r} is too long an interval (at most {_MAX_INTERVAL.days} days).")
+    return _in_range(total, name, repr(text))
+
+
+def _in_range(total: timedelta | None, name: str, shown: str) -> timedelta:
+    """The one range check of every interval, whatever its form: from zero to
+    :data:`_MAX_INTERVAL` (None: too long for a ``timedelta`` at all).
+
+    :raises RetentionError: naming ``name`` and the value as given (``shown``).
+    """
+    if total is not None and total < timedelta():
+        raise RetentionError(f"{name}={shown} is negative; use an interval of zero or more.")
+    if total is None or total > _MAX_INTERVAL:
+        raise RetentionError(
+            f"{name}={shown} is too long an interval: at most {_MAX_INTERVAL.days} days (about 1,000 years), "
+            f"so that 'now - interval' is still a date."
+        )
     return total
 
 
@@ -186,21 +198,9 @@ def to_interval(value: timedelta | str | float, *, name: str) -> timedelta:
     :raises RetentionError: naming ``name`` and the value.
     """
     if isinstance(value, timedelta):
-        if value < timedelta():
-            raise RetentionError(f"{name}={value!r} is negative.")
-        return value
-    if isinstance(value, bool):
-        raise RetentionError(f"{name}={value!r} is not an interval.")
-    if isinstance(value, int | float):
-        if value != value or value < 0:  # NaN or negative
-            raise RetentionError(f"{name}={value!r} hours is negative or not a number.")
-        try:
-            result = timedelta(hours=value)
-        except OverflowError:
-            raise RetentionError(f"{name}={value!r} hours is too long an interval.") from None
-        if result > _MAX_INTERVAL:
-            raise RetentionError(f"{name}={value!r} hours is too long an interval.")
-        return result
+        return _in_range(value, name, repr(value))
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return _hours(value, name, f"{value!r} (hours)")
     if isinstance(value, str):
         text = value.strip()
         if not text:
@@ -209,8 +209,18 @@ def to_interval(value: timedelta | str | float, *, name: str) -> timedelta:
             number = float(text)
         except ValueError:
             return parse_interval(text, name=name)
-        return to_interval(number, name=name)
+        return _hours(number, name, f"{value!r} (hours)")
     raise RetentionError(f"{name}={value!r} is not an interval; use e.g. 'interval 7 days' or a timedelta.")
+
+
+def _hours(number: float, name: str, shown: str) -> timedelta:
+    if number != number:  # NaN
+        raise RetentionError(f"{name}={shown} is not a number of hours.")
+    try:
+        result: timedelta | None = timedelta(hours=number)
+    except OverflowError:  # beyond what a timedelta holds (inf included)
+        result = None if number > 0 else timedelta(-1)
+    return _in_range(result, name, shown)
 
 
 def _property_interval(text: str, name: str) -> timedelta:

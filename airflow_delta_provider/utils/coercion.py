@@ -25,8 +25,9 @@ pass instead. The rules:
 * **Lists of strings**: a list (or tuple), one string, or a string holding a JSON list (render
   it with ``| tojson``); items are non-empty strings, stripped.
 * **Intervals**: a ``timedelta``, a number of hours (as delta-rs' ``retention_hours`` and
-  Spark's ``RETAIN n HOURS``), or a Delta interval string such as ``"interval 7 days"`` (parsed by
-  :func:`airflow_delta_provider.core.table_config.parse_interval`); never negative.
+  Spark's ``RETAIN n HOURS``), or a Delta interval string such as ``"interval 7 days"``, parsed
+  and range-checked (zero to 365,000 days) by the core's one interval parser
+  (:func:`airflow_delta_provider.core.table_config.to_interval`), as table properties are.
 * **Timestamps**: a ``datetime`` (naive = UTC), an ISO-8601 string or milliseconds since the epoch.
 """
 
@@ -254,26 +255,13 @@ def to_list(value: Any, name: str, *, unique: bool = False) -> list[str]:
     return list(dict.fromkeys(items)) if unique else items
 
 
-def _hours(number: float, name: str, value: Any) -> timedelta:
-    if not math.isfinite(number):
-        raise _refuse(
-            name, value, "must be a finite number of hours", "Pass a number of hours or a timedelta."
-        )
-    if number < 0:
-        raise _refuse(name, value, "must not be negative", "Pass a duration of zero or more.")
-    try:
-        return timedelta(hours=number)
-    except OverflowError:
-        raise _refuse(
-            name, value, "must be a duration timedelta can hold", "Pass a shorter duration."
-        ) from None
-
-
 def to_interval(value: Any, name: str, *, optional: bool = True) -> timedelta | None:
-    """A duration from a timedelta, a number of hours, or a Delta interval string.
+    """A duration from a timedelta, a number of hours, or a Delta interval string, parsed and
+    range-checked by the core's one interval parser
+    (:func:`airflow_delta_provider.core.table_config.to_interval`).
 
-    :raises ValueError: a negative or unusable value, a blank string, or not given when required.
-    :raises RetentionError: a string that is not a Delta interval (the core's parser says why).
+    :raises ValueError: a blank string, a value of another kind, or not given when required.
+    :raises RetentionError: a negative, too long or unparseable interval (the core says why).
     """
     kinds = "must be a timedelta, a Delta interval such as 'interval 7 days', or a number of hours;"
     advice = "Pass one of them" + (
@@ -283,22 +271,11 @@ def to_interval(value: Any, name: str, *, optional: bool = True) -> timedelta | 
         if optional:
             return None
         raise _refuse(name, value, kinds, advice)
-    if isinstance(value, timedelta):
-        if value < timedelta():
-            raise _refuse(name, value, "must not be negative", "Pass a duration of zero or more.")
-        return value
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return _hours(float(value), name, value)
-    if isinstance(value, str) and not _blank(value):
-        text = value.strip()
-        try:
-            number = float(text)
-        except ValueError:
-            from airflow_delta_provider.core.table_config import parse_interval
+    if isinstance(value, bool) or not isinstance(value, timedelta | int | float | str) or _blank(value):
+        raise _refuse(name, value, kinds, advice)
+    from airflow_delta_provider.core.table_config import to_interval as parse_interval_argument
 
-            return parse_interval(text, name=name)
-        return _hours(number, name, value)
-    raise _refuse(name, value, kinds, advice)
+    return parse_interval_argument(value.strip() if isinstance(value, str) else value, name=name)
 
 
 def to_seconds(value: Any, name: str) -> float:

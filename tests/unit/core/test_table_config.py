@@ -198,3 +198,58 @@ def test_a_warning_when_files_outlive_the_log(caplog):
     with caplog.at_level(logging.WARNING, logger="airflow_delta_provider.core.table_config"):
         TableConfig({LOG_RETENTION: "interval 30 days"}).warn_on_incompatible_retentions()
     assert not caplog.records
+
+
+#: Intervals past the one range (365,000 days), in every form an interval takes.
+TOO_LONG = [
+    pytest.param(timedelta(days=3_000_000), id="timedelta"),
+    pytest.param(timedelta.max, id="timedelta-max"),
+    pytest.param(10**8, id="hours"),
+    pytest.param(1e300, id="hours-beyond-timedelta"),
+    pytest.param(float("inf"), id="infinite-hours"),
+    pytest.param("100000000", id="hours-string"),
+    pytest.param("interval 400000 days", id="interval-string"),
+    pytest.param("interval 100000000000 weeks", id="interval-beyond-timedelta"),
+]
+
+
+@pytest.mark.parametrize("value", TOO_LONG)
+def test_one_range_check_for_every_interval_form_and_source(value):
+    message = r"is too long an interval: at most 365000 days"
+    with pytest.raises(RetentionError, match=message):
+        TableConfig().resolve(DELETED_FILE_RETENTION, value)  # an argument
+    with pytest.raises(InvalidTablePropertyError, match=r"provider configuration .*" + message):
+        _ = TableConfig({}, {DELETED_FILE_RETENTION: value}).deleted_file_retention
+    if isinstance(value, str) and not value.isdigit():
+        with pytest.raises(InvalidTablePropertyError, match=r"table property .*" + message):
+            _ = TableConfig({LOG_RETENTION: value}).log_retention
+    assert to_interval(timedelta(days=365_000), name="retention") == timedelta(days=365_000)
+
+
+@pytest.mark.parametrize("value", TOO_LONG)
+@pytest.mark.parametrize("operation", ["vacuum", "cleanup_logs"])
+def test_a_too_long_retention_is_refused_and_the_table_is_unchanged(tmp_path, value, operation):
+    import os
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from airflow_delta_provider.core import DeltaTable
+
+    table = DeltaTable.create(str(tmp_path / "t"), pa.schema([("id", pa.int64())]))
+    pq.write_table(pa.table({"id": [1]}), tmp_path / "t" / "a.parquet")
+    table.commit_files(["a.parquet"])
+    pq.write_table(pa.table({"id": [2]}), tmp_path / "t" / "b.parquet")
+    table.commit_files(["b.parquet"], mode="overwrite")
+    before = (
+        table.version(),
+        table.snapshot().files().column("path").to_pylist(),
+        os.listdir(tmp_path / "t"),
+    )
+    log_before = sorted(os.listdir(tmp_path / "t" / "_delta_log"))
+
+    with pytest.raises(RetentionError, match="too long an interval"):
+        getattr(table, operation)(retention=value)
+
+    after = (table.version(), table.snapshot().files().column("path").to_pylist(), os.listdir(tmp_path / "t"))
+    assert after == before and sorted(os.listdir(tmp_path / "t" / "_delta_log")) == log_before

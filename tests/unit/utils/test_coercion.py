@@ -248,17 +248,23 @@ def test_intervals(value: Any, expected: timedelta | None) -> None:
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        (-3, "retention must not be negative, got -3"),
-        ("-3", "retention must not be negative, got '-3'"),
-        (timedelta(hours=-1), "retention must not be negative"),
+        (-3, r"retention=-3 \(hours\) is negative"),
+        ("-3", r"retention='-3' \(hours\) is negative"),
+        (timedelta(hours=-1), r"retention=datetime.timedelta\(days=-1, seconds=82800\) is negative"),
         ([7], r"retention must be a timedelta.*got \[7\]"),
         (True, "retention must be a timedelta.*got True"),
         ("", "retention must be a timedelta.*got ''"),
         (" ", "retention must be a timedelta.*got ' '"),
-        (math.nan, "retention must be a finite number of hours"),
-        ("inf", "retention must be a finite number of hours"),
-        (1e20, "retention must be a duration timedelta can hold"),
+        (math.nan, r"retention=nan \(hours\) is not a number of hours"),
+        # Out of range, in every form: one range check (the core's), at most 365,000 days.
+        ("inf", r"retention='inf' \(hours\) is too long an interval: at most 365000 days"),
+        (1e20, r"retention=1e\+20 \(hours\) is too long an interval: at most 365000 days"),
+        (10**8, r"retention=100000000 \(hours\) is too long an interval"),
+        ("100000000", r"retention='100000000' \(hours\) is too long an interval"),
+        (timedelta(days=3_000_000), r"retention=datetime.timedelta\(days=3000000\) is too long an interval"),
+        (timedelta.max, r"retention=datetime.timedelta\(days=999999999, .*is too long an interval"),
         ("interval 100000000000 weeks", "retention='interval 100000000000 weeks' is too long an interval"),
+        ("interval 365001 days", "retention='interval 365001 days' is too long an interval"),
     ],
 )
 def test_bad_intervals_are_errors(value: Any, message: str) -> None:
