@@ -56,6 +56,7 @@ from airflow_delta_provider.utils.coercion import (
     to_app_id,
     to_app_version,
     to_bool,
+    to_byte_size,
     to_int,
     to_text,
     validate,
@@ -122,8 +123,9 @@ class DeltaOptimizeOperator(DeltaTableMixin, RoutedSparkOutput, PySparkOperator,
     :param storage_conn_id: an Airflow storage connection for ``table_uri``. (templated)
     :param storage_options: fsspec options for the core's access to the table.
     :param partition_filter: a SQL predicate on partition columns: compact only these partitions. (templated)
-    :param target_file_size: bytes (or ``"128mb"``); overrides ``delta.targetFileSize`` (default
-        1 GiB). (templated)
+    :param target_file_size: bytes, or a size in Spark's units (``"128mb"``, ``"1g"``, ``"1tb"``);
+        overrides ``delta.targetFileSize`` (default 1 GiB). None (or a template rendering None): the
+        table's; a blank value is an error. (templated)
     :param min_file_size: files at least this big are left alone (default: the target size).
     :param app_id: Delta ``txnAppId``; default: the task instance. (templated)
     :param app_version: Delta ``txnVersion``; default: equal across retries, raised by a clear. (templated)
@@ -178,6 +180,7 @@ class DeltaOptimizeOperator(DeltaTableMixin, RoutedSparkOutput, PySparkOperator,
         validate(app_id, to_app_id)
         validate(app_version, to_app_version)
         validate(dry_run, to_bool, "dry_run")
+        validate(target_file_size, to_byte_size, "target_file_size")
         self.partition_filter = partition_filter
         self.target_file_size = target_file_size
         self.min_file_size = to_int(min_file_size, "min_file_size", minimum=1)
@@ -196,10 +199,9 @@ class DeltaOptimizeOperator(DeltaTableMixin, RoutedSparkOutput, PySparkOperator,
         app_version = to_app_version(self.app_version)
         if app_version is None:
             app_version = default_app_version(identity, "overwrite")
-        target = self.target_file_size
         options = OptimizeOptions(
             partition_filter=to_text(self.partition_filter, "partition_filter"),
-            target_file_size=None if target in (None, "", "None") else target,
+            target_file_size=to_byte_size(self.target_file_size, "target_file_size"),
             min_file_size=self.min_file_size,
             app_id=app_id,
             app_version=app_version,

@@ -28,6 +28,9 @@ pass instead. The rules:
   Spark's ``RETAIN n HOURS``), or a Delta interval string such as ``"interval 7 days"``, parsed
   and range-checked (zero to 365,000 days) by the core's one interval parser
   (:func:`airflow_delta_provider.core.table_config.to_interval`), as table properties are.
+* **Sizes**: an ``int`` of bytes, or a string in Spark's units (``"134217728"``, ``"128mb"``,
+  ``"1g"``, ``"1tb"``), parsed by the core's one size parser
+  (:func:`airflow_delta_provider.core.table_config.parse_byte_size`), as ``delta.targetFileSize`` is.
 * **Timestamps**: a ``datetime`` (naive = UTC), an ISO-8601 string or milliseconds since the epoch.
 """
 
@@ -52,6 +55,7 @@ __all__ = [
     "to_app_id",
     "to_app_version",
     "to_bool",
+    "to_byte_size",
     "to_choice",
     "to_int",
     "to_interval",
@@ -276,6 +280,30 @@ def to_interval(value: Any, name: str, *, optional: bool = True) -> timedelta | 
     from airflow_delta_provider.core.table_config import to_interval as parse_interval_argument
 
     return parse_interval_argument(value.strip() if isinstance(value, str) else value, name=name)
+
+
+def to_byte_size(value: Any, name: str, *, optional: bool = True) -> int | None:
+    """A positive size in bytes from an ``int`` or a size string such as ``"128mb"`` or ``"1tb"``,
+    parsed by the core's one size parser (Spark's units:
+    :func:`airflow_delta_provider.core.table_config.parse_byte_size`); None when optional and not
+    given.
+
+    :raises ValueError: a blank string, a value of another kind, or not given when required.
+    :raises RetentionError: a string that is no size, or a size out of range (the core says why).
+    """
+    requirement = "must be a size in bytes (an integer, or e.g. '128mb' or '1g')"
+    advice = "Pass one; a template must render to one" + (
+        " (or to None for the default)." if optional else "."
+    )
+    if is_none(value):
+        if optional:
+            return None
+        raise _refuse(name, value, requirement, advice)
+    if isinstance(value, bool) or not isinstance(value, int | str) or _blank(value):
+        raise _refuse(name, value, requirement, advice)
+    from airflow_delta_provider.core.table_config import to_byte_size as parse_size_argument
+
+    return parse_size_argument(value, name=name)
 
 
 def to_seconds(value: Any, name: str) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from datetime import timedelta
 
 import pytest
@@ -14,9 +15,12 @@ from airflow_delta_provider.core.table_config import (
     ENABLE_EXPIRED_LOG_CLEANUP,
     LOG_RETENTION,
     SET_TRANSACTION_RETENTION,
+    TARGET_FILE_SIZE,
     Source,
     TableConfig,
+    parse_byte_size,
     parse_interval,
+    to_byte_size,
     to_interval,
 )
 
@@ -253,3 +257,66 @@ def test_a_too_long_retention_is_refused_and_the_table_is_unchanged(tmp_path, va
 
     after = (table.version(), table.snapshot().files().column("path").to_pylist(), os.listdir(tmp_path / "t"))
     assert after == before and sorted(os.listdir(tmp_path / "t" / "_delta_log")) == log_before
+
+
+#: Sizes as Spark's JavaUtils.byteStringAs reads them (tests/unit/operators/test_optimize.py checks
+#: the parser against Spark itself).
+SPARK_SIZES = {
+    "134217728": 134217728,
+    "1024b": 1024,
+    "1024B": 1024,
+    " 128mb ": 128 * 1024**2,
+    "128m": 128 * 1024**2,
+    "128MB": 128 * 1024**2,
+    "64k": 64 * 1024,
+    "64kb": 64 * 1024,
+    "1g": 1024**3,
+    "1gb": 1024**3,
+    "1t": 1024**4,
+    "1tb": 1024**4,
+    "1TB": 1024**4,
+    "2p": 2 * 1024**5,
+    "2pb": 2 * 1024**5,
+    "1kib": 1024,
+    "3Mi": 3 * 1024**2,
+    "1GiB": 1024**3,
+    "1tib": 1024**4,
+}
+NOT_SIZES = [
+    "1.5g",
+    "128 mb",
+    "1xb",
+    "mb",
+    "",
+    " ",
+    "-1",
+    "0",
+    "0mb",
+    "+5",
+    "1e9",
+    "8192p",
+    "9223372036854775808",
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), list(SPARK_SIZES.items()))
+def test_sizes_parse_with_sparks_units_in_every_source(text, expected):
+    assert parse_byte_size(text) == expected
+    assert TableConfig({TARGET_FILE_SIZE: text}).target_file_size.value == expected
+    assert TableConfig({}, {TARGET_FILE_SIZE: text}).target_file_size.value == expected
+    assert TableConfig().resolve(TARGET_FILE_SIZE, text).value == expected
+
+
+@pytest.mark.parametrize("text", NOT_SIZES)
+def test_what_spark_refuses_as_a_size_is_refused_naming_it(text):
+    with pytest.raises(RetentionError, match=re.escape(f"{TARGET_FILE_SIZE}={text!r}")):
+        parse_byte_size(text, name=TARGET_FILE_SIZE)
+    with pytest.raises(InvalidTablePropertyError, match=f"table property {TARGET_FILE_SIZE}"):
+        _ = TableConfig({TARGET_FILE_SIZE: text}).target_file_size
+
+
+@pytest.mark.parametrize("value", [0, -5, 2**63, True, 1.5, None, [1]])
+def test_size_arguments_that_are_not_positive_longs_are_refused(value):
+    with pytest.raises(RetentionError, match="target_file_size"):
+        to_byte_size(value, name="target_file_size")
+    assert to_byte_size(2**63 - 1, name="target_file_size") == 2**63 - 1

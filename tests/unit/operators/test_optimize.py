@@ -244,3 +244,59 @@ def test_the_loser_of_two_spark_runs_with_the_same_app_id_removes_its_files(
     assert not any(f.startswith("optimize/") for f in data_files(root))
     assert all((root / p).exists() for p in after["active"])
     assert sorted(r[0] for r in rows(root)) == [0, 1, 2, 3]
+
+
+def test_sizes_parse_as_spark_parses_them(local_spark: Any) -> None:
+    """The core's one size parser (delta.targetFileSize, target_file_size) against Spark's own
+    ``JavaUtils.byteStringAsBytes``: the same bytes wherever Spark reads a positive size, refused
+    wherever Spark refuses (or reads zero)."""
+    from airflow_delta_provider.core.errors import RetentionError
+    from airflow_delta_provider.core.table_config import parse_byte_size
+
+    java_utils = local_spark._jvm.org.apache.spark.network.util.JavaUtils
+    numbers = ["0", "1", "7", "128", "1024", "134217728"]
+    units = ["", "b", "B", "KB", "Mb", "GiB", "TB", "PB", "bytes", "e", "eb", "eib", "kibi"] + [
+        letter + suffix for letter in "kmgtp" for suffix in ("", "b", "i", "ib")
+    ]
+    odd = [
+        "1.5g",
+        "128 mb",
+        " 128mb ",
+        "1xb",
+        "mb",
+        "",
+        "-1",
+        "+5",
+        "1e9",
+        "0x10",
+        "8191p",
+        "8192p",
+        "9" * 20,
+    ]
+    for text in [n + u for n in numbers for u in units] + odd:
+        try:
+            spark: int | None = java_utils.byteStringAsBytes(text)
+        except Exception:  # py4j's error for Spark's NumberFormatException / ArithmeticException
+            spark = None
+        if spark is not None and 0 < spark:
+            assert parse_byte_size(text) == spark, text
+        else:
+            with pytest.raises(RetentionError):
+                parse_byte_size(text)
+
+
+@pytest.mark.parametrize("value", ["", "  ", "1.5g", "128 mb", 0])
+def test_a_blank_or_bad_target_file_size_is_refused_not_read_as_the_default(value: Any) -> None:
+    with pytest.raises(ValueError, match="target_file_size"):
+        DeltaOptimizeOperator(task_id="o", table_uri="/tmp/never-read", target_file_size=value)
+
+
+def test_a_target_file_size_rendering_blank_fails_the_run_and_changes_nothing(tmp_path: Path) -> None:
+    root = tmp_path / "lake" / "events"
+    two_partitions(root)
+    before = table_state(root)
+    op = make(root, target_file_size="{{ params.size }}")
+    op.target_file_size = ""  # as rendered from a missing param
+    with pytest.raises(ValueError, match=r"target_file_size must be a size in bytes .*got ''"):
+        op.execute(context_for(op))
+    assert table_state(root) == before

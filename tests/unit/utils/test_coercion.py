@@ -18,6 +18,7 @@ from airflow_delta_provider.utils.coercion import (
     is_deferred,
     is_none,
     to_bool,
+    to_byte_size,
     to_choice,
     to_int,
     to_interval,
@@ -324,3 +325,39 @@ def test_bad_values_are_shown_redacted() -> None:
     with pytest.raises(ValueError) as caught:
         to_bool("s3://KEY:sup3r-s3cret@bucket/t", "dry_run")
     assert "sup3r-s3cret" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (134217728, 134217728),
+        ("128mb", 128 * 1024**2),
+        (" 1TB ", 1024**4),
+        ("1g", 1024**3),
+        (None, None),
+        ("None", None),
+    ],
+)
+def test_sizes(value: Any, expected: int | None) -> None:
+    assert to_byte_size(value, "target_file_size") == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        # A blank value is what a template renders when it found nothing: never "the default".
+        ("", r"target_file_size must be a size in bytes .*got ''.*An empty value is never read as a default"),
+        ("   ", r"target_file_size must be a size in bytes .*got '   '"),
+        (True, r"target_file_size must be a size in bytes .*got True"),
+        (1.5, r"target_file_size must be a size in bytes .*got 1\.5"),
+        ("1.5g", r"target_file_size='1\.5g' is not a size in bytes \(fractions are not supported\)"),
+        ("128 mb", r"target_file_size='128 mb' is not a size in bytes"),
+        (0, r"target_file_size=0 is not a positive size"),
+        ("8192p", r"target_file_size='8192p' is larger than a Delta long"),
+    ],
+)
+def test_bad_sizes_are_errors(value: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        to_byte_size(value, "target_file_size")
+    with pytest.raises(ValueError, match="target_file_size"):
+        to_byte_size(value, "target_file_size", optional=False)
