@@ -278,7 +278,7 @@ def test_sizes_parse_as_spark_parses_them(local_spark: Any) -> None:
             spark: int | None = java_utils.byteStringAsBytes(text)
         except Exception:  # py4j's error for Spark's NumberFormatException / ArithmeticException
             spark = None
-        if spark is not None and 0 < spark:
+        if spark is not None and spark > 0:
             assert parse_byte_size(text) == spark, text
         else:
             with pytest.raises(RetentionError):
