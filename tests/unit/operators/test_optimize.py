@@ -300,3 +300,16 @@ def test_a_target_file_size_rendering_blank_fails_the_run_and_changes_nothing(tm
     with pytest.raises(ValueError, match=r"target_file_size must be a size in bytes .*got ''"):
         op.execute(context_for(op))
     assert table_state(root) == before
+
+
+def test_a_table_whose_root_holds_a_space_and_a_percent_sign_is_optimized_on_spark(tmp_path: Path) -> None:
+    """The core decodes the URI, Hadoop takes paths literally: the operator hands Spark the literal root."""
+    root = tmp_path / "lake" / "a b%20c"
+    two_partitions(root)
+    uri = f"file://{tmp_path}/lake/a%20b%2520c"
+    assert DeltaTable(uri).storage.root == str(root)
+    op = DeltaOptimizeOperator(task_id="optimize", table_uri=uri, config_kwargs=dict(SPARK_CONF))
+    result = op.execute(context_for(op))
+    assert result["committed"] and result["table_uri"] == f"file://{tmp_path}/lake/a b%2520c"
+    assert sorted(r[0] for r in rows(root)) == [0, 1, 2, 3]
+    assert sorted(p.name for p in (tmp_path / "lake").iterdir()) == ["a b%20c", "beside.parquet"]
