@@ -76,6 +76,7 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
             "vacuum.result",
             "vacuum.retention",
             "optimize",
+            "optimize_outputs",
             "vacuum.distributed",
             "vacuum.discard",
         },
