@@ -268,15 +268,8 @@ def to_interval(value: Any, name: str, *, optional: bool = True) -> timedelta | 
     :raises RetentionError: a negative, too long or unparseable interval (the core says why).
     """
     kinds = "must be a timedelta, a Delta interval such as 'interval 7 days', or a number of hours;"
-    advice = "Pass one of them" + (
-        "; None (or a template rendering None) for the default." if optional else "."
-    )
-    if is_none(value):
-        if optional:
-            return None
-        raise _refuse(name, value, kinds, advice)
-    if isinstance(value, bool) or not isinstance(value, timedelta | int | float | str) or _blank(value):
-        raise _refuse(name, value, kinds, advice)
+    if _not_given(value, name, (timedelta, int, float, str), kinds, optional=optional):
+        return None
     from airflow_delta_provider.core.table_config import to_interval as parse_interval_argument
 
     return parse_interval_argument(value.strip() if isinstance(value, str) else value, name=name)
@@ -292,18 +285,29 @@ def to_byte_size(value: Any, name: str, *, optional: bool = True) -> int | None:
     :raises RetentionError: a string that is no size, or a size out of range (the core says why).
     """
     requirement = "must be a size in bytes (an integer, or e.g. '128mb' or '1g')"
+    if _not_given(value, name, (int, str), requirement, optional=optional):
+        return None
+    from airflow_delta_provider.core.table_config import to_byte_size as parse_size_argument
+
+    return parse_size_argument(value, name=name)
+
+
+def _not_given(value: Any, name: str, kinds: tuple[type, ...], requirement: str, *, optional: bool) -> bool:
+    """For an argument the core parses: True when it is not given (None or ``"None"``) and
+    optional; False when it is of one of ``kinds``, to be parsed.
+
+    :raises ValueError: not given when required, a blank string, a bool, or another kind.
+    """
     advice = "Pass one; a template must render to one" + (
         " (or to None for the default)." if optional else "."
     )
     if is_none(value):
         if optional:
-            return None
+            return True
         raise _refuse(name, value, requirement, advice)
-    if isinstance(value, bool) or not isinstance(value, int | str) or _blank(value):
+    if isinstance(value, bool) or not isinstance(value, kinds) or _blank(value):
         raise _refuse(name, value, requirement, advice)
-    from airflow_delta_provider.core.table_config import to_byte_size as parse_size_argument
-
-    return parse_size_argument(value, name=name)
+    return False
 
 
 def to_seconds(value: Any, name: str) -> float:

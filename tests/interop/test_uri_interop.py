@@ -76,24 +76,14 @@ def test_a_plain_local_path_is_taken_literally(tmp_path: Path) -> None:
 @pytest.mark.s3
 @pytest.mark.parametrize(("name", "escaped"), NAMES, ids=[n for n, _ in NAMES])
 def test_s3_uris_name_the_same_table_for_the_core_and_delta_rs(
-    s3_bucket: str, s3_storage_options: dict[str, Any], s3_endpoint: str, name: str, escaped: str
+    s3_bucket: str,
+    s3_storage_options: dict[str, Any],
+    s3_rs_options: dict[str, str],
+    s3_client: Any,
+    name: str,
+    escaped: str,
 ) -> None:
-    import boto3
-
-    rs_options = {
-        "AWS_ENDPOINT_URL": s3_endpoint,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_REGION": "us-east-1",
-        "AWS_ALLOW_HTTP": "true",
-    }
-    client = boto3.client(
-        "s3",
-        endpoint_url=s3_endpoint,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        region_name="us-east-1",
-    )
+    rs_options, client = s3_rs_options, s3_client
     prefix = uuid.uuid4().hex[:8]
     uri = f"s3://{s3_bucket}/{prefix}/{escaped}"
 

@@ -198,19 +198,29 @@ def two_partitions(root: Path) -> None:
     write_file(root.parent, "beside.parquet", [100])
 
 
+def around_the_spark_rewrite(
+    monkeypatch: pytest.MonkeyPatch, before: Any = lambda: None, after: Any = lambda: None
+) -> None:
+    """Real faults around the real rewrite: ``before()`` once the core planned, ``after()`` once
+    Spark wrote its files."""
+    original = DeltaOptimizeOperator._rewrite_on_spark
+
+    def rewrite(self: Any, spark: Any, *args: Any) -> Any:
+        before()
+        written = original(self, spark, *args)
+        after()
+        return written
+
+    monkeypatch.setattr(DeltaOptimizeOperator, "_rewrite_on_spark", rewrite)
+
+
 def test_an_input_removed_from_storage_fails_the_spark_rewrite_clearly_and_leaves_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = tmp_path / "lake" / "events"
     two_partitions(root)
     before = table_state(root)
-    original = DeltaOptimizeOperator._rewrite_on_spark
-
-    def rewrite_after_a_file_disappears(self: Any, spark: Any, *args: Any) -> Any:
-        (root / "p=b" / "f3.parquet").unlink()  # after the plan, before Spark reads it
-        return original(self, spark, *args)
-
-    monkeypatch.setattr(DeltaOptimizeOperator, "_rewrite_on_spark", rewrite_after_a_file_disappears)
+    around_the_spark_rewrite(monkeypatch, before=(root / "p=b" / "f3.parquet").unlink)
     op = make(root)
     with pytest.raises(OptimizeRewriteError, match="missing from storage") as info:
         op.execute(context_for(op))
@@ -225,19 +235,17 @@ def test_the_loser_of_two_spark_runs_with_the_same_app_id_removes_its_files(
     root = tmp_path / "lake" / "events"
     two_partitions(root)
     before = table_state(root)
-    original = DeltaOptimizeOperator._rewrite_on_spark
+    others: list[Any] = []
 
-    def rewrite_while_the_other_run_commits(self: Any, spark: Any, *args: Any) -> Any:
-        written = original(self, spark, *args)
-        other = DeltaTable(str(root)).optimize(app_id="nightly/optimize", app_version=1)
-        assert other.committed
-        return written
+    def the_other_run_commits() -> None:
+        others.append(DeltaTable(str(root)).optimize(app_id="nightly/optimize", app_version=1))
 
-    monkeypatch.setattr(DeltaOptimizeOperator, "_rewrite_on_spark", rewrite_while_the_other_run_commits)
+    around_the_spark_rewrite(monkeypatch, after=the_other_run_commits)
     op = make(root, app_id="nightly/optimize", app_version=1)
     result = op.execute(context_for(op))
 
     assert (result["committed"], result["reason"], result["version"]) == (False, "already_committed", 5)
+    assert others[0].committed
     after = table_state(root)
     assert after["version"] == before["version"] + 1 and after["outside"] == before["outside"]
     # Only the other run's files are new; none of this attempt's stays.
