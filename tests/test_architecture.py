@@ -56,7 +56,7 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
         },
     ),
     ("log", {"segment", "commits", "replay", "checksum"}),
-    ("snapshot", {"snapshot", "history"}),
+    ("snapshot", {"snapshot", "history", "skipping"}),
     (
         "operations",
         {

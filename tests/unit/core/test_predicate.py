@@ -70,7 +70,7 @@ def test_bad_predicates_are_refused_clearly(text, message):
 
 
 def test_a_literal_that_does_not_fit_the_column_type_is_refused():
-    with pytest.raises(PredicateError, match="does not fit partition column 'hour'"):
+    with pytest.raises(PredicateError, match="does not fit column 'hour'"):
         Predicate("hour = 'noon'", ["hour"]).mask(VALUES.select(["hour"]))
 
 
