@@ -41,6 +41,7 @@ __all__ = ["files_matching"]
 #: How far above a timestamp maximum a value may lie: Delta writes the maxima truncated to milliseconds.
 _TIMESTAMP_MAX_SLACK = pa.scalar(999, pa.duration("us"))
 
+
 def files_matching(snapshot: Snapshot, predicate: Predicate) -> npt.NDArray[np.bool_]:
     """A mask over ``snapshot.files()``: True for each file that may hold a row ``predicate`` selects.
 

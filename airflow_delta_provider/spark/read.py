@@ -189,13 +189,17 @@ def _files_to_read(snapshot: Snapshot, predicate: Predicate | None) -> tuple[pa.
     from airflow_delta_provider.core.skipping import files_matching
 
     mask = pa.array(files_matching(snapshot, predicate))
-    return files.filter(mask), (partition_values.filter(mask) if partition_values.num_columns else partition_values)
+    return files.filter(mask), (
+        partition_values.filter(mask) if partition_values.num_columns else partition_values
+    )
 
 
 def _empty(spark: Any, schema: ReadSchema) -> Any:
     from pyspark.sql.types import StructType
 
-    fields = [{"name": c.logical, "type": c.logical_type, "nullable": True, "metadata": {}} for c in schema.columns]
+    fields = [
+        {"name": c.logical, "type": c.logical_type, "nullable": True, "metadata": {}} for c in schema.columns
+    ]
     return spark.createDataFrame([], StructType.fromJson({"type": "struct", "fields": fields}))
 
 
@@ -354,10 +358,10 @@ def file_type_groups(
         for column in widened:
             index = footer.schema.get_field_index(column.physical)
             if index >= 0:
-                file_types[column.physical] = _spark_type_json(arrow_type_to_delta(footer.schema.field(index).type))
-        fields = [
-            {**f, "type": file_types.get(f["name"], f["type"])} for f in base["fields"]
-        ]
+                file_types[column.physical] = _spark_type_json(
+                    arrow_type_to_delta(footer.schema.field(index).type)
+                )
+        fields = [{**f, "type": file_types.get(f["name"], f["type"])} for f in base["fields"]]
         key = json.dumps(file_types, sort_keys=True)
         groups.setdefault(key, ({"type": "struct", "fields": fields}, []))[1].append(path)
     return list(groups.values())
@@ -367,9 +371,9 @@ def _spark_type_json(delta_type: Any) -> Any:
     """A Delta type (JSON) as the Spark schema JSON of a nullable field's type."""
     from airflow_delta_provider.core.column_mapping import spark_read_fields
 
-    return spark_read_fields([{"name": "x", "type": delta_type, "nullable": True, "metadata": {}}], "none")[0][0][
-        "type"
-    ]
+    return spark_read_fields([{"name": "x", "type": delta_type, "nullable": True, "metadata": {}}], "none")[
+        0
+    ][0]["type"]
 
 
 def _field(name: str, type_json: Any) -> dict[str, Any]:
