@@ -167,6 +167,10 @@ class Changes:
     # --- for an engine that reads the changed rows itself (the Spark adapter) -----------------
 
     @property
+    def storage(self) -> LogStore:
+        return self._storage
+
+    @property
     def data_schema(self) -> pa.Schema:
         """The table's columns the rows are read with (logical names; :attr:`schema` without the
         change feed's own columns)."""

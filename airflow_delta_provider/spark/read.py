@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.table import DeltaTable
     from airflow_delta_provider.spark.schema import ReadSchema
 
-__all__ = ["read_delta", "read_snapshot"]
+__all__ = ["as_table", "read_delta", "read_snapshot"]
 
 log = get_logger(__name__)
 
@@ -102,12 +102,12 @@ def read_delta(
     """
     if not isinstance(table, str) and storage_options is not None:
         raise ValueError("storage_options applies to a table URI; a DeltaTable already carries its own.")
-    delta_table = _as_table(table, storage_options)
+    delta_table = as_table(table, storage_options)
     snapshot = delta_table.snapshot(version=version, timestamp=timestamp)
     return read_snapshot(spark, snapshot, columns=columns, filter=filter, spark_uri=spark_uri)
 
 
-def _as_table(table: str | DeltaTable, storage_options: Mapping[str, Any] | None) -> DeltaTable:
+def as_table(table: str | DeltaTable, storage_options: Mapping[str, Any] | None) -> DeltaTable:
     from airflow_delta_provider.core.table import DeltaTable
 
     if isinstance(table, DeltaTable):
