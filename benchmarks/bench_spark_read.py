@@ -33,14 +33,14 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from airflow_delta_provider.core import DeltaTable  # noqa: E402
-from airflow_delta_provider.core.actions import AddFile, RemoveFile  # noqa: E402
-from airflow_delta_provider.core.deletion_vectors import (  # noqa: E402
+from airflow_delta_provider.core import DeltaTable
+from airflow_delta_provider.core.actions import AddFile, RemoveFile
+from airflow_delta_provider.core.deletion_vectors import (
     deletion_vector_file,
     encode_deletion_vector_file_id,
     serialize_deletion_vector,
 )
-from airflow_delta_provider.core.transaction import OptimisticTransaction  # noqa: E402
+from airflow_delta_provider.core.transaction import OptimisticTransaction
 
 README = Path(__file__).resolve().parent / "README.md"
 MARKERS = ("<!-- spark-read:start -->", "<!-- spark-read:end -->")
@@ -149,9 +149,10 @@ def main() -> None:
     load = os.getloadavg()
     lines = [
         f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-        f"Spark {spark.version} local[2]; load average at the end {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}.",
-        f"{args.files} files x {args.rows:,} rows (id, value, name, day), {args.deleted:.0%} of each file's rows "
-        f"deleted by its deletion vector; {args.repeat} pairs after a warm-up.",
+        f"Spark {spark.version} local[2]; load average at the end "
+        f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}.",
+        f"{args.files} files x {args.rows:,} rows (id, value, name, day), {args.deleted:.0%} of each "
+        f"file's rows deleted by its deletion vector; {args.repeat} pairs after a warm-up.",
         "",
         "| scan | median s (min-max) | dv / plain per pair: median (min-max) |",
         "|---|---:|---:|",

@@ -23,7 +23,7 @@ from airflow_delta_provider.core.transaction import OptimisticTransaction
 from airflow_delta_provider.spark import read_changes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
-from changes_support import CORPUS, normalised, unpack_kernel_fixtures  # noqa: E402
+from changes_support import CORPUS, normalised, unpack_kernel_fixtures
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -63,7 +63,7 @@ def _same(spark: Any, root: Path | str, start: int, end: int | None = None) -> N
 
 def test_every_kernel_fixture_from_every_start(spark: Any, kernel_tables: dict[str, Path]) -> None:
     assert len(kernel_tables) >= 14
-    for name, root in sorted(kernel_tables.items()):
+    for _name, root in sorted(kernel_tables.items()):
         latest = DeltaTable(str(root)).version()
         for start in range(latest + 1):
             _same(spark, root, start)
