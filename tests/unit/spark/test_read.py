@@ -183,10 +183,10 @@ def test_a_row_spark_names_differently_fails_the_query(
     """Rows are matched to their files by a prediction of ``_metadata.file_path``; were it wrong for
     some filesystem, the query fails naming the file, instead of dropping rows or deletion vectors.
     (The prediction is replaced here: the real one is right for every filesystem Spark runs on here.)"""
-    import airflow_delta_provider.spark.read as read_module
+    import airflow_delta_provider.spark.files as files_module
 
     table = odd_table(tmp_path / "t")
-    monkeypatch.setattr(read_module, "metadata_file_path", lambda path: "file:/elsewhere")
+    monkeypatch.setattr(files_module, "metadata_file_path", lambda path: "file:/elsewhere")
     with pytest.raises(Exception, match="names differently"):
         read_delta(spark, table).collect()
 
