@@ -59,6 +59,7 @@ import pyarrow.parquet as pq
 from pyarrow import _parquet as pq_native
 
 from airflow_delta_provider.core.errors import InvalidDataFileError, SchemaError
+from airflow_delta_provider.core.page_scan import chunk_range, chunk_values, skip_compact
 from airflow_delta_provider.core.redaction import get_logger
 
 if TYPE_CHECKING:
@@ -226,7 +227,8 @@ def read_footer(
 
 
 def footer_info(metadata: pq.FileMetaData, stats_columns: list[tuple[str, ...]]) -> FooterInfo:
-    """:func:`read_footer` for a footer already read."""
+    """:func:`read_footer` for a footer already read, from the footer alone (floats of writers
+    that leave NaN out of their bounds and INT96 timestamps get none)."""
     return _StatsBuilder(stats_columns).info(metadata)
 
 
@@ -284,7 +286,14 @@ def read_footers(
             _parse_footer(storage, path, footer)
             for path, footer in zip(paths[low:high], footers, strict=True)
         ]
-        done.extend(builder.info(metadata, footer) for metadata, footer in zip(parsed, footers, strict=True))
+        wanted = [
+            builder.value_leaves(metadata, footer) for metadata, footer in zip(parsed, footers, strict=True)
+        ]
+        values = _leaf_values(storage, paths[low:high], parsed, wanted, workers) if any(wanted) else None
+        done.extend(
+            builder.info(metadata, footer, values[index] if values else None)
+            for index, (metadata, footer) in enumerate(zip(parsed, footers, strict=True))
+        )
         if len(paths) >= FOOTER_WINDOW:
             log.info("Read %d of %d Parquet footers.", len(done), len(paths))
 
@@ -368,6 +377,52 @@ def _parse_footer(storage: LogStore, path: str, footer: bytes) -> pq.FileMetaDat
         raise _unreadable(storage, path, err) from None
 
 
+def _leaf_values(
+    storage: LogStore,
+    paths: list[str],
+    footers: list[pq.FileMetaData],
+    wanted: list[list[tuple[int, _Leaf]]],
+    workers: int,
+) -> list[dict[int, np.ndarray | None]]:
+    """Per file, the values of the wanted leaves (by leaf position), from their column chunks:
+    one ranged read per chunk, all of a window's at once; None where a page cannot be read
+    (:func:`~.page_scan.chunk_values`). Only fixed-width values: floats and INT96."""
+    requests: list[tuple[int, int, int, int, int]] = []  # (file, position, group, start, length)
+    for file, (metadata, leaves) in enumerate(zip(footers, wanted, strict=True)):
+        for group in range(metadata.num_row_groups):
+            row_group = metadata.row_group(group)
+            for position, leaf in leaves:
+                start, length = chunk_range(row_group.column(leaf.index))
+                requests.append((file, position, group, start, length))
+    chunks = storage.read_ranges(
+        [paths[r[0]] for r in requests],
+        [r[3] for r in requests],
+        [r[4] for r in requests],
+        max_workers=workers,
+    )
+    found: list[dict[int, list[np.ndarray] | None]] = [
+        {position: [] for position, _ in leaves} for leaves in wanted
+    ]
+    for (file, position, group, _, length), chunk in zip(requests, chunks, strict=True):
+        if isinstance(chunk, Exception) or len(chunk) != length:
+            reason = chunk if isinstance(chunk, Exception) else "it is shorter than its footer says"
+            raise _unreadable(storage, paths[file], reason)
+        parts = found[file][position]
+        if parts is None:
+            continue
+        leaf = next(leaf for at, leaf in wanted[file] if at == position)
+        column = footers[file].row_group(group).column(leaf.index)
+        array = chunk_values(chunk, leaf.physical or "", column.compression, *leaf.levels)
+        if array is None:
+            found[file][position] = None
+        else:
+            parts.append(array)
+    return [
+        {position: (np.concatenate(parts) if parts else None) for position, parts in per_file.items()}
+        for per_file in found
+    ]
+
+
 def _unreadable(storage: LogStore, path: str, reason: object) -> InvalidDataFileError:
     return InvalidDataFileError(
         f"{storage.to_uri(path)} is not a readable Parquet file ({reason}). Only Parquet data files "
@@ -402,11 +457,22 @@ class _StatsBuilder:
         self.stats_columns = stats_columns
         self._plans: list[_SchemaPlan] = []
 
-    def info(self, metadata: pq.FileMetaData, footer: bytes | None = None) -> FooterInfo:
+    def info(
+        self,
+        metadata: pq.FileMetaData,
+        footer: bytes | None = None,
+        values: Mapping[int, np.ndarray | None] | None = None,
+    ) -> FooterInfo:
         """:param footer: the bytes ``metadata`` was parsed from (ending with the trailer), when
-        at hand: its schema is then recognised by its bytes."""
+        at hand: its schema is then recognised by its bytes.
+        :param values: the values of :meth:`value_leaves`, read (:func:`_leaf_values`)."""
         plan = self._plan(metadata, footer)
-        return plan.footer_info(metadata, float_bounds=_nan_in_bounds(metadata.created_by))
+        return plan.footer_info(metadata, float_bounds=_nan_in_bounds(metadata.created_by), values=values)
+
+    def value_leaves(self, metadata: pq.FileMetaData, footer: bytes | None = None) -> list[tuple[int, _Leaf]]:
+        """The stats leaves of this file whose bounds only their values give."""
+        plan = self._plan(metadata, footer)
+        return plan.value_leaves(metadata, float_bounds=_nan_in_bounds(metadata.created_by))
 
     def _plan(self, metadata: pq.FileMetaData, footer: bytes | None) -> _SchemaPlan:
         key_values = metadata.metadata  # ARROW:schema: part of what the Arrow schema is
@@ -436,9 +502,8 @@ class _StatsBuilder:
         return plan
 
 
-# Thrift's compact protocol (the Parquet footer's encoding): field and element types.
-_T_STOP, _T_TRUE, _T_FALSE, _T_BYTE, _T_I16, _T_I32, _T_I64, _T_DOUBLE, _T_BINARY = range(9)
-_T_LIST, _T_SET, _T_MAP, _T_STRUCT = 9, 10, 11, 12
+# Thrift's compact protocol (the Parquet footer's encoding): the field types read here.
+_T_I32, _T_LIST = 5, 9
 
 
 def _schema_end(footer: bytes, start: int) -> int | None:
@@ -448,80 +513,13 @@ def _schema_end(footer: bytes, start: int) -> int | None:
     try:
         if footer[start] != (1 << 4 | _T_I32):
             return None
-        position = _skip(footer, start + 1, _T_I32, 0)
+        position = skip_compact(footer, start + 1, _T_I32, 0)
         if footer[position] != (1 << 4 | _T_LIST):
             return None
-        end = _skip(footer, position + 1, _T_LIST, 0)
+        end = skip_compact(footer, position + 1, _T_LIST, 0)
         return end if end <= len(footer) else None
     except (IndexError, ValueError):
         return None
-
-
-def _varint(data: bytes, position: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[position]
-        position += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, position
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
-
-
-def _skip(data: bytes, position: int, kind: int, depth: int) -> int:
-    """The position after one compact-protocol value of type ``kind`` at ``position``."""
-    if depth > 64 or position >= len(data):
-        raise ValueError("nested too deeply, or past the end")
-    if kind in (_T_TRUE, _T_FALSE):
-        return position  # a struct field's boolean is in its header
-    if kind == _T_BYTE:
-        return position + 1
-    if kind in (_T_I16, _T_I32, _T_I64):
-        return _varint(data, position)[1]
-    if kind == _T_DOUBLE:
-        return position + 8
-    if kind == _T_BINARY:
-        length, position = _varint(data, position)
-        if position + length > len(data):
-            raise ValueError("binary past the end")
-        return position + length
-    if kind in (_T_LIST, _T_SET):
-        header = data[position]
-        position += 1
-        size, element = header >> 4, header & 0x0F
-        if size == 15:
-            size, position = _varint(data, position)
-        if size > len(data) - position:  # every element takes a byte at least
-            raise ValueError("list longer than the footer")
-        for _ in range(size):
-            # A list's booleans take a byte each.
-            position = (
-                position + 1 if element in (_T_TRUE, _T_FALSE) else _skip(data, position, element, depth + 1)
-            )
-        return position
-    if kind == _T_MAP:
-        size, position = _varint(data, position)
-        if 2 * size > len(data) - position:
-            raise ValueError("map longer than the footer")
-        if size:
-            types = data[position]
-            position += 1
-            for _ in range(size):
-                position = _skip(data, position, types >> 4, depth + 1)
-                position = _skip(data, position, types & 0x0F, depth + 1)
-        return position
-    if kind == _T_STRUCT:
-        while True:
-            header = data[position]
-            position += 1
-            if header == _T_STOP:
-                return position
-            if header >> 4 == 0:  # a field id of its own follows
-                position = _varint(data, position)[1]
-            position = _skip(data, position, header & 0x0F, depth + 1)
-    raise ValueError(f"unknown compact type {kind}")
 
 
 #: How a column's footer bounds become Delta's (see _SchemaPlan): from the raw physical values,
@@ -545,6 +543,8 @@ class _Leaf:
     divisor: int = 1  # timestamps: raw units per millisecond
     scale: int = 0  # decimals
     utc: bool = False  # timestamps: written with a Z
+    physical: str | None = None
+    levels: tuple[int, int] = (0, 0)  # maximum definition and repetition levels
 
 
 class _SchemaPlan:
@@ -595,15 +595,61 @@ class _SchemaPlan:
             ]
             for float_bounds in (False, True)
         }
+        #: Per "the writer puts NaN into float bounds": the stats leaves whose bounds come from
+        #: their values (:func:`_leaf_values`): other writers' floats, INT96 timestamps.
+        self._value_leaves = {
+            float_bounds: [
+                (position, leaf)
+                for position, leaf in enumerate(self.leaves)
+                if self.mapped
+                and position in targeted
+                and (leaf.int96 or (leaf.kind == _FLOAT and not float_bounds))
+            ]
+            for float_bounds in (False, True)
+        }
         #: Every stats column top-level: its JSON objects are flat.
         self._flat = all(key[1] is not None for key, _, _ in self.targets)
 
-    def footer_info(self, metadata: pq.FileMetaData, *, float_bounds: bool) -> FooterInfo:
+    def value_leaves(self, metadata: pq.FileMetaData, *, float_bounds: bool) -> list[tuple[int, _Leaf]]:
+        """(position, leaf) of the stats leaves whose bounds only their values give, in this file."""
+        leaves = self._value_leaves[float_bounds]
+        if leaves and metadata.metadata and _LEGACY_INT96 in metadata.metadata:
+            # Spark rebased these to the Julian calendar: their values are not the instants.
+            leaves = [(position, leaf) for position, leaf in leaves if not leaf.int96]
+        return leaves
+
+    def _value_bounds(
+        self, values: Mapping[int, np.ndarray | None]
+    ) -> tuple[set[int], dict[int, tuple[str, str] | None]]:
+        """From the values read (:func:`_leaf_values`): the float leaves whose footer bounds hold
+        (no NaN among the values), and the INT96 leaves' bounds as JSON (None: none)."""
+        trusted: set[int] = set()
+        int96: dict[int, tuple[str, str] | None] = {}
+        for position, array in values.items():
+            if array is None:
+                continue
+            if self.leaves[position].int96:
+                int96[position] = _int96_bounds(array)
+            elif not np.isnan(array).any():
+                trusted.add(position)
+        return trusted, int96
+
+    def footer_info(
+        self,
+        metadata: pq.FileMetaData,
+        *,
+        float_bounds: bool,
+        values: Mapping[int, np.ndarray | None] | None = None,
+    ) -> FooterInfo:
+        """:param values: per leaf position of :meth:`value_leaves`, the values read (None: unread)."""
         leaves = self.leaves
         count = len(leaves)
         num_records = metadata.num_rows
         null_counts: list[int | None] = [0 if self.mapped else None] * count
         bounded = self._bounded[float_bounds].copy()
+        trusted, int96 = self._value_bounds(values) if values else (set(), {})
+        for position in trusted:
+            bounded[position] = True
         lows: list[Any] = [None] * count
         highs: list[Any] = [None] * count
         # The hot loop: one statistics object per column chunk, each property read once
@@ -650,6 +696,7 @@ class _SchemaPlan:
         for position, boundable in self._target_leaves:
             if not (
                 (bounded[position] and lows[position] is not None)
+                or (int96.get(position) is not None and null_counts[position] is not None)
                 or null_counts[position] == num_records
                 or not boundable
             ):
@@ -669,9 +716,10 @@ class _SchemaPlan:
                 null_count.append((key, str(column_nulls)))
             if not exact:
                 continue
-            bound = None
+            # Bounds only with a null count: delta-rs 1.6 reads bounds without one as "no nulls".
+            bound = int96.get(at) if column_nulls is not None else None
             low, high = lows[at], highs[at]
-            if bounded[at] and low is not None and high is not None:
+            if bound is None and bounded[at] and low is not None and high is not None:
                 try:
                     bound = _bound_json(leaves[at], low, high)
                 except (ValueError, OverflowError, ArithmeticError, TypeError):
@@ -710,6 +758,8 @@ def _leaf(index: int, path: tuple[str, ...], arrow_type: pa.DataType, column: An
         kind=_NONE,
         floating=types.is_floating(arrow_type),
         boundable=_boundable(arrow_type),
+        physical=physical,
+        levels=(column.max_definition_level, column.max_repetition_level) if column is not None else (0, 0),
     )
     if types.is_string(arrow_type) or types.is_large_string(arrow_type):
         leaf.kind = _STRING if physical == "BYTE_ARRAY" else _GENERIC
@@ -787,6 +837,33 @@ def _millis_json(millis: int, utc: bool) -> str:
     """Delta's JSON form of a timestamp bound: milliseconds, ``Z`` for UTC-adjusted values."""
     text = (_EPOCH + dt.timedelta(milliseconds=millis)).isoformat(timespec="milliseconds")
     return f'"{text}Z"' if utc else f'"{text}"'
+
+
+#: Spark's marker of INT96 values rebased to the Julian calendar (``LEGACY`` rebase mode).
+_LEGACY_INT96 = b"org.apache.spark.legacyINT96"
+_JULIAN_EPOCH_DAY = 2_440_588  # the Julian day number of 1970-01-01
+_DAY_MS = 86_400_000
+_DAY_NS = 86_400_000_000_000
+
+
+def _int96_bounds(values: np.ndarray) -> tuple[str, str] | None:
+    """INT96 timestamps' bounds as Delta's JSON (milliseconds, the maximum rounded up), or None.
+
+    An INT96 value is the nanosecond of the day and the Julian day number; Spark writes UTC.
+    """
+    if not len(values):
+        return None
+    days, nanos = values["days"], values["nanos"]
+    if nanos.min() < 0 or nanos.max() >= _DAY_NS:
+        return None
+    low_day, high_day = int(days.min()), int(days.max())
+    low_nanos, high_nanos = int(nanos[days == low_day].min()), int(nanos[days == high_day].max())
+    low = (low_day - _JULIAN_EPOCH_DAY) * _DAY_MS + low_nanos // 1_000_000
+    high = (high_day - _JULIAN_EPOCH_DAY) * _DAY_MS - (-high_nanos // 1_000_000)
+    try:
+        return _millis_json(low, True), _millis_json(high, True)
+    except OverflowError:
+        return None  # outside years 1-9999
 
 
 def _decimal_json(unscaled: int, scale: int) -> str:

@@ -1,0 +1,244 @@
+"""The values of one fixed-width Parquet column chunk, for bounds its footer cannot give.
+
+Footers of Arrow-based writers (pyarrow, polars, delta-rs) leave NaN out of a float column's
+min/max without counting it, and Spark writes no statistics at all for INT96 timestamps. Their
+bounds come from the values instead: this reads the chunk's pages as they lie in the file and
+returns every value that a dictionary or a ``PLAIN`` / ``BYTE_STREAM_SPLIT`` page holds,
+without levels or row assembly. A dictionary-encoded data page only points into the
+dictionary, whose values are the chunk's distinct values, so it is skipped; any other page
+encoding, codec or page layout gives None (the caller keeps no bounds).
+
+pyarrow reads a chunk too, but sets a reader up per file: ~70 us per 1,000-row file here,
+against ~10 us for this (``benchmarks/write.md``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+#: Parquet's page types and encodings (parquet.thrift).
+_DATA_PAGE, _DICTIONARY_PAGE, _DATA_PAGE_V2 = 0, 2, 3
+_PLAIN, _PLAIN_DICTIONARY, _RLE, _RLE_DICTIONARY, _BYTE_STREAM_SPLIT = 0, 2, 3, 8, 9
+#: Footer codec names (pyarrow's spelling) -> pyarrow codec; others (LZO, Hadoop's LZ4) are not read.
+_CODECS = {"SNAPPY": "snappy", "GZIP": "gzip", "BROTLI": "brotli", "ZSTD": "zstd", "LZ4_RAW": "lz4_raw"}
+#: numpy dtypes of the fixed-width physical types read here.
+DTYPES: dict[str, np.dtype[Any]] = {
+    "FLOAT": np.dtype("<f4"),
+    "DOUBLE": np.dtype("<f8"),
+    "INT96": np.dtype([("nanos", "<i8"), ("days", "<i4")]),
+}
+
+# Thrift's compact protocol (Parquet's footers and page headers): field and element types.
+_T_STOP, _T_TRUE, _T_FALSE, _T_BYTE, _T_I16, _T_I32, _T_I64, _T_DOUBLE, _T_BINARY = range(9)
+_T_LIST, _T_SET, _T_MAP, _T_STRUCT = 9, 10, 11, 12
+
+
+def chunk_range(column: Any) -> tuple[int, int]:
+    """``(offset, length)`` of a column chunk (``ColumnChunkMetaData``) in its file."""
+    start = column.data_page_offset
+    if column.has_dictionary_page and 0 < column.dictionary_page_offset < start:
+        start = column.dictionary_page_offset
+    return start, column.total_compressed_size
+
+
+def chunk_values(
+    chunk: bytes, physical_type: str, compression: str, max_definition: int, max_repetition: int
+) -> np.ndarray | None:
+    """Every value the chunk's dictionary and plain pages hold, or None when a page cannot be read.
+
+    :param chunk: the chunk's bytes (:func:`chunk_range`).
+    :param physical_type: ``FLOAT``, ``DOUBLE`` or ``INT96``.
+    :param compression: the footer's codec name (``SNAPPY``, ``ZSTD``, ...).
+    :param max_definition: the column's maximum definition level (0: no levels stored).
+    :param max_repetition: the same for repetition levels.
+    """
+    dtype = DTYPES.get(physical_type)
+    codec = _CODECS.get(compression)
+    if dtype is None or (codec is None and compression != "UNCOMPRESSED"):
+        return None
+    parts: list[np.ndarray] = []
+    position = 0
+    try:
+        while position < len(chunk):
+            header, position = _read_struct(chunk, position)
+            size = header.get(3)
+            if not isinstance(size, int) or size < 0 or position + size > len(chunk):
+                return None
+            body = chunk[position : position + size]
+            position += size
+            values = _page_values(header, body, dtype, codec, max_definition, max_repetition)
+            if values is None:
+                return None
+            parts.append(values)
+    except (IndexError, ValueError, pa.ArrowException):
+        return None
+    return np.concatenate(parts) if parts else np.empty(0, dtype)
+
+
+def _page_values(
+    header: dict[int, Any],
+    body: bytes,
+    dtype: np.dtype[Any],
+    codec: str | None,
+    max_definition: int,
+    max_repetition: int,
+) -> np.ndarray | None:
+    kind, plain_size = header.get(1), header.get(2)
+    if not isinstance(plain_size, int):
+        return None
+    if kind == _DICTIONARY_PAGE:
+        page = header.get(7, {})
+        if page.get(2, _PLAIN) not in (_PLAIN, _PLAIN_DICTIONARY):
+            return None
+        return _fixed(_decompressed(body, plain_size, codec), dtype, _PLAIN)
+    if kind == _DATA_PAGE:
+        page = header.get(5, {})
+        encoding = page.get(2)
+        if encoding in (_RLE_DICTIONARY, _PLAIN_DICTIONARY):
+            return np.empty(0, dtype)  # indices into the dictionary
+        data = _decompressed(body, plain_size, codec)
+        for levels, encoding_field in ((max_repetition, 4), (max_definition, 3)):
+            if levels:
+                if page.get(encoding_field, _RLE) != _RLE:
+                    return None  # BIT_PACKED levels carry no length
+                data = data[4 + int.from_bytes(data[:4], "little") :]
+        return _fixed(data, dtype, encoding)
+    if kind == _DATA_PAGE_V2:
+        page = header.get(8, {})
+        encoding = page.get(4)
+        if encoding in (_RLE_DICTIONARY, _PLAIN_DICTIONARY):
+            return np.empty(0, dtype)
+        levels = page.get(5, 0) + page.get(6, 0)  # stored uncompressed, ahead of the values
+        values = body[levels:]
+        if page.get(7, True):
+            values = _decompressed(values, plain_size - levels, codec)
+        return _fixed(values, dtype, encoding)
+    return np.empty(0, dtype) if kind == 1 else None  # index pages hold no values
+
+
+def _decompressed(body: bytes, size: int, codec: str | None) -> bytes:
+    if codec is None:
+        return body
+    data: bytes = pa.decompress(body, decompressed_size=size, codec=codec).to_pybytes()
+    return data
+
+
+def _fixed(data: bytes, dtype: np.dtype[Any], encoding: int | None) -> np.ndarray | None:
+    width = dtype.itemsize
+    if len(data) % width:
+        return None
+    if encoding == _PLAIN:
+        return np.frombuffer(data, dtype)
+    if encoding == _BYTE_STREAM_SPLIT and dtype.names is None:
+        count = len(data) // width
+        return np.frombuffer(data, np.uint8).reshape(width, count).T.copy().view(dtype).ravel()
+    return None
+
+
+def _read_struct(data: bytes, position: int, depth: int = 0) -> tuple[dict[int, Any], int]:
+    """A compact-protocol struct as ``{field id: value}``: integers, booleans and structs read,
+    other fields skipped (what a ``PageHeader`` needs)."""
+    if depth > 8:
+        raise ValueError("nested too deeply")
+    fields: dict[int, Any] = {}
+    field = 0
+    while True:
+        header = data[position]
+        position += 1
+        if header == _T_STOP:
+            return fields, position
+        delta, kind = header >> 4, header & 0x0F
+        if delta:
+            field += delta
+        else:
+            raw, position = varint(data, position)
+            field = (raw >> 1) ^ -(raw & 1)
+        if kind in (_T_TRUE, _T_FALSE):
+            fields[field] = kind == _T_TRUE
+        elif kind in (_T_BYTE, _T_I16, _T_I32, _T_I64):  # zigzag varints; a byte is one raw byte
+            if kind == _T_BYTE:
+                fields[field] = data[position]
+                position += 1
+            else:
+                raw, position = varint(data, position)
+                fields[field] = (raw >> 1) ^ -(raw & 1)
+        elif kind == _T_STRUCT:
+            fields[field], position = _read_struct(data, position, depth + 1)
+        else:
+            position = skip_compact(data, position, kind, depth + 1)
+
+
+def varint(data: bytes, position: int) -> tuple[int, int]:
+    """An unsigned LEB128 varint at ``position`` and the position after it."""
+    value = shift = 0
+    while True:
+        byte = data[position]
+        position += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, position
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+
+
+def skip_compact(data: bytes, position: int, kind: int, depth: int) -> int:
+    """The position after one compact-protocol value of type ``kind`` at ``position``.
+
+    :raises ValueError: the value runs past the end of ``data`` or nests too deeply.
+    """
+    if depth > 64 or position >= len(data):
+        raise ValueError("nested too deeply, or past the end")
+    if kind in (_T_TRUE, _T_FALSE):
+        return position  # a struct field's boolean is in its header
+    if kind == _T_BYTE:
+        return position + 1
+    if kind in (_T_I16, _T_I32, _T_I64):
+        return varint(data, position)[1]
+    if kind == _T_DOUBLE:
+        return position + 8
+    if kind == _T_BINARY:
+        length, position = varint(data, position)
+        if position + length > len(data):
+            raise ValueError("binary past the end")
+        return position + length
+    if kind in (_T_LIST, _T_SET):
+        header = data[position]
+        position += 1
+        size, element = header >> 4, header & 0x0F
+        if size == 15:
+            size, position = varint(data, position)
+        if size > len(data) - position:  # every element takes a byte at least
+            raise ValueError("list longer than the footer")
+        for _ in range(size):
+            # A list's booleans take a byte each.
+            position = (
+                position + 1
+                if element in (_T_TRUE, _T_FALSE)
+                else skip_compact(data, position, element, depth + 1)
+            )
+        return position
+    if kind == _T_MAP:
+        size, position = varint(data, position)
+        if 2 * size > len(data) - position:
+            raise ValueError("map longer than the footer")
+        if size:
+            types = data[position]
+            position += 1
+            for _ in range(size):
+                position = skip_compact(data, position, types >> 4, depth + 1)
+                position = skip_compact(data, position, types & 0x0F, depth + 1)
+        return position
+    if kind == _T_STRUCT:
+        while True:
+            header = data[position]
+            position += 1
+            if header == _T_STOP:
+                return position
+            if header >> 4 == 0:  # a field id of its own follows
+                position = varint(data, position)[1]
+            position = skip_compact(data, position, header & 0x0F, depth + 1)
+    raise ValueError(f"unknown compact type {kind}")
