@@ -46,8 +46,9 @@ def chunk_range(column: Any) -> tuple[int, int]:
 
 def chunk_values(
     chunk: bytes, physical_type: str, compression: str, max_definition: int, max_repetition: int
-) -> np.ndarray | None:
-    """Every value the chunk's dictionary and plain pages hold, or None when a page cannot be read.
+) -> list[np.ndarray] | None:
+    """Every value the chunk's dictionary and plain pages hold (an array per page that holds any),
+    or None when a page cannot be read.
 
     :param chunk: the chunk's bytes (:func:`chunk_range`).
     :param physical_type: ``FLOAT``, ``DOUBLE`` or ``INT96``.
@@ -56,10 +57,11 @@ def chunk_values(
     :param max_repetition: the same for repetition levels.
     """
     dtype = DTYPES.get(physical_type)
-    codec = _CODECS.get(compression)
+    codec = _codec(compression)
     if dtype is None or (codec is None and compression != "UNCOMPRESSED"):
         return None
     parts: list[np.ndarray] = []
+    view = memoryview(chunk)
     position = 0
     try:
         while position < len(chunk):
@@ -67,22 +69,23 @@ def chunk_values(
             size = header.get(3)
             if not isinstance(size, int) or size < 0 or position + size > len(chunk):
                 return None
-            body = chunk[position : position + size]
+            body = view[position : position + size]
             position += size
             values = _page_values(header, body, dtype, codec, max_definition, max_repetition)
             if values is None:
                 return None
-            parts.append(values)
+            if len(values):
+                parts.append(values)
     except (IndexError, ValueError, pa.ArrowException):
         return None
-    return np.concatenate(parts) if parts else np.empty(0, dtype)
+    return parts
 
 
 def _page_values(
     header: dict[int, Any],
-    body: bytes,
+    body: memoryview,
     dtype: np.dtype[Any],
-    codec: str | None,
+    codec: pa.Codec | None,
     max_definition: int,
     max_repetition: int,
 ) -> np.ndarray | None:
@@ -93,7 +96,7 @@ def _page_values(
         page = header.get(7, {})
         if page.get(2, _PLAIN) not in (_PLAIN, _PLAIN_DICTIONARY):
             return None
-        return _fixed(_decompressed(body, plain_size, codec), dtype, _PLAIN)
+        return _fixed(_decompressed(body, plain_size, codec), dtype, _PLAIN, page.get(1))
     if kind == _DATA_PAGE:
         page = header.get(5, {})
         encoding = page.get(2)
@@ -104,31 +107,56 @@ def _page_values(
             if levels:
                 if page.get(encoding_field, _RLE) != _RLE:
                     return None  # BIT_PACKED levels carry no length
-                data = data[4 + int.from_bytes(data[:4], "little") :]
-        return _fixed(data, dtype, encoding)
+                skip = 4 + int.from_bytes(data[:4], "little")
+                if skip > len(data):
+                    return None
+                data = data[skip:]
+        return _fixed(data, dtype, encoding, page.get(1))
     if kind == _DATA_PAGE_V2:
         page = header.get(8, {})
         encoding = page.get(4)
         if encoding in (_RLE_DICTIONARY, _PLAIN_DICTIONARY):
             return np.empty(0, dtype)
         levels = page.get(5, 0) + page.get(6, 0)  # stored uncompressed, ahead of the values
+        if levels > len(body):
+            return None
         values = body[levels:]
         if page.get(7, True):
             values = _decompressed(values, plain_size - levels, codec)
-        return _fixed(values, dtype, encoding)
+        return _fixed(values, dtype, encoding, page.get(1))
     return np.empty(0, dtype) if kind == 1 else None  # index pages hold no values
 
 
-def _decompressed(body: bytes, size: int, codec: str | None) -> bytes:
+def _codec(compression: str) -> pa.Codec | None:
+    """The pyarrow codec of a footer's codec name, made once (making one costs as much as using it)."""
+    name = _CODECS.get(compression)
+    if name is None:
+        return None
+    codec = _CODEC_CACHE.get(name)
     if codec is None:
-        return body
-    data: bytes = pa.decompress(body, decompressed_size=size, codec=codec).to_pybytes()
-    return data
+        codec = _CODEC_CACHE[name] = pa.Codec(name)
+    return codec
 
 
-def _fixed(data: bytes, dtype: np.dtype[Any], encoding: int | None) -> np.ndarray | None:
+_CODEC_CACHE: dict[str, pa.Codec] = {}
+
+
+def _decompressed(body: bytes | memoryview, size: int, codec: pa.Codec | None) -> memoryview:
+    """The page body decompressed, without a copy; from the system allocator, so that a few
+    kilobytes do not make Arrow's default pool commit its arena."""
+    if codec is None:
+        return memoryview(body)
+    return memoryview(codec.decompress(body, decompressed_size=size, memory_pool=_SYSTEM_POOL))
+
+
+_SYSTEM_POOL = pa.system_memory_pool()
+
+
+def _fixed(data: memoryview, dtype: np.dtype[Any], encoding: int | None, most: Any) -> np.ndarray | None:
+    """The page's values; None for another encoding, or a size that cannot be ``most`` values or
+    fewer (the page header's count: with nulls, more than the values stored)."""
     width = dtype.itemsize
-    if len(data) % width:
+    if len(data) % width or not isinstance(most, int) or len(data) // width > most:
         return None
     if encoding == _PLAIN:
         return np.frombuffer(data, dtype)
@@ -138,11 +166,16 @@ def _fixed(data: bytes, dtype: np.dtype[Any], encoding: int | None) -> np.ndarra
     return None
 
 
-def _read_struct(data: bytes, position: int, depth: int = 0) -> tuple[dict[int, Any], int]:
-    """A compact-protocol struct as ``{field id: value}``: integers, booleans and structs read,
-    other fields skipped (what a ``PageHeader`` needs)."""
-    if depth > 8:
-        raise ValueError("nested too deeply")
+#: The PageHeader fields that are structs read here: the data, dictionary and v2 data page
+#: headers (their own statistics are skipped).
+_PAGE_HEADERS = frozenset({5, 7, 8})
+
+
+def _read_struct(
+    data: bytes, position: int, nested: frozenset[int] = _PAGE_HEADERS
+) -> tuple[dict[int, Any], int]:
+    """A compact-protocol struct as ``{field id: value}``: its integers and booleans, and the
+    structs ``nested`` names (read the same way, one level); other fields skipped."""
     fields: dict[int, Any] = {}
     field = 0
     while True:
@@ -150,25 +183,25 @@ def _read_struct(data: bytes, position: int, depth: int = 0) -> tuple[dict[int, 
         position += 1
         if header == _T_STOP:
             return fields, position
-        delta, kind = header >> 4, header & 0x0F
-        if delta:
-            field += delta
+        kind = header & 0x0F
+        if header >> 4:
+            field += header >> 4
         else:
             raw, position = varint(data, position)
             field = (raw >> 1) ^ -(raw & 1)
-        if kind in (_T_TRUE, _T_FALSE):
-            fields[field] = kind == _T_TRUE
-        elif kind in (_T_BYTE, _T_I16, _T_I32, _T_I64):  # zigzag varints; a byte is one raw byte
-            if kind == _T_BYTE:
-                fields[field] = data[position]
+        if kind in (_T_I32, _T_I64, _T_I16):
+            raw = data[position]
+            if raw < 0x80:  # one byte: the usual small count, size or enum
                 position += 1
             else:
                 raw, position = varint(data, position)
-                fields[field] = (raw >> 1) ^ -(raw & 1)
-        elif kind == _T_STRUCT:
-            fields[field], position = _read_struct(data, position, depth + 1)
+            fields[field] = (raw >> 1) ^ -(raw & 1)
+        elif kind in (_T_TRUE, _T_FALSE):
+            fields[field] = kind == _T_TRUE
+        elif kind == _T_STRUCT and field in nested:
+            fields[field], position = _read_struct(data, position, frozenset())
         else:
-            position = skip_compact(data, position, kind, depth + 1)
+            position = skip_compact(data, position, kind, 1)
 
 
 def varint(data: bytes, position: int) -> tuple[int, int]:

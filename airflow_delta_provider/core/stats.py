@@ -269,30 +269,38 @@ def read_footers(
         (start, min(start + FOOTER_WINDOW, len(paths))) for start in range(0, len(paths), FOOTER_WINDOW)
     ]
 
-    def fetch(window: tuple[int, int]) -> list[bytes]:
+    def fetch(window: tuple[int, int]) -> tuple[list[bytes], list[int | None]]:
         nonlocal tail
         low, high = window
-        footers = _footer_bytes(storage, paths[low:high], known[low:high], workers, tail)
+        footers, offsets = _footer_bytes(storage, paths[low:high], known[low:high], workers, tail)
         if not remote:  # the next window's tails hold footers as large as this window's
             longest = max(int.from_bytes(footer[-8:-4], "little") for footer in footers) + 8
             tail = max(tail, -(-longest // LOCAL_TAIL_STEP) * LOCAL_TAIL_STEP)
-        return footers
+        return footers, offsets
 
-    def build(window: tuple[int, int], footers: list[bytes]) -> None:
+    def build(window: tuple[int, int], fetched: tuple[list[bytes], list[int | None]]) -> None:
         low, high = window
+        footers, offsets = fetched
         # All of a window's footers parsed, then all turned into stats: alternating pyarrow's
         # parser and the stats code file by file cost ~60% more (each evicts the other's caches).
         parsed = [
             _parse_footer(storage, path, footer)
             for path, footer in zip(paths[low:high], footers, strict=True)
         ]
+        # Then the values of the columns whose bounds the footers cannot give, all at once.
+        plans = [builder.plan(metadata, footer) for metadata, footer in zip(parsed, footers, strict=True)]
+        nan_bounds = [_nan_in_bounds(metadata.created_by) for metadata in parsed]
         wanted = [
-            builder.value_leaves(metadata, footer) for metadata, footer in zip(parsed, footers, strict=True)
+            plan.value_leaves(metadata, float_bounds=nan)
+            for plan, metadata, nan in zip(plans, parsed, nan_bounds, strict=True)
         ]
-        values = _leaf_values(storage, paths[low:high], parsed, wanted, workers) if any(wanted) else None
+        values = None
+        if any(wanted):
+            tails = list(zip(offsets, footers, strict=True))
+            values = _leaf_values(storage, paths[low:high], parsed, wanted, workers, tails)
         done.extend(
-            builder.info(metadata, footer, values[index] if values else None)
-            for index, (metadata, footer) in enumerate(zip(parsed, footers, strict=True))
+            plan.footer_info(metadata, float_bounds=nan, values=values[index] if values else None)
+            for index, (plan, metadata, nan) in enumerate(zip(plans, parsed, nan_bounds, strict=True))
         )
         if len(paths) >= FOOTER_WINDOW:
             log.info("Read %d of %d Parquet footers.", len(done), len(paths))
@@ -305,18 +313,19 @@ def read_footers(
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="delta-footer") as reader:
         pending = reader.submit(fetch, windows[0])
         for index, window in enumerate(windows):
-            footers = pending.result()
+            fetched = pending.result()
             if index + 1 < len(windows):
                 pending = reader.submit(fetch, windows[index + 1])
-            build(window, footers)
+            build(window, fetched)
     return done
 
 
 def _footer_bytes(
     storage: LogStore, paths: list[str], sizes: list[int | None], workers: int, tail_bytes: int = TAIL_BYTES
-) -> list[bytes]:
+) -> tuple[list[bytes], list[int | None]]:
     """Each file's footer with its trailer (length, ``PAR1``): the tail read, or, where the footer
-    did not fit in it, an exact second read of the footer."""
+    did not fit in it, an exact second read of the footer; and where those bytes start in the
+    file (None for a footer read again: its bytes are not the file's)."""
     known = [
         size if size is not None else _size(storage, path) for path, size in zip(paths, sizes, strict=True)
     ]
@@ -325,6 +334,7 @@ def _footer_bytes(
         paths, starts, [size - start for size, start in zip(known, starts, strict=True)], max_workers=workers
     )
     footers: list[bytes] = []
+    offsets: list[int | None] = list(starts)
     again: list[tuple[int, int]] = []  # (index, footer length) of footers larger than the tail
     for index, (path, size, tail) in enumerate(zip(paths, known, tails, strict=True)):
         if isinstance(tail, Exception):
@@ -355,7 +365,8 @@ def _footer_bytes(
                 reason = footer if isinstance(footer, Exception) else "the file changed while it was read"
                 raise _unreadable(storage, paths[index], reason)
             footers[index] = _MAGIC + footer + length.to_bytes(4, "little") + _MAGIC
-    return footers
+            offsets[index] = None
+    return footers, offsets
 
 
 def _size(storage: LogStore, path: str) -> int:
@@ -383,44 +394,52 @@ def _leaf_values(
     footers: list[pq.FileMetaData],
     wanted: list[list[tuple[int, _Leaf]]],
     workers: int,
-) -> list[dict[int, np.ndarray | None]]:
-    """Per file, the values of the wanted leaves (by leaf position), from their column chunks:
-    one ranged read per chunk, all of a window's at once; None where a page cannot be read
-    (:func:`~.page_scan.chunk_values`). Only fixed-width values: floats and INT96."""
-    requests: list[tuple[int, int, int, int, int]] = []  # (file, position, group, start, length)
+    tails: list[tuple[int | None, bytes]],
+) -> list[dict[int, list[np.ndarray] | None]]:
+    """Per file, the values of the wanted leaves (by leaf position) as arrays, one per page that
+    holds any, from their column chunks: taken from the file's tail already read (``tails``:
+    where it starts in the file, and its bytes) when it holds them, else one ranged read per
+    chunk, all of a window's at once; None where a page cannot be read
+    (:func:`~.page_scan.chunk_values`). Fixed-width values only: floats and INT96."""
+    requests: list[tuple[int, int, _Leaf, str]] = []  # (file, position, leaf, codec)
+    starts: list[int] = []
+    lengths: list[int] = []
+    chunks: list[bytes | Exception | None] = []
     for file, (metadata, leaves) in enumerate(zip(footers, wanted, strict=True)):
+        offset, tail = tails[file]
         for group in range(metadata.num_row_groups):
             row_group = metadata.row_group(group)
             for position, leaf in leaves:
-                start, length = chunk_range(row_group.column(leaf.index))
-                requests.append((file, position, group, start, length))
-    chunks = storage.read_ranges(
-        [paths[r[0]] for r in requests],
-        [r[3] for r in requests],
-        [r[4] for r in requests],
-        max_workers=workers,
-    )
-    found: list[dict[int, list[np.ndarray] | None]] = [
-        {position: [] for position, _ in leaves} for leaves in wanted
-    ]
-    for (file, position, group, _, length), chunk in zip(requests, chunks, strict=True):
-        if isinstance(chunk, Exception) or len(chunk) != length:
+                column = row_group.column(leaf.index)
+                start, length = chunk_range(column)
+                requests.append((file, position, leaf, column.compression))
+                starts.append(start)
+                lengths.append(length)
+                inside = offset is not None and offset <= start and start + length <= offset + len(tail)
+                chunks.append(tail[start - offset : start - offset + length] if inside else None)
+    missing = [index for index, chunk in enumerate(chunks) if chunk is None]
+    if missing:
+        read = storage.read_ranges(
+            [paths[requests[i][0]] for i in missing],
+            [starts[i] for i in missing],
+            [lengths[i] for i in missing],
+            max_workers=workers,
+        )
+        for index, chunk in zip(missing, read, strict=True):
+            chunks[index] = chunk
+    found: list[dict[int, list[np.ndarray] | None]] = [{at: [] for at, _ in leaves} for leaves in wanted]
+    for (file, position, leaf, codec), length, chunk in zip(requests, lengths, chunks, strict=True):
+        if chunk is None or isinstance(chunk, Exception) or len(chunk) != length:
             reason = chunk if isinstance(chunk, Exception) else "it is shorter than its footer says"
             raise _unreadable(storage, paths[file], reason)
         parts = found[file][position]
-        if parts is None:
-            continue
-        leaf = next(leaf for at, leaf in wanted[file] if at == position)
-        column = footers[file].row_group(group).column(leaf.index)
-        array = chunk_values(chunk, leaf.physical or "", column.compression, *leaf.levels)
-        if array is None:
-            found[file][position] = None
-        else:
-            parts.append(array)
-    return [
-        {position: (np.concatenate(parts) if parts else None) for position, parts in per_file.items()}
-        for per_file in found
-    ]
+        if parts is not None:
+            values = chunk_values(chunk, leaf.physical or "", codec, *leaf.levels)
+            if values is None:
+                found[file][position] = None
+            else:
+                parts.extend(values)
+    return found
 
 
 def _unreadable(storage: LogStore, path: str, reason: object) -> InvalidDataFileError:
@@ -457,24 +476,17 @@ class _StatsBuilder:
         self.stats_columns = stats_columns
         self._plans: list[_SchemaPlan] = []
 
-    def info(
-        self,
-        metadata: pq.FileMetaData,
-        footer: bytes | None = None,
-        values: Mapping[int, np.ndarray | None] | None = None,
-    ) -> FooterInfo:
-        """:param footer: the bytes ``metadata`` was parsed from (ending with the trailer), when
-        at hand: its schema is then recognised by its bytes.
-        :param values: the values of :meth:`value_leaves`, read (:func:`_leaf_values`)."""
-        plan = self._plan(metadata, footer)
-        return plan.footer_info(metadata, float_bounds=_nan_in_bounds(metadata.created_by), values=values)
+    def info(self, metadata: pq.FileMetaData) -> FooterInfo:
+        """A footer's stats from the footer alone (no values read)."""
+        return self.plan(metadata, None).footer_info(
+            metadata, float_bounds=_nan_in_bounds(metadata.created_by)
+        )
 
-    def value_leaves(self, metadata: pq.FileMetaData, footer: bytes | None = None) -> list[tuple[int, _Leaf]]:
-        """The stats leaves of this file whose bounds only their values give."""
-        plan = self._plan(metadata, footer)
-        return plan.value_leaves(metadata, float_bounds=_nan_in_bounds(metadata.created_by))
+    def plan(self, metadata: pq.FileMetaData, footer: bytes | None) -> _SchemaPlan:
+        """The plan of the footer's schema.
 
-    def _plan(self, metadata: pq.FileMetaData, footer: bytes | None) -> _SchemaPlan:
+        :param footer: the bytes ``metadata`` was parsed from (ending with the trailer), when
+            at hand: its schema is then recognised by its bytes."""
         key_values = metadata.metadata  # ARROW:schema: part of what the Arrow schema is
         start = 0
         if footer is not None:
@@ -619,18 +631,18 @@ class _SchemaPlan:
         return leaves
 
     def _value_bounds(
-        self, values: Mapping[int, np.ndarray | None]
+        self, values: Mapping[int, list[np.ndarray] | None]
     ) -> tuple[set[int], dict[int, tuple[str, str] | None]]:
         """From the values read (:func:`_leaf_values`): the float leaves whose footer bounds hold
         (no NaN among the values), and the INT96 leaves' bounds as JSON (None: none)."""
         trusted: set[int] = set()
         int96: dict[int, tuple[str, str] | None] = {}
-        for position, array in values.items():
-            if array is None:
+        for position, arrays in values.items():
+            if arrays is None:
                 continue
             if self.leaves[position].int96:
-                int96[position] = _int96_bounds(array)
-            elif not np.isnan(array).any():
+                int96[position] = _int96_bounds(np.concatenate(arrays)) if arrays else None
+            elif not any(np.isnan(array).any() for array in arrays):
                 trusted.add(position)
         return trusted, int96
 
@@ -639,7 +651,7 @@ class _SchemaPlan:
         metadata: pq.FileMetaData,
         *,
         float_bounds: bool,
-        values: Mapping[int, np.ndarray | None] | None = None,
+        values: Mapping[int, list[np.ndarray] | None] | None = None,
     ) -> FooterInfo:
         """:param values: per leaf position of :meth:`value_leaves`, the values read (None: unread)."""
         leaves = self.leaves

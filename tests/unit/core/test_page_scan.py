@@ -39,8 +39,8 @@ def _chunks_values(data: bytes, column: str) -> np.ndarray | None:
         )
         if values is None:
             return None
-        found.append(values)
-    return np.concatenate(found)
+        found.extend(values)
+    return np.concatenate(found) if found else np.empty(0)
 
 
 def _as_set(values: np.ndarray) -> set:

@@ -80,13 +80,15 @@ def test_arrow_written_floats_get_bounds_when_their_values_hold_no_nan(tmp_path,
         assert stats["maxValues"] == {"i": 1, "f": bounds[1]}
 
 
-def test_float_values_are_read_only_for_stats_columns_and_only_from_their_chunks(tmp_path, monkeypatch):
-    """The value read costs one ranged read per float chunk of a stats column: none for a float
-    outside the stats columns, none at all for Spark's files (their footers count NaN)."""
+@pytest.mark.parametrize("rows", [2, 20_000], ids=["in-the-tail", "beyond-the-tail"])
+def test_float_values_are_read_only_for_stats_columns_and_only_from_their_chunks(tmp_path, monkeypatch, rows):
+    """The values cost nothing more when the tail already read holds their chunks, else one
+    ranged read per float chunk of a stats column: none for a float outside the stats columns,
+    none at all for Spark's files (their footers count NaN)."""
     from airflow_delta_provider.core import stats as stats_module
 
-    table = pa.table({"i": [1, 2], "f": [0.5, 1.5], "g": [2.5, 3.5]})
-    pq.write_table(table, tmp_path / "f.parquet", row_group_size=1)
+    table = pa.table({"i": range(rows), "f": [k + 0.5 for k in range(rows)], "g": [2.5] * rows})
+    pq.write_table(table, tmp_path / "f.parquet", row_group_size=rows // 2, use_dictionary=False)
     storage = open_store(str(tmp_path))
     reads: list[tuple[int, int]] = []
     original = storage.read_ranges
@@ -98,9 +100,9 @@ def test_float_values_are_read_only_for_stats_columns_and_only_from_their_chunks
     monkeypatch.setattr(storage, "read_ranges", counting)
     [footer] = read_footers(storage, [str(tmp_path / "f.parquet")], stats_columns=[("i",), ("f",)])
     metadata = pq.read_metadata(tmp_path / "f.parquet")
-    chunks = [metadata.row_group(g).column(1) for g in range(2)]  # f, in its two row groups
-    assert reads[1:] == [stats_module.chunk_range(c) for c in chunks]  # after the footer's tail
-    assert json.loads(footer.stats)["maxValues"] == {"i": 2, "f": 1.5}
+    chunks = [stats_module.chunk_range(metadata.row_group(g).column(1)) for g in range(2)]  # f's two
+    assert reads[1:] == ([] if rows == 2 else chunks)  # after the tail read for the footer
+    assert json.loads(footer.stats)["maxValues"] == {"i": rows - 1, "f": rows - 0.5}
     monkeypatch.setattr(stats_module, "_nan_in_bounds", lambda _: True)
     reads.clear()
     read_footers(storage, [str(tmp_path / "f.parquet")], stats_columns=[("i",), ("f",)])
