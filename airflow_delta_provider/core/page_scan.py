@@ -57,7 +57,7 @@ def chunk_values(
     :param max_repetition: the same for repetition levels.
     """
     dtype = DTYPES.get(physical_type)
-    codec = _codec(compression)
+    codec = codec_of(compression)
     if dtype is None or (codec is None and compression != "UNCOMPRESSED"):
         return None
     parts: list[np.ndarray] = []
@@ -65,7 +65,7 @@ def chunk_values(
     position = 0
     try:
         while position < len(chunk):
-            header, position = _read_struct(chunk, position)
+            header, position = read_page_header(chunk, position)
             size = header.get(3)
             if not isinstance(size, int) or size < 0 or position + size > len(chunk):
                 return None
@@ -96,13 +96,13 @@ def _page_values(
         page = header.get(7, {})
         if page.get(2, _PLAIN) not in (_PLAIN, _PLAIN_DICTIONARY):
             return None
-        return _fixed(_decompressed(body, plain_size, codec), dtype, _PLAIN, page.get(1))
+        return _fixed(decompressed(body, plain_size, codec), dtype, _PLAIN, page.get(1))
     if kind == _DATA_PAGE:
         page = header.get(5, {})
         encoding = page.get(2)
         if encoding in (_RLE_DICTIONARY, _PLAIN_DICTIONARY):
             return np.empty(0, dtype)  # indices into the dictionary
-        data = _decompressed(body, plain_size, codec)
+        data = decompressed(body, plain_size, codec)
         for levels, encoding_field in ((max_repetition, 4), (max_definition, 3)):
             if levels:
                 if page.get(encoding_field, _RLE) != _RLE:
@@ -122,12 +122,12 @@ def _page_values(
             return None
         values = body[levels:]
         if page.get(7, True):
-            values = _decompressed(values, plain_size - levels, codec)
+            values = decompressed(values, plain_size - levels, codec)
         return _fixed(values, dtype, encoding, page.get(1))
     return np.empty(0, dtype) if kind == 1 else None  # index pages hold no values
 
 
-def _codec(compression: str) -> pa.Codec | None:
+def codec_of(compression: str) -> pa.Codec | None:
     """The pyarrow codec of a footer's codec name, made once (making one costs as much as using it)."""
     name = _CODECS.get(compression)
     if name is None:
@@ -141,12 +141,12 @@ def _codec(compression: str) -> pa.Codec | None:
 _CODEC_CACHE: dict[str, pa.Codec] = {}
 
 
-def _decompressed(body: bytes | memoryview, size: int, codec: pa.Codec | None) -> memoryview:
+def decompressed(body: bytes | memoryview, size: int, codec: pa.Codec | None) -> memoryview:
     """The page body decompressed, without a copy; from the system allocator, so that a few
     kilobytes do not make Arrow's default pool commit its arena."""
     if codec is None:
         return memoryview(body)
-    return memoryview(codec.decompress(body, decompressed_size=size, memory_pool=_SYSTEM_POOL))
+    return memoryview(codec.decompress(body, decompressed_size=size, memory_pool=_SYSTEM_POOL)).cast("B")
 
 
 _SYSTEM_POOL = pa.system_memory_pool()
@@ -171,11 +171,11 @@ def _fixed(data: memoryview, dtype: np.dtype[Any], encoding: int | None, most: A
 _PAGE_HEADERS = frozenset({5, 7, 8})
 
 
-def _read_struct(
-    data: bytes, position: int, nested: frozenset[int] = _PAGE_HEADERS
+def read_page_header(
+    data: bytes | memoryview, position: int, nested: frozenset[int] = _PAGE_HEADERS
 ) -> tuple[dict[int, Any], int]:
-    """A compact-protocol struct as ``{field id: value}``: its integers and booleans, and the
-    structs ``nested`` names (read the same way, one level); other fields skipped."""
+    """A ``PageHeader`` as ``{field id: value}``: its integers and booleans, and the structs
+    ``nested`` names (read the same way, one level); other fields skipped."""
     fields: dict[int, Any] = {}
     field = 0
     while True:
@@ -199,12 +199,81 @@ def _read_struct(
         elif kind in (_T_TRUE, _T_FALSE):
             fields[field] = kind == _T_TRUE
         elif kind == _T_STRUCT and field in nested:
-            fields[field], position = _read_struct(data, position, frozenset())
+            fields[field], position = read_page_header(data, position, frozenset())
         else:
             position = skip_compact(data, position, kind, 1)
 
 
-def varint(data: bytes, position: int) -> tuple[int, int]:
+def read_struct(
+    data: bytes | memoryview, position: int, spec: dict[int, Any] | None = None, depth: int = 0
+) -> tuple[dict[int, Any], int]:
+    """A compact-protocol struct as ``{field id: value}``, and the position after it.
+
+    :param spec: the fields to read (others are skipped), each with the spec of its struct
+        value or of its list's struct elements (None: everything); None reads every field.
+    """
+    if depth > 16:
+        raise ValueError("nested too deeply")
+    fields: dict[int, Any] = {}
+    field = 0
+    while True:
+        header = data[position]
+        position += 1
+        if header == _T_STOP:
+            return fields, position
+        kind = header & 0x0F
+        if header >> 4:
+            field += header >> 4
+        else:
+            raw, position = varint(data, position)
+            field = (raw >> 1) ^ -(raw & 1)
+        if spec is not None and field not in spec:
+            position = skip_compact(data, position, kind, depth + 1)
+        elif kind in (_T_TRUE, _T_FALSE):
+            fields[field] = kind == _T_TRUE
+        else:
+            fields[field], position = read_value(data, position, kind, spec and spec[field], depth + 1)
+
+
+def read_value(
+    data: bytes | memoryview, position: int, kind: int, spec: dict[int, Any] | None, depth: int
+) -> tuple[Any, int]:
+    """One compact-protocol value of type ``kind`` (maps are skipped: None)."""
+    if kind == _T_BYTE:
+        return data[position], position + 1
+    if kind in (_T_I16, _T_I32, _T_I64):
+        raw, position = varint(data, position)
+        return (raw >> 1) ^ -(raw & 1), position
+    if kind == _T_DOUBLE:
+        return bytes(data[position : position + 8]), position + 8
+    if kind == _T_BINARY:
+        length, position = varint(data, position)
+        if position + length > len(data):
+            raise ValueError("binary past the end")
+        return bytes(data[position : position + length]), position + length
+    if kind == _T_STRUCT:
+        return read_struct(data, position, spec, depth)
+    if kind in (_T_LIST, _T_SET):
+        header = data[position]
+        position += 1
+        size, element = header >> 4, header & 0x0F
+        if size == 15:
+            size, position = varint(data, position)
+        if size > len(data) - position:
+            raise ValueError("list longer than the data")
+        items = []
+        for _ in range(size):
+            if element in (_T_TRUE, _T_FALSE):
+                items.append(data[position] == _T_TRUE)
+                position += 1
+            else:
+                item, position = read_value(data, position, element, spec, depth + 1)
+                items.append(item)
+        return items, position
+    return None, skip_compact(data, position, kind, depth)
+
+
+def varint(data: bytes | memoryview, position: int) -> tuple[int, int]:
     """An unsigned LEB128 varint at ``position`` and the position after it."""
     value = shift = 0
     while True:
@@ -218,7 +287,7 @@ def varint(data: bytes, position: int) -> tuple[int, int]:
             raise ValueError("varint too long")
 
 
-def skip_compact(data: bytes, position: int, kind: int, depth: int) -> int:
+def skip_compact(data: bytes | memoryview, position: int, kind: int, depth: int) -> int:
     """The position after one compact-protocol value of type ``kind`` at ``position``.
 
     :raises ValueError: the value runs past the end of ``data`` or nests too deeply.

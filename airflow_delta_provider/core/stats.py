@@ -415,8 +415,10 @@ def _leaf_values(
                 requests.append((file, position, leaf, column.compression))
                 starts.append(start)
                 lengths.append(length)
-                inside = offset is not None and offset <= start and start + length <= offset + len(tail)
-                chunks.append(tail[start - offset : start - offset + length] if inside else None)
+                if offset is not None and offset <= start and start + length <= offset + len(tail):
+                    chunks.append(tail[start - offset : start - offset + length])
+                else:
+                    chunks.append(None)
     missing = [index for index, chunk in enumerate(chunks) if chunk is None]
     if missing:
         read = storage.read_ranges(
@@ -425,11 +427,11 @@ def _leaf_values(
             [lengths[i] for i in missing],
             max_workers=workers,
         )
-        for index, chunk in zip(missing, read, strict=True):
-            chunks[index] = chunk
+        for index, got in zip(missing, read, strict=True):
+            chunks[index] = got
     found: list[dict[int, list[np.ndarray] | None]] = [{at: [] for at, _ in leaves} for leaves in wanted]
     for (file, position, leaf, codec), length, chunk in zip(requests, lengths, chunks, strict=True):
-        if chunk is None or isinstance(chunk, Exception) or len(chunk) != length:
+        if not isinstance(chunk, bytes) or len(chunk) != length:
             reason = chunk if isinstance(chunk, Exception) else "it is shorter than its footer says"
             raise _unreadable(storage, paths[file], reason)
         parts = found[file][position]
