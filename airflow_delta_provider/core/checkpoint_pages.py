@@ -50,6 +50,10 @@ _FOOTERS: dict[tuple[str, int], _Footer] = {}
 _FOOTERS_KEPT = 16
 
 
+#: Ranges closer than this are read as one span.
+_GAP = 64 * 1024
+
+
 class Unreadable(Exception):
     """A page or layout this reader does not handle (the caller falls back to pyarrow)."""
 
@@ -97,9 +101,9 @@ class CheckpointPages:
         locations = [indexes[group][leaf.column][0] for leaf in leaves]
         probe = _probe(top, leaves)
         column_index = indexes[group][leaves[probe].column][1]
-        # A leaf required within the action is null exactly where the action is: its column
-        # index says which pages hold the action at all.
-        required = leaves[probe].max_definition == top.max_definition and column_index is not None
+        # The probe names the action (Delta requires it in every such action): its column index
+        # says which pages hold the action at all.
+        required = column_index is not None
         wanted = [*locations, column_index] if required else locations
         if any(location is None for location in wanted):
             raise Unreadable("no offset index")
@@ -147,16 +151,29 @@ class CheckpointPages:
         return info.size
 
     def _read(self, ranges: list[tuple[int, int]]) -> list[bytes]:
+        """The byte ranges, read as few spans as ranges closer than :data:`_GAP` allow (the
+        pieces of the small action columns and their page indexes lie close together)."""
+        spans: list[list[int]] = []  # [start, end]
+        for start, length in sorted(ranges):
+            if spans and start - spans[-1][1] <= _GAP:
+                spans[-1][1] = max(spans[-1][1], start + length)
+            else:
+                spans.append([start, start + length])
         got = self._storage.read_ranges(
-            [self._path] * len(ranges),
-            [r[0] for r in ranges],
-            [r[1] for r in ranges],
+            [self._path] * len(spans),
+            [span[0] for span in spans],
+            [span[1] - span[0] for span in spans],
             max_workers=1 if self._storage.is_local else 16,
         )
-        for data, (_, length) in zip(got, ranges, strict=True):
-            if not isinstance(data, bytes) or len(data) != length:
+        starts = [span[0] for span in spans]
+        found: list[bytes] = []
+        for start, length in ranges:
+            at = bisect.bisect_right(starts, start) - 1
+            data = got[at]
+            if not isinstance(data, bytes) or len(data) != spans[at][1] - spans[at][0]:
                 raise Unreadable("short read")
-        return [data for data in got if isinstance(data, bytes)]
+            found.append(data[start - starts[at] : start - starts[at] + length])
+        return found
 
     # --- rows --------------------------------------------------------------------------------
 
@@ -298,21 +315,34 @@ def _location(chunk: dict[int, Any], offset_field: int, length_field: int) -> tu
     return (offset, length) if isinstance(offset, int) and isinstance(length, int) and length > 0 else None
 
 
+#: Per action, the field every action of its kind has (PROTOCOL.md): where it is null, there is
+#: no action, or one that names nothing (the pyarrow route would refuse that row; this one does not
+#: see it).
+KEYS = {
+    "protocol": "minReaderVersion",
+    "metaData": "id",
+    "txn": "appId",
+    "domainMetadata": "domain",
+    "sidecar": "path",
+    "checkpointMetadata": "version",
+}
+
+
 def _probe(top: _Node, leaves: list[_Node]) -> int:
-    """The leaf whose definition levels tell where the action is: not repeated, required within
-    the action if one is (its column index then says it), else the first."""
-    candidates = [i for i, leaf in enumerate(leaves) if leaf.max_repetition == 0]
-    if not candidates:
-        raise Unreadable("no non-repeated leaf")
-    required = [i for i in candidates if leaves[i].max_definition == top.max_definition]
-    return (required or candidates)[0]
+    """The leaf whose definition levels tell where the action is: its key field (directly in the
+    action, not repeated)."""
+    key = KEYS.get(top.name)
+    for index, leaf in enumerate(leaves):
+        if leaf.name == key and leaf.max_repetition == 0 and any(child is leaf for child in top.children):
+            return index
+    raise Unreadable("no key field")
 
 
 def _page_locations(data: bytes) -> list[tuple[int, int, int]]:
     """An OffsetIndex: (offset, compressed size, first row) of each data page.
 
-    Its ``PageLocation`` structs (three varints each) are read in one loop, not field by field:
-    a checkpoint of a million rows has ~50 pages per column, ~20 columns to look at.
+    Its ``PageLocation`` structs (three varints each) are read in one loop, not as generic
+    structs: a checkpoint of a million rows has ~50 pages per column, ~20 columns to look at.
     """
     if len(data) < 2 or data[0] != 0x19:  # field 1, a list
         return _page_locations_slowly(data)
@@ -326,9 +356,9 @@ def _page_locations(data: bytes) -> list[tuple[int, int, int]]:
     for _ in range(count):
         if data[position] != 0x16:  # not exactly (offset, size, first row): read it generically
             return _page_locations_slowly(data)
-        fields = []
         position += 1
-        for expected in (0x15, 0x16, 0x00):
+        fields = []
+        for follows in (0x15, 0x16, 0x00):
             raw = shift = 0
             while True:
                 byte = data[position]
@@ -338,7 +368,7 @@ def _page_locations(data: bytes) -> list[tuple[int, int, int]]:
                     break
                 shift += 7
             fields.append((raw >> 1) ^ -(raw & 1))
-            if data[position] != expected:
+            if data[position] != follows:
                 return _page_locations_slowly(data)
             position += 1
         locations.append((fields[0], fields[1], fields[2]))
@@ -448,6 +478,8 @@ def _hybrid(data: memoryview, width: int, count: int) -> np.ndarray:
                 raise Unreadable("RLE run past the end")
             value = int.from_bytes(data[position : position + value_bytes], "little")
             position += value_bytes
+            if not parts and run >= count:  # one run covers the page (a page of nulls)
+                return np.full(count, value, np.int32)
             values = np.full(run, value, np.int64)
         parts.append(values)
         total += len(values)
@@ -554,11 +586,26 @@ def _split_rows(
     stored = definition == leaf.max_definition
     if int(np.count_nonzero(stored)) != len(values):
         raise Unreadable("values and levels disagree")
-    row_of = first - 1 + np.cumsum(repetition == 0)
-    value_of = np.cumsum(stored) - 1
-    for index in np.flatnonzero(np.isin(row_of, rows)).tolist():
-        value = values[value_of[index]] if stored[index] else None
-        into.setdefault(int(row_of[index]), []).append((int(definition[index]), value))
+    # Where each row's entries begin (every entry, without repetition).
+    begins = np.flatnonzero(repetition == 0) if leaf.max_repetition else None
+    count = len(begins) if begins is not None else len(definition)
+    for row in rows:
+        k = row - first
+        if not 0 <= k < count:
+            continue
+        if begins is None:
+            start, end = k, k + 1
+        else:
+            start = int(begins[k])
+            end = int(begins[k + 1]) if k + 1 < count else len(definition)
+        before = int(np.count_nonzero(stored[:start]))
+        entries = into.setdefault(row, [])
+        for level in definition[start:end].tolist():
+            if level == leaf.max_definition:
+                entries.append((level, values[before]))
+                before += 1
+            else:
+                entries.append((level, None))
 
 
 # --- rows as pyarrow gives them -----------------------------------------------------------------

@@ -290,6 +290,8 @@ def varint(data: bytes | memoryview, position: int) -> tuple[int, int]:
 def skip_compact(data: bytes | memoryview, position: int, kind: int, depth: int) -> int:
     """The position after one compact-protocol value of type ``kind`` at ``position``.
 
+    Integers and strings inside structs and lists are skipped in place (most of a footer).
+
     :raises ValueError: the value runs past the end of ``data`` or nests too deeply.
     """
     if depth > 64 or position >= len(data):
@@ -299,7 +301,9 @@ def skip_compact(data: bytes | memoryview, position: int, kind: int, depth: int)
     if kind == _T_BYTE:
         return position + 1
     if kind in (_T_I16, _T_I32, _T_I64):
-        return varint(data, position)[1]
+        while data[position] & 0x80:
+            position += 1
+        return position + 1
     if kind == _T_DOUBLE:
         return position + 8
     if kind == _T_BINARY:
@@ -315,13 +319,16 @@ def skip_compact(data: bytes | memoryview, position: int, kind: int, depth: int)
             size, position = varint(data, position)
         if size > len(data) - position:  # every element takes a byte at least
             raise ValueError("list longer than the footer")
+        if element in (_T_TRUE, _T_FALSE, _T_BYTE):  # a list's booleans take a byte each
+            return position + size
+        if element in (_T_I16, _T_I32, _T_I64):
+            for _ in range(size):
+                while data[position] & 0x80:
+                    position += 1
+                position += 1
+            return position
         for _ in range(size):
-            # A list's booleans take a byte each.
-            position = (
-                position + 1
-                if element in (_T_TRUE, _T_FALSE)
-                else skip_compact(data, position, element, depth + 1)
-            )
+            position = skip_compact(data, position, element, depth + 1)
         return position
     if kind == _T_MAP:
         size, position = varint(data, position)
@@ -341,6 +348,14 @@ def skip_compact(data: bytes | memoryview, position: int, kind: int, depth: int)
             if header == _T_STOP:
                 return position
             if header >> 4 == 0:  # a field id of its own follows
-                position = varint(data, position)[1]
-            position = skip_compact(data, position, header & 0x0F, depth + 1)
+                while data[position] & 0x80:
+                    position += 1
+                position += 1
+            field_kind = header & 0x0F
+            if field_kind in (_T_I16, _T_I32, _T_I64):
+                while data[position] & 0x80:
+                    position += 1
+                position += 1
+            elif field_kind not in (_T_TRUE, _T_FALSE):
+                position = skip_compact(data, position, field_kind, depth + 1)
     raise ValueError(f"unknown compact type {kind}")
