@@ -23,7 +23,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from airflow_delta_provider.core.page_scan import codec_of, decompressed, read_page_header, read_struct
+from airflow_delta_provider.core.page_scan import (
+    codec_of,
+    decompressed,
+    read_page_header,
+    read_struct,
+    varint,
+)
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
@@ -349,7 +355,7 @@ def _page_locations(data: bytes) -> list[tuple[int, int, int]]:
     header = data[1]
     count, position = header >> 4, 2
     if count == 15:
-        count, position = _uvarint(memoryview(data), 2)
+        count, position = varint(memoryview(data), 2)
     if header & 0x0F != 12:  # of structs
         raise Unreadable("offset index")
     locations: list[tuple[int, int, int]] = []
@@ -359,14 +365,7 @@ def _page_locations(data: bytes) -> list[tuple[int, int, int]]:
         position += 1
         fields = []
         for follows in (0x15, 0x16, 0x00):
-            raw = shift = 0
-            while True:
-                byte = data[position]
-                position += 1
-                raw |= (byte & 0x7F) << shift
-                if byte < 0x80:
-                    break
-                shift += 7
+            raw, position = varint(data, position)
             fields.append((raw >> 1) ^ -(raw & 1))
             if data[position] != follows:
                 return _page_locations_slowly(data)
@@ -391,7 +390,7 @@ def _null_pages(data: bytes) -> np.ndarray:
         raise Unreadable("column index")
     count, position = data[1] >> 4, 2
     if count == 15:
-        count, position = _uvarint(memoryview(data), 2)
+        count, position = varint(memoryview(data), 2)
     flags = np.frombuffer(data, np.uint8, count, position)
     if not np.isin(flags, (0, 1, 2)).all():
         raise Unreadable("column index")
@@ -463,7 +462,7 @@ def _hybrid(data: memoryview, width: int, count: int) -> np.ndarray:
     position = 0
     value_bytes = (width + 7) // 8
     while total < count:
-        header, position = _uvarint(data, position)
+        header, position = varint(data, position)
         if header & 1:  # bit-packed: groups of 8 values
             groups = header >> 1
             size = groups * width
@@ -484,19 +483,6 @@ def _hybrid(data: memoryview, width: int, count: int) -> np.ndarray:
         parts.append(values)
         total += len(values)
     return np.concatenate(parts)[:count].astype(np.int32)
-
-
-def _uvarint(data: memoryview, position: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[position]
-        position += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, position
-        shift += 7
-        if shift > 35:
-            raise Unreadable("varint too long")
 
 
 def _page(

@@ -166,42 +166,21 @@ def _fixed(data: memoryview, dtype: np.dtype[Any], encoding: int | None, most: A
     return None
 
 
-#: The PageHeader fields that are structs read here: the data, dictionary and v2 data page
-#: headers (their own statistics are skipped).
-_PAGE_HEADERS = frozenset({5, 7, 8})
+#: What a ``PageHeader`` read needs: type, sizes, and the data, dictionary and v2 data page
+#: headers without their statistics.
+_PAGE_HEADER: dict[int, Any] = {
+    1: None,
+    2: None,
+    3: None,
+    5: {1: None, 2: None, 3: None, 4: None},
+    7: {1: None, 2: None},
+    8: {1: None, 2: None, 3: None, 4: None, 5: None, 6: None, 7: None},
+}
 
 
-def read_page_header(
-    data: bytes | memoryview, position: int, nested: frozenset[int] = _PAGE_HEADERS
-) -> tuple[dict[int, Any], int]:
-    """A ``PageHeader`` as ``{field id: value}``: its integers and booleans, and the structs
-    ``nested`` names (read the same way, one level); other fields skipped."""
-    fields: dict[int, Any] = {}
-    field = 0
-    while True:
-        header = data[position]
-        position += 1
-        if header == _T_STOP:
-            return fields, position
-        kind = header & 0x0F
-        if header >> 4:
-            field += header >> 4
-        else:
-            raw, position = varint(data, position)
-            field = (raw >> 1) ^ -(raw & 1)
-        if kind in (_T_I32, _T_I64, _T_I16):
-            raw = data[position]
-            if raw < 0x80:  # one byte: the usual small count, size or enum
-                position += 1
-            else:
-                raw, position = varint(data, position)
-            fields[field] = (raw >> 1) ^ -(raw & 1)
-        elif kind in (_T_TRUE, _T_FALSE):
-            fields[field] = kind == _T_TRUE
-        elif kind == _T_STRUCT and field in nested:
-            fields[field], position = read_page_header(data, position, frozenset())
-        else:
-            position = skip_compact(data, position, kind, 1)
+def read_page_header(data: bytes | memoryview, position: int) -> tuple[dict[int, Any], int]:
+    """A ``PageHeader`` as ``{field id: value}`` (:func:`read_struct`), without statistics."""
+    return read_struct(data, position, _PAGE_HEADER)
 
 
 def read_struct(

@@ -2,35 +2,34 @@
 
 Delta's data skipping reads ``add.stats``: ``numRecords`` and, per column, ``minValues``,
 ``maxValues`` and ``nullCount``. Spark computes them while writing; here the files already
-exist, so they come from the Parquet footer (one ranged read per file, no data read).
+exist, so they come from the Parquet footer (one ranged read per file), and where the footer
+falls short from the values of those columns alone.
 
 The rule is that no reader can misread them. A file's ``minValues`` / ``maxValues`` hold
 exact bounds for **every** stats column that has values and a type bounds exist for, or the
 file has no ``minValues`` / ``maxValues`` at all (``numRecords`` and ``nullCount`` stay: they
-are exact). Leaving out only the columns without bounds is not enough: a ``nullCount``
-without bounds is read by delta-rs 1.6 as "no value can match" (it skipped Spark's INT96
-timestamps for ``ts = X``), and its pyarrow reader turns any stats column missing from
-``minValues`` into ``col >= null``, which skips the file for every filter on that column.
-Exact bounds are:
+are exact). Leaving out only the columns without bounds is not enough: delta-rs 1.6's pyarrow
+reader turns a stats column missing from ``minValues`` (or null there) into ``col >= null``,
+which skips the file for every filter on that column, and reads bounds without a ``nullCount``
+as "no nulls" (docs/write-api.md has the tested table). Exact bounds are:
 
 * integers, decimals, dates, booleans: the footer's min/max, when every row group that
   holds a value has them;
 * strings: truncated the way Delta does (``truncateMinStringAgg`` /
   ``truncateMaxStringAgg``, prefix 32); a maximum that cannot be truncated has none;
 * timestamps: milliseconds (Delta's precision), the minimum rounded down and the maximum
-  rounded **up**, so both stay bounds of microsecond values; INT96 (Spark's default) has
-  none (its footer order is undefined and Spark writes no INT96 statistics);
-* floats and doubles: only from writers that put NaN into the footer's min/max (Spark's
-  parquet-mr / parquet-java, whose order puts NaN above every number, as Spark's does) and
-  only when both are finite. Other writers (Arrow, and so pyarrow, polars, delta-rs) leave
-  NaN out without counting it, so their float bounds may hide a NaN and are not used;
+  rounded **up**, so both stay bounds of microsecond values; INT96 (Spark's default), whose
+  footer keeps no bounds, from its values (:mod:`.page_scan`), with the footer's null count;
+* floats and doubles: from writers that put NaN into the footer's min/max (Spark's parquet-mr
+  / parquet-java, whose order puts NaN above every number, as Spark's does) when both are
+  finite. Other writers (Arrow, and so pyarrow, polars, delta-rs) leave NaN out without
+  counting it: their float columns' values are read, and the footer's bounds kept only when
+  none is NaN;
 * never for binaries, nor for columns inside arrays and maps (the footer counts null
   *elements* there, not null arrays): no reader expects bounds for them.
 
-No data is read for statistics: a file whose bounds are not all exact just loses data
-skipping. To keep it, write ``TIMESTAMP_MICROS`` from Spark
-(``spark.sql.parquet.outputTimestampType``), or list the columns worth skipping on in
-``delta.dataSkippingStatsColumns``.
+Only those float and INT96 columns' pages are ever read, none of the other columns' data: a
+file whose bounds are not all exact just loses data skipping.
 
 Which columns get statistics follows ``delta.dataSkippingStatsColumns`` or else the first
 ``delta.dataSkippingNumIndexedCols`` (default 32, ``-1`` for all) leaf columns of the
