@@ -11,7 +11,9 @@ assembled as pyarrow's ``to_pylist(maps_as_pydicts="lossy")`` gives them.
 
 Anything else (no offset index, an encoding, type or nesting not handled here, a damaged page)
 gives None, and the caller decodes the column with pyarrow as before: this is a shortcut, never
-a second opinion.
+a second opinion. The rows are found by the field every action of the kind has (:data:`KEYS`):
+an action whose key is null (a corrupt checkpoint; it names nothing) is not seen here, where
+the pyarrow route refuses the checkpoint.
 """
 
 from __future__ import annotations

@@ -206,3 +206,20 @@ def test_the_small_state_of_a_large_row_group_is_read_page_by_page(tmp_path, mon
     after = replay.read_checkpoint_small_actions(storage, checkpoint)
     assert after == before
     assert ("protocol", True) in routes and ("metaData", True) in routes and ("txn", True) in routes
+
+
+def test_rows_are_found_by_the_action_key(tmp_path):
+    """The key field (here txn.appId) finds the rows: a txn whose appId is null names no
+    application and is not returned; every txn with its key is, whatever else is null."""
+    path = tmp_path / "c.parquet"
+    keyless = {"appId": None, "version": 9, "lastUpdated": None}
+    _checkpoint(
+        path,
+        3_000,
+        {"txn": [(10, {"appId": "a", "version": 1, "lastUpdated": None}), (2_000, keyless)]},
+        max_rows_per_page=100,
+    )
+    parquet = pq.ParquetFile(path)
+    rows = CheckpointPages(open_store(str(tmp_path)), str(path), parquet).action_rows("txn", 0)
+    assert rows == [(10, {"appId": "a", "version": 1, "lastUpdated": None})]
+    assert [row for row, _ in _by_pyarrow(parquet, "txn")] == [10, 2_000]  # pyarrow sees both
