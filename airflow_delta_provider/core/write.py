@@ -303,6 +303,7 @@ def commit_files(
             [(f.path, f.relative_path, v) for f, v in zip(data_files, values_per_file, strict=True)],
             table_metadata,
             new_schema,
+            mapping=mapping,
         )
     identity_schema = checked_identity_schema(
         table_metadata,
@@ -310,6 +311,7 @@ def commit_files(
         store,
         [f.path for f in data_files],
         options.identity_generated,
+        mapping=mapping,
     )
     if identity_schema is not None:
         if table_metadata is metadata:  # only the high-water marks change: Delta tags it
