@@ -233,13 +233,7 @@ def read_value(
     if kind == _T_STRUCT:
         return read_struct(data, position, spec, depth)
     if kind in (_T_LIST, _T_SET):
-        header = data[position]
-        position += 1
-        size, element = header >> 4, header & 0x0F
-        if size == 15:
-            size, position = varint(data, position)
-        if size > len(data) - position:
-            raise ValueError("list longer than the data")
+        size, element, position = _list_header(data, position)
         items = []
         for _ in range(size):
             if element in (_T_TRUE, _T_FALSE):
@@ -250,6 +244,18 @@ def read_value(
                 items.append(item)
         return items, position
     return None, skip_compact(data, position, kind, depth)
+
+
+def _list_header(data: bytes | memoryview, position: int) -> tuple[int, int, int]:
+    """A compact-protocol list's size and element type, and the position of its first element."""
+    header = data[position]
+    position += 1
+    size, element = header >> 4, header & 0x0F
+    if size == 15:
+        size, position = varint(data, position)
+    if size > len(data) - position:  # every element takes a byte at least
+        raise ValueError("list longer than the data")
+    return size, element, position
 
 
 def varint(data: bytes | memoryview, position: int) -> tuple[int, int]:
@@ -291,13 +297,7 @@ def skip_compact(data: bytes | memoryview, position: int, kind: int, depth: int)
             raise ValueError("binary past the end")
         return position + length
     if kind in (_T_LIST, _T_SET):
-        header = data[position]
-        position += 1
-        size, element = header >> 4, header & 0x0F
-        if size == 15:
-            size, position = varint(data, position)
-        if size > len(data) - position:  # every element takes a byte at least
-            raise ValueError("list longer than the footer")
+        size, element, position = _list_header(data, position)
         if element in (_T_TRUE, _T_FALSE, _T_BYTE):  # a list's booleans take a byte each
             return position + size
         if element in (_T_I16, _T_I32, _T_I64):
