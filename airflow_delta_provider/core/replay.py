@@ -5,7 +5,8 @@ The replay runs in two layers, each only as far as a question needs:
 - **Small state** (:func:`replay_small_state`): protocol, metadata, txns and domain
   metadata. The checkpoint contributes only its ``protocol``, ``metaData``, ``txn``,
   ``domainMetadata`` and ``sidecar`` columns (row groups whose statistics say a column
-  is all null are not even read); the commits after it are read whole, but their
+  is all null are not even read; in large row groups, only the pages holding the actions:
+  :mod:`.checkpoint_pages`); the commits after it are read whole, but their
   ``add``/``remove`` lines are kept as raw text and not parsed. This is what every
   commit and every sensor poke asks, and it never touches the add rows.
 - **File state** (:func:`replay_files`): the active files and the tombstones. The
