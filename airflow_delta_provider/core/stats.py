@@ -418,29 +418,73 @@ def _leaf_values(
                     chunks.append(tail[start - offset : start - offset + length])
                 else:
                     chunks.append(None)
-    missing = [index for index, chunk in enumerate(chunks) if chunk is None]
-    if missing:
-        read = storage.read_ranges(
-            [paths[requests[i][0]] for i in missing],
-            [starts[i] for i in missing],
-            [lengths[i] for i in missing],
-            max_workers=workers,
-        )
-        for index, got in zip(missing, read, strict=True):
-            chunks[index] = got
     found: list[dict[int, list[np.ndarray] | None]] = [{at: [] for at, _ in leaves} for leaves in wanted]
-    for (file, position, leaf, codec), length, chunk in zip(requests, lengths, chunks, strict=True):
-        if not isinstance(chunk, bytes) or len(chunk) != length:
-            reason = chunk if isinstance(chunk, Exception) else "it is shorter than its footer says"
-            raise _unreadable(storage, paths[file], reason)
-        parts = found[file][position]
-        if parts is not None:
-            values = chunk_values(chunk, leaf.physical or "", codec, *leaf.levels)
-            if values is None:
-                found[file][position] = None
-            else:
-                parts.extend(values)
+    # Read in batches of at most VALUE_BATCH_BYTES, each chunk reduced to what the bounds need as
+    # soon as it is decoded: large files' float columns are never all held at once.
+    batch: list[int] = []
+    size = 0
+    for index in range(len(requests) + 1):
+        if index == len(requests) or (batch and size + lengths[index] > VALUE_BATCH_BYTES):
+            _read_missing(storage, paths, requests, starts, lengths, chunks, batch, workers)
+            for at in batch:
+                file, position, leaf, codec = requests[at]
+                chunk, chunks[at] = chunks[at], None
+                if not isinstance(chunk, bytes) or len(chunk) != lengths[at]:
+                    reason = chunk if isinstance(chunk, Exception) else "it is shorter than its footer says"
+                    raise _unreadable(storage, paths[file], reason)
+                parts = found[file][position]
+                if parts is not None:
+                    values = chunk_values(chunk, leaf.physical or "", codec, *leaf.levels)
+                    if values is None:
+                        found[file][position] = None
+                    else:
+                        parts.extend(_reduced(array, leaf.int96) for array in values)
+            batch, size = [], 0
+        if index < len(requests):
+            batch.append(index)
+            size += lengths[index]
     return found
+
+
+#: The most bytes of column chunks :func:`_leaf_values` holds at a time.
+VALUE_BATCH_BYTES = 64 * 1024 * 1024
+
+
+def _read_missing(
+    storage: LogStore,
+    paths: list[str],
+    requests: list[tuple[int, int, _Leaf, str]],
+    starts: list[int],
+    lengths: list[int],
+    chunks: list[bytes | Exception | None],
+    batch: list[int],
+    workers: int,
+) -> None:
+    """Read the chunks of ``batch`` that the tails did not hold, into ``chunks``."""
+    missing = [index for index in batch if chunks[index] is None]
+    if not missing:
+        return
+    read = storage.read_ranges(
+        [paths[requests[i][0]] for i in missing],
+        [starts[i] for i in missing],
+        [lengths[i] for i in missing],
+        max_workers=workers,
+    )
+    for index, got in zip(missing, read, strict=True):
+        chunks[index] = got
+
+
+def _reduced(values: np.ndarray, int96: bool) -> np.ndarray:
+    """What the bounds need of a page's values: a NaN if it holds one (floats); its least and
+    greatest value (INT96: by day, then nanosecond)."""
+    if not int96:
+        nan: np.ndarray = values[np.isnan(values)][:1]
+        return nan
+    days, nanos = values["days"], values["nanos"]
+    first = np.flatnonzero(days == days.min())
+    last = np.flatnonzero(days == days.max())
+    extremes: np.ndarray = values[[first[np.argmin(nanos[first])], last[np.argmax(nanos[last])]]]
+    return extremes
 
 
 def _unreadable(storage: LogStore, path: str, reason: object) -> InvalidDataFileError:

@@ -577,3 +577,32 @@ def test_local_tails_grow_to_the_footers_seen(tmp_path, monkeypatch):
     assert all(length >= footer + 8 for length in reads[8:])
     expected = [stats_module.footer_info(pq.read_metadata(p), columns) for p in paths]
     assert [i.stats for i in infos] == [e.stats for e in expected]
+
+
+def test_values_are_read_in_bounded_batches_with_the_same_stats(tmp_path, monkeypatch):
+    """However small the batches of column chunks held at once, the stats are the same."""
+    from airflow_delta_provider.core import stats as stats_module
+
+    paths = []
+    for index in range(5):
+        values = [index + 0.5, None, -index - 0.25] if index != 3 else [1.0, float("nan"), 2.0]
+        pq.write_table(pa.table({"i": [index] * 3, "f": values}), tmp_path / f"{index}.parquet")
+        paths.append(str(tmp_path / f"{index}.parquet"))
+    storage = open_store(str(tmp_path))
+    columns = [("i",), ("f",)]
+    whole = [f.stats for f in read_footers(storage, paths, stats_columns=columns)]
+    monkeypatch.setattr(stats_module, "VALUE_BATCH_BYTES", 1)
+    assert [f.stats for f in read_footers(storage, paths, stats_columns=columns)] == whole
+    assert ["minValues" in json.loads(s) for s in whole] == [True, True, True, False, True]
+
+
+def test_int96_pages_are_reduced_to_their_extremes():
+    from airflow_delta_provider.core.page_scan import DTYPES
+    from airflow_delta_provider.core.stats import _int96_bounds, _reduced
+
+    same_day = np.array([(5, 2_460_000), (1, 2_460_000), (9, 2_460_000)], DTYPES["INT96"])
+    spread = np.array([(9, 2_459_999), (1, 2_460_001), (0, 2_460_001), (7, 2_459_999)], DTYPES["INT96"])
+    for values in (same_day, spread):
+        assert _int96_bounds(_reduced(values, True)) == _int96_bounds(values)
+    assert _reduced(np.array([1.0, float("nan"), 2.0]), False).size == 1
+    assert _reduced(np.array([1.0, 2.0]), False).size == 0
