@@ -78,6 +78,7 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
             "vacuum.result",
             "vacuum.retention",
             "optimize",
+            "restore",
             "vacuum.distributed",
         },
     ),
