@@ -84,6 +84,7 @@ __all__ = [
     "commit_restore",
     "find_tagged_commits",
     "plan_restore",
+    "recorded_restore",
     "restore",
 ]
 
@@ -165,7 +166,8 @@ class RestoreResult:
     :param version: the version holding the restore; when nothing was committed, the current
         version (``reason="no_op"``) or the version that recorded ``app_id`` at ``app_version``
         (``reason="already_committed"``).
-    :param restored_version: the version whose state the table has (or had) after the restore.
+    :param restored_version: the version whose state the table has (or had) after the restore;
+        None only when an earlier restore's commit can no longer be read.
     :param committed: whether this call committed.
     :param reason: None for a commit; ``no_op`` or ``already_committed``.
     :param metrics: Delta's RESTORE ``operationMetrics`` (of the recorded commit when already
@@ -174,7 +176,7 @@ class RestoreResult:
     """
 
     version: int
-    restored_version: int
+    restored_version: int | None
     committed: bool
     reason: str | None = None
     metrics: Mapping[str, int] = field(default_factory=dict)
@@ -236,14 +238,7 @@ def restore(
     transaction = OptimisticTransaction(store, read_snapshot=latest, properties=options)
     done = transaction.already_committed(RESTORE)
     if done is not None:
-        return RestoreResult(
-            version=done.version,
-            restored_version=_target_version(latest, options),
-            committed=False,
-            reason=done.reason,
-            metrics=_recorded_metrics(store, done),
-            commit=done,
-        )
+        return recorded_restore(latest, done)
     target_version = _target_version(latest, options)
     if target_version == latest.version:
         log.info(
@@ -294,22 +289,34 @@ def _lower_first(err: Exception) -> str:
     return text[:1].lower() + text[1:]
 
 
-def _recorded_metrics(store: LogStore, done: CommitResult) -> dict[str, int]:
-    """The operationMetrics of the commit that recorded an earlier restore (empty when unreadable)."""
-    if not done.version_exact:
-        return {}
-    try:
-        info = commit_info(store, done.version) or {}
-    except VersionNotFoundError:
-        return {}
-    metrics = info.get("operationMetrics") or {}
-    out = {}
-    for key, value in metrics.items():
+def recorded_restore(latest: Snapshot, done: CommitResult) -> RestoreResult:
+    """The result of a restore an earlier call committed (``done``: the table holds its ``app_id`` at
+    ``app_version``): its version, and the restored version and metrics its commitInfo records
+    (None and empty when that commit can no longer be read)."""
+    info: dict[str, Any] = {}
+    if done.version_exact:
+        info = commit_info(latest.storage, done.version) or {}
+    metrics = {}
+    for key, value in (info.get("operationMetrics") or {}).items():
+        if isinstance(value, int | str) and str(value).lstrip("-").isdigit():
+            metrics[str(key)] = int(value)
+    parameters = info.get("operationParameters") or {}
+    restored: int | None = None
+    if str(parameters.get("version", "")).isdigit():
+        restored = int(parameters["version"])
+    elif parameters.get("timestamp") is not None:
         try:
-            out[str(key)] = int(value)
-        except (TypeError, ValueError):
-            continue
-    return out
+            restored = version_at(latest, str(parameters["timestamp"])).version
+        except (ValueError, VersionNotFoundError):
+            restored = None
+    return RestoreResult(
+        version=done.version,
+        restored_version=restored,
+        committed=False,
+        reason=done.reason,
+        metrics=metrics,
+        commit=done,
+    )
 
 
 # --- retention -----------------------------------------------------------------------------
@@ -545,13 +552,13 @@ def commit_restore(
             plan.metrics["numRemovedFiles"],
             plan.metrics["removedFilesSize"],
         )
-    metrics = dict(plan.metrics) if result.committed else _recorded_metrics(store, result)
+    if not result.committed:  # a concurrent commit recorded this restore's app_id already
+        return recorded_restore(latest, result)
     return RestoreResult(
         version=result.version,
         restored_version=plan.target.version,
-        committed=result.committed,
-        reason=result.reason,
-        metrics=metrics,
+        committed=True,
+        metrics=dict(plan.metrics),
         commit=result,
     )
 
