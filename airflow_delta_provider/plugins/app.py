@@ -32,6 +32,7 @@ from airflow_delta_provider.hooks.delta import DeltaTableHook
 from airflow_delta_provider.plugins.tables import (
     MAX_HISTORY,
     interval,
+    restore_target,
     table_health,
     table_history,
     table_maintenance,
@@ -357,3 +358,19 @@ def connection_maintenance(
     table, uri = _connection_table(session, connection_id)
     every = _vacuum_interval(vacuum_interval)
     return _read(uri, lambda: {"table": uri, **table_maintenance(table, every)})
+
+
+@app.get("/api/assets/{asset_id}/restore-target", dependencies=_ASSET)
+def asset_restore_target(asset_id: int, session: SessionDep, dag_id: str, run_id: str) -> Response:
+    """The version before a run's first commit to the table (what a restore "before that run" restores)."""
+    asset = _asset(session, asset_id)
+    return _read(
+        asset.uri,
+        lambda: {"table": asset.uri, **restore_target(_open_location(session, asset.uri), dag_id, run_id)},
+    )
+
+
+@app.get("/api/connections/{connection_id}/restore-target", dependencies=_CONNECTION)
+def connection_restore_target(connection_id: str, session: SessionDep, dag_id: str, run_id: str) -> Response:
+    table, uri = _connection_table(session, connection_id)
+    return _read(uri, lambda: {"table": uri, **restore_target(table, dag_id, run_id)})
