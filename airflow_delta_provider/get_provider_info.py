@@ -38,6 +38,7 @@ def get_provider_info() -> dict[str, Any]:
                     "/docs/operators.md",
                     "/docs/sensors-and-triggers.md",
                     "/docs/maintenance.md",
+                    "/docs/lifecycle.md",
                 ],
                 "tags": ["software"],
             }

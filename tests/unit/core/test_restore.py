@@ -744,6 +744,32 @@ def test_a_winner_that_changed_nothing_the_restore_read_is_retried_past(tmp_path
     assert table.snapshot().app_transaction_version("another-app") == 1
 
 
+def test_an_optimize_racing_a_restore_refuses_it_only_when_it_rewrote_files_the_restore_removes(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "t"
+    table = DeltaTable.create(str(root), SCHEMA, partition_by=["p"])
+    table.commit_files([write_file(root, "p=a/f1.parquet", [1])])
+    for n in range(3):
+        table.commit_files([write_file(root, f"p=b/g{n}.parquet", [10 + n])])
+    target = table.version()
+    replacement = [write_file(root, "p=a/f3.parquet", [100]), write_file(root, "p=a/f4.parquet", [101])]
+    table.commit_files(replacement, mode="overwrite", replace_where="p = 'a'")
+    options = RestoreOptions(target)
+
+    plan = plan_restore(table.snapshot(), table.snapshot(target), options)
+    assert table.optimize(partition_filter="p = 'a'").committed  # compacts files the restore removes
+    with pytest.raises(ConcurrentWriteError, match="OPTIMIZE"):
+        commit_restore(plan, options)
+
+    plan = plan_restore(table.snapshot(), table.snapshot(target), options)
+    assert table.optimize(partition_filter="p = 'b'").committed  # compacts only files the restore keeps
+    result = commit_restore(plan, options)
+
+    assert result.committed and result.commit is not None and result.commit.attempts == 2
+    assert rows(table) == rows(table, target)
+
+
 def test_a_winner_that_set_the_same_domain_refuses_the_restore(tmp_path: Path) -> None:
     root = tmp_path / "t"
     table = clustered_log(root, [[clustering("id")], [clustering()]])
