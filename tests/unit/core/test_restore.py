@@ -744,6 +744,58 @@ def test_a_winner_that_changed_nothing_the_restore_read_is_retried_past(tmp_path
     assert table.snapshot().app_transaction_version("another-app") == 1
 
 
+def _append_many(root: str, first: int, count: int, results: Any) -> None:
+    table = DeltaTable(root)
+    for n in range(first, first + count):
+        results.put(
+            ("append", table.commit_files([write_file(Path(root), f"p=x/a{n}.parquet", [n])]).version, n)
+        )
+
+
+def _restore_until_it_lands(root: str, target: int, results: Any) -> None:
+    refused = 0
+    while True:
+        try:
+            results.put(("restore", DeltaTable(root).restore(target).version, refused))
+            return
+        except ConcurrentWriteError:
+            refused += 1
+
+
+def test_a_restore_racing_appends_in_other_processes_undoes_exactly_what_came_before_it(
+    tmp_path: Path,
+) -> None:
+    """Two processes append 15 files each while a third restores version 2 (retrying each refusal).
+    Whatever the interleaving, the table ends as version 2 plus exactly the appends committed
+    after the restore: no append before it survives, none after it is lost."""
+    import multiprocessing
+
+    root = tmp_path / "t"
+    table = partitioned(root)
+    results: Any = multiprocessing.Queue()
+    appenders = [
+        multiprocessing.Process(target=_append_many, args=(str(root), first, 15, results))
+        for first in (1000, 2000)
+    ]
+    restorer = multiprocessing.Process(target=_restore_until_it_lands, args=(str(root), 2, results))
+    for process in [*appenders, restorer]:
+        process.start()
+    for process in [*appenders, restorer]:
+        process.join(timeout=300)
+        assert process.exitcode == 0
+    outcomes = [results.get(timeout=10) for _ in range(31)]
+
+    [(_, restored_at, refused)] = [o for o in outcomes if o[0] == "restore"]
+    appends = {version: n for kind, version, n in outcomes if kind == "append"}
+    assert len(appends) == 30 and restored_at not in appends
+    after = sorted((n, f"n{n}", "x") for version, n in appends.items() if version > restored_at)
+    assert rows(table) == sorted([*rows(table, 2), *after], key=repr)
+    assert table.version() == 3 + 31
+    # A refused attempt committed nothing: the restore is the one RESTORE commit of the log.
+    restores = [v for v in range(4, 35) if of("commitInfo", actions(root, v))[0]["operation"] == "RESTORE"]
+    assert restores == [restored_at], f"{refused} refused attempts"
+
+
 def test_an_optimize_racing_a_restore_refuses_it_only_when_it_rewrote_files_the_restore_removes(
     tmp_path: Path,
 ) -> None:
