@@ -16,6 +16,7 @@ import pytest
 from deltalake import DeltaTable as RsDeltaTable
 
 from airflow_delta_provider.core import DeltaTable
+from airflow_delta_provider.operators.commit import RunIdentity
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -33,43 +34,18 @@ def rollback_dag(load_example: Callable[[str], ModuleType]) -> ModuleType:
 
 
 def ingest(root: Path, run_id: str, ids: list[int]) -> None:
-    """One run of ``delta_daily_ingest`` committing with the provider's commit operator."""
-    from airflow.sdk.execution_time.context import OutletEventAccessors
-    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
-
-    from airflow_delta_provider.operators.commit import DeltaCommitOperator
-
+    """One run of ``delta_daily_ingest``: its file committed with the run identity the provider's
+    commit operators record (``RunIdentity.tags``)."""
     landing = f"landing-{uuid.uuid4().hex[:8]}"
     (root / landing).mkdir(parents=True)
     pq.write_table(pa.table({"event_id": pa.array(ids, pa.int64())}), root / landing / "part-0.parquet")
-    op = DeltaCommitOperator(task_id="ingest_events", table_uri=str(root), prefix=landing)
-    ti = RuntimeTaskInstance.model_construct(
-        id=uuid.uuid4(),
-        dag_id="delta_daily_ingest",
-        task_id=op.task_id,
-        run_id=run_id,
-        map_index=-1,
-        try_number=1,
-        max_tries=0,
-        task=op,
-    )
-    op.execute({"ti": ti, "task": op, "outlet_events": OutletEventAccessors()})
+    identity = RunIdentity("delta_daily_ingest", "ingest_events", run_id, -1, 1, 1)
+    DeltaTable(str(root)).commit_files(prefix=landing, tags=identity.tags())
 
 
-def xcom(dag_run: Any, task_id: str) -> Any:
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        rows = session.scalars(
-            XComModel.get_many(
-                run_id=dag_run.run_id, dag_ids=dag_run.dag_id, task_ids=task_id, key="return_value"
-            )
-        ).all()
-        return XComModel.deserialize_value(rows[-1]) if rows else None
-
-
-def test_a_bad_run_is_rolled_back_in_one_restore_commit(rollback_dag: ModuleType) -> None:
+def test_a_bad_run_is_rolled_back_in_one_restore_commit(
+    rollback_dag: ModuleType, xcom_value: Callable[..., Any]
+) -> None:
     events = Path(rollback_dag.EVENTS_TABLE)
     for run_id, ids in zip(RUNS, ([1, 2], [3], [4, 5]), strict=True):
         ingest(events, run_id, ids)
@@ -78,7 +54,7 @@ def test_a_bad_run_is_rolled_back_in_one_restore_commit(rollback_dag: ModuleType
     dag_run = rollback_dag.dag.test(run_conf={"bad_run_id": RUNS[1]})
 
     assert str(dag_run.state) == "success"
-    result = xcom(dag_run, "restore_before_bad_run")
+    result = xcom_value(dag_run, "restore_before_bad_run")
     assert (result["committed"], result["version"], result["restored_version"]) == (True, 3, 0)
     assert result["before_run"]["versions"] == [1] and result["num_removed_files"] == 2
     assert sorted(RsDeltaTable(str(events)).to_pyarrow_table()["event_id"].to_pylist()) == [1, 2]

@@ -341,6 +341,17 @@ def test_the_protocol_is_never_downgraded_and_the_target_metadata_comes_back(tmp
     assert not of("add", committed) and not of("remove", committed)
 
 
+#: The writer features a legacy (2, 5) protocol implies.
+WRITER_2_5 = (
+    "appendOnly",
+    "invariants",
+    "checkConstraints",
+    "changeDataFeed",
+    "generatedColumns",
+    "columnMapping",
+)
+
+
 @pytest.mark.parametrize(
     ("protocols", "expected"),
     [
@@ -361,17 +372,7 @@ def test_the_protocol_is_never_downgraded_and_the_target_metadata_comes_back(tmp
                 2,
                 7,
                 None,
-                frozenset(
-                    {
-                        "timestampNtz",
-                        "appendOnly",
-                        "invariants",
-                        "checkConstraints",
-                        "changeDataFeed",
-                        "generatedColumns",
-                        "columnMapping",
-                    }
-                ),
+                frozenset({"timestampNtz", *WRITER_2_5}),
             ),
         ),
         (
@@ -380,17 +381,7 @@ def test_the_protocol_is_never_downgraded_and_the_target_metadata_comes_back(tmp
                 3,
                 7,
                 frozenset({"deletionVectors", "columnMapping"}),
-                frozenset(
-                    {
-                        "deletionVectors",
-                        "appendOnly",
-                        "invariants",
-                        "checkConstraints",
-                        "changeDataFeed",
-                        "generatedColumns",
-                        "columnMapping",
-                    }
-                ),
+                frozenset({"deletionVectors", *WRITER_2_5}),
             ),
         ),
     ],

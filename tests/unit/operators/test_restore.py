@@ -16,8 +16,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from airflow.sdk import Asset
-from airflow.sdk.execution_time.context import OutletEventAccessors
-from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.errors import RestoreMissingFilesError, TaggedCommitsNotFoundError
@@ -26,39 +24,19 @@ from airflow_delta_provider.operators.commit import DeltaCommitOperator
 from airflow_delta_provider.operators.restore import DeltaRestoreOperator
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
+
+    #: ``context_for(op, **fields)``: the context of one try of ``op``'s task instance.
+    ContextFor = Callable[..., dict[str, Any]]
 
 RUN_1 = "scheduled__2026-11-01T00:00:00+00:00"
 RUN_2 = "scheduled__2026-11-02T00:00:00+00:00"
 RUN_3 = "scheduled__2026-11-03T00:00:00+00:00"
 
 
-def context_for(
-    op: Any,
-    *,
-    run_id: str = RUN_1,
-    try_number: int = 1,
-    max_tries: int | None = None,
-    dag_id: str = "rollback",
-    logical_date: datetime | None = None,
-) -> dict[str, Any]:
-    ti = RuntimeTaskInstance.model_construct(
-        id=uuid.uuid4(),
-        dag_id=dag_id,
-        task_id=op.task_id,
-        run_id=run_id,
-        map_index=-1,
-        try_number=try_number,
-        max_tries=op.retries if max_tries is None else max_tries,
-        task=op,
-    )
-    context = {"ti": ti, "task": op, "outlet_events": OutletEventAccessors(), "run_id": run_id}
-    if logical_date is not None:
-        context["logical_date"] = logical_date
-    return context
-
-
 def ingest(
+    context_for: ContextFor,
     root: Path,
     run_id: str,
     ids: list[int],
@@ -90,15 +68,29 @@ def restore_op(root: Path, **kwargs: Any) -> DeltaRestoreOperator:
 
 
 @pytest.fixture
-def table(tmp_path: Path) -> Path:
+def context_for(task_context: ContextFor) -> ContextFor:
+    """The shared ``task_context`` with this module's defaults: a run of the rollback DAG, its
+    first try (``max_tries`` as the scheduler sets it before any clear)."""
+
+    def make(op: Any, **kwargs: Any) -> dict[str, Any]:
+        kwargs.setdefault("dag_id", "rollback")
+        kwargs.setdefault("run_id", RUN_1)
+        kwargs.setdefault("max_tries", op.retries)
+        return task_context(op, **kwargs)
+
+    return make
+
+
+@pytest.fixture
+def table(tmp_path: Path, context_for: ContextFor) -> Path:
     """Three ingest runs: version 0 (run 1), 1 (run 2), 2 (run 3)."""
     root = tmp_path / "events"
     for run, rows in ((RUN_1, [1]), (RUN_2, [2]), (RUN_3, [3])):
-        ingest(root, run, rows)
+        ingest(context_for, root, run, rows)
     return root
 
 
-def test_restore_by_version_reports_and_emits_the_restore(table: Path) -> None:
+def test_restore_by_version_reports_and_emits_the_restore(table: Path, context_for: ContextFor) -> None:
     op = restore_op(table, version=0)
     assert op.outlets == [Asset(uri=f"file://{table}")]
     context = context_for(op)
@@ -130,7 +122,7 @@ def test_restore_by_version_reports_and_emits_the_restore(table: Path) -> None:
 
 
 def test_a_retry_after_the_restore_landed_reads_no_file_list_and_commits_nothing(
-    table: Path, monkeypatch: pytest.MonkeyPatch
+    table: Path, context_for: ContextFor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     op = restore_op(table, version=0)
     first = op.execute(context_for(op))
@@ -147,11 +139,11 @@ def test_a_retry_after_the_restore_landed_reads_no_file_list_and_commits_nothing
     assert log_listing(table) == listing
 
 
-def test_a_cleared_restore_restores_again(table: Path) -> None:
+def test_a_cleared_restore_restores_again(table: Path, context_for: ContextFor) -> None:
     op = restore_op(table, version=1)
     context = context_for(op)
     op.execute(context)
-    ingest(table, "manual__late", [4])
+    ingest(context_for, table, "manual__late", [4])
     assert ids(table) == [1, 2, 4]
 
     cleared = context_for(op, try_number=2, max_tries=1 + op.retries)
@@ -160,8 +152,10 @@ def test_a_cleared_restore_restores_again(table: Path) -> None:
     assert result["committed"] and result["version"] == 5 and ids(table) == [1, 2]
 
 
-def test_restore_before_a_run_restores_the_version_before_its_first_commit(table: Path) -> None:
-    again = ingest(table, RUN_2, [22], task_id="load_late")  # run 2 writes again later
+def test_restore_before_a_run_restores_the_version_before_its_first_commit(
+    table: Path, context_for: ContextFor
+) -> None:
+    again = ingest(context_for, table, RUN_2, [22], task_id="load_late")  # run 2 writes again later
     assert again == 3
 
     op = restore_op(table, before_run_id=RUN_2, before_dag_id="ingest")
@@ -171,8 +165,8 @@ def test_restore_before_a_run_restores_the_version_before_its_first_commit(table
     assert result["before_run"]["versions"] == [1, 3] and result["before_run"]["version_before"] == 0
 
 
-def test_a_run_id_that_runs_of_two_dags_share_needs_the_dag(table: Path) -> None:
-    ingest(table, RUN_2, [20], dag_id="other")
+def test_a_run_id_that_runs_of_two_dags_share_needs_the_dag(table: Path, context_for: ContextFor) -> None:
+    ingest(context_for, table, RUN_2, [20], dag_id="other")
     listing = log_listing(table)
 
     op = restore_op(table, before_run_id=RUN_2)
@@ -185,7 +179,7 @@ def test_a_run_id_that_runs_of_two_dags_share_needs_the_dag(table: Path) -> None
     assert ids(table) == [1, 2, 3]
 
 
-def test_a_run_that_never_wrote_the_table_is_refused(table: Path) -> None:
+def test_a_run_that_never_wrote_the_table_is_refused(table: Path, context_for: ContextFor) -> None:
     listing = log_listing(table)
     op = restore_op(table, before_run_id="manual__never")
     with pytest.raises(TaggedCommitsNotFoundError, match="manual__never"):
@@ -193,7 +187,7 @@ def test_a_run_that_never_wrote_the_table_is_refused(table: Path) -> None:
     assert log_listing(table) == listing
 
 
-def test_templated_arguments_are_rendered_and_coerced(table: Path) -> None:
+def test_templated_arguments_are_rendered_and_coerced(table: Path, context_for: ContextFor) -> None:
     op = restore_op(table, version="{{ params.v }}", enforce_retention_duration="{{ params.enforce }}")
     context = {**context_for(op), "params": {"v": "1", "enforce": "false"}}
     op.render_template_fields(context)
@@ -210,7 +204,9 @@ def test_templated_arguments_are_rendered_and_coerced(table: Path) -> None:
     assert by_time.execute(context)["restored_version"] == 0 and ids(table) == [1]
 
 
-def test_a_template_that_renders_no_version_is_refused_before_anything_is_read(table: Path) -> None:
+def test_a_template_that_renders_no_version_is_refused_before_anything_is_read(
+    table: Path, context_for: ContextFor
+) -> None:
     listing = log_listing(table)
     op = restore_op(table, version="{{ params.v }}")
     context = {**context_for(op), "params": {"v": None}}
@@ -220,15 +216,17 @@ def test_a_template_that_renders_no_version_is_refused_before_anything_is_read(t
     assert log_listing(table) == listing
 
 
-def test_restoring_the_current_version_commits_nothing(table: Path) -> None:
+def test_restoring_the_current_version_commits_nothing(table: Path, context_for: ContextFor) -> None:
     op = restore_op(table, version=2)
     result = op.execute(context_for(op))
     assert (result["committed"], result["reason"], result["version"]) == (False, "no_op", 2)
 
 
-def test_a_refusal_of_the_core_reaches_the_task_and_leaves_the_table(table: Path) -> None:
+def test_a_refusal_of_the_core_reaches_the_task_and_leaves_the_table(
+    table: Path, context_for: ContextFor
+) -> None:
     first = DeltaTable(str(table)).snapshot(0).files().column("path")[0].as_py()
-    ingest(table, "manual__replace", [9], mode="overwrite")
+    ingest(context_for, table, "manual__replace", [9], mode="overwrite")
     (table / first).unlink()  # as VACUUM would, once the overwrite removed it
     listing = log_listing(table)
     op = restore_op(table, version=0)
@@ -239,7 +237,7 @@ def test_a_refusal_of_the_core_reaches_the_task_and_leaves_the_table(table: Path
     assert log_listing(table) == listing and ids(table) == [9]
 
 
-def test_openlineage_reports_the_restored_table_as_overwritten(table: Path) -> None:
+def test_openlineage_reports_the_restored_table_as_overwritten(table: Path, context_for: ContextFor) -> None:
     op = restore_op(table, version=1)
     result = op.execute(context_for(op))
     (dataset,) = op.get_openlineage_facets_on_complete(None).outputs
