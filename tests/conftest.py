@@ -29,6 +29,9 @@ os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 # Connect server.
 sys.path.insert(0, os.path.dirname(__file__))
 pytest_plugins = ["spark_servers"]
+# Imported below before pytest loads it as a plugin: rewrite its asserts all the same (and say
+# nothing about it on every run).
+pytest.register_assert_rewrite("spark_servers")
 
 from spark_servers import free_port, stop, wait_for_port  # noqa: E402  (one way to run a server)
 

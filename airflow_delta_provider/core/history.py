@@ -1,19 +1,23 @@
-"""A table's history: commit timestamps as Delta's time travel sees them, and commitInfo.
+"""A table's history: commit timestamps as Delta's time travel sees them, commitInfo, and what
+each commit added and removed.
 
 Log-level reads below the facade: VACUUM (the latest commit outside the retention window),
-time travel and ``DeltaTable.history`` all ask these.
+time travel, ``DeltaTable.history`` and the Delta view all ask these.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.commits import commit_info_of, read_commit_bytes
+from airflow_delta_provider.core.commits import commit_info_of, read_commit, read_commit_bytes
 from airflow_delta_provider.core.errors import (
+    CorruptLogError,
     TimestampEarlierThanRetentionError,
     TimestampLaterThanLatestCommitError,
     VersionNotFoundError,
@@ -25,7 +29,17 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.snapshot import Snapshot
     from airflow_delta_provider.core.storage import LogStore
 
-__all__ = ["CommitTimestamp", "commit_info", "commit_timestamps", "history", "to_millis", "version_at"]
+__all__ = [
+    "CommitTimestamp",
+    "commit_counts",
+    "commit_info",
+    "commit_timestamps",
+    "describe_timestamp",
+    "format_ms",
+    "history",
+    "to_millis",
+    "version_at",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +126,105 @@ def history(storage: LogStore, latest: int, limit: int | None = None) -> list[di
     return entries
 
 
+#: The ``operationMetrics`` each count is read from, first found wins: the names Delta (Spark) writes
+#: for its operations (WRITE ``numFiles``/``numOutputRows``, DELETE ``numAddedFiles``..., VACUUM
+#: ``numDeletedFiles``/``sizeOfDataToDelete``), then delta-rs's (``num_added_rows``, OPTIMIZE
+#: ``numFilesAdded``); RESTORE's (Delta's ``numRestoredFiles``/``restoredFilesSize``, delta-rs's
+#: singular ``numRestoredFile``/``numRemovedFile``).
+_COUNT_METRICS = {
+    "rows_added": ("numOutputRows", "num_added_rows"),
+    "files_added": (
+        "numAddedFiles",
+        "numFiles",
+        "num_added_files",
+        "numFilesAdded",
+        "numRestoredFiles",
+        "numRestoredFile",
+    ),
+    "files_removed": (
+        "numRemovedFiles",
+        "numDeletedFiles",
+        "num_removed_files",
+        "numFilesRemoved",
+        "numRemovedFile",
+    ),
+    "bytes_added": ("numOutputBytes", "numAddedBytes", "num_added_bytes", "restoredFilesSize"),
+    "bytes_removed": ("numRemovedBytes", "sizeOfDataToDelete", "num_removed_bytes", "removedFilesSize"),
+}
+
+
+def commit_counts(storage: LogStore, entry: Mapping[str, Any]) -> dict[str, int | None]:
+    """Rows, files and bytes a commit added and removed; None for a count the log does not give.
+
+    From the commit's ``operationMetrics`` under the names Delta and delta-rs write them. A commit
+    written without metrics (``operationMetrics`` absent or empty, as some writers leave it) is
+    counted from its ``add``/``remove`` actions: files and bytes of all of them, rows from the
+    ``numRecords`` of the added files that change data (unknown when one has no statistics or a
+    deletion vector). The protocol leaves commitInfo free-form: metrics written as the JSON text of
+    an object are read as that object; metrics in another shape are not guessed at.
+
+    :param entry: a :func:`history` entry (its ``commitInfo`` and ``version``).
+    """
+    metrics = entry.get("operationMetrics")
+    if isinstance(metrics, str) and metrics.lstrip().startswith("{"):
+        try:
+            metrics = json.loads(metrics)
+        except (ValueError, RecursionError):
+            return dict.fromkeys(_COUNT_METRICS)
+    if isinstance(metrics, Mapping) and metrics:
+        return {
+            count: next((found for n in names if (found := _count(metrics.get(n))) is not None), None)
+            for count, names in _COUNT_METRICS.items()
+        }
+    if metrics in (None, {}) and isinstance(entry.get("version"), int):
+        return _counts_from_actions(storage, entry["version"])
+    return dict.fromkeys(_COUNT_METRICS)
+
+
+def _count(value: Any) -> int | None:
+    """A metric's count: Spark writes them as (quoted) text, delta-rs as numbers; None for
+    anything that is no count."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, str) and len(value) <= 40:
+        value = value.strip().strip('"')
+        value = int(value) if value.isdecimal() else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _counts_from_actions(storage: LogStore, version: int) -> dict[str, int | None]:
+    try:
+        commit = read_commit(storage, version)
+        actions = [] if commit is None else commit.file_actions()
+    except CorruptLogError:  # reported by whatever loads the version; a count is no reason to fail
+        commit = None
+    if commit is None:  # cleaned up since it was listed, or unreadable
+        return dict.fromkeys(_COUNT_METRICS)
+    adds = [a["add"] for a in actions if "add" in a]
+    removes = [a["remove"] for a in actions if "remove" in a]
+    records = [_records(add) for add in adds if add.get("dataChange", True)]
+    sizes = [_count(r.get("size")) for r in removes]  # optional in a remove
+    return {
+        "rows_added": None if None in records else sum(r for r in records if r is not None),
+        "files_added": len(adds),
+        "files_removed": len(removes),
+        "bytes_added": sum(int(a["size"]) for a in adds),
+        "bytes_removed": None if None in sizes else sum(s for s in sizes if s is not None),
+    }
+
+
+def _records(add: Mapping[str, Any]) -> int | None:
+    """The rows an added file holds, from its statistics; None when they do not say, or when a
+    deletion vector hides some of them."""
+    if add.get("deletionVector"):
+        return None
+    try:
+        stats = json.loads(add.get("stats") or "{}")
+    except ValueError:
+        return None
+    return _count(stats.get("numRecords")) if isinstance(stats, dict) else None
+
+
 def version_at(latest: Snapshot, timestamp: datetime | str | float) -> CommitTimestamp:
     """The latest version committed at or before ``timestamp`` (Delta's ``getActiveCommitAtTime``).
 
@@ -127,7 +240,7 @@ def version_at(latest: Snapshot, timestamp: datetime | str | float) -> CommitTim
     uri = latest.storage.root_uri
     target = to_millis(timestamp)
     stamps = commit_timestamps(latest)
-    given = _describe_timestamp(timestamp, target)
+    given = describe_timestamp(timestamp, target)
     if not stamps:
         raise VersionNotFoundError(
             f"Cannot time travel to {given} in {uri}: its log holds no commit file to date a "
@@ -137,15 +250,15 @@ def version_at(latest: Snapshot, timestamp: datetime | str | float) -> CommitTim
     if not eligible:
         raise TimestampEarlierThanRetentionError(
             f"The provided timestamp ({given}) is before the earliest version available "
-            f"to {uri} (version {stamps[0].version}, committed {_format_ms(stamps[0].timestamp)}). "
-            f"Use a timestamp at or after {_format_ms(stamps[0].timestamp)}."
+            f"to {uri} (version {stamps[0].version}, committed {format_ms(stamps[0].timestamp)}). "
+            f"Use a timestamp at or after {format_ms(stamps[0].timestamp)}."
         )
     if target > stamps[-1].timestamp and eligible[-1] is stamps[-1]:
         # Delta refuses a timestamp past the last commit rather than guess the future.
         raise TimestampLaterThanLatestCommitError(
             f"The provided timestamp ({given}) is after the latest version available to "
-            f"{uri} (version {stamps[-1].version}, committed {_format_ms(stamps[-1].timestamp)}). "
-            f"Use a timestamp at or before {_format_ms(stamps[-1].timestamp)}, or load the latest "
+            f"{uri} (version {stamps[-1].version}, committed {format_ms(stamps[-1].timestamp)}). "
+            f"Use a timestamp at or before {format_ms(stamps[-1].timestamp)}, or load the latest "
             f"version."
         )
     return eligible[-1]
@@ -208,7 +321,7 @@ def _iso_millis(text: str) -> int:
         ) from None
 
 
-def _format_ms(ms: int) -> str:
+def format_ms(ms: int) -> str:
     """An ISO-8601 UTC rendering of epoch milliseconds, or the number itself outside years 1-9999."""
     try:
         return (_EPOCH + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds")
@@ -216,9 +329,9 @@ def _format_ms(ms: int) -> str:
         return f"{_short(str(ms))} ms since the epoch (outside the years 1-9999)"
 
 
-def _describe_timestamp(value: Any, ms: int) -> str:
+def describe_timestamp(value: Any, ms: int) -> str:
     """The timestamp as the caller gave it, and the time it stands for."""
-    formatted = _format_ms(ms)
+    formatted = format_ms(ms)
     if isinstance(value, int | float):
         return (
             formatted

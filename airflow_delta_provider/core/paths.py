@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from airflow_delta_provider.core.errors import InvalidPathError
-from airflow_delta_provider.core.redaction import register_secret, split_credentials
+from airflow_delta_provider.core.redaction import location_secrets, register_secret, split_credentials
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -99,13 +99,13 @@ class TablePath:
         location = location.strip()
         clean, credentials = split_credentials(location)
         if credentials is not None:
-            for secret in (credentials, *credentials.split(":", 1)):
+            for secret in location_secrets(location):
                 register_secret(secret)
             raise InvalidPathError(
-                f"The table location {clean!r} carries credentials in its user-info part "
-                f"('user:password@'), which would end up in logs, task arguments and the metadata "
-                f"database. Put them in an Airflow connection (storage_conn_id) or in storage_options, "
-                f"and give the location without them."
+                f"The table location {clean!r} carries credentials (a 'user:password@' part or a "
+                f"signed query string such as a SAS token's sig=, removed here), which would end up "
+                f"in logs, task arguments and the metadata database. Put them in an Airflow connection "
+                f"(storage_conn_id) or in storage_options, and give the location without them."
             )
         if not has_scheme(location):
             root = os.path.abspath(os.path.expanduser(location))

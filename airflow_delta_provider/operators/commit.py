@@ -611,13 +611,15 @@ class DeltaCommitOperator(DeltaCommitMixin, BaseOperator):
         allow_empty_overwrite: bool = False,
         **kwargs: Any,
     ) -> None:
+        self._default_outlets(kwargs, table_uri, delta_conn_id)
+        # First: BaseOperator refuses an unknown argument by name (TypeError), so a misspelt
+        # ``prefx=`` is reported as such, not as a missing prefix.
+        super().__init__(**kwargs)
         if (prefix is None) == (files is None):
             raise ValueError(
                 "DeltaCommitOperator needs exactly one of prefix (a directory of Parquet files under the "
                 f"table root) or files (a list of them); got prefix={prefix!r}, files={files!r}."
             )
-        self._default_outlets(kwargs, table_uri, delta_conn_id)
-        super().__init__(**kwargs)
         self._init_commit_args(
             table_uri=table_uri,
             delta_conn_id=delta_conn_id,
