@@ -146,11 +146,13 @@ class DeltaRestoreOperator(DeltaCommitMixin, BaseOperator):
         app_version: int | str | None = None,
         **kwargs: Any,
     ) -> None:
+        self._default_outlets(kwargs, table_uri, delta_conn_id)
+        # First: BaseOperator refuses an unknown argument by name (TypeError), so a misspelt
+        # ``verison=`` is reported as such, not as a missing version.
+        super().__init__(**kwargs)
         _check_one_target(version, timestamp, before_run_id)
         if before_dag_id is not None and before_run_id is None:
             raise ValueError("before_dag_id names the DAG of before_run_id; pass before_run_id too.")
-        self._default_outlets(kwargs, table_uri, delta_conn_id)
-        super().__init__(**kwargs)
         self._init_table(
             table_uri=table_uri,
             delta_conn_id=delta_conn_id,
