@@ -58,8 +58,9 @@ from airflow_delta_provider.core.errors import (
 )
 from airflow_delta_provider.core.features import Operation, merge_protocols, writer_features
 from airflow_delta_provider.core.history import commit_info, commit_timestamps, to_millis, version_at
-from airflow_delta_provider.core.logfiles import commit_name
+from airflow_delta_provider.core.logfiles import LogFileKind, commit_name
 from airflow_delta_provider.core.redaction import get_logger
+from airflow_delta_provider.core.segment import complete_checkpoints, list_log_files
 from airflow_delta_provider.core.snapshot import load_snapshot
 from airflow_delta_provider.core.table_config import TableConfig
 from airflow_delta_provider.core.transaction import OptimisticTransaction
@@ -280,8 +281,14 @@ def _target_version(latest: Snapshot, options: RestoreOptions) -> int:
 
 
 def _earliest_version(latest: Snapshot) -> int:
-    stamps = commit_timestamps(latest)
-    return stamps[0].version if stamps else latest.version
+    """The earliest version the log can rebuild: 0 while commit 0 is there, else the earliest
+    complete checkpoint (one listing; no commit is read)."""
+    files = list_log_files(latest.storage, 0)
+    commits = [f.version for f in files if f.kind is LogFileKind.COMMIT]
+    if commits and commits[0] == 0:
+        return 0
+    checkpoints = complete_checkpoints(files)
+    return checkpoints[0].version if checkpoints else latest.version
 
 
 def _lower_first(err: Exception) -> str:

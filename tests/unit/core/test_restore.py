@@ -921,3 +921,15 @@ def test_a_logical_date_after_the_runs_own_commit_is_no_bound(tmp_path: Path) ->
 
     with pytest.raises(TaggedCommitsNotFoundError, match="cleaned up"):
         table.tagged_commits(run_tags("E"), not_before_tag="airflow.logical_date")
+
+
+def test_a_version_whose_log_was_cleaned_up_is_refused_naming_the_earliest(
+    tmp_path: Path, log_state: Any
+) -> None:
+    table = cleaned(tmp_path / "t")
+    before = state(table, tmp_path / "t", log_state)
+
+    with pytest.raises(RestoreVersionNotFoundError, match=r"Available versions: \[2, 2\]\..*cleaned up"):
+        table.restore(1)
+
+    assert state(table, tmp_path / "t", log_state) == before
