@@ -82,6 +82,7 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
             "vacuum.retention",
             "optimize",
             "optimize_outputs",
+            "restore",
             "vacuum.distributed",
             "changes",
             "changes_bounds",
