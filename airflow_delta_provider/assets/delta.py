@@ -18,7 +18,7 @@ from airflow_delta_provider.utils.secrets import public_location
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from airflow_delta_provider.core.transaction import CommitResult
+    from airflow_delta_provider.core.commit_plan import CommitResult
 
 __all__ = ["asset_event_extra", "delta_table_asset", "table_asset_uri"]
 

@@ -24,6 +24,7 @@ from airflow_delta_provider.core.delta_types import (
     show_value,
 )
 from airflow_delta_provider.core.errors import CorruptLogError, InvalidLogValueError, SchemaError
+from airflow_delta_provider.core.table_config import TableConfig
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -220,6 +221,12 @@ class Metadata:
                 )
         if self.created_time is not None:
             check_integer("metaData.createdTime", self.created_time)
+
+    @cached_property
+    def config(self) -> TableConfig:
+        """The table's own properties, typed: Delta's view, without provider defaults
+        (``Snapshot.config`` adds them; ``TableConfig.table_only`` comes back here)."""
+        return TableConfig(self.configuration)
 
     @cached_property
     def schema_json(self) -> dict[str, Any]:
@@ -440,6 +447,33 @@ class RemoveFile:
         _check_file_numbers(
             "remove", where, self.deletion_vector, self.base_row_id, self.default_row_commit_version
         )
+
+
+@dataclass(frozen=True)
+class AddCDCFile:
+    """A ``cdc`` action: a file of change rows (Change Data Feed) a data-changing commit wrote
+    beside its adds and removes. It never changes the table's data (``dataChange`` is false)."""
+
+    path: str
+    partition_values: Mapping[str, str | None]
+    size: int
+    tags: Mapping[str, str] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "path": self.path,
+            "partitionValues": dict(self.partition_values),
+            "size": self.size,
+            "dataChange": False,
+        }
+        if self.tags:
+            out["tags"] = dict(self.tags)
+        return out
+
+    def validate(self) -> None:
+        """Refuse values that do not fit the cdc action's types."""
+        check_string("cdc.path", self.path)
+        check_integer(f"cdc.size of {self.path!r}", self.size, 0)
 
 
 def _check_file_numbers(

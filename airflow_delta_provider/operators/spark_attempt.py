@@ -5,13 +5,18 @@ OPTIMIZE) follows the same rules, decided here:
 
 - each attempt writes to a fresh, non-hidden directory of its own under the table root
   (:func:`attempt_dir`, under a ``write_subdir`` checked by :func:`check_write_subdir`), with
-  :data:`DEFAULT_WRITE_OPTIONS`, at the Hadoop path of the root (:func:`spark_path`);
+  :data:`DEFAULT_WRITE_OPTIONS`, at the Hadoop path of the root
+  (:func:`airflow_delta_provider.spark.paths.spark_path`);
 - after the job, :func:`collect_attempt_files` lists the data files it wrote (relative to the
   root, ready for the commit) and deletes Spark's hidden litter (``_SUCCESS``, ``.crc``);
 - files no commit references (the attempt failed before its commit, the commit was refused, or a
   concurrent attempt committed first) are deleted by :func:`discard_attempt`, but only when
   :func:`commit_landed` says the attempt's txn is not in the table; what stays, VACUUM removes
   once it is older than the retention.
+
+Every delete goes through the core's
+:func:`~airflow_delta_provider.core.vacuum.discard.discard_uncommitted` (VACUUM's confinement to the
+root, and never a file the table references).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.operators.commit import already_committed
+from airflow_delta_provider.spark.paths import spark_path
 from airflow_delta_provider.utils.wording import count
 
 if TYPE_CHECKING:
@@ -85,17 +91,6 @@ def attempt_dir(write_subdir: str, identity: RunIdentity) -> str:
     )
 
 
-def spark_path(table_uri: str) -> str:
-    """Where Spark (Hadoop filesystems) finds a table the core knows by ``table_uri``.
-
-    Local roots become ``file:///abs``; ``s3://`` becomes Hadoop's ``s3a://``; other schemes are
-    used as they are.
-    """
-    if table_uri.startswith("s3://"):
-        return "s3a://" + table_uri[len("s3://") :]
-    return table_uri
-
-
 def collect_attempt_files(table: DeltaTable, attempt: str, partition_columns: Sequence[str]) -> list[str]:
     """The data files Spark wrote under ``attempt``, relative to the root and sorted; Spark's hidden
     litter there (markers, checksums, temporary directories) is deleted.
@@ -106,6 +101,7 @@ def collect_attempt_files(table: DeltaTable, attempt: str, partition_columns: Se
     # Here, not at the top: the module is imported in every parse of a DAG file naming the
     # PySpark operator, and core.datafiles imports pyarrow (~0.25 s) that only execution needs.
     from airflow_delta_provider.core.datafiles import is_hidden
+    from airflow_delta_provider.core.vacuum.discard import discard_uncommitted
 
     storage = table.storage
     root = storage.root.rstrip("/") + "/"
@@ -119,8 +115,7 @@ def collect_attempt_files(table: DeltaTable, attempt: str, partition_columns: Se
             litter.append(info.path)
         else:
             files.append(relative)
-    if litter:
-        storage.delete_many(litter)
+    discard_uncommitted(storage, litter, reason="Spark's markers and checksums", referenced=False)
     return sorted(files)
 
 
@@ -139,15 +134,16 @@ def discard_attempt(table: DeltaTable, attempt: str, log: Any) -> None:
 
     :param log: the task's logger.
     """
+    from airflow_delta_provider.core.vacuum.discard import discard_uncommitted
+
     storage = table.storage
     directory = storage.join(attempt)
     try:
         paths = [info.path for info in storage.walk(directory)]
-        if paths:
-            storage.delete_many(paths)
-        if storage.is_local:
+        result = discard_uncommitted(storage, paths, reason=f"the attempt under {attempt} was not committed")
+        if storage.is_local and not result.kept:
             for dirpath, _dirs, _files in sorted(os.walk(directory), key=lambda e: -len(e[0])):
                 os.rmdir(dirpath)
-        log.info("Removed %s under %s.", count(len(paths), "uncommitted file"), storage.to_uri(directory))
+        log.info("Removed %s under %s.", count(result.deleted, "uncommitted file"), storage.to_uri(directory))
     except Exception as err:  # the task's own error matters more; VACUUM removes what stays
         log.warning("Could not remove the uncommitted files under %s (%s); VACUUM will.", directory, err)

@@ -15,7 +15,6 @@ traceback.
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -33,12 +32,14 @@ from fastapi.staticfiles import StaticFiles
 
 from airflow_delta_provider.core.errors import CorruptLogError, DeltaError, TableNotFoundError
 from airflow_delta_provider.core.history import info_integer
+from airflow_delta_provider.core.maintenance import DEFAULT_VACUUM_INTERVAL
 from airflow_delta_provider.core.redaction import get_logger, redact
 from airflow_delta_provider.hooks.delta import DeltaTableHook
 from airflow_delta_provider.plugins.tables import (
     MAX_HISTORY,
     free_text,
     interval,
+    restore_target,
     table_health,
     table_history,
     table_maintenance,
@@ -50,6 +51,7 @@ T = TypeVar("T")
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from datetime import timedelta
 
     from sqlalchemy.orm import Session
 
@@ -58,8 +60,6 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_VACUUM_INTERVAL", "STATIC", "app"]
 
 STATIC = Path(__file__).resolve().parent / "static"
-#: The maintenance DAG's default time between two VACUUMs (the page may ask for another).
-DEFAULT_VACUUM_INTERVAL = timedelta(days=7)
 #: The trigger class path prefix that marks an asset watched by the provider.
 _PROVIDER_PREFIX = "airflow_delta_provider."
 #: Asset events read per table for the skips shown on the timeline.
@@ -473,3 +473,18 @@ def connection_maintenance(
 ) -> Response:
     every = _vacuum_interval(vacuum_interval)
     return _connection_view(session, connection_id, lambda table, _uri: table_maintenance(table, every))
+
+
+@app.get("/api/assets/{asset_id}/restore-target", dependencies=_ASSET)
+def asset_restore_target(asset_id: int, session: SessionDep, dag_id: str, run_id: str) -> Response:
+    """The version before a run's first commit to the table (what a restore "before that run" restores)."""
+    asset = _asset(session, asset_id)
+    return _read(
+        asset.uri,
+        lambda: {"table": asset.uri, **restore_target(_open_location(session, asset.uri), dag_id, run_id)},
+    )
+
+
+@app.get("/api/connections/{connection_id}/restore-target", dependencies=_CONNECTION)
+def connection_restore_target(connection_id: str, session: SessionDep, dag_id: str, run_id: str) -> Response:
+    return _connection_view(session, connection_id, lambda table, _uri: restore_target(table, dag_id, run_id))

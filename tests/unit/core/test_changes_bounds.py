@@ -270,3 +270,30 @@ def test_the_file_level_changes_do_not_import_pandas(tmp_path: Path) -> None:
         [sys.executable, "-c", probe, str(tmp_path / "t")], capture_output=True, text=True, check=True
     )
     assert result.stdout.split() == ["3", "False"]
+
+
+def test_a_range_read_while_another_writer_commits_is_exactly_its_versions(tmp_path: Path) -> None:
+    """The latest version is fixed when the range is resolved: commits landing meanwhile (another
+    writer, in another thread) are neither half-read nor read past the range's end."""
+    import threading
+
+    root = tmp_path / "t"
+    table = DeltaTable.create(str(root), SCHEMA)
+    stop = threading.Event()
+
+    def writer() -> None:
+        version = 0
+        while not stop.is_set() and version < 200:
+            version += 1
+            pq.write_table(pa.table({"id": pa.array([version], pa.int64())}), root / f"{version}.parquet")
+            table.commit_files([f"{version}.parquet"], auto_checkpoint=False)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        for _ in range(20):
+            start, end, versions = versions_of(DeltaTable(str(root)), starting_version=0)
+            assert start == 0 and versions == list(range(1, end + 1))
+    finally:
+        stop.set()
+        thread.join()

@@ -17,6 +17,7 @@ import pytest
 
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.actions import AddFile, RemoveFile
+from airflow_delta_provider.core.commit_plan import CommitPlan
 from airflow_delta_provider.core.errors import (
     CommitFileExistsError,
     ConcurrentAppendError,
@@ -118,7 +119,7 @@ def test_removing_the_same_file_twice_raises_delete_delete(table, monkeypatch):
     transaction = OptimisticTransaction(loser.storage, read_snapshot=loser.snapshot())
     remove = RemoveFile(path=victim["path"], deletion_timestamp=1, data_change=False, size=victim["size"])
     with pytest.raises(ConcurrentDeleteDeleteError):
-        transaction.commit([remove], operation="OPTIMIZE", data_change=False)
+        transaction.commit(CommitPlan("OPTIMIZE", removes=(remove,), data_change=False))
 
 
 def test_metadata_change_by_the_winner(table, monkeypatch):
@@ -164,7 +165,7 @@ def test_a_winner_with_an_app_id_we_only_read_conflicts(table, monkeypatch):
     assert transaction.app_transaction_version("stream") is None
     add = AddFile(path=part(loser, "a", [4]), partition_values={"ds": "a"}, size=1, modification_time=1)
     with pytest.raises(ConcurrentTransactionError):
-        transaction.commit([add], operation="WRITE")
+        transaction.commit(CommitPlan("WRITE", adds=(add,)))
 
 
 def test_max_attempts(table, monkeypatch):
@@ -179,7 +180,7 @@ def test_racing_creators(tmp_path):
     DeltaTable.create(uri, SCHEMA)
     late = OptimisticTransaction(DeltaTable(uri).storage, new_table=True)
     with pytest.raises(ProtocolChangedError, match="multiple writers are writing to an empty directory"):
-        late.commit([], operation="CREATE TABLE")
+        late.commit(CommitPlan("CREATE TABLE"))
 
 
 def test_lost_response_is_recognised_by_txn_id(table, monkeypatch):
