@@ -40,6 +40,7 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
             "delta_types",
             "action_checks",
             "schema",
+            "schema_json",
             "column_mapping",
             "partitions",
             "actions",

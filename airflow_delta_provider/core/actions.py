@@ -24,6 +24,7 @@ from airflow_delta_provider.core.delta_types import (
     show_value,
 )
 from airflow_delta_provider.core.errors import CorruptLogError, InvalidLogValueError, SchemaError
+from airflow_delta_provider.core.schema_json import parse_schema_string
 from airflow_delta_provider.core.table_config import TableConfig
 
 if TYPE_CHECKING:
@@ -101,55 +102,6 @@ class Protocol:
         ):
             for feature in features or ():
                 check_string(f"protocol.{name}", feature)
-
-
-#: How deeply a schema's types may nest (a struct in an array in a map ...). Every reader and
-#: writer of a schema walks it recursively; a deeper one would end in a RecursionError somewhere
-#: (parsing the JSON, converting it, checking a commit) instead of a refusal naming the problem.
-MAX_SCHEMA_DEPTH = 100
-
-
-def parse_schema_string(text: str) -> Any:
-    """The JSON of a ``schemaString`` (or of any Delta type), its types nested at most
-    :data:`MAX_SCHEMA_DEPTH` deep.
-
-    :raises ValueError: the text is not JSON.
-    :raises SchemaError: its types nest deeper (the JSON parser's own limit included).
-    """
-    try:
-        parsed = json.loads(text)
-    except RecursionError:
-        raise _too_deep(text) from None
-    return check_schema_depth(parsed)
-
-
-def check_schema_depth(delta_type: Any) -> Any:
-    """``delta_type`` (a parsed Delta type), after checking its types nest at most
-    :data:`MAX_SCHEMA_DEPTH` deep.
-
-    :raises SchemaError: they nest deeper.
-    """
-    pending = [(delta_type, 0)]
-    while pending:  # iterative: the depth is what is being checked
-        item, depth = pending.pop()
-        if depth > MAX_SCHEMA_DEPTH:
-            raise _too_deep(json.dumps(delta_type)[:200])
-        if isinstance(item, dict):
-            kind = item.get("type")
-            if kind == "struct" and isinstance(item.get("fields"), list):
-                pending += [(f.get("type"), depth + 1) for f in item["fields"] if isinstance(f, dict)]
-            elif kind == "array":
-                pending.append((item.get("elementType"), depth + 1))
-            elif kind == "map":
-                pending += [(item.get("keyType"), depth + 1), (item.get("valueType"), depth + 1)]
-    return delta_type
-
-
-def _too_deep(text: str) -> SchemaError:
-    return SchemaError(
-        f"The Delta schema {shorten(repr(text))} nests its types more than {MAX_SCHEMA_DEPTH} levels "
-        f"deep; this core reads and writes schemas nested at most {MAX_SCHEMA_DEPTH} levels."
-    )
 
 
 @dataclass(frozen=True)
@@ -234,7 +186,7 @@ class Metadata:
 
         :raises CorruptLogError: it is not the JSON of a struct type (naming where the action was
             read, when known).
-        :raises SchemaError: its types nest deeper than :data:`MAX_SCHEMA_DEPTH`.
+        :raises SchemaError: its types nest deeper than :data:`~.schema_json.MAX_SCHEMA_DEPTH`.
         """
         try:
             parsed = parse_schema_string(self.schema_string)
@@ -259,7 +211,7 @@ class Metadata:
         :raises CorruptLogError: ``schemaString`` is not the JSON of a struct type (naming where
             the action was read, when known).
         :raises SchemaError: the schema uses a type this core does not support, or nests deeper
-            than :data:`MAX_SCHEMA_DEPTH`.
+            than :data:`~.schema_json.MAX_SCHEMA_DEPTH`.
         """
         from airflow_delta_provider.core.schema import schema_from_delta
 

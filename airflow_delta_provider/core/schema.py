@@ -12,7 +12,7 @@ Type mapping (PROTOCOL.md, "Schema Serialization Format")::
 Refused with :class:`SchemaError` naming the type and the column: ``variant`` (the ``variantType``
 reader feature is not supported by this core, and a ``struct<metadata, value>`` stand-in would be
 written back as a struct), geospatial ``geometry(...)``/``geography(...)``, intervals, user-defined
-types, any other name, and types nested more than ``actions.MAX_SCHEMA_DEPTH`` deep.
+types, any other name, and types nested more than ``schema_json.MAX_SCHEMA_DEPTH`` deep.
 
 Arrow -> Delta also accepts arrow's other encodings of the same values: large/view strings and
 binaries, fixed-size binary, large/fixed-size/view lists, dictionary and run-end encoded arrays
@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import pyarrow as pa
 
-from airflow_delta_provider.core.actions import check_schema_depth, parse_schema_string
 from airflow_delta_provider.core.errors import SchemaError, SchemaMismatchError, UnsupportedFeatureError
+from airflow_delta_provider.core.schema_json import check_schema_depth, parse_schema_string
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable

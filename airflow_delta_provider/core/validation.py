@@ -256,7 +256,7 @@ def _field_metadata(
     fields: Any, parent: str, physical: tuple[str, ...] = ()
 ) -> Iterable[tuple[str, tuple[str, ...], Mapping[str, Any]]]:
     """``(column path, path of physical names, field metadata)`` for every struct field, also inside
-    arrays and maps (a schema's nesting is bounded: ``actions.MAX_SCHEMA_DEPTH``)."""
+    arrays and maps (a schema's nesting is bounded: ``schema_json.MAX_SCHEMA_DEPTH``)."""
     for item in fields if isinstance(fields, list) else ():
         if not isinstance(item, dict):
             continue

@@ -700,7 +700,7 @@ def _nested(kind: str, depth: int) -> str:
 def test_a_schema_nested_deeper_than_the_limit_is_refused_clearly(kind):
     """Deep schemas ended in a RecursionError somewhere (parsing the JSON from 250 struct levels,
     a commit under column mapping from 249): every reader and writer now refuses them by name."""
-    from airflow_delta_provider.core.actions import MAX_SCHEMA_DEPTH
+    from airflow_delta_provider.core.schema_json import MAX_SCHEMA_DEPTH
 
     assert schema_from_delta(_nested(kind, MAX_SCHEMA_DEPTH - 1)).field("top")  # the top column is a level
     for depth in (MAX_SCHEMA_DEPTH, 5_000):
