@@ -46,8 +46,8 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.cleanup import CleanupResult
     from airflow_delta_provider.core.commit_plan import CommitResult
     from airflow_delta_provider.core.optimize import OptimizeResult, Rewriter
-    from airflow_delta_provider.core.table_config import TableConfig
     from airflow_delta_provider.core.restore import RestoreResult, TaggedCommits
+    from airflow_delta_provider.core.table_config import TableConfig
     from airflow_delta_provider.core.transaction import LandedCommit
     from airflow_delta_provider.core.vacuum import VacuumResult
 
