@@ -27,6 +27,8 @@ from airflow_delta_provider.core.table_config import TableConfig
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    import numpy as np
+    import numpy.typing as npt
     import pyarrow.dataset as ds
 
     from airflow_delta_provider.core.actions import DomainMetadata, Metadata, Protocol, Transaction
@@ -457,15 +459,25 @@ class Snapshot:
     def _read_with_deletion_vector(
         self, add: pa.Table, read_schema: pa.Schema, columns: list[str]
     ) -> pa.Table:
-        from airflow_delta_provider.core.deletion_vectors import read_deletion_vector, selection_mask
+        from airflow_delta_provider.core.deletion_vectors import selection_mask
 
         table = self._dataset(add, read_schema).to_table(columns=columns, use_threads=False)
-        dv = add.column("deletionVector")[0].as_py()
+        deleted = self.deleted_rows(add.column("deletionVector")[0].as_py())
+        return table.filter(selection_mask(table.num_rows, deleted))
+
+    def deleted_rows(self, deletion_vector: Mapping[str, Any]) -> npt.NDArray[np.uint64]:
+        """The sorted row indexes a file's deletion vector (its ``deletion_vector`` in :meth:`files`)
+        deletes, read from the table's storage.
+
+        :raises DeletionVectorError: the DV file is missing or corrupt (the message names it).
+        """
+        from airflow_delta_provider.core.deletion_vectors import read_deletion_vector
+
         storage = self._storage
-        deleted = read_deletion_vector(
+        descriptor = {k: v for k, v in deletion_vector.items() if v is not None}
+        return read_deletion_vector(
             # Absolute ('p') DV paths are URIs, URL-encoded as the protocol says; resolve them.
-            dv,
+            descriptor,
             storage.root,
             lambda path, start, length: storage.read_range(storage.path.decode(path), start, length),
         )
-        return table.filter(selection_mask(table.num_rows, deleted))
