@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 from airflow_delta_provider.core.errors import DeltaError
 from airflow_delta_provider.core.predicate import Predicate
 from airflow_delta_provider.core.redaction import get_logger
+from airflow_delta_provider.core.scan import deletion_vector_rows
 from airflow_delta_provider.spark.filters import spark_condition
 from airflow_delta_provider.spark.paths import metadata_file_path, same_file_key, spark_file_paths, spark_path
 from airflow_delta_provider.spark.schema import (
@@ -413,7 +414,7 @@ def _deleted_row_keys(
     ordinals = np.flatnonzero(has_dv.to_numpy(zero_copy_only=False))
     descriptors = files.column("deletion_vector").take(pa.array(ordinals)).to_pylist()
     with ThreadPoolExecutor(max_workers=max(1, min(DV_READERS, len(descriptors)))) as pool:
-        decoded = list(pool.map(snapshot.deleted_rows, descriptors))
+        decoded = list(pool.map(lambda dv: deletion_vector_rows(snapshot.storage, dv), descriptors))
     limit = np.uint64(1) << np.uint64(shift)
     parts = []
     for ordinal, rows in zip(ordinals, decoded, strict=True):
