@@ -135,7 +135,7 @@ def read_rows(
         reader.whole(
             [s for s in scans if s.whole and s.change_type is not None], physical_columns, cdc=False
         ),
-        *(reader.selected(s, physical_columns) for s in scans if not s.whole),
+        *reader.selected([s for s in scans if not s.whole], physical_columns),
     ]
     table = pa.concat_tables([p for p in parts if p is not None] or [_empty(data_fields, extra)])
     data = rename_to_logical(
@@ -185,28 +185,60 @@ class _Reader:
         )
         return self._read(dataset, scans, columns)
 
-    def selected(self, scan: RowScan, columns: list[str]) -> pa.Table:
-        """The rows of one file the scan's deletion vectors select."""
-        constants = [f for f in CDC_FIELDS if not (scan.change_type is None and f.name == CHANGE_TYPE)]
-        dataset = file_dataset(
-            self._storage,
-            [scan.path],
-            pa.schema([*self._data_fields, *self._partition_fields, *CDC_FIELDS]),
-            self._constants([scan], constants),
-        )
-        table = self._read(dataset, [scan], columns, use_threads=False)
-        keep = (
-            np.ones(table.num_rows, dtype=bool)
-            if scan.include is None
-            else np.zeros(table.num_rows, dtype=bool)
-        )
-        if scan.include is not None:
-            keep[_within(self._dvs.difference(scan.include, scan.exclude, scan.version), table.num_rows)] = (
-                True
+    def selected(self, scans: list[RowScan], columns: list[str]) -> list[pa.Table]:
+        """The rows each scan's deletion vectors select; each file is read once for all its scans
+        (a file whose deletion vector changed in many commits), and not at all when no scan
+        selects a row of it."""
+        files: dict[tuple[str, tuple[tuple[str, str | None], ...]], list[RowScan]] = {}
+        for scan in scans:
+            key = (scan.path, tuple(sorted((scan.partition_values or {}).items())))
+            files.setdefault(key, []).append(scan)
+        data_columns = [c for c in columns if c not in _CDC_NAMES]
+        parts = []
+        for group in files.values():
+            selections = [(s, self._selection(s)) for s in group]
+            selections = [(s, rows) for s, rows in selections if rows is None or len(rows)]
+            if not selections:
+                continue
+            first = selections[0][0]
+            dataset = file_dataset(
+                self._storage,
+                [first.path],
+                pa.schema([*self._data_fields, *self._partition_fields]),
+                self._constants([first], []),
             )
-        elif scan.exclude is not None:
-            keep[_within(self._dvs.rows(scan.exclude, scan.version), table.num_rows)] = False
-        return table.filter(pa.array(keep))
+            table = self._read(dataset, [first], data_columns, use_threads=False)
+            for scan, rows in selections:
+                picked = table.filter(self._mask(scan, rows, table.num_rows))
+                values = {
+                    CHANGE_TYPE: scan.change_type,
+                    COMMIT_VERSION: scan.version,
+                    COMMIT_TIMESTAMP: scan.timestamp * 1000,
+                }
+                for f in CDC_FIELDS:
+                    if f.name in columns:
+                        scalar = pa.scalar(
+                            values[f.name], pa.int64() if f.name == COMMIT_TIMESTAMP else f.type
+                        )
+                        picked = picked.append_column(f, pa.repeat(scalar, picked.num_rows).cast(f.type))
+                parts.append(picked.select(columns))
+        return parts
+
+    def _selection(self, scan: RowScan) -> npt.NDArray[np.uint64] | None:
+        """The rows a scan selects (None: every row its exclusion leaves)."""
+        if scan.include is None:
+            return None
+        return self._dvs.difference(scan.include, scan.exclude, scan.version)
+
+    def _mask(self, scan: RowScan, rows: npt.NDArray[np.uint64] | None, num_rows: int) -> pa.BooleanArray:
+        if rows is not None:
+            keep = np.zeros(num_rows, dtype=bool)
+            keep[_within(rows, num_rows)] = True
+        else:
+            keep = np.ones(num_rows, dtype=bool)
+            if scan.exclude is not None:
+                keep[_within(self._dvs.rows(scan.exclude, scan.version), num_rows)] = False
+        return pa.array(keep)
 
     def _constants(self, scans: list[RowScan], cdc_fields: list[pa.Field]) -> pa.Table:
         """Per scan: its typed partition values, change type, version and commit time."""
