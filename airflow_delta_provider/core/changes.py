@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 
 from airflow_delta_provider.core.actions import Metadata, Protocol
@@ -35,6 +36,8 @@ from airflow_delta_provider.core.snapshot import load_snapshot
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from datetime import datetime
+
+    import numpy.typing as npt
 
     from airflow_delta_provider.core.commits import CommitActions
     from airflow_delta_provider.core.logfiles import LogFile
@@ -79,7 +82,9 @@ class Changes:
         partition_columns: Sequence[str],
         deletion_vectors: DeletionVectors,
         retention: Any,
+        mapping_mode: str = "none",
     ) -> None:
+        self._mapping_mode = mapping_mode
         self._storage = storage
         self._range = versions
         self._files = files
@@ -159,6 +164,46 @@ class Changes:
             retention=self._retention,
         )
 
+    # --- for an engine that reads the changed rows itself (the Spark adapter) -----------------
+
+    @property
+    def storage(self) -> LogStore:
+        return self._storage
+
+    @property
+    def data_schema(self) -> pa.Schema:
+        """The table's columns the rows are read with (logical names; :attr:`schema` without the
+        change feed's own columns)."""
+        return self._logical
+
+    @property
+    def partition_columns(self) -> list[str]:
+        return list(self._partition_columns)
+
+    @property
+    def column_mapping_mode(self) -> str:
+        """The column mapping mode the files are read in (``none``, ``name`` or ``id``)."""
+        return self._mapping_mode
+
+    def row_scans(self) -> list[RowScan]:
+        """What :meth:`to_pyarrow_table` reads: per file and commit, the file, its partition values,
+        version, commit time (ms), change type (None for a change-data file, whose rows carry it) and
+        which rows count (:meth:`selected_rows`)."""
+        return list(self._scans)
+
+    def selected_rows(self, scan: RowScan) -> npt.NDArray[np.uint64]:
+        """The row indexes of a scan's file its deletion vectors decide: with ``include``, the rows
+        that count (those ``include`` marks and ``exclude`` does not); with only ``exclude``, the
+        rows that do not. Empty for a scan that reads the whole file.
+
+        :raises ChangeDataFileNotFoundError: a deletion vector file VACUUM deleted.
+        """
+        if scan.include is not None:
+            return self._deletion_vectors.difference(scan.include, scan.exclude, scan.version)
+        if scan.exclude is not None:
+            return self._deletion_vectors.rows(scan.exclude, scan.version)
+        return np.empty(0, dtype=np.uint64)
+
 
 def _pairs(values: Mapping[str, Any] | None) -> list[tuple[str, Any]] | None:
     return None if values is None else list(values.items())
@@ -231,6 +276,7 @@ def _changes(
         partition_columns=read_metadata.partition_columns,
         deletion_vectors=deletion_vectors,
         retention=_retention(latest),
+        mapping_mode=mode,
     )
 
 

@@ -64,7 +64,7 @@ def _skippable(field: pa.Field) -> bool:
     if TYPE_CHANGES_KEY.encode() in metadata:
         return False
     kind = field.type
-    return (
+    return bool(
         pa.types.is_integer(kind)
         or pa.types.is_decimal(kind)
         or pa.types.is_string(kind)
@@ -101,7 +101,7 @@ def _physical(snapshot: Snapshot, column: str) -> str:
 
     field = snapshot.schema.field(column)
     if column_mapping_mode(snapshot.protocol, snapshot.metadata) == "none":
-        return field.name
+        return str(field.name)
     return physical_name(field)
 
 

@@ -15,15 +15,18 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from airflow_delta_provider.spark.changes import read_change_set, read_changes
     from airflow_delta_provider.spark.read import read_delta, read_snapshot
 
 #: Public name -> the module defining it, imported when the name is first asked for.
 _LAZY = {
+    "read_change_set": "airflow_delta_provider.spark.changes",
+    "read_changes": "airflow_delta_provider.spark.changes",
     "read_delta": "airflow_delta_provider.spark.read",
     "read_snapshot": "airflow_delta_provider.spark.read",
 }
 
-__all__ = ["read_delta", "read_snapshot"]
+__all__ = ["read_change_set", "read_changes", "read_delta", "read_snapshot"]
 
 
 def __getattr__(name: str) -> Any:

@@ -18,11 +18,11 @@ from airflow_delta_provider.core.errors import UnsupportedFeatureError
 from airflow_delta_provider.core.schema import TYPE_CHANGES_KEY
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Sequence
 
     from airflow_delta_provider.core.snapshot import Snapshot
 
-__all__ = ["ReadSchema", "check_spark_version", "read_schema", "spark_version"]
+__all__ = ["ReadSchema", "check_spark_version", "read_schema", "read_schema_of", "spark_version"]
 
 #: The Spark SQL setting that matches Parquet columns by field id (column mapping ``id`` mode).
 FIELD_ID_READ = "spark.sql.parquet.fieldId.read.enabled"
@@ -62,6 +62,8 @@ class ReadSchema:
 
     columns: tuple[Column, ...]
     mapping_mode: str
+    #: The ``schemaString`` fields (parsed) the columns come from.
+    fields: tuple[dict[str, Any], ...] = ()
 
     def data_schema_json(self) -> dict[str, Any]:
         """The Spark schema (JSON) to read the data files with: the data columns, physically named."""
@@ -72,15 +74,20 @@ def read_schema(snapshot: Snapshot) -> ReadSchema:
     """The columns of ``snapshot`` as Spark reads them."""
     fields = json.loads(snapshot.metadata.schema_string)["fields"]
     mode = column_mapping_mode(snapshot.protocol, snapshot.metadata)
+    return read_schema_of(fields, mode, snapshot.partition_columns)
+
+
+def read_schema_of(fields: list[dict[str, Any]], mode: str, partition_columns: Sequence[str]) -> ReadSchema:
+    """The columns of a ``schemaString``'s fields (parsed) as Spark reads them in ``mode``."""
     logical, physical = spark_read_fields(fields, mode)
-    partitions = set(snapshot.partition_columns)
+    partitions = set(partition_columns)
     columns = tuple(
         Column(
             f["name"], logical_field["type"], physical_field, f["name"] in partitions, _has_type_changes([f])
         )
         for f, logical_field, physical_field in zip(fields, logical, physical, strict=True)
     )
-    return ReadSchema(columns, mode)
+    return ReadSchema(columns, mode, tuple(fields))
 
 
 def spark_version(spark: Any) -> tuple[int, int]:
@@ -91,20 +98,22 @@ def spark_version(spark: Any) -> tuple[int, int]:
     return int(match[1]), int(match[2])
 
 
-def check_spark_version(spark: Any, snapshot: Snapshot, *, deletion_vectors: bool, keyed: bool) -> None:
-    """Refuse a Spark too old to read this snapshot exactly, naming what needs the newer one.
+def check_spark_version(
+    spark: Any, root_uri: str, schema: ReadSchema, *, deletion_vectors: bool, keyed: bool
+) -> None:
+    """Refuse a Spark too old to read these files exactly, naming what needs the newer one.
 
-    :param deletion_vectors: files with deletion vectors are read (``_metadata.row_index``: 3.4).
+    :param deletion_vectors: rows are selected by deletion vectors (``_metadata.row_index``: 3.4).
     :param keyed: rows are matched to their files (``_metadata.file_path``: 3.3).
     :raises UnsupportedFeatureError: naming the feature, the Spark version needed and the one running.
     """
     version = spark_version(spark)
-    fields = json.loads(snapshot.metadata.schema_string)["fields"]
+    fields = list(schema.fields)
     needs = [
         ((3, 3), "columnMapping", "Parquet field ids (column mapping in id mode)")
-        if column_mapping_mode(snapshot.protocol, snapshot.metadata) == "id"
+        if schema.mapping_mode == "id"
         else None,
-        ((3, 3), "partitions", "the _metadata.file_path column (partition values from the log)")
+        ((3, 3), "partitions", "the _metadata.file_path column (values from the log per file)")
         if keyed
         else None,
         ((3, 4), "deletionVectors", "the _metadata.row_index column (deletion vectors)")
@@ -116,9 +125,9 @@ def check_spark_version(spark: Any, snapshot: Snapshot, *, deletion_vectors: boo
         if need is not None and version < need[0]:
             wanted, feature, what = need
             raise UnsupportedFeatureError(
-                f"Reading {snapshot.storage.root_uri} on Spark needs Spark {wanted[0]}.{wanted[1]} or later for "
-                f"{what}; this session runs Spark {spark.version}. Use a newer Spark, or read the table with "
-                f"the core (Snapshot.to_pyarrow_table()).",
+                f"Reading {root_uri} on Spark needs Spark {wanted[0]}.{wanted[1]} or later for {what}; this "
+                f"session runs Spark {spark.version}. Use a newer Spark, or read the table with the core "
+                f"(Snapshot.to_pyarrow_table()).",
                 feature=feature,
                 operation="read",
             )
