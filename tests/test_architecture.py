@@ -79,6 +79,7 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
             "vacuum.retention",
             "optimize",
             "vacuum.distributed",
+            "vacuum.discard",
             "changes",
             "changes_bounds",
             "changes_derive",
