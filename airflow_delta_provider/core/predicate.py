@@ -187,9 +187,10 @@ class Predicate:
             raise self._error(f"expected {word} but found {found[1] if found else 'the end'!r}")
 
     def _error(self, what: str) -> PredicateError:
+        on = "partition columns" if self._partition_only else "the table's columns"
         return PredicateError(
-            f"Cannot parse the predicate {self.text!r}: {what}. Use a SQL condition on partition "
-            f"columns, e.g. \"ds = '2024-01-01' AND region IN ('eu', 'us')\"."
+            f"Cannot parse the predicate {self.text!r}: {what}. Use a SQL condition on {on}, e.g. "
+            f"\"ds = '2024-01-01' AND region IN ('eu', 'us')\"."
         )
 
     def _parse_or(self) -> Any:
