@@ -10,6 +10,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from delete_support import (
+    DV_PROPERTIES,
+    commit_actions,
+    core_rows,
+    ids,
+    kind,
+    make_table,
+    rs_rows,
+    state,
+)
 
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.actions import AddFile
@@ -25,17 +35,6 @@ from airflow_delta_provider.core.predicate import PredicateError
 from airflow_delta_provider.core.scan import deletion_vector_rows
 from airflow_delta_provider.core.schema import physical_name
 from airflow_delta_provider.core.transaction import OptimisticTransaction
-
-from .delete_support import (
-    DV_PROPERTIES,
-    commit_actions,
-    core_rows,
-    ids,
-    kind,
-    make_table,
-    rs_rows,
-    state,
-)
 
 FILES = {"a": [range(0, 10), range(10, 20)], "b": [range(20, 30), range(30, 40)]}
 

@@ -11,16 +11,7 @@ import deltalake
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
-from airflow_delta_provider.core.delete import DeleteOptions, commit_delete, plan_delete
-from airflow_delta_provider.core.errors import (
-    ConcurrentAppendError,
-    ConcurrentDeleteDeleteError,
-    ConcurrentDeleteReadError,
-)
-from airflow_delta_provider.core.schema import physical_name
-
-from .delete_support import (
+from delete_support import (
     CDF_PROPERTIES,
     DV_PROPERTIES,
     append,
@@ -31,6 +22,14 @@ from .delete_support import (
     make_table,
     state,
 )
+
+from airflow_delta_provider.core.delete import DeleteOptions, commit_delete, plan_delete
+from airflow_delta_provider.core.errors import (
+    ConcurrentAppendError,
+    ConcurrentDeleteDeleteError,
+    ConcurrentDeleteReadError,
+)
+from airflow_delta_provider.core.schema import physical_name
 
 FILES = {"a": [range(0, 10), range(10, 20)], "b": [range(20, 30), range(30, 40)]}
 CDC_NAME = re.compile(r"^_change_data/p=[ab]/cdc-\d{5}-[0-9a-f-]{36}\.c000\.snappy\.parquet$")
