@@ -5,7 +5,6 @@ commit, Delta's metrics and the files written for it.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import posixpath
 import time
@@ -165,9 +164,7 @@ def _logical_records(files: pa.Table) -> int | None:
 def _removes(files: pa.Table, now: int | None = None) -> list[RemoveFile]:
     """Tombstones of active files (from :meth:`Snapshot.files`) with their statistics, as Delta's
     ``removeWithTimestamp`` writes them (change-data readers need every field)."""
-    now = now if now is not None else int(time.time() * 1000)
-    stats = files.column("stats").to_pylist()
-    return [dataclasses.replace(r, stats=s) for r, s in zip(remove_actions(files, now), stats, strict=True)]
+    return remove_actions(files, now if now is not None else int(time.time() * 1000), stats=True)
 
 
 def _text(predicate: Predicate | None) -> str | None:
@@ -472,6 +469,16 @@ def copy_on_write_plan(
     )
 
 
+@dataclass(frozen=True)
+class _Rewritten:
+    """What the rewrite of one file wrote: its replacement (none when no row is left), its change
+    data (when the feed is on) and the rows it copied."""
+
+    add: AddFile | None
+    change: AddCDCFile | None
+    copied: int
+
+
 def _rewrite(
     snapshot: Snapshot,
     chosen: Candidates,
@@ -480,15 +487,13 @@ def _rewrite(
     written: list[str],
 ) -> tuple[list[AddFile], list[AddCDCFile], int]:
     """Each touched file's remaining rows as a new file beside it, and its deleted rows as change
-    data when the feed is on: the adds, the cdc actions and the rows copied."""
+    data when the feed is on (files rewritten in the reading threads): the adds, the cdc actions and
+    the rows copied. Every file written is in ``written`` as soon as it is (to discard on failure)."""
     record_changes = change_data_feed_enabled(snapshot.metadata)
-    columns = [f.name for f in reader.data_fields]
     rows_of = chosen.files.select(["path", "partition_values"]).to_pylist()
-    adds: list[AddFile] = []
-    cdc: list[AddCDCFile] = []
-    copied = 0
     now = int(time.time() * 1000)
-    for number, (position, rows) in enumerate(reader.read(chosen, columns)):
+
+    def rewrite(position: int, rows: pa.Table) -> _Rewritten:
         item, file = touched[position], rows_of[position]
         values = dict(file["partition_values"] or {})
         count = rows.num_rows
@@ -496,19 +501,27 @@ def _rewrite(
         gone[_within(item.new, count)] = True
         keep = ~gone
         keep[_within(item.old, count)] = False
+        add = change = None
         if keep.any():
             add, path = reader.write_data(
                 rows.filter(pa.array(keep)), _directory(snapshot, file), values, now
             )
             written.append(path)
-            adds.append(add)
-            copied += int(keep.sum())
         if record_changes:
-            change, path = reader.write_changes(rows.filter(pa.array(gone)), values, number)
+            change, path = reader.write_changes(rows.filter(pa.array(gone)), values, position)
             written.append(path)
-            cdc.append(change)
-        if (number + 1) % 100 == 0:
-            log.info("Rewrote %d of %d file(s) of %s.", number + 1, len(touched), snapshot.storage.root_uri)
+        return _Rewritten(add, change, int(keep.sum()))
+
+    adds: list[AddFile] = []
+    cdc: list[AddCDCFile] = []
+    copied = 0
+    columns = [f.name for f in reader.data_fields]
+    for number, done in enumerate(reader.map(chosen, columns, rewrite), 1):
+        adds += [done.add] if done.add is not None else []
+        cdc += [done.change] if done.change is not None else []
+        copied += done.copied
+        if number % 100 == 0:
+            log.info("Rewrote %d of %d file(s) of %s.", number, len(touched), snapshot.storage.root_uri)
     return adds, cdc, copied
 
 

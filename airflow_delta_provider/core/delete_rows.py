@@ -13,7 +13,7 @@ import os
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -28,7 +28,7 @@ from airflow_delta_provider.core.schema import physical_name, physical_schema, r
 from airflow_delta_provider.core.stats import footer_info, indexed_columns
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
 
     import numpy.typing as npt
 
@@ -40,6 +40,8 @@ __all__ = ["CDC_DIR", "Candidates", "FileReader", "match_rows_locally", "written
 #: Where change-data files go (PROTOCOL.md recommends it; readers find them through the log).
 CDC_DIR = "_change_data"
 CHANGE_TYPE = "_change_type"
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,13 @@ class FileReader:
     def read(self, candidates: Candidates, columns: Sequence[str]) -> Iterator[tuple[int, pa.Table]]:
         """Each candidate's rows (index in ``candidates``, table of the logical ``columns``), in file
         order; partition columns come from the log."""
+        return self.map(candidates, columns, lambda index, rows: (index, rows))
+
+    def map(
+        self, candidates: Candidates, columns: Sequence[str], work: Callable[[int, pa.Table], T]
+    ) -> Iterator[T]:
+        """``work(index, rows)`` of each candidate's rows (as :meth:`read` gives them), run in the
+        reading threads, the results in the candidates' order."""
         partitions = [c for c in columns if c in self.partition_columns]
         data = [f for f in self.data_fields if f.name in set(columns)]
         read_fields = [self.physical.field(self.logical.get_field_index(f.name)) for f in data]
@@ -106,10 +115,10 @@ class FileReader:
         logical = pa.schema(data + [self.logical.field(c) for c in partitions])
         names = schema.names
 
-        def one(indexed: tuple[int, Any]) -> tuple[int, pa.Table]:
+        def one(indexed: tuple[int, Any]) -> T:
             index, fragment = indexed
             table = fragment.to_table(schema=dataset.schema, columns=names, use_threads=False)
-            return index, rename_to_logical(table, logical)
+            return work(index, rename_to_logical(table, logical))
 
         fragments = list(enumerate(dataset.get_fragments()))
         if self.max_workers == 1:

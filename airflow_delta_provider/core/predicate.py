@@ -136,13 +136,14 @@ class Predicate:
         expression = _to_expression(self._tree, partition_values.schema)
         if partition_values.num_rows == 0:
             return pa.array([], pa.bool_())
-        index = "__row__"
-        numbered = partition_values.append_column(
-            index, pa.array(range(partition_values.num_rows), pa.int64())
-        )
-        kept = numbered.filter(expression).column(index).to_numpy()
         import numpy as np
 
+        index = "__row__"
+        # From numpy: building the row numbers from a Python range costs ~0.1 µs a row.
+        numbered = partition_values.append_column(
+            index, pa.array(np.arange(partition_values.num_rows, dtype=np.int64))
+        )
+        kept = numbered.filter(expression).column(index).to_numpy()
         result = np.zeros(partition_values.num_rows, dtype=bool)
         result[kept] = True
         return pa.array(result)
