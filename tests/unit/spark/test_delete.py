@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from delete_support import DV_PROPERTIES, core_rows, ids, make_table
+from delete_support import CDF_PROPERTIES, DV_PROPERTIES, core_rows, ids, make_table
 
 from airflow_delta_provider.core.delete import DeleteOptions, parse_predicate
 from airflow_delta_provider.core.delete_rows import Candidates, match_rows_locally
@@ -66,3 +66,20 @@ def test_a_delete_whose_rows_spark_found(tmp_path, spark, properties):
     assert core_rows(theirs) == core_rows(ours)
     assert ids(core_rows(theirs)) == [0, 1, 2, 3, 4, *range(22, 30)]
     assert DeleteOptions(predicate).predicate == predicate
+
+
+@pytest.mark.parametrize(
+    "properties",
+    [CDF_PROPERTIES, {**CDF_PROPERTIES, **DV_PROPERTIES}],
+    ids=["copy-on-write-cdc", "deletion-vectors"],
+)
+def test_spark_reads_exactly_the_deleted_rows_as_changes(tmp_path, spark, properties):
+    from airflow_delta_provider.spark import read_changes
+
+    table = make_table(tmp_path / "t", FILES, properties)
+    before = set(core_rows(table))
+    result = table.delete("id IN (1, 12, 25) OR v IS NULL")
+    deleted = sorted(("delete", *row) for row in before - set(core_rows(table)))
+    frame = read_changes(spark, table.uri, result.version, result.version)
+    rows = sorted((r["_change_type"], r["id"], r["v"], r["p"]) for r in frame.collect())
+    assert rows == deleted and len(deleted) == 7  # 1, 12, 25 and the null v of 6, 13, 20, 27
