@@ -213,11 +213,16 @@ def main() -> None:
     report = "\n".join(lines)
     print(report)
     if args.write_readme:
-        text = README.read_text()
-        start, end = "<!-- results:start -->", "<!-- results:end -->"
-        head, _, rest = text.partition(start)
-        _, _, tail = rest.partition(end)
-        README.write_text(f"{head}{start}\n{report}\n{end}{tail}")
+        write_readme_section("results", report)
+
+
+def write_readme_section(name: str, report: str) -> None:
+    """Replace what README.md holds between ``<!-- name:start -->`` and ``<!-- name:end -->``."""
+    text = README.read_text()
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    head, _, rest = text.partition(start)
+    _, _, tail = rest.partition(end)
+    README.write_text(f"{head}{start}\n{report}\n{end}{tail}")
 
 
 def _cpus() -> int:

@@ -24,6 +24,7 @@ from airflow_delta_provider.core.delta_types import (
     show_value,
 )
 from airflow_delta_provider.core.errors import CorruptLogError, InvalidLogValueError
+from airflow_delta_provider.core.table_config import TableConfig
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -171,6 +172,12 @@ class Metadata:
                 )
         if self.created_time is not None:
             check_integer("metaData.createdTime", self.created_time)
+
+    @cached_property
+    def config(self) -> TableConfig:
+        """The table's own properties, typed: Delta's view, without provider defaults
+        (``Snapshot.config`` adds them; ``TableConfig.table_only`` comes back here)."""
+        return TableConfig(self.configuration)
 
     @cached_property
     def schema(self) -> pa.Schema:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+import airflow_delta_provider.core.arrays as arrays
 from airflow_delta_provider.core.changes_schema import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
 from airflow_delta_provider.core.deletion_vectors import deletion_vector_unique_id
 from airflow_delta_provider.core.errors import ChangeDataFileNotFoundError
@@ -152,11 +153,13 @@ _CDC_NAMES = frozenset(f.name for f in CDC_FIELDS)
 
 
 def _empty(data_fields: list[pa.Field], extra: list[pa.Field]) -> pa.Table:
-    return pa.schema([*data_fields, *extra]).empty_table()
+    return arrays.table([], pa.schema([*data_fields, *extra]))
 
 
 class _Reader:
-    """Reads scans of one table with one physical schema."""
+    """Reads scans of one table with one physical schema. The columns that come from the log (a
+    file's partition values, a change's type, version and commit time) are taken, per row, from a
+    small table of per-file values by the row's file (pyarrow's ``__fragment_index``)."""
 
     def __init__(
         self,
@@ -176,14 +179,12 @@ class _Reader:
         """Every row of each file, in one dataset; a change-data file's rows carry their change type."""
         if not scans:
             return None
-        constants = [f for f in CDC_FIELDS if not (cdc and f.name == CHANGE_TYPE)]
-        dataset = file_dataset(
-            self._storage,
-            [s.path for s in scans],
-            pa.schema([*self._data_fields, *self._partition_fields, *CDC_FIELDS]),
-            self._constants(scans, constants),
-        )
-        return self._read(dataset, scans, columns)
+        own = [f for f in self._data_fields if f.name in columns]
+        if cdc and CHANGE_TYPE in columns:
+            own.append(CDC_FIELDS[0])
+        dataset = file_dataset(self._storage, [s.path for s in scans], pa.schema(own))
+        table = self._read(dataset, scans, [*(f.name for f in own), _FRAGMENT_INDEX])
+        return self._with_log_columns(table, scans, table.column(_FRAGMENT_INDEX), columns)
 
     def selected(self, scans: list[RowScan], columns: list[str]) -> list[pa.Table]:
         """The rows each scan's deletion vectors select; each file is read once for all its scans
@@ -193,36 +194,53 @@ class _Reader:
         for scan in scans:
             key = (scan.path, tuple(sorted((scan.partition_values or {}).items())))
             files.setdefault(key, []).append(scan)
-        data_columns = [c for c in columns if c not in _CDC_NAMES]
+        own = [f for f in self._data_fields if f.name in columns]
         parts = []
         for group in files.values():
             selections = [(s, self._selection(s)) for s in group]
             selections = [(s, rows) for s, rows in selections if rows is None or len(rows)]
             if not selections:
                 continue
-            first = selections[0][0]
-            dataset = file_dataset(
-                self._storage,
-                [first.path],
-                pa.schema([*self._data_fields, *self._partition_fields]),
-                self._constants([first], []),
-            )
-            table = self._read(dataset, [first], data_columns, use_threads=False)
+            dataset = file_dataset(self._storage, [selections[0][0].path], pa.schema(own))
+            table = self._read(dataset, [selections[0][0]], [f.name for f in own], use_threads=False)
             for scan, rows in selections:
                 picked = table.filter(self._mask(scan, rows, table.num_rows))
-                values = {
-                    CHANGE_TYPE: scan.change_type,
-                    COMMIT_VERSION: scan.version,
-                    COMMIT_TIMESTAMP: scan.timestamp * 1000,
-                }
-                for f in CDC_FIELDS:
-                    if f.name in columns:
-                        scalar = pa.scalar(
-                            values[f.name], pa.int64() if f.name == COMMIT_TIMESTAMP else f.type
-                        )
-                        picked = picked.append_column(f, pa.repeat(scalar, picked.num_rows).cast(f.type))
-                parts.append(picked.select(columns))
+                index = arrays.from_numpy(np.zeros(picked.num_rows, dtype=np.int32))
+                parts.append(self._with_log_columns(picked, [scan], index, columns))
         return parts
+
+    def _with_log_columns(
+        self, table: pa.Table, scans: list[RowScan], index: pa.Array | pa.ChunkedArray, columns: list[str]
+    ) -> pa.Table:
+        """``table``'s columns among ``columns``, and the others from the scans' values, row by row
+        (``index``: the scan of each row)."""
+        log_columns = self._log_values(scans, [c for c in columns if c not in table.column_names])
+        return pa.table(
+            {
+                c: table.column(c) if c in table.column_names else log_columns.column(c).take(index)
+                for c in columns
+            }
+        )
+
+    def _log_values(self, scans: list[RowScan], names: list[str]) -> pa.Table:
+        """Per scan, the asked-for columns that come from the log: typed partition values, change
+        type, version and commit time."""
+        columns: dict[str, pa.Array] = {}
+        partitions = [f for f in self._partition_fields if f.name in names]
+        if partitions:
+            maps = arrays.array([dict(s.partition_values or {}) for s in scans], _PARTITION_VALUES)
+            typed = partition_columns_from_map(maps, pa.schema(partitions))
+            columns.update({f.name: typed.field(f.name) for f in partitions})
+        values: dict[str, list[Any]] = {
+            CHANGE_TYPE: [s.change_type for s in scans],
+            COMMIT_VERSION: [s.version for s in scans],
+            COMMIT_TIMESTAMP: [s.timestamp * 1000 for s in scans],
+        }
+        for f in CDC_FIELDS:
+            if f.name in names:
+                raw = pa.int64() if f.name == COMMIT_TIMESTAMP else f.type
+                columns[f.name] = arrays.array(values[f.name], raw).cast(f.type)
+        return pa.table(columns) if columns else pa.table({"_": pa.nulls(len(scans))})
 
     def _selection(self, scan: RowScan) -> npt.NDArray[np.uint64] | None:
         """The rows a scan selects (None: every row its exclusion leaves)."""
@@ -238,25 +256,7 @@ class _Reader:
             keep = np.ones(num_rows, dtype=bool)
             if scan.exclude is not None:
                 keep[_within(self._dvs.rows(scan.exclude, scan.version), num_rows)] = False
-        return pa.array(keep)
-
-    def _constants(self, scans: list[RowScan], cdc_fields: list[pa.Field]) -> pa.Table:
-        """Per scan: its typed partition values, change type, version and commit time."""
-        columns: dict[str, pa.Array] = {}
-        if self._partition_fields:
-            maps = pa.array([list((s.partition_values or {}).items()) for s in scans], _PARTITION_VALUES)
-            typed = partition_columns_from_map(maps, pa.schema(self._partition_fields))
-            columns.update({f.name: typed.field(f.name) for f in self._partition_fields})
-        values = {
-            CHANGE_TYPE: [s.change_type for s in scans],
-            COMMIT_VERSION: [s.version for s in scans],
-            COMMIT_TIMESTAMP: [s.timestamp * 1000 for s in scans],
-        }
-        for f in cdc_fields:
-            columns[f.name] = pa.array(
-                values[f.name], pa.int64() if f.name == COMMIT_TIMESTAMP else f.type
-            ).cast(f.type)
-        return pa.table(columns)
+        return arrays.from_numpy(keep)
 
     def _read(
         self, dataset: Any, scans: list[RowScan], columns: list[str], *, use_threads: bool = True
@@ -273,6 +273,10 @@ class _Reader:
                     ) from None
             raise
         return table
+
+
+#: pyarrow's special column: the position, among the dataset's files, of the file a row came from.
+_FRAGMENT_INDEX = "__fragment_index"
 
 
 def _within(rows: npt.NDArray[np.uint64], num_rows: int) -> npt.NDArray[np.intp]:

@@ -284,7 +284,6 @@ def cleanup_logs(snapshot: Snapshot, options: CleanupOptions | None = None) -> C
     :raises RetentionError: the retention is not valid.
     """
     options = options or CleanupOptions()
-    dry_run, max_workers = options.dry_run, options.max_workers
     protocol = snapshot.protocol
     check_supported(protocol, snapshot.metadata, Operation.LOG_CLEANUP)
     config = snapshot.config
@@ -293,7 +292,7 @@ def cleanup_logs(snapshot: Snapshot, options: CleanupOptions | None = None) -> C
     cutoff_ms = int(cutoff.timestamp() * 1000)
     storage = snapshot.storage
     uri = storage.root_uri
-    result = CleanupResult(uri, cutoff, resolved, dry_run)
+    result = CleanupResult(uri, cutoff, resolved, options.dry_run)
 
     hint = read_last_checkpoint(storage)
     # One listing from the first name: writers' temp files (dot-names) sort before every version.
@@ -320,7 +319,7 @@ def cleanup_logs(snapshot: Snapshot, options: CleanupOptions | None = None) -> C
         result = dataclasses.replace(
             result, earliest_retained_version=earliest_reconstructable(files), skipped_reason=skipped
         )
-        return _delete_planned(storage, uri, result, temps, max_workers)
+        return _delete_planned(storage, uri, result, temps, options.max_workers)
 
     doomed: list[FileInfo] = [f.file for f in plan.expired] + [f.file for f in plan.compacted]
     gone = {info.path for info in doomed}
@@ -339,7 +338,7 @@ def cleanup_logs(snapshot: Snapshot, options: CleanupOptions | None = None) -> C
         earliest_retained_version=earliest_reconstructable(remaining),
         checkpoint_version=plan.checkpoint_version,
     )
-    if dry_run:
+    if options.dry_run:
         return result
     log.info(
         "Deleting %d log file(s) of %s older than %s (groups up to the checkpoint at version %s).",
@@ -348,7 +347,7 @@ def cleanup_logs(snapshot: Snapshot, options: CleanupOptions | None = None) -> C
         cutoff.isoformat(),
         plan.checkpoint_version,
     )
-    storage.delete_many([f.path for f in doomed], max_workers=max_workers)
+    storage.delete_many([f.path for f in doomed], max_workers=options.max_workers)
     return result
 
 

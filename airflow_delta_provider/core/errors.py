@@ -44,6 +44,7 @@ __all__ = [
     "MaxCommitAttemptsExceededError",
     "MetadataChangedError",
     "MissingCheckpointError",
+    "OptimizeRewriteError",
     "ProtocolChangedError",
     "ProtocolError",
     "RetentionError",
@@ -369,6 +370,11 @@ class VacuumRetentionTooShortError(RetentionError):
 
 class VacuumRetentionNegativeError(RetentionError):
     delta_error_class = "DELTA_VACUUM_RETENTION_PERIOD_NEGATIVE"
+
+
+class OptimizeRewriteError(DeltaError):
+    """The rewrite of an OPTIMIZE failed (an input could not be read, the engine failed); nothing was
+    committed and the files the attempt wrote were removed."""
 
 
 class VacuumLiteError(DeltaError):

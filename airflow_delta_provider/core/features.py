@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from airflow_delta_provider.core.actions import Metadata, Protocol
+    from airflow_delta_provider.core.table_config import TableConfig
 
 __all__ = [
     "FEATURES",
@@ -91,12 +92,9 @@ def _support(**overrides: Support) -> dict[Operation, Support]:
     return table
 
 
-def _flag(name: str) -> Callable[[Mapping[str, str]], bool]:
-    return lambda properties: (properties.get(name) or "").strip().lower() == "true"
-
-
-def _set(name: str) -> Callable[[Mapping[str, str]], bool]:
-    return lambda properties: (properties.get(name) or "").strip().lower() not in ("", "false", "none")
+def _flag(name: str) -> tuple[str, Callable[[TableConfig], bool]]:
+    """Enabled by the boolean table property ``name`` (read through the table's TableConfig)."""
+    return name, lambda config: config.flag(name)
 
 
 @dataclass(frozen=True)
@@ -110,7 +108,8 @@ class Feature:
     :param support: what each operation does when the table lists it.
     :param in_use: how to tell that a table's metadata uses it (for ``UNLESS_USED``).
     :param in_use_reason: how the table uses it, for the error message.
-    :param enabled_by: the table property that turns it on at creation (for the protocol).
+    :param enabled_by: the table property that turns it on at creation, and whether the table's
+        configuration does (for the protocol).
     :param creatable: whether ``DeltaTable.create`` may enable it (the core writes it right).
     :param requires: features the protocol must list with it (``rowTracking`` needs ``domainMetadata``).
     :param note: what the core does with it (or why it refuses it), for the docs' feature table.
@@ -125,7 +124,7 @@ class Feature:
     support: Mapping[Operation, Support] = field(default_factory=lambda: dict(_ALL))
     in_use: Callable[[Metadata], bool] | None = None
     in_use_reason: str = ""
-    enabled_by: tuple[str, Callable[[Mapping[str, str]], bool]] | None = None
+    enabled_by: tuple[str, Callable[[TableConfig], bool]] | None = None
     creatable: bool = True
     requires: tuple[str, ...] = ()
     note: str = ""
@@ -141,7 +140,7 @@ def _has_constraints(metadata: Metadata) -> bool:
 
 
 def _column_mapping_used(metadata: Metadata) -> bool:
-    return (metadata.configuration.get("delta.columnMapping.mode") or "none").lower() != "none"
+    return metadata.config.column_mapping_mode != "none"
 
 
 #: Rules on the rows a commit adds, which commits honour: every row is checked before the commit
@@ -159,7 +158,7 @@ _TYPE_WIDENING = (
 FEATURES: dict[str, Feature] = {
     f.name: f
     for f in (
-        Feature("appendOnly", legacy_writer=2, enabled_by=("delta.appendOnly", _flag("delta.appendOnly"))),
+        Feature("appendOnly", legacy_writer=2, enabled_by=_flag("delta.appendOnly")),
         Feature(
             "invariants",
             legacy_writer=2,
@@ -185,7 +184,7 @@ FEATURES: dict[str, Feature] = {
         Feature(
             "changeDataFeed",  # appends and whole-file removes need no cdc files
             legacy_writer=4,
-            enabled_by=("delta.enableChangeDataFeed", _flag("delta.enableChangeDataFeed")),
+            enabled_by=_flag("delta.enableChangeDataFeed"),
         ),
         Feature(
             "generatedColumns",
@@ -206,7 +205,7 @@ FEATURES: dict[str, Feature] = {
             support=_support(optimize=Support.UNLESS_USED),
             in_use=_column_mapping_used,
             in_use_reason="delta.columnMapping.mode is not 'none'",
-            enabled_by=("delta.columnMapping.mode", _set("delta.columnMapping.mode")),
+            enabled_by=("delta.columnMapping.mode", lambda config: config.column_mapping_mode != "none"),
             note=(
                 "modes name and id: reads resolve physical names; commits check that every file names "
                 "its columns physically (field ids in id mode) and key partition values and stats by "
@@ -231,7 +230,7 @@ FEATURES: dict[str, Feature] = {
         Feature(
             "deletionVectors",
             reader=True,
-            enabled_by=("delta.enableDeletionVectors", _flag("delta.enableDeletionVectors")),
+            enabled_by=_flag("delta.enableDeletionVectors"),
             note=(
                 "reads apply them; DELETE writes them where delta.enableDeletionVectors is true (a "
                 "second delete merges into a file's vector); removes and OPTIMIZE carry them"
@@ -241,16 +240,13 @@ FEATURES: dict[str, Feature] = {
         Feature(
             "v2Checkpoint",
             reader=True,
-            enabled_by=(
-                "delta.checkpointPolicy",
-                lambda p: (p.get("delta.checkpointPolicy") or "classic").strip().lower() == "v2",
-            ),
+            enabled_by=("delta.checkpointPolicy", lambda config: config.checkpoint_policy == "v2"),
         ),
         Feature("vacuumProtocolCheck", reader=True),  # a reader need not do anything
         Feature("domainMetadata"),  # carried through checkpoints; commits don't touch domains
         Feature(
             "inCommitTimestamp",
-            enabled_by=("delta.enableInCommitTimestamps", _flag("delta.enableInCommitTimestamps")),
+            enabled_by=_flag("delta.enableInCommitTimestamps"),
         ),
         Feature("checkpointProtection"),  # honoured by log cleanup
         Feature(
@@ -272,9 +268,9 @@ FEATURES: dict[str, Feature] = {
         Feature(
             "rowTracking",  # commits assign baseRowId / defaultRowCommitVersion (core/row_tracking.py)
             support=_support(optimize=Support.NO, copy_on_write_delete=Support.UNLESS_USED),
-            in_use=lambda metadata: _flag("delta.enableRowTracking")(metadata.configuration),
+            in_use=lambda metadata: metadata.config.flag("delta.enableRowTracking"),
             in_use_reason="delta.enableRowTracking is true",
-            enabled_by=("delta.enableRowTracking", _flag("delta.enableRowTracking")),
+            enabled_by=_flag("delta.enableRowTracking"),
             requires=("domainMetadata",),
             note=(
                 "commits assign baseRowId and defaultRowCommitVersion above the delta.rowTracking "
@@ -295,21 +291,21 @@ FEATURES: dict[str, Feature] = {
         Feature(
             "typeWidening",
             reader=True,
-            enabled_by=("delta.enableTypeWidening", _flag("delta.enableTypeWidening")),
+            enabled_by=_flag("delta.enableTypeWidening"),
             note=_TYPE_WIDENING,
         ),
         Feature("typeWidening-preview", reader=True, creatable=False, note=_TYPE_WIDENING),
         Feature(
             "icebergCompatV1",
             support=_support(write=Support.NO, vacuum=Support.NO),
-            enabled_by=("delta.enableIcebergCompatV1", _flag("delta.enableIcebergCompatV1")),
+            enabled_by=_flag("delta.enableIcebergCompatV1"),
             creatable=False,
             note="refused for commits and VACUUM: Iceberg metadata and its column rules are not kept",
         ),
         Feature(
             "icebergCompatV2",
             support=_support(write=Support.NO, vacuum=Support.NO),
-            enabled_by=("delta.enableIcebergCompatV2", _flag("delta.enableIcebergCompatV2")),
+            enabled_by=_flag("delta.enableIcebergCompatV2"),
             creatable=False,
             note="refused for commits and VACUUM: Iceberg metadata and its column rules are not kept",
         ),
@@ -531,13 +527,13 @@ def deletion_vectors_writable(protocol: Protocol, metadata: Metadata) -> bool:
     reader and writer feature and ``delta.enableDeletionVectors`` is true."""
     name = "deletionVectors"
     listed = name in reader_features(protocol) and name in writer_features(protocol)
-    return listed and _flag("delta.enableDeletionVectors")(metadata.configuration)
+    return listed and metadata.config.flag("delta.enableDeletionVectors")
 
 
 def change_data_feed_enabled(metadata: Metadata) -> bool:
     """Whether a commit that rewrites rows records them in ``cdc`` files: ``delta.enableChangeDataFeed``
     is true (Delta's ``CDCReader.isCDCEnabledOnTable``)."""
-    return _flag("delta.enableChangeDataFeed")(metadata.configuration)
+    return metadata.config.flag("delta.enableChangeDataFeed")
 
 
 # --- new tables -------------------------------------------------------------------------------
@@ -567,11 +563,14 @@ def minimum_protocol(schema: pa.Schema, properties: Mapping[str, str]) -> Protoc
                 feature=feature,
                 operation=Operation.WRITE.value,
             )
-    enabled = {f.name for f in FEATURES.values() if f.enabled_by is not None and f.enabled_by[1](properties)}
+    schema_json = schema_to_delta_json(schema)
+    table = Metadata("", schema_json, (), dict(properties))
+    enabled = {
+        f.name for f in FEATURES.values() if f.enabled_by is not None and f.enabled_by[1](table.config)
+    }
     # Features the schema or the properties use (invariants, CHECK constraints, generated and
     # identity columns), as Spark's CREATE TABLE adds them.
-    schema_json = schema_to_delta_json(schema)
-    used = features_in_use(Metadata("", schema_json, (), dict(properties)))
+    used = features_in_use(table)
     enabled |= {f for f in used if FEATURES[f].creatable}
     if '"timestamp_ntz"' in schema_json:
         enabled.add("timestampNtz")

@@ -13,12 +13,15 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.core.optimize import OptimizeOptions, plan_optimize
 from airflow_delta_provider.core.table_config import ENABLE_EXPIRED_LOG_CLEANUP, Setting, TableConfig
+from airflow_delta_provider.core.vacuum.record import LAST_VACUUM_INFO, VACUUM_END
 
 if TYPE_CHECKING:
     from airflow_delta_provider.core.snapshot import Snapshot
     from airflow_delta_provider.core.table import DeltaTable
 
 __all__ = [
+    "DEFAULT_OPTIMIZE_MIN_FILES",
+    "DEFAULT_VACUUM_INTERVAL",
     "CheckpointDecision",
     "CleanupDecision",
     "LastVacuum",
@@ -31,11 +34,12 @@ __all__ = [
     "vacuum_due",
 ]
 
-VACUUM_END = "VACUUM END"
 #: Small files (in bins OPTIMIZE would rewrite) before a scheduled OPTIMIZE is due: Delta's auto
 #: compaction threshold (``autoCompact.minNumFiles``).
 DEFAULT_OPTIMIZE_MIN_FILES = 50
-LAST_VACUUM_INFO = "_last_vacuum_info"
+#: Time between two scheduled VACUUMs of one table (the maintenance operator's and the Delta view's
+#: default): the default tombstone retention, so each run finds what the last one could not take.
+DEFAULT_VACUUM_INTERVAL = timedelta(days=7)
 
 
 @dataclass(frozen=True)

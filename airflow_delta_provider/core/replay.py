@@ -65,7 +65,6 @@ from airflow_delta_provider.core.errors import CorruptLogError, DeltaError
 from airflow_delta_provider.core.features import reader_features
 from airflow_delta_provider.core.logfiles import SIDECAR_DIR
 from airflow_delta_provider.core.paths import TablePath, escapes_root, has_scheme
-from airflow_delta_provider.core.table_config import TableConfig
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -229,7 +228,7 @@ def replay_small_state(
         origin = f"in the checksum file {checksum.uri}"
     meta = Metadata.from_json(metadata, origin=origin)
     transactions = {app: Transaction.from_json(t) for app, t in txns.items()}
-    retention = TableConfig(meta.configuration).set_transaction_retention.value
+    retention = meta.config.set_transaction_retention.value  # the table's own, as in Delta
     if retention is not None:
         now = now_ms if now_ms is not None else int(time.time() * 1000)
         cutoff = now - int(retention.total_seconds() * 1000)
@@ -629,7 +628,7 @@ def replay_files(
     removes = arrow_table([], REMOVE_SCHEMA)
     if tombstones:
         removes = pa.concat_tables([checkpoint_removes, tail_removes])
-        retention = TableConfig(small.metadata.configuration).deleted_file_retention.value
+        retention = small.metadata.config.deleted_file_retention.value  # the table's own
         now = now_ms if now_ms is not None else int(time.time() * 1000)
         cutoff = now - int(retention.total_seconds() * 1000)
         timestamps = pc.fill_null(removes.column("deletionTimestamp"), _ZERO)
@@ -1224,7 +1223,7 @@ def _columnar_file_actions(
     adds = _winning_rows(winners[is_add[winners]], add_fields, exact, exact_actions, ADD_SCHEMA)
     removes = _winning_rows(winners[is_remove[winners]], remove_fields, exact, exact_actions, REMOVE_SCHEMA)
     for commit in commits:
-        commit._files_checked = True
+        commit.mark_files_checked()
     return adds, removes, touched
 
 

@@ -56,9 +56,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
-from pyarrow import _parquet as pq_native
 
 from airflow_delta_provider.core.errors import InvalidDataFileError, SchemaError
+from airflow_delta_provider.core.parquet_compat import read_footer_metadata
 from airflow_delta_provider.core.redaction import get_logger
 
 if TYPE_CHECKING:
@@ -201,10 +201,6 @@ LOCAL_TAIL_STEP = 4 * 1024
 #: turned into stats): at most ``2 * FOOTER_WINDOW * TAIL_BYTES`` bytes of tails (16 MiB) are held.
 FOOTER_WINDOW = 128
 _MAGIC = b"PAR1"
-#: pyarrow's Parquet reader without the Python ``ParquetFile`` around it (half the cost per
-#: footer); ``pq.read_metadata`` where a pyarrow lacks it. (Not ``_reconstruct_filemetadata``:
-#: it aborts the process on a corrupt footer.)
-_Reader: Any = getattr(pq_native, "ParquetReader", None)
 
 
 def read_footer(
@@ -359,11 +355,7 @@ def _size(storage: LogStore, path: str) -> int:
 def _parse_footer(storage: LogStore, path: str, footer: bytes) -> pq.FileMetaData:
     """The FileMetaData of a footer that ends with its trailer (the reader checks both)."""
     try:
-        if _Reader is not None:
-            reader = _Reader()
-            reader.open(pa.BufferReader(footer))
-            return reader.metadata
-        return pq.read_metadata(pa.BufferReader(footer))
+        return read_footer_metadata(footer)
     except (OSError, pa.ArrowException, ValueError) as err:
         raise _unreadable(storage, path, err) from None
 

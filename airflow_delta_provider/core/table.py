@@ -30,7 +30,6 @@ from airflow_delta_provider.core.segment import (
 )
 from airflow_delta_provider.core.snapshot import Snapshot, load_snapshot
 from airflow_delta_provider.core.storage import open_store
-from airflow_delta_provider.core.table_config import TableConfig
 from airflow_delta_provider.core.transaction import PostCommitHook
 from airflow_delta_provider.core.vacuum import VacuumOptions, vacuum
 from airflow_delta_provider.core.write import CommitOptions, commit_files
@@ -47,6 +46,7 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.commit_plan import CommitResult
     from airflow_delta_provider.core.delete import DeleteResult, RowMatcher
     from airflow_delta_provider.core.optimize import OptimizeResult, Rewriter
+    from airflow_delta_provider.core.table_config import TableConfig
     from airflow_delta_provider.core.transaction import LandedCommit
     from airflow_delta_provider.core.vacuum import VacuumResult
 
@@ -364,9 +364,12 @@ class DeltaTable:
             PostCommitHook("log cleanup", cleanup, after="checkpoint"),
         ]
 
+    def _committed_config(self, commit: LandedCommit) -> TableConfig:
+        """The configuration at the committed version, as its snapshot would have it."""
+        return commit.metadata.config.with_provider_defaults(self.provider_defaults)
+
     def _checkpoint_after_commit(self, commit: LandedCommit) -> bool:
-        config = TableConfig(commit.metadata.configuration, self.provider_defaults)
-        if not should_checkpoint(commit.version, config):
+        if not should_checkpoint(commit.version, self._committed_config(commit)):
             return False
         write_checkpoint(
             load_snapshot(self.storage, commit.version, provider_defaults=self.provider_defaults)
@@ -375,8 +378,7 @@ class DeltaTable:
 
     def _cleanup_after_checkpoint(self, enabled: bool | None, commit: LandedCommit) -> bool:
         if enabled is None:
-            config = TableConfig(commit.metadata.configuration, self.provider_defaults)
-            enabled = config.expired_log_cleanup.value
+            enabled = self._committed_config(commit).expired_log_cleanup.value
         if not enabled:
             return False
         cleanup_logs(self.snapshot())

@@ -71,7 +71,6 @@ from airflow_delta_provider.core.row_tracking import (
     winner_high_water_mark,
 )
 from airflow_delta_provider.core.snapshot import load_snapshot
-from airflow_delta_provider.core.table_config import TableConfig
 from airflow_delta_provider.core.validation import validate_actions, validate_commit_info
 
 if TYPE_CHECKING:
@@ -337,7 +336,7 @@ class OptimisticTransaction:
         row_mark = None
         if assigns_row_ids(protocol, metadata):
             row_mark = -1 if self.new_table else high_water_mark(self.snapshot.domain_metadata)
-        ict_enabled = TableConfig(metadata.configuration).in_commit_timestamps
+        ict_enabled = metadata.config.in_commit_timestamps
         version = self.read_version + 1
         tags = {**(properties.tags or {}), **plan.tags}
         return _Commit(
@@ -424,7 +423,7 @@ class OptimisticTransaction:
     # --- helpers ----------------------------------------------------------------------
 
     def _isolation(self, metadata: Metadata, changes_data: bool) -> str:
-        level = self._isolation_level or TableConfig(metadata.configuration).isolation_level
+        level = self._isolation_level or metadata.config.isolation_level
         if level not in (SERIALIZABLE, WRITE_SERIALIZABLE):
             raise CommitError(
                 f"Isolation level {level!r} is not supported; use {SERIALIZABLE!r} (Delta's default) or "
@@ -435,7 +434,7 @@ class OptimisticTransaction:
 
     @staticmethod
     def _check_append_only(actions: Sequence[Action], metadata: Metadata) -> None:
-        if not TableConfig(metadata.configuration).append_only:
+        if not metadata.config.append_only:
             return
         if any(isinstance(a, RemoveFile) and a.data_change for a in actions):
             raise AppendOnlyViolationError(

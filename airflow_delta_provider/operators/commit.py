@@ -30,6 +30,12 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import AssetAlias, BaseOperator
 
 from airflow_delta_provider.assets.delta import asset_event_extra, delta_table_asset, table_asset_uri
+from airflow_delta_provider.config import (
+    DEFAULT_SET_TRANSACTION_RETENTION,
+    max_commit_attempts,
+    provider_table_properties,
+)
+from airflow_delta_provider.hooks.mixins import DeltaTableMixin, delta_template_fields
 from airflow_delta_provider.utils.coercion import (
     is_deferred,
     to_app_id,
@@ -40,7 +46,6 @@ from airflow_delta_provider.utils.coercion import (
     to_text,
     validate,
 )
-from airflow_delta_provider.utils.mixins import DeltaTableMixin, delta_template_fields
 from airflow_delta_provider.utils.version_compat import alias_event_extra
 from airflow_delta_provider.utils.wording import count
 
@@ -61,14 +66,11 @@ __all__ = [
     "RunIdentity",
     "connection_asset_alias",
     "default_app_version",
+    "resolve_idempotency_key",
 ]
 
 #: Write modes; ``replace_where`` turns an overwrite into a replace of the partitions it selects.
 MODES = ("append", "overwrite")
-#: Table property bounding the table's set of txns (Delta keeps no expiry by default).
-SET_TRANSACTION_RETENTION = "delta.setTransactionRetentionDuration"
-#: What tables the provider creates get when ``[delta] set_transaction_retention_duration`` is unset.
-DEFAULT_SET_TRANSACTION_RETENTION = "interval 90 days"
 #: Prefix of the commitInfo tags holding the Airflow run identity.
 TAG_PREFIX = "airflow."
 
@@ -171,6 +173,23 @@ def default_app_version(identity: RunIdentity, mode: str) -> int:
     return 0 if mode == "append" else identity.first_try
 
 
+def resolve_idempotency_key(
+    context: Context | Mapping[str, Any], app_id: Any, app_version: Any, mode: str
+) -> tuple[RunIdentity, str, int]:
+    """The run identity and the ``(app_id, app_version)`` an execution commits with: the task's
+    own (rendered) ``app_id`` / ``app_version`` where given, else the task instance's.
+
+    :param mode: ``append`` or ``overwrite`` (an OPTIMIZE counts as an overwrite): decides the
+        default ``app_version`` (see :func:`default_app_version`).
+    """
+    identity = RunIdentity.from_context(context)
+    resolved_id = to_app_id(app_id) or identity.app_id
+    resolved_version = to_app_version(app_version)
+    if resolved_version is None:
+        resolved_version = default_app_version(identity, mode)
+    return identity, resolved_id, resolved_version
+
+
 def connection_asset_alias(delta_conn_id: str) -> AssetAlias:
     """The asset alias a commit operator given only ``delta_conn_id`` emits its table's asset event through.
 
@@ -190,34 +209,6 @@ def _to_mode(value: Any) -> WriteMode:
 def _to_files(value: Any) -> list[str]:
     """The files to commit: a list, one path, or a JSON list rendered by a template (``"[]"``: none)."""
     return to_list(value, "files")
-
-
-def provider_table_properties(properties: Mapping[str, Any] | None) -> dict[str, str]:
-    """Properties of a table the provider creates: the user's, plus a bounded txn retention.
-
-    ``delta.setTransactionRetentionDuration`` comes from ``[delta] set_transaction_retention_duration``
-    (default ``interval 90 days``) unless the user set it; without it every task instance's txn
-    would stay in the table's state forever.
-    """
-    result = {
-        str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in (properties or {}).items()
-    }
-    if SET_TRANSACTION_RETENTION not in result:
-        result[SET_TRANSACTION_RETENTION] = _configured_txn_retention()
-    return result
-
-
-def _configured_txn_retention() -> str:
-    from airflow_delta_provider.config import retention_defaults
-
-    return str(retention_defaults().get(SET_TRANSACTION_RETENTION) or DEFAULT_SET_TRANSACTION_RETENTION)
-
-
-def _configured_max_attempts() -> int:
-    """``[delta] max_commit_attempts``: how often a commit is retried while concurrent writers win."""
-    from airflow_delta_provider.config import max_commit_attempts
-
-    return max_commit_attempts()
 
 
 def _recorded_commit(table: DeltaTable, result: CommitResult) -> CommitResult:
@@ -387,13 +378,7 @@ class DeltaCommitMixin(DeltaTableMixin):
 
     def idempotency_key(self, context: Context | Mapping[str, Any]) -> tuple[RunIdentity, str, int]:
         """The run identity and the ``(app_id, app_version)`` this execution commits with."""
-        identity = RunIdentity.from_context(context)
-        mode = self._resolved_mode()
-        app_id = to_app_id(self.app_id) or identity.app_id
-        app_version = to_app_version(self.app_version)
-        if app_version is None:
-            app_version = default_app_version(identity, mode)
-        return identity, app_id, app_version
+        return resolve_idempotency_key(context, self.app_id, self.app_version, self._resolved_mode())
 
     # --- the commit ------------------------------------------------------------------------
 
@@ -433,7 +418,7 @@ class DeltaCommitMixin(DeltaTableMixin):
             schema=schema,
             partition_by=self.partition_by,
             properties=provider_table_properties(self.table_properties),
-            max_attempts=_configured_max_attempts(),
+            max_attempts=max_commit_attempts(),
             allow_empty_overwrite=self.allow_empty_overwrite,
             constraints_checked=constraints_checked,
             identity_generated=list(identity_generated),
@@ -609,13 +594,15 @@ class DeltaCommitOperator(DeltaCommitMixin, BaseOperator):
         allow_empty_overwrite: bool = False,
         **kwargs: Any,
     ) -> None:
+        self._default_outlets(kwargs, table_uri, delta_conn_id)
+        # First: BaseOperator refuses an unknown argument by name (TypeError), so a misspelt
+        # ``prefx=`` is reported as such, not as a missing prefix.
+        super().__init__(**kwargs)
         if (prefix is None) == (files is None):
             raise ValueError(
                 "DeltaCommitOperator needs exactly one of prefix (a directory of Parquet files under the "
                 f"table root) or files (a list of them); got prefix={prefix!r}, files={files!r}."
             )
-        self._default_outlets(kwargs, table_uri, delta_conn_id)
-        super().__init__(**kwargs)
         self._init_commit_args(
             table_uri=table_uri,
             delta_conn_id=delta_conn_id,

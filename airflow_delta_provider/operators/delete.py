@@ -26,17 +26,17 @@ from airflow.providers.common.compat.standard.operators import PythonOperator
 
 from airflow_delta_provider.config import max_commit_attempts
 from airflow_delta_provider.core.delete import check_predicate_text
+from airflow_delta_provider.hooks.mixins import delta_template_fields
 from airflow_delta_provider.operators.commit import (
     DeltaCommitMixin,
     RunIdentity,
     _recorded_commit,
     already_committed,
-    default_app_version,
+    resolve_idempotency_key,
 )
-from airflow_delta_provider.operators.spark_attempt import spark_path
 from airflow_delta_provider.operators.spark_output import RoutedSparkOutput
+from airflow_delta_provider.spark.paths import spark_path
 from airflow_delta_provider.utils.coercion import to_app_id, to_app_version, to_bool, validate
-from airflow_delta_provider.utils.mixins import delta_template_fields
 from airflow_delta_provider.utils.wording import count
 
 if TYPE_CHECKING:
@@ -177,11 +177,10 @@ class DeltaDeleteOperator(DeltaCommitMixin, RoutedSparkOutput, PySparkOperator, 
 
     def execute(self, context: Context) -> dict[str, Any]:
         predicate = self._rendered_predicate()
-        identity = RunIdentity.from_context(context)
-        app_id = to_app_id(self.app_id) or identity.app_id
-        app_version = to_app_version(self.app_version)
-        if app_version is None:
-            app_version = default_app_version(identity, "overwrite")
+        # As OPTIMIZE: a retry shares the key, a clear raises it (a DELETE counts as an overwrite).
+        identity, app_id, app_version = resolve_idempotency_key(
+            context, self.app_id, self.app_version, "overwrite"
+        )
         arguments: dict[str, Any] = {
             "app_id": app_id,
             "app_version": app_version,

@@ -60,7 +60,6 @@ from airflow_delta_provider.core.logfiles import LAST_CHECKPOINT
 from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.replay import replay_files, replay_small_state
 from airflow_delta_provider.core.segment import hinted_checkpoint_exists, read_last_checkpoint
-from airflow_delta_provider.core.table_config import TableConfig
 
 if TYPE_CHECKING:
     from airflow_delta_provider.core.snapshot import Snapshot
@@ -159,7 +158,7 @@ def write_checkpoint(snapshot: Snapshot, options: CheckpointOptions | None = Non
     )
     validate_against_checksum(storage, version, state)
 
-    add_column = build_add_column(state, TableConfig(small.metadata.configuration))
+    add_column = build_add_column(state, small.metadata.config)
     remove_column = build_remove_column(state)
     file_actions = state.adds.num_rows + state.removes.num_rows
     v2 = "v2Checkpoint" in writer_features(small.protocol)

@@ -28,10 +28,10 @@ from airflow_delta_provider.core.logfiles import (
 from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.replay import ADD_SCHEMA, REMOVE_SCHEMA, SmallState
 from airflow_delta_provider.core.stats import parse_stats, stats_parsed_type
-from airflow_delta_provider.core.table_config import TableConfig
 
 if TYPE_CHECKING:
     from airflow_delta_provider.core.storage import LogStore
+    from airflow_delta_provider.core.table_config import TableConfig
 
 log = get_logger(__name__)
 
@@ -204,7 +204,7 @@ def _physical_fields(state: CheckpointState) -> tuple[list[pa.Field], list[pa.Fi
     schema = metadata.schema
     mode = "none"
     if "columnMapping" in reader_features(state.small.protocol):
-        mode = TableConfig(metadata.configuration).column_mapping_mode
+        mode = metadata.config.column_mapping_mode
     physical = physical_schema(schema, mode)
     partitions = [physical.field(schema.get_field_index(c)) for c in metadata.partition_columns]
     return list(physical), partitions

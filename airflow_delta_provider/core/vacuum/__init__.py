@@ -169,7 +169,6 @@ def vacuum(
     """
     options = options or VacuumOptions()
     mode_name, dry_run = str(options.mode), options.dry_run
-    enforce_retention_duration = options.enforce_retention_duration
     now_ms = _now_millis(options.now)
     storage = snapshot.storage
     uri = storage.root_uri
@@ -177,7 +176,7 @@ def vacuum(
     config = snapshot.config
     config.warn_on_incompatible_retentions()
     resolved = resolve_vacuum_retention(options.retention, config)
-    check_retention_safety(resolved, enforce=enforce_retention_duration, table_uri=uri)
+    check_retention_safety(resolved, enforce=options.enforce_retention_duration, table_uri=uri)
     delete_before_ms = now_ms - millis(resolved.effective.value)
     delete_before = datetime.fromtimestamp(delete_before_ms / 1000, tz=UTC)
     log.info(
@@ -210,7 +209,7 @@ def vacuum(
         num_directories=len(directories),
         eligible_start_version=plan.eligible_start_version,
         eligible_end_version=plan.eligible_end_version,
-        enforce_retention_duration=enforce_retention_duration,
+        enforce_retention_duration=options.enforce_retention_duration,
     )
     if dry_run:
         log.info(
@@ -222,15 +221,30 @@ def vacuum(
         )
         return result
 
+    return _delete_planned(snapshot, plan, resolved, result, options, post_commit_hooks)
+
+
+def _delete_planned(
+    snapshot: Snapshot,
+    plan: VacuumPlan,
+    resolved: ResolvedVacuumRetention,
+    result: VacuumResult,
+    options: VacuumOptions,
+    post_commit_hooks: Sequence[PostCommitHook],
+) -> VacuumResult:
+    """Delete what ``plan`` selected, between the ``VACUUM START`` and ``END`` records (when
+    logged), then move ``_last_vacuum_info`` forward."""
+    storage = snapshot.storage
+    uri = storage.root_uri
     logged = should_log_commits(storage) if options.log_commits is None else options.log_commits
     start_version = None
     if logged:
         to_delete = (len(plan.files) + len(plan.directories), plan.num_bytes)
         start_version = commit_start(
-            snapshot, to_delete, resolved, enforce_retention_duration, post_commit_hooks
+            snapshot, to_delete, resolved, options.enforce_retention_duration, post_commit_hooks
         )
     try:
-        deleted = _delete(storage, paths, options.max_workers, options.engine)
+        deleted = _delete(storage, [p for p, _ in plan.files], options.max_workers, options.engine)
         deleted += storage.delete_empty_directories(plan.directories)
     except BaseException as err:
         end = commit_end(storage, VacuumStatus.FAILED, None, post_commit_hooks) if logged else None
@@ -252,7 +266,7 @@ def vacuum(
         uri,
         deleted,
         result.num_bytes,
-        delete_before.isoformat(timespec="seconds"),
+        result.delete_before.isoformat(timespec="seconds"),
     )
     return replace(
         result,

@@ -10,7 +10,7 @@ import pytest
 from airflow.sdk import Asset
 
 from airflow_delta_provider.assets.delta import asset_event_extra, delta_table_asset, table_asset_uri
-from airflow_delta_provider.core.transaction import CommitResult
+from airflow_delta_provider.core.commit_plan import CommitResult
 from airflow_delta_provider.openlineage import dataset_naming, output_dataset
 
 if TYPE_CHECKING:

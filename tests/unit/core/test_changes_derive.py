@@ -46,15 +46,23 @@ def write_file(root: Path, relative: str, ids: list[int]) -> str:
 
 
 def assert_every_range_is_exact(
-    root: Path, columns: list[str], refused: dict[int, str | None] | None = None
+    root: Path, columns: list[str], refused: dict[int, str | None] | None = None, *, all_ranges: bool = True
 ) -> None:
     """Every range without a refused version gives the snapshot difference; every range with one
-    is refused, naming the first refused version of the range and its operation."""
+    is refused, naming the first refused version of the range and its operation.
+
+    :param all_ranges: False for a long log: every single version, every range from the first
+        version and every range to the latest.
+    """
     table = DeltaTable(str(root))
     rows = SnapshotRows(table, columns)
     refused = refused or {}
     first = min(int(p.name[:20]) for p in (root / "_delta_log").glob("*.json") if p.name[:20].isdigit())
-    for start, end in every_range(first, table.version()):
+    latest = table.version()
+    ranges = list(every_range(first, latest))
+    if not all_ranges:
+        ranges = [(s, e) for s, e in ranges if s in (e, first) or e == latest]
+    for start, end in ranges:
         inside = sorted(v for v in refused if start <= v <= end)
         if not inside:
             rows.assert_changes_are_the_difference(start, end)

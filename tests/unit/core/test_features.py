@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 
 from airflow_delta_provider.core.actions import Metadata, Protocol
@@ -13,6 +14,8 @@ from airflow_delta_provider.core.features import (
     reader_features,
     writer_features,
 )
+
+ARROW_SCHEMA = pa.schema([("id", pa.int64()), ("ds", pa.string())])
 
 
 def check_readable(protocol: Protocol) -> None:
@@ -194,3 +197,39 @@ def test_deletion_vectors_are_written_only_where_the_feature_and_the_property_sa
 ):
     config = {} if properties is None else {"delta.enableDeletionVectors": properties}
     assert deletion_vectors_writable(protocol, metadata(config)) is writable
+
+
+# --- what enables a feature: the table's configuration, read once --------------------------
+
+
+@pytest.mark.parametrize(
+    ("properties", "feature"),
+    [
+        ({"delta.enableDeletionVectors": "TRUE"}, "deletionVectors"),
+        ({"delta.enableChangeDataFeed": " true"}, "changeDataFeed"),
+        ({"delta.checkpointPolicy": "V2"}, "v2Checkpoint"),
+        ({"delta.columnMapping.mode": "Name"}, "columnMapping"),
+        ({"delta.enableInCommitTimestamps": "true"}, "inCommitTimestamp"),
+    ],
+)
+def test_a_new_tables_features_follow_its_typed_properties(properties, feature):
+    from airflow_delta_provider.core.features import minimum_protocol
+
+    protocol = minimum_protocol(ARROW_SCHEMA, properties)
+    assert feature in writer_features(protocol)
+    off = minimum_protocol(
+        ARROW_SCHEMA, {key: "false" if key.startswith("delta.enable") else "none" for key in properties}
+    )
+    assert feature not in writer_features(off)
+
+
+@pytest.mark.parametrize(
+    "key", ["delta.enableDeletionVectors", "delta.enableChangeDataFeed", "delta.appendOnly"]
+)
+def test_a_feature_switch_that_is_no_boolean_is_refused_naming_it(tmp_path, log_state, key):
+    """As Delta validates them (and as the commit path already read appendOnly): not silently off."""
+    from airflow_delta_provider.core import DeltaTable, InvalidTablePropertyError
+
+    with pytest.raises(InvalidTablePropertyError, match=rf"{key}='yes' is not true or false"):
+        DeltaTable.create(str(tmp_path / "t"), ARROW_SCHEMA, properties={key: "yes"})
+    assert not (tmp_path / "t" / "_delta_log").exists()

@@ -341,7 +341,9 @@ def test_raw_footer_values_give_the_bounds_pyarrows_converted_values_give(
     monkeypatch.setattr(stats_module, "_leaf", converted)
     assert _facts(read_footers(storage, paths, stats_columns=varied_stats_columns)) == _facts(raw)
     monkeypatch.setattr(stats_module, "_leaf", original)
-    monkeypatch.setattr(stats_module, "_Reader", None)  # pq.read_metadata instead
+    from airflow_delta_provider.core import parquet_compat
+
+    monkeypatch.setattr(parquet_compat, "_Reader", None)  # pq.read_metadata instead
     assert _facts(read_footers(storage, paths, stats_columns=varied_stats_columns)) == _facts(raw)
 
 
