@@ -399,6 +399,9 @@ def _reading_did_what_it_says(namespace: dict[str, Any]) -> None:
     assert (changes.start_version, changes.end_version) == (1, 4)
     assert namespace["rows"].column("_change_type").to_pylist() == ["insert"] * 8
     assert namespace["files"].column("_change_type").to_pylist() == ["add"] * 4
+    # On Spark, the local /data/lake/events (2 days x 2 files of 2 rows, one commit per file).
+    assert (namespace["events"].count(), namespace["day"].count(), namespace["first"].count()) == (8, 2, 2)
+    assert namespace["changed"].count() == namespace["inserted"].count() == 6
 
 
 #: What a document needs beyond the world every document gets, run before its blocks.

@@ -185,6 +185,11 @@ class Changes:
         """The column mapping mode the files are read in (``none``, ``name`` or ``id``)."""
         return self._mapping_mode
 
+    @property
+    def deleted_file_retention(self) -> Any:
+        """The table's ``delta.deletedFileRetentionDuration`` setting (what VACUUM honours)."""
+        return self._retention
+
     def row_scans(self) -> list[RowScan]:
         """What :meth:`to_pyarrow_table` reads: per file and commit, the file, its partition values,
         version, commit time (ms), change type (None for a change-data file, whose rows carry it) and

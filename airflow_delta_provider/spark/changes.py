@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from airflow_delta_provider.core.changes_read import vanished_file_error
 from airflow_delta_provider.core.changes_schema import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
 from airflow_delta_provider.core.partitions import partition_columns_from_map
 from airflow_delta_provider.core.redaction import get_logger
@@ -28,6 +29,7 @@ from airflow_delta_provider.spark.files import (
     empty_frame,
     field,
     file_keys,
+    join_files,
     logical_columns,
     row_key,
     row_keys,
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
 
     from airflow_delta_provider.core.changes import Changes
     from airflow_delta_provider.core.changes_read import RowScan
+    from airflow_delta_provider.core.errors import DeltaError
     from airflow_delta_provider.core.table import DeltaTable
     from airflow_delta_provider.spark.schema import ReadSchema
 
@@ -135,17 +138,23 @@ class _ChangeScan:
         """The counted rows of the files of the chosen scans, with the scans' values."""
         from pyspark.sql import functions as F
 
-        data = scan_files(
-            self.spark,
-            self.storage,
-            self.schema,
-            [self.scans[i].path for i in chosen],
-            paths,
-            keyed=True,
-            row_index=partial,
-            extra=[field(CHANGE_TYPE, "string")] if cdc else (),
-        )
-        frame = data.join(scans, FILE, "left").withColumn(SCAN, checked(SCAN, self.storage.root_uri))
+        try:
+            data = scan_files(
+                self.spark,
+                self.storage,
+                self.schema,
+                [self.scans[i].path for i in chosen],
+                paths,
+                keyed=True,
+                row_index=partial,
+                extra=[field(CHANGE_TYPE, "string")] if cdc else (),
+            )
+        except Exception as err:
+            vanished = self._vanished([self.scans[i] for i in chosen])
+            if vanished is not None:
+                raise vanished from err
+            raise
+        frame = join_files(data, scans).withColumn(SCAN, checked(SCAN, self.storage.root_uri))
         if partial:
             frame = self._select_rows(frame)
         partitions = {
@@ -158,6 +167,17 @@ class _ChangeScan:
             F.col(_CONSTANT.format(COMMIT_VERSION)).alias(COMMIT_VERSION),
             F.col(_CONSTANT.format(COMMIT_TIMESTAMP)).alias(COMMIT_TIMESTAMP),
         )
+
+    def _vanished(self, scans: list[RowScan]) -> DeltaError | None:
+        """The core's error for the first file of ``scans`` that is gone (VACUUM deleted it), if any:
+        Spark's own says only that a path does not exist."""
+        for scan in scans:
+            local = self.storage.path.decode(scan.path)
+            if not self.storage.exists(local):
+                what = "change data file" if scan.change_type is None else "data file"
+                retention = self.changes.deleted_file_retention
+                return vanished_file_error(self.storage.to_uri(local), scan.version, what, retention)
+        return None
 
     def _select_rows(self, frame: Any) -> Any:
         """Keeps the rows each scan counts: all, those its row set holds, or those it does not."""

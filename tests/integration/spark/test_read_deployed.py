@@ -16,7 +16,7 @@ from spark_reads import core_rows, odd_table, rows
 from spark_servers import SparkCluster, leave_classic_mode, leave_connect_mode
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.spark import read_delta
+from airflow_delta_provider.spark import read_changes, read_delta
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -77,3 +77,20 @@ def test_awkward_paths_and_a_deletion_vector(session: Any, tmp_path: Path) -> No
     assert rows(read_delta(session, table).toArrow()) == rows(expected)
     picked = read_delta(session, table, columns=["p", "id"], filter="id < 3 OR p = 'plus+hash#'").toArrow()
     assert rows(picked) == rows(core_rows(table.snapshot(), ["p", "id"], "id < 3 OR p = 'plus+hash#'"))
+
+
+def test_changes_with_deletion_vectors_and_change_data_files(session: Any, tmp_path: Path) -> None:
+    """delta-kernel-rs' fixture whose commits hold change-data files and deletion vectors that grow
+    and shrink: from two starts, the core's rows."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "unit" / "core"))
+    from changes_support import normalised, unpack_kernel_fixtures
+
+    root = next(
+        p.parent for p in unpack_kernel_fixtures(tmp_path).rglob("_delta_log") if "cdc-and-dvs" in str(p)
+    )
+    for start in (0, 10):
+        expected = DeltaTable(str(root)).changes(start).to_pyarrow_table()
+        got = read_changes(session, str(root), start).toArrow()
+        assert normalised(got, timestamps=True) == normalised(expected, timestamps=True)
