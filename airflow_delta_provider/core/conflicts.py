@@ -32,7 +32,6 @@ from airflow_delta_provider.core.errors import (
 from airflow_delta_provider.core.features import Operation, check_supported
 from airflow_delta_provider.core.partitions import partition_columns_from_map
 from airflow_delta_provider.core.redaction import get_logger
-from airflow_delta_provider.core.skipping import partitions_may_match
 
 if TYPE_CHECKING:
     from airflow_delta_provider.core.commit_plan import ReadSet
@@ -214,4 +213,7 @@ class ConflictChecker:
         condition on data columns may select any row of a file its partition part allows)."""
         if predicate.columns <= set(values.column_names):
             return bool(predicate.mask(values).to_numpy(zero_copy_only=False).any())
+        # Imported here: skipping's module constants import pandas, which no append should pay.
+        from airflow_delta_provider.core.skipping import partitions_may_match
+
         return bool(partitions_may_match(predicate, self.metadata.schema, values).any())

@@ -25,7 +25,7 @@ from airflow_delta_provider.core.datafiles import DataFile
 from airflow_delta_provider.core.partitions import partition_path
 from airflow_delta_provider.core.scan import deletion_vector_rows, file_dataset
 from airflow_delta_provider.core.schema import physical_name, physical_schema, rename_to_logical
-from airflow_delta_provider.core.stats import footer_info, indexed_columns
+from airflow_delta_provider.core.stats import indexed_columns, read_footers
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -152,10 +152,15 @@ class FileReader:
         """Write ``rows`` (logical data columns) as a new data file in ``directory`` (relative to the
         root): its ``add`` (statistics from its footer) and its filesystem path."""
         relative = "/".join(p for p in (directory, written_name()) if p)
-        size, metadata = self._put(relative, physical_data(rows, self.logical))
-        stats = footer_info(metadata, self.stats_columns()).stats
-        data_file = DataFile(self.storage.join(relative), relative, size, now)
-        add = AddFile(data_file.add_path, dict(partition_values), size, now, stats=stats)
+        data_file = DataFile(
+            self.storage.join(relative), relative, self._put(relative, physical_data(rows, self.logical)), now
+        )
+        # Its statistics as every commit takes them: read back from its footer (and its pages where
+        # the footer cannot vouch for a bound), by the code commit_files uses.
+        (footer,) = read_footers(
+            self.storage, [data_file.path], stats_columns=self.stats_columns(), sizes=[data_file.size]
+        )
+        add = AddFile(data_file.add_path, dict(partition_values), data_file.size, now, stats=footer.stats)
         return add, data_file.path
 
     def write_changes(
@@ -168,17 +173,17 @@ class FileReader:
         relative = f"{directory}/{written_name('cdc', number)}"
         data = physical_data(rows, self.logical)
         data = data.append_column(CHANGE_TYPE, pa.array(["delete"] * rows.num_rows, pa.string()))
-        size, _ = self._put(relative, data)
+        size = self._put(relative, data)
         path = DataFile(self.storage.join(relative), relative, size, 0)
         return AddCDCFile(path.add_path, dict(partition_values), size), path.path
 
-    def _put(self, relative: str, table: pa.Table) -> tuple[int, pq.FileMetaData]:
-        """Write ``table`` as a Parquet file: its size and its footer, as a reader will see it."""
+    def _put(self, relative: str, table: pa.Table) -> int:
+        """Write ``table`` as a Parquet file under the root: its size."""
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink, compression="snappy")
         data = sink.getvalue()
         self.storage.put(self.storage.join(relative), data.to_pybytes())
-        return data.size, pq.ParquetFile(pa.BufferReader(data)).metadata
+        return int(data.size)
 
 
 def match_rows_locally(

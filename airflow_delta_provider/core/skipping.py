@@ -39,7 +39,11 @@ if TYPE_CHECKING:
 __all__ = ["files_matching", "partitions_may_match"]
 
 #: How far above a timestamp maximum a value may lie: Delta writes the maxima truncated to milliseconds.
-_TIMESTAMP_MAX_SLACK = pa.scalar(999, pa.duration("us"))
+#: (Built from a buffer: ``pa.scalar`` of a Python value imports pandas, which DELETE's import of
+#: this module would make every process importing the facade pay; see ``core/arrays.py``.)
+_TIMESTAMP_MAX_SLACK = pa.Array.from_buffers(
+    pa.duration("us"), 1, [None, pa.py_buffer(np.array([999], dtype=np.int64))]
+)[0]
 
 
 def files_matching(snapshot: Snapshot, predicate: Predicate) -> npt.NDArray[np.bool_]:
