@@ -37,6 +37,7 @@ from airflow_delta_provider.core.commit_plan import CommitProperties, CommitResu
 from airflow_delta_provider.core.delete_plan import (
     DELETE,
     DeletePlan,
+    Scan,
     Timer,
     checked_matches,
     copy_on_write_plan,
@@ -266,11 +267,11 @@ def plan_delete(
     matcher = match_rows or functools.partial(match_rows_locally, max_workers=options.max_workers)
     matched = checked_matches(candidates, matcher(snapshot, predicate, candidates))
     reader = FileReader(snapshot, options.max_workers)
-    timer = Timer(started, time.monotonic())
+    scan = Scan(snapshot, predicate, candidates, matched, reader, Timer(started, time.monotonic()))
     if deletion_vectors_writable(snapshot.protocol, snapshot.metadata):
-        return deletion_vector_plan(snapshot, predicate, candidates, matched, reader, timer)
+        return deletion_vector_plan(scan)
     check_supported(snapshot.protocol, snapshot.metadata, Operation.COPY_ON_WRITE_DELETE)
-    return copy_on_write_plan(snapshot, predicate, candidates, matched, reader, timer)
+    return copy_on_write_plan(scan)
 
 
 # --- the commit ------------------------------------------------------------------------------

@@ -51,6 +51,7 @@ __all__ = [
     "DELETION_VECTORS",
     "METADATA",
     "DeletePlan",
+    "Scan",
     "Timer",
     "checked_matches",
     "copy_on_write_plan",
@@ -108,6 +109,23 @@ class Timer:
             "scanTimeMs": _ms(self.scanned - self.started),
             "rewriteTimeMs": _ms(now - self.scanned) if rewrote else 0,
         }
+
+
+@dataclass(frozen=True)
+class Scan:
+    """What a row-level DELETE read, for the plan built on it.
+
+    :param matched: per candidate file (``add.path``), the positions of its matching rows.
+    :param reader: reads (and writes) the table's data files.
+    :param timer: when the DELETE started and when its scan ended.
+    """
+
+    snapshot: Snapshot
+    predicate: Predicate
+    candidates: Candidates
+    matched: Mapping[str, npt.NDArray[np.uint64]]
+    reader: FileReader
+    timer: Timer
 
 
 def _ms(seconds: float) -> int:
@@ -260,15 +278,16 @@ def _touched(
     return sorted(touched, key=lambda t: t.index)
 
 
-def deletion_vector_plan(
-    snapshot: Snapshot,
-    predicate: Predicate,
-    candidates: Candidates,
-    matched: Mapping[str, npt.NDArray[np.uint64]],
-    reader: FileReader,
-    timer: Timer,
-) -> DeletePlan:
+def deletion_vector_plan(scan: Scan) -> DeletePlan:
     """Mark the matching rows in each file's deletion vector (one new DV file for the commit)."""
+    snapshot, predicate, candidates, reader, timer = (
+        scan.snapshot,
+        scan.predicate,
+        scan.candidates,
+        scan.reader,
+        scan.timer,
+    )
+    matched = scan.matched
     touched = _touched(candidates, matched, reader)
     files = candidates.files.take(pa.array([t.index for t in touched], pa.int64()))
     stats = _physical_stats(snapshot, files)
@@ -422,15 +441,16 @@ def _all_null_counts(counts: Mapping[str, Any], logical: int, physical: int) -> 
 # --- copy-on-write --------------------------------------------------------------------------
 
 
-def copy_on_write_plan(
-    snapshot: Snapshot,
-    predicate: Predicate,
-    candidates: Candidates,
-    matched: Mapping[str, npt.NDArray[np.uint64]],
-    reader: FileReader,
-    timer: Timer,
-) -> DeletePlan:
+def copy_on_write_plan(scan: Scan) -> DeletePlan:
     """Rewrite each file holding a matching row without it (and record the deleted rows)."""
+    snapshot, predicate, candidates, reader, timer = (
+        scan.snapshot,
+        scan.predicate,
+        scan.candidates,
+        scan.reader,
+        scan.timer,
+    )
+    matched = scan.matched
     touched = _touched(candidates, matched, reader)
     chosen = candidates.take([t.index for t in touched])
     written: list[str] = []
