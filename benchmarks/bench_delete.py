@@ -11,8 +11,8 @@ Two questions (issue 26):
    (``core cow``) against delta-rs, which always rewrites.
 
 Every run works on a fresh copy of the table (made before the timer), in a fresh Python process
-(imports excluded from the timing; the timer covers opening the table, which loads delta-rs's state,
-and the DELETE); the contenders run in turn, A B A B, and the ratio to delta-rs
+(imports excluded from the timing and shown apart: the core's include ``pyarrow.dataset``, which
+imports pandas; the timer covers opening the table, which loads delta-rs's state, and the DELETE); the contenders run in turn, A B A B, and the ratio to delta-rs
 is taken run by run (the machine's speed drifts under load). Post-commit checkpoints are off for
 both. Each run is checked: the files removed, the rows left (read by the core).
 
@@ -46,7 +46,10 @@ uri, predicate = sys.argv[1], sys.argv[2]
 
 RUNS = {
     "core": """
+begin = time.perf_counter()
 from airflow_delta_provider.core import DeltaTable
+import pyarrow.dataset  # what a DELETE reads (or evaluates a predicate) with; it imports pandas
+imports = time.perf_counter() - begin
 start = time.perf_counter()
 result = DeltaTable(uri).delete(predicate, auto_checkpoint=False)
 elapsed = time.perf_counter() - start
@@ -54,7 +57,9 @@ out = {"removed": result.num_removed_files, "dvs": result.num_deletion_vectors_a
        "deleted": result.num_deleted_rows, "mode": result.mode}
 """,
     "delta-rs": """
+begin = time.perf_counter()
 import deltalake
+imports = time.perf_counter() - begin
 start = time.perf_counter()
 hooks = deltalake.PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
 metrics = deltalake.DeltaTable(uri).delete(predicate, post_commithook_properties=hooks)
@@ -65,7 +70,7 @@ out = {"removed": metrics["num_removed_files"], "dvs": 0, "deleted": metrics.get
 }
 
 _EPILOGUE = """
-print(json.dumps({"seconds": elapsed, **out}))
+print(json.dumps({"seconds": elapsed, "imports": imports, **out}))
 """
 
 
@@ -133,6 +138,7 @@ def _rows_left(root: Path) -> int:
 def measure(pairs: list[tuple[str, str, Path]], predicate: str, repeat: int, check_rows: bool) -> dict:
     """Seconds per contender and the paired ratios to delta-rs, ``pairs`` = (name, contender, table)."""
     seconds: dict[str, list[float]] = {name: [] for name, _, _ in pairs}
+    imports: dict[str, list[float]] = {name: [] for name, _, _ in pairs}
     ratios: dict[str, list[float]] = {name: [] for name, _, _ in pairs}
     outcome: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="bench-delete-", dir=DATA) as tmp:
@@ -144,6 +150,7 @@ def measure(pairs: list[tuple[str, str, Path]], predicate: str, repeat: int, che
                 run = _run(contender, root, predicate)
                 this[name] = run["seconds"]
                 seconds[name].append(run["seconds"])
+                imports[name].append(run["imports"])
                 if check_rows:
                     run["rows_left"] = _rows_left(root)
                 outcome.setdefault(name, run)
@@ -159,6 +166,7 @@ def measure(pairs: list[tuple[str, str, Path]], predicate: str, repeat: int, che
         name: {
             "median": statistics.median(seconds[name]),
             "ratio": statistics.median(ratios[name]),
+            "imports": statistics.median(imports[name]),
             **outcome[name],
         }
         for name in seconds
@@ -177,8 +185,9 @@ def main() -> None:
         f"{platform.python_version()}; median of {args.repeat} fresh processes per contender, each on "
         f"a fresh copy; load average {load[0]:.1f} at the start.",
         "",
-        "| table | predicate | contender | how | files removed | deletion vectors | median s | vs delta-rs |",
-        "|---|---|---|---|---:|---:|---:|---:|",
+        "| table | predicate | contender | how | files removed | deletion vectors | median s | vs delta-rs "
+        "| imports s |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|",
     ]
     for table in [t for t in args.tables.split(",") if t]:
         source = DATA / table
@@ -208,7 +217,7 @@ def main() -> None:
 def _rows(table: str, predicate: str, results: dict) -> list[str]:
     return [
         f"| {table} | `{predicate}` | {name} | {r['mode']} | {r['removed']} | {r['dvs']} | "
-        f"{r['median']:.3f} | {r['ratio']:.2f}x |"
+        f"{r['median']:.3f} | {r['ratio']:.2f}x | {r['imports']:.2f} |"
         for name, r in results.items()
     ]
 
