@@ -12,8 +12,9 @@ Two questions (issue 26):
 
 Every run works on a fresh copy of the table (made before the timer), in a fresh Python process
 (imports excluded from the timing and shown apart: the core's include ``pyarrow.dataset``, which
-imports pandas; the timer covers opening the table, which loads delta-rs's state, and the DELETE); the contenders run in turn, A B A B, and the ratio to delta-rs
-is taken run by run (the machine's speed drifts under load). Post-commit checkpoints are off for
+imports pandas; the timer covers opening the table, which loads delta-rs's state, and the DELETE);
+the contenders run in turn, A B A B, and the ratio to delta-rs is taken run by run (the machine's
+speed drifts under load). Post-commit checkpoints are off for
 both. Each run is checked: the files removed, the rows left (read by the core).
 
 Usage: ``python benchmarks/bench_delete.py [--repeat 5] [--tables a-1k,a] [--write]``
