@@ -45,7 +45,11 @@ from airflow_delta_provider.core.errors import (
 )
 from airflow_delta_provider.core.partitions import parse_partition_value
 from airflow_delta_provider.core.redaction import get_logger
-from airflow_delta_provider.core.schema import arrow_type_to_delta, physical_name
+from airflow_delta_provider.core.schema import (
+    COLUMN_MAPPING_PHYSICAL_NAME_KEY,
+    arrow_type_to_delta,
+    physical_name,
+)
 from airflow_delta_provider.core.sql_engine import EngineError, first_match
 
 if TYPE_CHECKING:
@@ -60,6 +64,7 @@ __all__ = [
     "check_rows",
     "checked_identity_schema",
     "identity_columns",
+    "merged_identity_schema",
     "table_constraints",
     "translate",
     "violation_predicate",
@@ -639,3 +644,33 @@ def _new_mark(column: IdentityColumn, candidate: int) -> int | None:
     old = column.high_water_mark
     new = rounded if old is None else (rounded if before(old, rounded) else old)
     return None if old == new else new
+
+
+def merged_identity_schema(restored: Metadata, current: Metadata) -> str:
+    """``restored``'s schema string with each identity column's high-water mark raised to the mark
+    the same column (by physical name) has in ``current`` (Delta's
+    ``IdentityColumn.copySchemaWithMergedHighWaterMarks``, used by RESTORE): values generated after
+    the restored version are never generated again.
+    """
+    marks: dict[str, int] = {}
+    for field in _fields(current):
+        meta = field.get("metadata") or {}
+        mark = meta.get(f"{_IDENTITY}highWaterMark")
+        if mark is not None:
+            marks[str(meta.get(COLUMN_MAPPING_PHYSICAL_NAME_KEY, field.get("name")))] = int(mark)
+    columns = {c.name: c for c in identity_columns(restored)}
+    if not marks or not columns:
+        return restored.schema_string
+    schema = json.loads(restored.schema_string)
+    changed = False
+    for field in schema.get("fields") or []:
+        meta = field.setdefault("metadata", {})
+        column = columns.get(str(field.get("name")))
+        candidate = marks.get(str(meta.get(COLUMN_MAPPING_PHYSICAL_NAME_KEY, field.get("name"))))
+        if column is None or candidate is None:
+            continue
+        mark = _new_mark(column, candidate)
+        if mark is not None:
+            meta[f"{_IDENTITY}highWaterMark"] = mark
+            changed = True
+    return json.dumps(schema, separators=(",", ":")) if changed else restored.schema_string

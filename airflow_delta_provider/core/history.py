@@ -129,13 +129,27 @@ def history(storage: LogStore, latest: int, limit: int | None = None) -> list[di
 #: The ``operationMetrics`` each count is read from, first found wins: the names Delta (Spark) writes
 #: for its operations (WRITE ``numFiles``/``numOutputRows``, DELETE ``numAddedFiles``..., VACUUM
 #: ``numDeletedFiles``/``sizeOfDataToDelete``), then delta-rs's (``num_added_rows``, OPTIMIZE
-#: ``numFilesAdded``).
+#: ``numFilesAdded``); RESTORE's (Delta's ``numRestoredFiles``/``restoredFilesSize``, delta-rs's
+#: singular ``numRestoredFile``/``numRemovedFile``).
 _COUNT_METRICS = {
     "rows_added": ("numOutputRows", "num_added_rows"),
-    "files_added": ("numAddedFiles", "numFiles", "num_added_files", "numFilesAdded"),
-    "files_removed": ("numRemovedFiles", "numDeletedFiles", "num_removed_files", "numFilesRemoved"),
-    "bytes_added": ("numOutputBytes", "numAddedBytes", "num_added_bytes"),
-    "bytes_removed": ("numRemovedBytes", "sizeOfDataToDelete", "num_removed_bytes"),
+    "files_added": (
+        "numAddedFiles",
+        "numFiles",
+        "num_added_files",
+        "numFilesAdded",
+        "numRestoredFiles",
+        "numRestoredFile",
+    ),
+    "files_removed": (
+        "numRemovedFiles",
+        "numDeletedFiles",
+        "num_removed_files",
+        "numFilesRemoved",
+        "numRemovedFile",
+    ),
+    "bytes_added": ("numOutputBytes", "numAddedBytes", "num_added_bytes", "restoredFilesSize"),
+    "bytes_removed": ("numRemovedBytes", "sizeOfDataToDelete", "num_removed_bytes", "removedFilesSize"),
 }
 
 

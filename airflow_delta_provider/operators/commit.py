@@ -495,7 +495,9 @@ class DeltaCommitMixin(DeltaTableMixin):
         self._lineage_result = value
         return value
 
-    def _emit_asset_event(self, context: Context | Mapping[str, Any], result: CommitResult, uri: str) -> None:
+    def _emit_asset_event(
+        self, context: Context | Mapping[str, Any], result: CommitResult | Mapping[str, Any], uri: str
+    ) -> None:
         """Attach the commit to the table's asset event (or to an alias naming the rendered table)."""
         events = context.get("outlet_events")
         if events is None:

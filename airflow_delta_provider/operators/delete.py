@@ -84,7 +84,7 @@ class DeltaDeleteOperator(DeltaCommitMixin, RoutedSparkOutput, PySparkOperator, 
             predicate="customer_id = {{ params.customer_id }}",
         )
 
-    .. seealso:: ``docs/operators.md`` (DeltaDeleteOperator) and ``docs/write-api.md`` (DELETE)
+    .. seealso:: ``docs/operators.md`` (DeltaDeleteOperator) and ``docs/lifecycle.md`` (DELETE)
 
     :param predicate: the rows to delete, a SQL condition (comparisons, ``IN``, ``BETWEEN``,
         ``IS [NOT] NULL``, ``AND``/``OR``/``NOT``) on any columns; required. ``None`` written in the
@@ -303,7 +303,7 @@ class DeltaDeleteOperator(DeltaCommitMixin, RoutedSparkOutput, PySparkOperator, 
 
     def _finish(self, context: Context | Mapping[str, Any], value: dict[str, Any]) -> dict[str, Any]:
         """Emit the table's asset event and keep the value for OpenLineage."""
-        self._emit_asset_event(context, value, value["table_uri"])  # type: ignore[arg-type]
+        self._emit_asset_event(context, value, value["table_uri"])
         self._lineage_result = value
         return value
 

@@ -38,6 +38,7 @@ from airflow_delta_provider.plugins.tables import (
     free_int,
     free_text,
     interval,
+    restore_target,
     table_health,
     table_history,
     table_maintenance,
@@ -457,3 +458,18 @@ def connection_maintenance(
 ) -> Response:
     every = _vacuum_interval(vacuum_interval)
     return _connection_view(session, connection_id, lambda table, _uri: table_maintenance(table, every))
+
+
+@app.get("/api/assets/{asset_id}/restore-target", dependencies=_ASSET)
+def asset_restore_target(asset_id: int, session: SessionDep, dag_id: str, run_id: str) -> Response:
+    """The version before a run's first commit to the table (what a restore "before that run" restores)."""
+    asset = _asset(session, asset_id)
+    return _read(
+        asset.uri,
+        lambda: {"table": asset.uri, **restore_target(_open_location(session, asset.uri), dag_id, run_id)},
+    )
+
+
+@app.get("/api/connections/{connection_id}/restore-target", dependencies=_CONNECTION)
+def connection_restore_target(connection_id: str, session: SessionDep, dag_id: str, run_id: str) -> Response:
+    return _connection_view(session, connection_id, lambda table, _uri: restore_target(table, dag_id, run_id))

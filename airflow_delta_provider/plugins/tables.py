@@ -42,6 +42,7 @@ __all__ = [
     "MAX_HISTORY",
     "free_int",
     "free_text",
+    "restore_target",
     "table_health",
     "table_history",
     "table_maintenance",
@@ -183,10 +184,15 @@ def table_history(table: DeltaTable, limit: int = 20, before: int | None = None)
     commits_shown = history(table.storage, start, limit) if start >= 0 else []
     entries = [_entry(info, table.storage) for info in commits_shown]
     runs: dict[tuple[str, str, str, int], int] = {}
+    first_of_run: set[tuple[str, str]] = set()
     for entry in reversed(entries):  # oldest first: a later commit of the same task run is a re-run
         identity = entry["airflow"]
         if identity is None:
             continue
+        run = (identity["dag_id"], identity["run_id"])
+        if run not in first_of_run:  # the run's oldest commit on the page offers "restore to before it"
+            first_of_run.add(run)
+            entry["restore_target"] = {"dag_id": run[0], "run_id": run[1]}
         key = (identity["dag_id"], identity["task_id"], identity["run_id"], identity["map_index"])
         if key in runs:
             entry["rerun_of"] = runs[key]
@@ -202,6 +208,16 @@ def table_history(table: DeltaTable, limit: int = 20, before: int | None = None)
         "checkpoints": [v for v in checkpoints if oldest is None or v >= oldest],
         "next_before": oldest if oldest is not None and commits and oldest > commits[0] else None,
     }
+
+
+def restore_target(table: DeltaTable, dag_id: str, run_id: str) -> dict[str, Any]:
+    """The version "restore to before this run" restores: the one before the run's first commit to the
+    table, found by the run identity in commitInfo tags, as ``DeltaRestoreOperator(before_run_id=...)``
+    finds it (the core's ``tagged_commits``: only the commits since the run's logical date are read)."""
+    found = table.tagged_commits(
+        {f"{_TAG}dag_id": dag_id, f"{_TAG}run_id": run_id}, not_before_tag=f"{_TAG}logical_date"
+    )
+    return {"dag_id": dag_id, "run_id": run_id, **found.to_dict()}
 
 
 def _histogram(sizes: list[int]) -> list[dict[str, Any]]:

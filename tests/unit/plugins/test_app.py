@@ -450,3 +450,35 @@ def test_an_unreachable_object_store_is_a_bad_gateway(view: Any) -> None:
         detail = response.json()["detail"]
         assert detail.startswith("The storage of s3://ui-") and "-down/lake cannot be read" in detail
         assert "127.0.0.1" in detail and "reachable" in detail
+
+
+# --- restore to before a run -----------------------------------------------------------------------
+
+
+def test_history_offers_each_runs_restore_target_and_the_api_finds_it(view: Any) -> None:
+    asset = view.ids["events"]
+    entries = view.ok(f"/api/assets/{asset}/history")["entries"]
+    offered = {e["version"]: e["restore_target"] for e in entries if "restore_target" in e}
+    # On each run's oldest commit on the page (run_3 committed once, at its second try).
+    assert offered == {
+        0: {"dag_id": "ingest_dag", "run_id": "run_1"},
+        1: {"dag_id": "ingest_dag", "run_id": "run_2"},
+        2: {"dag_id": "ingest_dag", "run_id": "run_3"},
+    }
+
+    found = view.ok(f"/api/assets/{asset}/restore-target", dag_id="ingest_dag", run_id="run_3")
+
+    assert (found["version_before"], found["first_version"], found["versions"]) == (1, 2, [2])
+    assert found["table"] == f"file://{view.root / 'events'}"
+    # A run that never wrote the table, or that created it, has no target: a clear message.
+    for run_id, fragment in (("run_9", "No commit"), ("run_1", "created the table")):
+        response = view.get(f"/api/assets/{asset}/restore-target", dag_id="ingest_dag", run_id=run_id)
+        assert response.status_code == 422 and fragment in response.json()["detail"]
+
+
+def test_the_restore_target_route_needs_the_same_access_as_the_history(view: Any) -> None:
+    params = {"dag_id": "ingest_dag", "run_id": "run_2"}
+    path = f"/api/assets/{view.ids['events']}/restore-target"
+    assert view.get(path, user=None, **params).status_code == 401
+    assert view.get(path, user="noassets", **params).status_code == 403
+    assert view.get("/api/connections/s3_lake/restore-target", user="viewer", **params).status_code == 403
