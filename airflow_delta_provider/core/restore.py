@@ -62,7 +62,6 @@ from airflow_delta_provider.core.logfiles import LogFileKind, commit_name
 from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.segment import complete_checkpoints, list_log_files
 from airflow_delta_provider.core.snapshot import load_snapshot
-from airflow_delta_provider.core.table_config import TableConfig
 from airflow_delta_provider.core.transaction import OptimisticTransaction
 
 if TYPE_CHECKING:
@@ -355,7 +354,7 @@ def _snapshot_timestamp(snapshot: Snapshot) -> int:
     """Delta's ``Snapshot.timestamp``: the in-commit timestamp when the version has one, else the
     modification time of its commit file (of its checkpoint, when the commit was cleaned up)."""
     store = snapshot.storage
-    config = TableConfig(snapshot.metadata.configuration)
+    config = snapshot.metadata.config  # in-commit timestamps: the table's own properties only
     if config.in_commit_timestamps and snapshot.version >= config.in_commit_timestamp_enablement_version:
         info = commit_info(store, snapshot.version) or {}
         if isinstance(info.get("inCommitTimestamp"), int):

@@ -23,6 +23,7 @@ from airflow.sdk import BaseOperator
 
 from airflow_delta_provider.config import max_commit_attempts
 from airflow_delta_provider.core.restore import recorded_restore
+from airflow_delta_provider.hooks.mixins import delta_template_fields
 from airflow_delta_provider.operators.commit import (
     TAG_PREFIX,
     DeltaCommitMixin,
@@ -38,7 +39,6 @@ from airflow_delta_provider.utils.coercion import (
     to_timestamp,
     validate,
 )
-from airflow_delta_provider.utils.mixins import delta_template_fields
 from airflow_delta_provider.utils.wording import count
 
 if TYPE_CHECKING:

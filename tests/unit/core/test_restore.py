@@ -29,6 +29,7 @@ from airflow_delta_provider.core.deletion_vectors import inline_deletion_vector
 from airflow_delta_provider.core.errors import (
     ConcurrentTransactionError,
     ConcurrentWriteError,
+    MetadataChangedError,
     RestoreMissingFilesError,
     RestoreTimestampEarlierError,
     RestoreTimestampGreaterError,
@@ -738,9 +739,13 @@ def test_a_winner_that_changed_nothing_the_restore_read_is_retried_past(tmp_path
 def _append_many(root: str, first: int, count: int, results: Any) -> None:
     table = DeltaTable(root)
     for n in range(first, first + count):
-        results.put(
-            ("append", table.commit_files([write_file(Path(root), f"p=x/a{n}.parquet", [n])]).version, n)
-        )
+        path = write_file(Path(root), f"p=x/a{n}.parquet", [n])
+        while True:
+            try:
+                results.put(("append", table.commit_files([path]).version, n))
+                break
+            except MetadataChangedError:  # a RESTORE (it commits metaData) won: Delta refuses, retry
+                continue
 
 
 def _restore_until_it_lands(root: str, target: int, results: Any) -> None:
