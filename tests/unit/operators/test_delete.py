@@ -3,12 +3,9 @@ refused predicates; the asset event and lineage of the commit operators; rows ma
 
 from __future__ import annotations
 
-import uuid
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from airflow.sdk.execution_time.context import OutletEventAccessors
-from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 from delete_support import DV_PROPERTIES, append, commit_actions, core_rows, ids, kind, make_table, state
 
 from airflow_delta_provider.assets.delta import delta_table_asset
@@ -28,18 +25,15 @@ SPARK_CONF = {
 }
 
 
-def context_for(op: Any, *, try_number: int = 1, max_tries: int | None = None) -> dict[str, Any]:
-    ti = RuntimeTaskInstance.model_construct(
-        id=uuid.uuid4(),
-        dag_id="gdpr",
-        task_id=op.task_id,
-        run_id=RUN,
-        map_index=-1,
-        try_number=try_number,
-        max_tries=op.retries if max_tries is None else max_tries,
-        task=op,
-    )
-    return {"ti": ti, "task": op, "run_id": RUN, "outlet_events": OutletEventAccessors()}
+@pytest.fixture
+def context_for(task_context: Any) -> Any:
+    """The context of one try of the task instance (the shared ``task_context``, in the gdpr DAG)."""
+
+    def make(op: Any, *, try_number: int = 1, max_tries: int | None = None, **extra: Any) -> dict[str, Any]:
+        tries = op.retries if max_tries is None else max_tries
+        return task_context(op, dag_id="gdpr", run_id=RUN, try_number=try_number, max_tries=tries, **extra)
+
+    return make
 
 
 def operator(root: Path, **kwargs: Any) -> DeltaDeleteOperator:
@@ -49,7 +43,9 @@ def operator(root: Path, **kwargs: Any) -> DeltaDeleteOperator:
 
 
 @pytest.mark.parametrize("properties", [{}, DV_PROPERTIES], ids=["copy-on-write", "deletion-vectors"])
-def test_deletes_once_per_task_instance_and_reports_delta_metrics(tmp_path: Path, properties: dict) -> None:
+def test_deletes_once_per_task_instance_and_reports_delta_metrics(
+    tmp_path: Path, context_for: Any, properties: dict
+) -> None:
     root = tmp_path / "orders"
     table = make_table(root, FILES, properties)
     op = operator(root, predicate="id IN (3, 12, 25)")
@@ -91,7 +87,7 @@ def test_deletes_once_per_task_instance_and_reports_delta_metrics(tmp_path: Path
     assert third["committed"] and third["app_version"] == 3 and third["num_deleted_rows"] == 2
 
 
-def test_no_matching_row_writes_nothing(tmp_path: Path) -> None:
+def test_no_matching_row_writes_nothing(tmp_path: Path, context_for: Any) -> None:
     root = tmp_path / "orders"
     table = make_table(root, FILES)
     before = state(table)
@@ -101,7 +97,7 @@ def test_no_matching_row_writes_nothing(tmp_path: Path) -> None:
     assert state(table) == before
 
 
-def test_a_literal_none_deletes_every_row(tmp_path: Path) -> None:
+def test_a_literal_none_deletes_every_row(tmp_path: Path, context_for: Any) -> None:
     root = tmp_path / "orders"
     table = make_table(root, FILES)
     op = operator(root, predicate=None)
@@ -111,23 +107,25 @@ def test_a_literal_none_deletes_every_row(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("rendered", ["", "   ", "None", "none"], ids=["empty", "blank", "None", "none"])
-def test_a_template_rendering_nothing_never_empties_the_table(tmp_path: Path, rendered: str) -> None:
+def test_a_template_rendering_nothing_never_empties_the_table(
+    tmp_path: Path, context_for: Any, rendered: str
+) -> None:
     root = tmp_path / "orders"
     table = make_table(root, FILES)
     before = state(table)
     op = operator(root, predicate="{{ params.condition }}")
-    context = {**context_for(op), "params": {"condition": rendered}}
+    context = context_for(op, params={"condition": rendered})
     op.render_template_fields(context)
     with pytest.raises(ValueError, match="empty"):
         op.execute(context)
     assert state(table) == before
 
 
-def test_a_templated_predicate(tmp_path: Path) -> None:
+def test_a_templated_predicate(tmp_path: Path, context_for: Any) -> None:
     root = tmp_path / "orders"
     table = make_table(root, FILES)
     op = operator(root, predicate="id = {{ params.customer }} OR p = '{{ params.partition }}'")
-    context = {**context_for(op), "params": {"customer": 4, "partition": "b"}}
+    context = context_for(op, params={"customer": 4, "partition": "b"})
     op.render_template_fields(context)
     result = op.execute(context)
     assert result["predicate"] == "id = 4 OR p = 'b'"
@@ -161,7 +159,7 @@ def test_bad_arguments_are_refused_when_the_dag_is_parsed(tmp_path: Path, kwargs
     [("nope = 1", "not a column"), ("id = 'x'", "does not fit"), ("id = = 1", "Cannot parse")],
 )
 def test_a_bad_predicate_fails_the_task_and_changes_nothing(
-    tmp_path: Path, predicate: str, message: str
+    tmp_path: Path, context_for: Any, predicate: str, message: str
 ) -> None:
     root = tmp_path / "orders"
     table = make_table(root, FILES)
@@ -172,7 +170,7 @@ def test_a_bad_predicate_fails_the_task_and_changes_nothing(
     assert state(table) == before
 
 
-def test_openlineage_names_the_table_at_the_deleting_version(tmp_path: Path) -> None:
+def test_openlineage_names_the_table_at_the_deleting_version(tmp_path: Path, context_for: Any) -> None:
     root = tmp_path / "orders"
     make_table(root, FILES)
     op = operator(root, predicate="id < 5")
@@ -197,7 +195,7 @@ def test_the_table_is_the_default_outlet(tmp_path: Path) -> None:
 @pytest.mark.usefixtures("local_spark")
 @pytest.mark.parametrize("properties", [{}, DV_PROPERTIES], ids=["copy-on-write", "deletion-vectors"])
 def test_rows_matched_on_spark_and_a_retry_without_spark(
-    tmp_path: Path, properties: dict, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, context_for: Any, properties: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("pyspark")
     root = tmp_path / "orders"
