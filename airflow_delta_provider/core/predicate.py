@@ -142,13 +142,14 @@ class Predicate:
         expression = _to_expression(self._tree, partition_values.schema)
         if partition_values.num_rows == 0:
             return pa.array([], pa.bool_())
-        index = "__row__"
-        numbered = partition_values.append_column(
-            index, pa.array(range(partition_values.num_rows), pa.int64())
-        )
-        kept = numbered.filter(expression).column(index).to_numpy()
         import numpy as np
 
+        index = "__row__"
+        # From numpy: building the row numbers from a Python range costs ~0.1 µs a row.
+        numbered = partition_values.append_column(
+            index, pa.array(np.arange(partition_values.num_rows, dtype=np.int64))
+        )
+        kept = numbered.filter(expression).column(index).to_numpy()
         result = np.zeros(partition_values.num_rows, dtype=bool)
         result[kept] = True
         return pa.array(result)
@@ -193,9 +194,10 @@ class Predicate:
             raise self._error(f"expected {word} but found {found[1] if found else 'the end'!r}")
 
     def _error(self, what: str) -> PredicateError:
+        on = "partition columns" if self._partition_only else "the table's columns"
         return PredicateError(
             f"Cannot parse the predicate {shorten(self.text, 200)!r}: {what}. Use a SQL condition on "
-            f"partition columns, e.g. \"ds = '2024-01-01' AND region IN ('eu', 'us')\"."
+            f"{on}, e.g. \"ds = '2024-01-01' AND region IN ('eu', 'us')\"."
         )
 
     # A chain of ORs (ANDs) is one node with every operand, evaluated as a balanced tree; NOT and
