@@ -25,7 +25,7 @@ from airflow.api_fastapi.core_api.security import (
     requires_access_connection,
     requires_authenticated,
 )
-from airflow.sdk.exceptions import AirflowNotFoundException
+from airflow.exceptions import AirflowNotFoundException  # airflow.sdk.exceptions lacks it before 3.2
 from fastapi import Depends, FastAPI, HTTPException, Query
 from fastapi.responses import HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
