@@ -2,8 +2,9 @@
 
 The type mapping follows PROTOCOL.md ("Schema Serialization Format"); Arrow's other encodings of the
 same values are accepted on the way back, and types Delta cannot hold (or this core cannot read) are
-refused with a :class:`SchemaError` naming the type and the column. Delta's column metadata rides
-on the Arrow field, so a schema goes back unchanged. The mapping is in docs/read-api.md ("Types").
+refused with a :class:`SchemaError` naming the type and the column, as is a schema nested more
+than ``schema_json.MAX_SCHEMA_DEPTH`` deep. Delta's column metadata rides on the Arrow field, so a
+schema goes back unchanged. The mapping is in docs/read-api.md ("Types").
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import pyarrow as pa
 
 from airflow_delta_provider.core.errors import SchemaError, SchemaMismatchError, UnsupportedFeatureError
+from airflow_delta_provider.core.schema_json import check_schema_depth, parse_schema_string
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -81,17 +83,17 @@ _FOREIGN_METADATA_PREFIXES = (b"ARROW:", b"PARQUET:")
 def schema_from_delta(schema_json: str | dict[str, Any]) -> pa.Schema:
     """The pyarrow schema of a Delta ``schemaString`` (the JSON text or its parsed object).
 
-    :raises SchemaError: the JSON is malformed, is not a struct, has duplicate column
-        names (ignoring case), or uses a type this core does not support.
+    :raises SchemaError: the JSON is malformed, is not a struct, nests too deeply, has duplicate
+        column names (ignoring case), or uses a type this core does not support.
     """
     if isinstance(schema_json, str):
         try:
-            schema_json = json.loads(schema_json)
+            schema_json = parse_schema_string(schema_json)
         except json.JSONDecodeError as exc:
             raise SchemaError(f"The Delta schemaString is not valid JSON: {exc}") from None
     if not isinstance(schema_json, dict) or schema_json.get("type") != "struct":
         raise SchemaError(f"A Delta table schema must be a struct type, got {_short(schema_json)}")
-    return pa.schema(_fields_from_delta(schema_json, parent=""))
+    return pa.schema(_fields_from_delta(check_schema_depth(schema_json), parent=""))
 
 
 def delta_type_to_arrow(delta_type: DeltaType) -> pa.DataType:
