@@ -389,6 +389,43 @@ def test_no_core_function_is_over_100_lines() -> None:
     assert fitting == set(), "these fit now: take them off LONG_CORE_FUNCTIONS"
 
 
+#: Module docstrings say what and why in a few lines; history, figures and rule-by-rule detail
+#: belong in ``docs/`` and ``benchmarks/``. Still over the limit (the list only shrinks): ``replay``
+#: and ``stats`` (being split), the commit and PySpark operators and DELETE's two modules (being
+#: reshaped by other changes).
+LONG_MODULE_DOCSTRINGS = {
+    f"{ROOT}.core.delete",
+    f"{ROOT}.core.replay",
+    f"{ROOT}.core.stats",
+    f"{ROOT}.operators.commit",
+    f"{ROOT}.operators.delete",
+    f"{ROOT}.operators.pyspark",
+}
+MAX_MODULE_DOCSTRING_LINES = 15
+
+
+def _module_docstring_lines(tree: ast.Module) -> int:
+    """How many source lines the module's docstring spans (0 without one)."""
+    first = tree.body[0] if tree.body else None
+    if not (
+        isinstance(first, ast.Expr)
+        and isinstance(first.value, ast.Constant)
+        and isinstance(first.value.value, str)
+    ):
+        return 0
+    assert first.end_lineno is not None
+    return first.end_lineno - first.lineno + 1
+
+
+def test_module_docstrings_are_a_few_lines() -> None:
+    lengths = {name: _module_docstring_lines(ast.parse(path.read_text())) for name, path in MODULES.items()}
+    assert {
+        n for n, lines in lengths.items() if lines > MAX_MODULE_DOCSTRING_LINES
+    } - LONG_MODULE_DOCSTRINGS == set()
+    fitting = {n for n in LONG_MODULE_DOCSTRINGS if lengths.get(n, 0) <= MAX_MODULE_DOCSTRING_LINES}
+    assert fitting == set(), "these fit now: take them off LONG_MODULE_DOCSTRINGS"
+
+
 #: The Airflow layer's packages, bottom up: a package imports its own or lower ones (and the core).
 AIRFLOW_LAYERS = [
     {"utils", "config"},
@@ -427,3 +464,6 @@ def test_the_checks_see_what_they_check() -> None:
     assert _is_compat(PACKAGE / "core" / "parquet_compat.py")
     assert any(_private(part) for part in ["pyarrow", "_parquet"])
     assert _airflow_layer(f"{ROOT}.utils.coercion") == 0 and _airflow_layer(f"{ROOT}.hooks.delta") == 1
+    long_docstring = ast.parse('"""What.\n' + "detail\n" * (MAX_MODULE_DOCSTRING_LINES - 1) + '"""\nx = 1\n')
+    assert _module_docstring_lines(long_docstring) == MAX_MODULE_DOCSTRING_LINES + 1
+    assert _module_docstring_lines(ast.parse("x = 1\n")) == 0

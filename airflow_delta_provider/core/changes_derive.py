@@ -1,19 +1,10 @@
 """What each commit of a range changed, file by file and row selection by row selection.
 
-Delta's rules (``CDCReader.changesToDF`` and ``getDeletedAndAddedRows``): a commit with ``cdc``
-actions changed exactly the rows of its change-data files, and its adds and removes say nothing
-more. Any other commit inserted the rows of its ``add`` actions with ``dataChange=true`` and
-deleted those of its ``remove`` actions with ``dataChange=true``, each file read under its own
-deletion vector; an add and a remove of the same path in one commit are one file whose deletion
-vector changed, and only the rows marked by one vector and not the other changed. A MERGE whose
-metrics report no row inserted, updated or deleted changed nothing.
-
-Delta refuses a range in which the change data feed was off. Here the derivation is kept where
-it is exact without ``cdc`` files: a commit that only deletes rows, or only inserts them, or that
-replaces what it removes (an overwrite, a partition ``replaceWhere``, CREATE OR REPLACE,
-RESTORE). The commits that both remove and add rows otherwise (an UPDATE, a copy-on-write DELETE,
-a MERGE by an engine that writes no ``cdc`` files when the feed is off) may hold copies of
-unchanged rows that cannot be told apart from real deletes and inserts; they are refused.
+Delta's rules (``CDCReader.changesToDF``): a commit's ``cdc`` files when it has them, else its adds
+and removes with ``dataChange=true``, each read under its own deletion vector. Without ``cdc``
+files the derivation is kept only where it is exact (a commit that only deletes, only inserts, or
+replaces what it removes); an UPDATE-like commit may hold copies of unchanged rows and is refused.
+docs/reading.md ("What each commit contributes") has the details.
 """
 
 from __future__ import annotations

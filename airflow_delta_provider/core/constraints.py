@@ -1,29 +1,11 @@
 """What a table asks of the rows a commit adds: invariants, CHECK constraints, generated and
-identity columns (PROTOCOL.md § Column Invariants, § CHECK Constraints, § Generated Columns,
-§ Identity Columns), and the check of already-written files against them.
+identity columns (PROTOCOL.md), and the check of already-written files against them.
 
-The expressions are Spark SQL over logical column names. Delta evaluates them as
-``DeltaInvariantCheckerExec`` does (``S/constraints/CheckDeltaInvariant.scala``):
-
-- an invariant or a CHECK constraint fails a row when it evaluates to false **or NULL**
-  (``result == null || result == false``; PROTOCOL.md: "must return true for each row");
-- a generated column fails a row unless ``(column <=> expression) IS TRUE``.
-
-The files of a commit that did not come through Spark are checked here with a SQL engine over
-Arrow (:mod:`.sql_engine`, DataFusion) — but only expressions whose every part it evaluates as
-Spark does: :func:`translate` accepts a small, explicit subset of Spark SQL (column references,
-struct fields among them, literals, comparisons, ``AND``/``OR``/``NOT``, ``IS [NOT] NULL``,
-``IN``, ``BETWEEN``, ``LIKE``, ``CASE``, a few functions) and refuses the rest, naming the
-expression: arithmetic (Spark 4's ANSI overflow errors and ``/`` always fractional), casts
-other than to DATE, anything on a timestamp with a time zone (Spark's session time zone
-decides), strings with escapes. Such a table is written through the PySpark operator, which
-checks with Spark itself. Under column mapping the files' rows are renamed to the logical
-names first (:func:`~.column_mapping.logical_file_data`).
-
-Identity columns: files must carry their values (the core does not rewrite files); a
-``GENERATED ALWAYS`` column (``allowExplicitInsert=false``) accepts only values the writer
-generated from start/step/high-water mark (the PySpark operator), and the commit records the
-new high-water mark in its ``metaData`` as Delta's ``IdentityColumn.updateSchema`` does.
+The expressions are Spark SQL, evaluated with Delta's semantics (``DeltaInvariantCheckerExec``: a
+CHECK or invariant fails on false or NULL). Files committed without Spark are checked here with a
+SQL engine over Arrow (:mod:`.sql_engine`), but only expressions whose every part it evaluates as
+Spark does (:func:`translate` accepts that subset and refuses the rest, naming the expression).
+docs/write-api.md ("Invariants, CHECK constraints, generated columns") has the subset.
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
 """Predicates: Delta's ``replaceWhere`` and a read's filter, parsed from SQL and evaluated columnar.
 
-The grammar is the part of Spark SQL a partition predicate needs::
-
-    ds = '2024-01-01' AND region IN ('eu', 'us')
-    NOT (hour BETWEEN 0 AND 5) OR `weird col` IS NULL
-    day >= DATE '2024-01-01'
-
-Comparisons (``= == != <> < <= > >=``), ``IN`` / ``NOT IN``, ``BETWEEN``, ``IS [NOT] NULL``,
-``AND`` / ``OR`` / ``NOT`` and parentheses; string, number, boolean, ``NULL``, ``DATE '...'``
-and ``TIMESTAMP '...'`` literals. Nulls follow SQL: a comparison with null is unknown and
-unknown rows do not match. A commit's predicate may name only partition columns (a predicate on
-data columns would need files rewritten, which a commit of existing files cannot do); a read's
-may also name data columns of a primitive type (``data_columns``), and is then handed to the
-engine in :meth:`Predicate.normal_form`. Literals are typed as the column's partition values
-are parsed: a timestamp without a zone is UTC.
+The grammar is the part of Spark SQL a partition predicate needs (comparisons, ``IN``, ``BETWEEN``,
+``IS [NOT] NULL``, ``AND`` / ``OR`` / ``NOT``, typed literals), with SQL's nulls. A commit's predicate
+may name only partition columns (a commit of existing files cannot rewrite data); a read's may also
+name primitive data columns, handed to the engine as :meth:`Predicate.normal_form`.
 """
 
 from __future__ import annotations

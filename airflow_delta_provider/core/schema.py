@@ -1,32 +1,10 @@
 """Delta table schemas (the ``schemaString`` of a ``metaData`` action) as pyarrow schemas, and back.
 
-Type mapping (PROTOCOL.md, "Schema Serialization Format")::
-
-    string -> string            long -> int64           integer -> int32       short -> int16
-    byte -> int8                float -> float32        double -> float64      boolean -> bool
-    binary -> binary            date -> date32          decimal(p,s) -> decimal128(p, s)
-    timestamp -> timestamp("us", tz="UTC")              timestamp_ntz -> timestamp("us")
-    struct -> struct            array -> list<element>  map -> map<key, value>
-    void -> null (read only: Delta recommends dropping such columns; arrow null is refused on the way back)
-
-Refused with :class:`SchemaError` naming the type and the column: ``variant`` (the ``variantType``
-reader feature is not supported by this core, and a ``struct<metadata, value>`` stand-in would be
-written back as a struct), geospatial ``geometry(...)``/``geography(...)``, intervals, user-defined
-types, any other name, and types nested more than ``schema_json.MAX_SCHEMA_DEPTH`` deep.
-
-Arrow -> Delta also accepts arrow's other encodings of the same values: large/view strings and
-binaries, fixed-size binary, large/fixed-size/view lists, dictionary and run-end encoded arrays
-(their value type), decimals of any width up to precision 38, ``date64``, ``float16`` (-> float),
-timestamps of any unit (``timestamp`` when the arrow type has a time zone, ``timestamp_ntz`` when
-it has none). Unsigned integers are widened to the next signed Delta type that holds every value
-(uint8 -> short, uint16 -> integer, uint32 -> long); ``uint64`` has no such type and is refused,
-as are arrow ``null``, time-of-day, duration, interval, union and extension types.
-
-Delta column metadata is kept on the arrow field: each key as UTF-8 bytes, each value
-JSON-encoded (values may be numbers, booleans, lists: ``delta.columnMapping.id`` is an
-int, ``delta.typeChanges`` a list), so :func:`schema_to_delta` gives the metadata back
-unchanged. Column names are matched case-insensitively, as Delta does (it keeps the case
-it was given, but two columns may not differ only in case).
+The type mapping follows PROTOCOL.md ("Schema Serialization Format"); Arrow's other encodings of the
+same values are accepted on the way back, and types Delta cannot hold (or this core cannot read) are
+refused with a :class:`SchemaError` naming the type and the column, as is a schema nested more
+than ``schema_json.MAX_SCHEMA_DEPTH`` deep. Delta's column metadata rides on the Arrow field, so a
+schema goes back unchanged. The mapping is in docs/read-api.md ("Types").
 """
 
 from __future__ import annotations
