@@ -8,7 +8,12 @@ import pytest
 from deltalake import DeltaTable as RsTable
 from deltalake import write_deltalake
 
-from airflow_delta_provider.core import CorruptLogError, DeltaTable, UnsupportedFeatureError
+from airflow_delta_provider.core import (
+    CorruptLogError,
+    DeltaTable,
+    UnsupportedFeatureError,
+    checkpoint_reader,
+)
 from airflow_delta_provider.core import replay as replay_module
 
 
@@ -231,7 +236,7 @@ def test_metadata_questions_never_read_the_add_column(tmp_path, monkeypatch):
     assert snapshot.app_transaction_version("nobody") is None
     assert snapshot.schema.names == ["id"]
     assert read_columns and all("add" not in cols and "<every column>" not in cols for cols in read_columns)
-    groups = replay_module._row_groups_with_values(
+    groups = checkpoint_reader.row_groups_with_values(
         pq.ParquetFile(checkpoint), ["protocol", "metaData", "txn"]
     )
     assert groups == [0]  # the add-only row groups are skipped by their statistics
@@ -358,14 +363,14 @@ def test_a_load_reads_each_checkpoint_footer_once(tmp_path, monkeypatch, with_cr
         for crc in tmp_path.glob("_delta_log/*.crc"):
             crc.unlink()
     footers_read: list[str] = []
-    real = replay_module.pq.ParquetFile
+    real = checkpoint_reader.pq.ParquetFile
 
     def counting(source, *args, **kwargs):
         if kwargs.get("metadata") is None and str(source).endswith(".checkpoint.parquet"):
             footers_read.append(str(source))
         return real(source, *args, **kwargs)
 
-    monkeypatch.setattr(replay_module.pq, "ParquetFile", counting)
+    monkeypatch.setattr(checkpoint_reader.pq, "ParquetFile", counting)
     snapshot = DeltaTable(str(tmp_path)).snapshot()
     assert sorted(snapshot.files().column("path").to_pylist()) == ["f0.parquet", "f1.parquet", "f2.parquet"]
     assert snapshot.segment.checkpoint_version == 2

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from airflow_delta_provider.core import CorruptLogError, DeltaError, DeltaTable
+from airflow_delta_provider.core import CorruptLogError, DeltaError, DeltaTable, reconcile
 from airflow_delta_provider.core import replay as replay_module
 from airflow_delta_provider.core.commits import read_commits
 from airflow_delta_provider.core.replay import replay_small_state
@@ -38,8 +38,8 @@ def _routes(root: Path | str) -> tuple[Any, tuple[pa.Table, pa.Table, Any]]:
     segment = build_segment(storage)
     small = replay_small_state(storage, segment, read_commits(storage, segment))
     columns = replay_module._partition_keys(small)
-    columnar = replay_module._columnar_file_actions(storage.path, read_commits(storage, segment), columns)
-    exact = replay_module._reconcile_exact(storage, read_commits(storage, segment))
+    columnar = reconcile._columnar_file_actions(storage.path, read_commits(storage, segment), columns)
+    exact = reconcile._reconcile_exact(storage, read_commits(storage, segment))
     return columnar, exact
 
 
