@@ -27,7 +27,7 @@ from airflow_delta_provider.core.logfiles import (
     multipart_checkpoint_name,
 )
 from airflow_delta_provider.core.redaction import get_logger
-from airflow_delta_provider.core.stats import parse_stats, stats_parsed_type
+from airflow_delta_provider.core.stats_parsed import parse_stats, stats_parsed_type
 
 if TYPE_CHECKING:
     from airflow_delta_provider.core.replay import SmallState

@@ -12,16 +12,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_delta_provider.core.errors import SchemaError
-from airflow_delta_provider.core.stats import (
-    InvalidDataFileError,
-    indexed_columns,
-    read_footer,
-    read_footers,
-    stats_json,
-    truncate_max_string,
-    truncate_min_string,
-)
+from airflow_delta_provider.core import page_scan, stats_encoding
+from airflow_delta_provider.core.errors import InvalidDataFileError, SchemaError
+from airflow_delta_provider.core.stats import indexed_columns, read_footer, read_footers
+from airflow_delta_provider.core.stats_encoding import stats_json, truncate_max_string, truncate_min_string
 from airflow_delta_provider.core.storage import open_store
 
 
@@ -100,7 +94,7 @@ def test_float_values_are_read_only_for_stats_columns_and_only_from_their_chunks
     monkeypatch.setattr(storage, "read_ranges", counting)
     [footer] = read_footers(storage, [str(tmp_path / "f.parquet")], stats_columns=[("i",), ("f",)])
     metadata = pq.read_metadata(tmp_path / "f.parquet")
-    chunks = [stats_module.chunk_range(metadata.row_group(g).column(1)) for g in range(2)]  # f's two
+    chunks = [page_scan.chunk_range(metadata.row_group(g).column(1)) for g in range(2)]  # f's two
     assert reads[1:] == ([] if rows == 2 else chunks)  # after the tail read for the footer
     assert json.loads(footer.stats)["maxValues"] == {"i": rows - 1, "f": rows - 0.5}
     monkeypatch.setattr(stats_module, "_nan_in_bounds", lambda _: True)
@@ -186,7 +180,7 @@ def test_int96_timestamps_leave_the_file_without_bounds_and_read_as_utc(tmp_path
 )
 def test_int96_bounds_come_from_julian_days_and_nanoseconds(values, bounds):
     from airflow_delta_provider.core.page_scan import DTYPES
-    from airflow_delta_provider.core.stats import _int96_bounds
+    from airflow_delta_provider.core.stats_encoding import int96_bounds as _int96_bounds
 
     def int96(value: dt.datetime) -> tuple[int, int]:
         since = value - dt.datetime(1970, 1, 1)
@@ -405,17 +399,17 @@ def test_raw_footer_values_give_the_bounds_pyarrows_converted_values_give(
     paths = _write_copies(tmp_path, varied_parquet, copies=1)
     storage = open_store(str(tmp_path))
     raw = read_footers(storage, paths, stats_columns=varied_stats_columns)
-    original = stats_module._leaf
+    original = stats_module.leaf_of
 
     def converted(*args):
         leaf = original(*args)
-        if leaf.kind != stats_module._NONE:
-            leaf.kind = stats_module._GENERIC
+        if leaf.kind != stats_encoding.NONE:
+            leaf.kind = stats_encoding.GENERIC
         return leaf
 
-    monkeypatch.setattr(stats_module, "_leaf", converted)
+    monkeypatch.setattr(stats_module, "leaf_of", converted)
     assert _facts(read_footers(storage, paths, stats_columns=varied_stats_columns)) == _facts(raw)
-    monkeypatch.setattr(stats_module, "_leaf", original)
+    monkeypatch.setattr(stats_module, "leaf_of", original)
     from airflow_delta_provider.core import parquet_compat
 
     monkeypatch.setattr(parquet_compat, "_Reader", None)  # pq.read_metadata instead
@@ -530,25 +524,6 @@ def test_footers_are_told_apart_by_their_schema_bytes_and_leave_no_garbage(tmp_p
     assert cycles <= len(variants)  # one per schema (its first footer), not one per file
 
 
-@pytest.mark.parametrize(
-    ("encoded", "expected"),
-    [
-        (bytes([0x15, 0x02, 0x19, 0x1C, 0x18, 0x01, 0x61, 0x00, 0x16, 0x04]), 8),  # version, schema [{name}]
-        (bytes([0x16, 0x04, 0x15, 0x02]), None),  # num_rows first: not the usual order
-        (bytes([0x15, 0x02, 0x19, 0x1C, 0x18, 0x09, 0x61]), None),  # a name running past the end
-        (bytes([0x15, 0x02, 0x19, 0x1C, 0x0D]), None),  # an unknown type
-        (bytes([0x15, 0x02, 0x19, 0xF3, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F, 0x01]), None),  # 2**32 bytes listed
-        (bytes([0x15, 0x02, 0x19, 0x17, 0x00]), None),  # a double running past the end
-        (b"", None),
-    ],
-    ids=["usual", "other-order", "truncated", "unknown-type", "huge-list", "short-double", "empty"],
-)
-def test_schema_bytes_are_found_only_in_a_well_formed_usual_prefix(encoded, expected):
-    from airflow_delta_provider.core.stats import _schema_end
-
-    assert _schema_end(encoded, 0) == expected
-
-
 def test_local_tails_grow_to_the_footers_seen(tmp_path, monkeypatch):
     """Local tails start small (copying them is the cost); a footer larger than the tail is read
     again, exactly, and the next windows' tails hold footers as large as the largest seen: one
@@ -583,7 +558,6 @@ def test_local_tails_grow_to_the_footers_seen(tmp_path, monkeypatch):
 
 def test_values_are_read_in_bounded_batches_with_the_same_stats(tmp_path, monkeypatch):
     """However small the batches of column chunks held at once, the stats are the same."""
-    from airflow_delta_provider.core import stats as stats_module
 
     paths = []
     for index in range(5):
@@ -593,14 +567,14 @@ def test_values_are_read_in_bounded_batches_with_the_same_stats(tmp_path, monkey
     storage = open_store(str(tmp_path))
     columns = [("i",), ("f",)]
     whole = [f.stats for f in read_footers(storage, paths, stats_columns=columns)]
-    monkeypatch.setattr(stats_module, "VALUE_BATCH_BYTES", 1)
+    monkeypatch.setattr(page_scan, "VALUE_BATCH_BYTES", 1)
     assert [f.stats for f in read_footers(storage, paths, stats_columns=columns)] == whole
     assert ["minValues" in json.loads(s) for s in whole] == [True, True, True, False, True]
 
 
 def test_int96_pages_are_reduced_to_their_extremes():
-    from airflow_delta_provider.core.page_scan import DTYPES
-    from airflow_delta_provider.core.stats import _int96_bounds, _reduced
+    from airflow_delta_provider.core.page_scan import DTYPES, _reduced
+    from airflow_delta_provider.core.stats_encoding import int96_bounds as _int96_bounds
 
     same_day = np.array([(5, 2_460_000), (1, 2_460_000), (9, 2_460_000)], DTYPES["INT96"])
     spread = np.array([(9, 2_459_999), (1, 2_460_001), (0, 2_460_001), (7, 2_459_999)], DTYPES["INT96"])
