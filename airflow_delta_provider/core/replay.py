@@ -285,7 +285,7 @@ def replay_files(
     now_ms: int | None = None,
 ) -> FileState:
     """Active files (and, if asked, unexpired tombstones) of the segment's version."""
-    tail_adds, tail_removes, touched = reconcile_commits(storage, commits, _partition_keys(small))
+    tail_adds, tail_removes, touched = reconcile_commits(storage, commits, log_partition_keys(small))
     checkpoint_adds, checkpoint_removes = read_checkpoint_files(
         storage,
         segment.checkpoint,
@@ -310,7 +310,7 @@ def replay_files(
     return FileState(adds=adds, removes=removes)
 
 
-def _partition_keys(small: SmallState) -> tuple[str, ...]:
+def log_partition_keys(small: SmallState) -> tuple[str, ...]:
     """The keys of ``partitionValues`` in the log: the partition columns, by their physical names
     under column mapping. (A wrong guess costs only speed: such lines take the exact route.)"""
     columns = small.metadata.partition_columns

@@ -138,9 +138,6 @@ def _split_column(name: str) -> list[str]:
     return parts
 
 
-# --- string truncation (Delta's StatisticsCollection) ------------------------------------
-
-
 # --- footers -> stats -------------------------------------------------------------------
 
 #: Files whose footers are read in one go (on object stores while the window before is parsed and
