@@ -35,8 +35,8 @@ from airflow_delta_provider.core.errors import (
     VersionNotFoundError,
 )
 from airflow_delta_provider.core.features import Operation, check_supported
+from airflow_delta_provider.core.file_actions import DELETION_VECTOR_TYPE
 from airflow_delta_provider.core.redaction import get_logger
-from airflow_delta_provider.core.replay import DELETION_VECTOR_TYPE
 from airflow_delta_provider.core.schema import physical_schema
 from airflow_delta_provider.core.snapshot import load_snapshot
 from airflow_delta_provider.core.validation import check_column_mapping

@@ -16,13 +16,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from airflow_delta_provider.core.page_scan import (
-    codec_of,
-    decompressed,
-    read_page_header,
-    read_struct,
-    varint,
-)
+from airflow_delta_provider.core.page_scan import codec_of, decompressed, read_page_header
+from airflow_delta_provider.core.thrift import read_struct, varint
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq

@@ -405,7 +405,7 @@ def _unreferenced_sidecars(
     referenced: set[str] = set()
     for f in remaining:
         if f.kind in (LogFileKind.CLASSIC_CHECKPOINT, LogFileKind.UUID_CHECKPOINT) and f.file.size > 0:
-            from airflow_delta_provider.core.replay import read_checkpoint_small_actions
+            from airflow_delta_provider.core.checkpoint_reader import read_checkpoint_small_actions
 
             for action in read_checkpoint_small_actions(storage, Checkpoint(f.version, (f,))):
                 sidecar = action.get("sidecar")

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from airflow_delta_provider.core.predicate import Comparison, Junction
 from airflow_delta_provider.core.schema import TYPE_CHANGES_KEY, physical_name
-from airflow_delta_provider.core.stats import parse_stats, stats_parsed_type
+from airflow_delta_provider.core.stats_parsed import parse_stats, stats_parsed_type
 
 if TYPE_CHECKING:
     import numpy.typing as npt

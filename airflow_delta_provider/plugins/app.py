@@ -25,7 +25,6 @@ from airflow.api_fastapi.core_api.security import (
     requires_access_connection,
     requires_authenticated,
 )
-from airflow.exceptions import AirflowNotFoundException  # airflow.sdk.exceptions lacks it before 3.2
 from fastapi import Depends, FastAPI, HTTPException, Query
 from fastapi.responses import HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
@@ -46,6 +45,7 @@ from airflow_delta_provider.plugins.tables import (
     vacuum_dry_run,
 )
 from airflow_delta_provider.utils.secrets import describe_error, public_location
+from airflow_delta_provider.utils.version_compat import AirflowNotFoundException
 
 T = TypeVar("T")
 

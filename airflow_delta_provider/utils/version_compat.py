@@ -13,7 +13,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["alias_event_extra", "run_blocking", "state_get", "state_set"]
+__all__ = ["AirflowNotFoundException", "alias_event_extra", "run_blocking", "state_get", "state_set"]
+
+try:  # Airflow >= 3.2: the Task SDK's, which airflow.exceptions re-exports
+    from airflow.sdk.exceptions import AirflowNotFoundException
+except ImportError:  # Airflow 3.1
+    from airflow.exceptions import AirflowNotFoundException  # type: ignore[attr-defined]
 
 T = TypeVar("T")
 

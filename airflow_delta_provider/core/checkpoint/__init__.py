@@ -1,9 +1,9 @@
 """Checkpoints: the state of one table version in Parquet, so that readers skip the log replay.
 
-Classic, multi-part and V2 (with sidecars) checkpoints as Delta (Spark's ``Checkpoints.scala``) and
-the protocol write them, each file put whole under its final name and ``_last_checkpoint`` written
-only after every file of the checkpoint exists, so a crash leaves nothing a reader would trust. What
-each kind holds is in docs/maintenance.md ("Checkpoints").
+Classic, multi-part and V2 (sidecar) checkpoints, written as Spark writes them (``Checkpoints.scala``),
+each file with one atomic put and ``_last_checkpoint`` last, so that a crash leaves only files that
+readers ignore (docs/maintenance.md has the layouts). Reading them is the log's
+(:mod:`~airflow_delta_provider.core.checkpoint_reader`). Checkpoints write no commit.
 """
 
 from __future__ import annotations
