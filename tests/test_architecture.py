@@ -55,8 +55,8 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
             "constraints",
         },
     ),
-    ("log", {"segment", "commits", "replay", "checksum"}),
-    ("snapshot", {"snapshot", "history"}),
+    ("log", {"segment", "commits", "replay", "checksum", "scan"}),
+    ("snapshot", {"snapshot", "history", "skipping"}),
     (
         "operations",
         {
@@ -79,6 +79,11 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
             "vacuum.retention",
             "optimize",
             "vacuum.distributed",
+            "changes",
+            "changes_bounds",
+            "changes_derive",
+            "changes_read",
+            "changes_schema",
         },
     ),
     ("facade", {"table", "__init__"}),
@@ -133,6 +138,25 @@ def test_the_core_imports_neither_airflow_nor_pyspark() -> None:
         if name.startswith(f"{ROOT}.core")
     }
     assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_the_spark_adapter_imports_pyspark_never_airflow() -> None:
+    """``airflow_delta_provider.spark`` reads tables with PySpark for any Python process: it imports no
+    Airflow and nothing of the Airflow layer (the core is below it); the core never imports it
+    (checked above: the core imports nothing outside ``core``)."""
+    adapter = {name: path for name, path in MODULES.items() if name.startswith(f"{ROOT}.spark")}
+    assert adapter, "the Spark adapter package is missing"
+    offenders = {
+        name: sorted(
+            m
+            for m in imports_of(path)
+            if m.split(".")[0] == "airflow"
+            or (m.startswith(f"{ROOT}.") and not m.startswith((f"{ROOT}.core", f"{ROOT}.spark")))
+        )
+        for name, path in adapter.items()
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+    assert any(m.split(".")[0] == "pyspark" for path in adapter.values() for m in imports_of(path))
 
 
 def test_there_is_no_import_cycle() -> None:

@@ -48,6 +48,7 @@ __all__ = [
     "physical_data",
     "physical_delta_fields",
     "physical_path",
+    "spark_read_fields",
     "spark_write_schemas",
 ]
 
@@ -450,6 +451,50 @@ def spark_write_schemas(
         logical.append(_strip_metadata(delta))
         physical.append(_spark_physical(delta))
     return {"type": "struct", "fields": logical}, {"type": "struct", "fields": physical}
+
+
+def spark_read_fields(
+    fields: Sequence[Mapping[str, Any]], mode: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """How Spark reads a table's Parquet files: two lists of Spark fields (JSON) of the same shape.
+
+    The second is the read schema: physical names at every depth and, in ``id`` mode only,
+    ``parquet.field.id`` (name-mode files need not carry ids, and Delta reads them by name); the
+    first holds the logical names, for a positional ``cast`` plus ``alias`` per column. Every
+    field is nullable in both, since a file may lack a column (it reads as null).
+
+    :param fields: ``schemaString`` fields (parsed JSON).
+    :param mode: the column mapping mode in force.
+    """
+    logical = [_nullable(_strip_metadata(dict(f))) for f in fields]
+    if mode == "none":
+        return logical, logical
+    physical = [_nullable(_spark_physical(dict(f))) for f in fields]
+    if mode != "id":
+        physical = [_nullable(_strip_metadata({**f, "metadata": {}})) for f in physical]
+    return logical, physical
+
+
+def _nullable(item: dict[str, Any]) -> dict[str, Any]:
+    return {**item, "nullable": True, "type": _nullable_type(item["type"])}
+
+
+def _nullable_type(delta_type: Any) -> Any:
+    if not isinstance(delta_type, dict):
+        return delta_type
+    kind = delta_type.get("type")
+    if kind == "struct":
+        return {**delta_type, "fields": [_nullable(f) for f in delta_type["fields"]]}
+    if kind == "array":
+        return {**delta_type, "elementType": _nullable_type(delta_type["elementType"]), "containsNull": True}
+    if kind == "map":
+        return {
+            **delta_type,
+            "keyType": _nullable_type(delta_type["keyType"]),
+            "valueType": _nullable_type(delta_type["valueType"]),
+            "valueContainsNull": True,
+        }
+    return delta_type
 
 
 def _field_json(field: pa.Field) -> dict[str, Any]:

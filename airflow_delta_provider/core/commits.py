@@ -26,6 +26,7 @@ from airflow_delta_provider.core.logfiles import commit_name
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from airflow_delta_provider.core.logfiles import LogFile
     from airflow_delta_provider.core.segment import LogSegment
     from airflow_delta_provider.core.storage import LogStore
 
@@ -408,9 +409,18 @@ def parse_line(line: bytes, path: str, number: int) -> dict[str, Any]:
 def read_commits(storage: LogStore, segment: LogSegment) -> list[CommitActions]:
     """Read every commit of the segment into one text (:meth:`~.storage.LogStore.read_joined`)
     and split them at once (:func:`split_text`), in version order."""
-    if not segment.commits:
+    return read_commit_files(storage, segment.commits)
+
+
+def read_commit_files(storage: LogStore, files: Sequence[LogFile]) -> list[CommitActions]:
+    """Read listed commit files into one text and split them at once (:func:`split_text`), in the
+    order given; their non-file lines are parsed.
+
+    :raises CorruptLogError: a file disappeared since it was listed, or holds a malformed action.
+    """
+    if not files:
         return []
-    paths = [c.file.path for c in segment.commits]
+    paths = [f.file.path for f in files]
     try:
         text, offsets = storage.read_joined(paths, max_workers=16)
     except FileNotFoundError as err:  # read_joined names the missing file
@@ -420,6 +430,6 @@ def read_commits(storage: LogStore, segment: LogSegment) -> list[CommitActions]:
             f"running at the same time?). Load the table again.",
             path=uri,
         ) from None
-    commits = split_text(text, offsets, [(c.version, storage.to_uri(c.file.path)) for c in segment.commits])
+    commits = split_text(text, offsets, [(f.version, storage.to_uri(f.file.path)) for f in files])
     parse_segment_small_actions(commits)
     return commits

@@ -166,6 +166,11 @@ def z85_encode(data: bytes) -> str:
 def z85_decode(text: str, size: int | None = None) -> bytes:
     """Decode Delta's Z85.
 
+    The last block may also be in the padded form of the Rust ``z85`` crate, which
+    delta-kernel-rs and delta-rs write inline deletion vectors with: ``k`` leading ``#``
+    (1 to 3; no standard block starts with ``#``, whose value would exceed 32 bits) and
+    ``5 - k`` characters for the last ``4 - k`` bytes.
+
     :param text: Z85 characters; the length must be a multiple of 5.
     :param size: the real length of the data (``sizeInBytes``); the zero padding the
         encoder added is dropped. Default: return every decoded byte.
@@ -182,15 +187,30 @@ def z85_decode(text: str, size: int | None = None) -> bytes:
     bad = np.flatnonzero(codes < 0)
     if bad.size:
         raise DeletionVectorError(f"Invalid Z85 character {text[int(bad[0])]!r} in {text!r}")
-    values = (codes.reshape(-1, 5).astype(np.uint64) * _Z85_POWERS).sum(axis=1, dtype=np.uint64)
+    blocks = codes.reshape(-1, 5).astype(np.uint64)
+    tail = _padded_tail(raw[-5:], text) if raw[-5:-4] == b"#" else None
+    if tail is not None:
+        blocks = blocks[:-1]
+    values = (blocks * _Z85_POWERS).sum(axis=1, dtype=np.uint64)
     if values.size and int(values.max()) > 0xFFFFFFFF:
         raise DeletionVectorError(f"Invalid Z85 text (a block exceeds 32 bits): {text!r}")
-    decoded: bytes = values.astype(">u4").tobytes()
+    decoded: bytes = values.astype(">u4").tobytes() + (tail or b"")
     if size is None:
         return decoded
     if size < 0 or size > len(decoded):
         raise DeletionVectorError(f"Z85 text {text!r} decodes to {len(decoded)} bytes, not {size}.")
     return decoded[:size]
+
+
+def _padded_tail(block: bytes, text: str) -> bytes:
+    """The bytes of a last block in the ``z85`` crate's padded form (``##093`` -> ``03 00``)."""
+    hashes = len(block) - len(block.lstrip(b"#"))
+    value = 0
+    for byte in block[hashes:]:
+        value = value * 85 + int(_Z85_DECODE[byte])
+    if hashes > 3 or value >= 256 ** (4 - hashes):
+        raise DeletionVectorError(f"Invalid Z85 text (a block exceeds 32 bits): {text!r}")
+    return value.to_bytes(4 - hashes, "big")
 
 
 # --- Reading ------------------------------------------------------------------------------

@@ -17,8 +17,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AppendOnlyViolationError",
+    "ChangeDataError",
+    "ChangeDataFileNotFoundError",
+    "ChangeDataNotRecordedError",
+    "ChangeDataSchemaError",
     "CommitError",
     "CommitFileExistsError",
+    "CommitsCleanedUpError",
     "ConcurrentAppendError",
     "ConcurrentDeleteDeleteError",
     "ConcurrentDeleteReadError",
@@ -30,6 +35,7 @@ __all__ = [
     "DeletionVectorError",
     "DeltaError",
     "EmptyOverwriteError",
+    "InvalidChangeRangeError",
     "InvalidDataFileError",
     "InvalidLogValueError",
     "InvalidPartitionValueError",
@@ -126,6 +132,23 @@ class TimestampLaterThanLatestCommitError(VersionNotFoundError):
     delta_error_class = "DELTA_TIMESTAMP_GREATER_THAN_COMMIT"
 
 
+class CommitsCleanedUpError(VersionNotFoundError):
+    """A version's commit file is no longer in the log (log cleanup removed it after
+    ``delta.logRetentionDuration``), so what that version changed cannot be read.
+
+    :param version: the first version asked for whose commit is gone.
+    :param earliest_version: the earliest version whose commit is still in the log (None when
+        the log holds none at or after ``version``).
+    """
+
+    delta_error_class = "DELTA_MISSING_FILES_UNEXPECTED_VERSION"
+
+    def __init__(self, message: str, *, version: int, earliest_version: int | None) -> None:
+        super().__init__(message)
+        self.version = version
+        self.earliest_version = earliest_version
+
+
 class StorageError(DeltaError):
     """The storage layer cannot do what was asked (unsupported scheme, missing primitive)."""
 
@@ -186,6 +209,66 @@ class InvalidPartitionValueError(InvalidLogValueError, SchemaMismatchError):
 
 class DeletionVectorError(DeltaError):
     """Files carry deletion vectors and the caller asked for something that would ignore them."""
+
+
+# --- Change data ----------------------------------------------------------------------------
+
+
+class ChangeDataError(DeltaError):
+    """The changes between two versions cannot be given exactly (see :meth:`DeltaTable.changes`)."""
+
+
+class InvalidChangeRangeError(ChangeDataError, ValueError):
+    """The bounds of a change range are missing, contradictory or outside the table's history.
+
+    :param delta_error_class: Delta's name for the condition (``DELTA_INVALID_CDC_RANGE`` ...).
+    """
+
+    def __init__(self, message: str, *, delta_error_class: str) -> None:
+        super().__init__(message)
+        self.delta_error_class = delta_error_class
+
+
+class ChangeDataNotRecordedError(ChangeDataError):
+    """A commit rewrote rows without recording which (no ``cdc`` files, change data feed off), so
+    its deletes and inserts cannot be told from copies of unchanged rows.
+
+    :param version: the commit's version.
+    :param operation: its operation (from its commitInfo), if known.
+    """
+
+    delta_error_class = "DELTA_MISSING_CHANGE_DATA"
+
+    def __init__(self, message: str, *, version: int, operation: str | None) -> None:
+        super().__init__(message)
+        self.version = version
+        self.operation = operation
+
+
+class ChangeDataSchemaError(ChangeDataError, SchemaError):
+    """The schema changed within a change range in a way the rows cannot be read across (a
+    column renamed, dropped or retyped, nullability tightened, partitioning changed)."""
+
+    def __init__(self, message: str, *, version: int, delta_error_class: str) -> None:
+        super().__init__(message)
+        self.version = version
+        self.delta_error_class = delta_error_class
+
+
+class ChangeDataFileNotFoundError(ChangeDataError):
+    """A data, change-data or deletion-vector file a change needs is gone (VACUUM deletes removed
+    files after ``delta.deletedFileRetentionDuration``).
+
+    :param path: the missing file.
+    :param version: the version whose change needs it.
+    """
+
+    delta_error_class = "DELTA_FILE_NOT_FOUND"
+
+    def __init__(self, message: str, *, path: str, version: int) -> None:
+        super().__init__(message)
+        self.path = path
+        self.version = version
 
 
 # --- Commits and conflicts ----------------------------------------------------------------

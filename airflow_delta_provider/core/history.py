@@ -25,7 +25,16 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.snapshot import Snapshot
     from airflow_delta_provider.core.storage import LogStore
 
-__all__ = ["CommitTimestamp", "commit_info", "commit_timestamps", "history", "to_millis", "version_at"]
+__all__ = [
+    "CommitTimestamp",
+    "commit_info",
+    "commit_timestamps",
+    "describe_timestamp",
+    "format_ms",
+    "history",
+    "to_millis",
+    "version_at",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +136,7 @@ def version_at(latest: Snapshot, timestamp: datetime | str | float) -> CommitTim
     uri = latest.storage.root_uri
     target = to_millis(timestamp)
     stamps = commit_timestamps(latest)
-    given = _describe_timestamp(timestamp, target)
+    given = describe_timestamp(timestamp, target)
     if not stamps:
         raise VersionNotFoundError(
             f"Cannot time travel to {given} in {uri}: its log holds no commit file to date a "
@@ -137,15 +146,15 @@ def version_at(latest: Snapshot, timestamp: datetime | str | float) -> CommitTim
     if not eligible:
         raise TimestampEarlierThanRetentionError(
             f"The provided timestamp ({given}) is before the earliest version available "
-            f"to {uri} (version {stamps[0].version}, committed {_format_ms(stamps[0].timestamp)}). "
-            f"Use a timestamp at or after {_format_ms(stamps[0].timestamp)}."
+            f"to {uri} (version {stamps[0].version}, committed {format_ms(stamps[0].timestamp)}). "
+            f"Use a timestamp at or after {format_ms(stamps[0].timestamp)}."
         )
     if target > stamps[-1].timestamp and eligible[-1] is stamps[-1]:
         # Delta refuses a timestamp past the last commit rather than guess the future.
         raise TimestampLaterThanLatestCommitError(
             f"The provided timestamp ({given}) is after the latest version available to "
-            f"{uri} (version {stamps[-1].version}, committed {_format_ms(stamps[-1].timestamp)}). "
-            f"Use a timestamp at or before {_format_ms(stamps[-1].timestamp)}, or load the latest "
+            f"{uri} (version {stamps[-1].version}, committed {format_ms(stamps[-1].timestamp)}). "
+            f"Use a timestamp at or before {format_ms(stamps[-1].timestamp)}, or load the latest "
             f"version."
         )
     return eligible[-1]
@@ -208,7 +217,7 @@ def _iso_millis(text: str) -> int:
         ) from None
 
 
-def _format_ms(ms: int) -> str:
+def format_ms(ms: int) -> str:
     """An ISO-8601 UTC rendering of epoch milliseconds, or the number itself outside years 1-9999."""
     try:
         return (_EPOCH + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds")
@@ -216,9 +225,9 @@ def _format_ms(ms: int) -> str:
         return f"{_short(str(ms))} ms since the epoch (outside the years 1-9999)"
 
 
-def _describe_timestamp(value: Any, ms: int) -> str:
+def describe_timestamp(value: Any, ms: int) -> str:
     """The timestamp as the caller gave it, and the time it stands for."""
-    formatted = _format_ms(ms)
+    formatted = format_ms(ms)
     if isinstance(value, int | float):
         return (
             formatted

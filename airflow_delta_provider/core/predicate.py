@@ -1,4 +1,4 @@
-"""Predicates on partition columns: Delta's ``replaceWhere``, parsed from SQL and evaluated columnar.
+"""Predicates: Delta's ``replaceWhere`` and a read's filter, parsed from SQL and evaluated columnar.
 
 The grammar is the part of Spark SQL a partition predicate needs::
 
@@ -9,8 +9,11 @@ The grammar is the part of Spark SQL a partition predicate needs::
 Comparisons (``= == != <> < <= > >=``), ``IN`` / ``NOT IN``, ``BETWEEN``, ``IS [NOT] NULL``,
 ``AND`` / ``OR`` / ``NOT`` and parentheses; string, number, boolean, ``NULL``, ``DATE '...'``
 and ``TIMESTAMP '...'`` literals. Nulls follow SQL: a comparison with null is unknown and
-unknown rows do not match. Only partition columns may appear: a predicate on data columns
-would need files rewritten, which a commit of existing files cannot do.
+unknown rows do not match. A commit's predicate may name only partition columns (a predicate on
+data columns would need files rewritten, which a commit of existing files cannot do); a read's
+may also name data columns of a primitive type (``data_columns``), and is then handed to the
+engine in :meth:`Predicate.normal_form`. Literals are typed as the column's partition values
+are parsed: a timestamp without a zone is UTC.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import pyarrow.compute as pc
 
 from airflow_delta_provider.core.errors import DeltaError
 from airflow_delta_provider.core.partitions import parse_partition_value
-from airflow_delta_provider.core.schema import arrow_type_to_delta
+from airflow_delta_provider.core.schema import arrow_type_to_delta, delta_type_name
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -67,21 +70,54 @@ class _Node:
     args: tuple[Any, ...]
 
 
+@dataclass(frozen=True)
+class Comparison:
+    """A condition of a predicate in negation normal form.
+
+    :param column: the column, spelt as the table spells it.
+    :param op: ``=``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``is_null`` or ``is_not_null``.
+    :param value: the literal typed as the column (None for the null tests); a null literal makes
+        the comparison unknown, so it matches no row.
+    """
+
+    column: str
+    op: str
+    value: pa.Scalar | None = None
+
+
+@dataclass(frozen=True)
+class Junction:
+    """``and`` / ``or`` of the clauses in ``parts``."""
+
+    op: str
+    parts: tuple[Comparison | Junction, ...]
+
+
+#: A predicate in negation normal form: no NOT, each negation folded into its comparison.
+Clause = Comparison | Junction
+_NEGATED_OP = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+
+
 class Predicate:
     """A parsed partition predicate.
 
     :param text: the SQL text.
-    :param partition_columns: the table's partition columns; any other column is refused.
-    :raises PredicateError: the text does not parse, or names a non-partition column.
+    :param partition_columns: the table's partition columns.
+    :param data_columns: the other columns the predicate may name (a read's filter); by default
+        none, so that any column but a partition column is refused (a commit's predicate).
+    :raises PredicateError: the text does not parse, or names a column it may not.
     """
 
-    def __init__(self, text: str, partition_columns: Sequence[str]) -> None:
+    def __init__(
+        self, text: str, partition_columns: Sequence[str], *, data_columns: Sequence[str] = ()
+    ) -> None:
         if not isinstance(text, str) or not text.strip():
             raise PredicateError(f"The predicate must be a non-empty SQL condition, got {text!r}.")
         self.text = text.strip()
         self._tokens = _tokenize(self.text)
         self._position = 0
-        self._by_key = {c.lower(): c for c in partition_columns}
+        self._partition_only = not data_columns
+        self._by_key = {c.lower(): c for c in [*data_columns, *partition_columns]}
         self.columns: set[str] = set()
         self._tree = self._parse_or()
         if self._position != len(self._tokens):
@@ -110,6 +146,21 @@ class Predicate:
         result = np.zeros(partition_values.num_rows, dtype=bool)
         result[kept] = True
         return pa.array(result)
+
+    def expression(self, schema: pa.Schema) -> pc.Expression:
+        """The predicate as a pyarrow row filter over a table of ``schema`` (SQL semantics)."""
+        return _to_expression(self._tree, schema)
+
+    def normal_form(self, schema: pa.Schema) -> Clause:
+        """The predicate in negation normal form, literals typed by ``schema``, for an engine.
+
+        NOT is pushed down to the comparisons (De Morgan; ``NOT a < 1`` is ``a >= 1``, which is
+        exact in SQL's three-valued logic), ``IN`` becomes ``=`` joined by OR, ``BETWEEN`` two
+        comparisons and ``<=>`` a comparison or a null test.
+
+        :raises PredicateError: a literal does not fit its column's type, or the column is nested.
+        """
+        return _normal(self._tree, schema, negate=False)
 
     # --- parsing ------------------------------------------------------------------------
 
@@ -201,6 +252,11 @@ class Predicate:
         else:
             raise self._error(f"expected a column name, found {text!r}")
         column = self._by_key.get(name.lower())
+        if column is None and not self._partition_only:
+            raise PredicateError(
+                f"The predicate {self.text!r} uses column {name!r}, which is not a column of the table "
+                f"(columns: {sorted(self._by_key.values())})."
+            )
         if column is None:
             raise PredicateError(
                 f"The predicate {self.text!r} uses column {name!r}, which is not a partition column "
@@ -269,6 +325,28 @@ def _to_expression(node: Any, schema: pa.Schema) -> pc.Expression:
     return _compare(node.op, field, value)
 
 
+def _normal(node: Any, schema: pa.Schema, *, negate: bool) -> Clause:
+    if node.op in ("and", "or"):
+        op = {"and": "or", "or": "and"}[node.op] if negate else node.op
+        return Junction(op, tuple(_normal(a, schema, negate=negate) for a in node.args))
+    if node.op == "not":
+        return _normal(node.args[0], schema, negate=not negate)
+    column: _Column = node.args[0]
+    if node.op == "is_null":
+        return Comparison(column.name, "is_not_null" if negate else "is_null")
+    if node.op == "in":
+        parts = tuple(_normal(_Node("=", (column, v)), schema, negate=negate) for v in node.args[1])
+        return Junction("and" if negate else "or", parts)
+    value = _scalar(node.args[1], schema.field(column.name).type, column.name)
+    if node.op == "<=>":
+        if not value.is_valid:
+            return Comparison(column.name, "is_not_null" if negate else "is_null")
+        if not negate:
+            return Comparison(column.name, "=", value)
+        return Junction("or", (Comparison(column.name, "is_null"), Comparison(column.name, "!=", value)))
+    return Comparison(column.name, _NEGATED_OP[node.op] if negate else node.op, value)
+
+
 def _compare(op: str, field: pc.Expression, value: pa.Scalar) -> pc.Expression:
     if not value.is_valid:
         return pc.scalar(pa.scalar(None, pa.bool_()))  # comparisons with NULL are unknown
@@ -283,23 +361,24 @@ def _compare(op: str, field: pc.Expression, value: pa.Scalar) -> pc.Expression:
 
 
 def _scalar(literal: _Literal, arrow_type: pa.DataType, column: str) -> pa.Scalar:
+    delta_type = arrow_type_to_delta(arrow_type)
+    if not isinstance(delta_type, str):
+        raise PredicateError(
+            f"Column {column!r} is of the nested type {delta_type_name(delta_type)}: a predicate compares "
+            f"only columns of a primitive type (any column can be tested with IS NULL)."
+        )
     if literal.kind == "null":
         return pa.scalar(None, arrow_type)
-    delta_type = arrow_type_to_delta(arrow_type)
     text = literal.value
     if literal.kind == "boolean":
         text = "true" if literal.value else "false"
     elif literal.kind == "number":
         text = str(literal.value)
     try:
-        value = (
-            parse_partition_value(str(text), delta_type, column=column)
-            if isinstance(delta_type, str)
-            else None
-        )
+        value = parse_partition_value(str(text), delta_type, column=column)
     except DeltaError as err:
         raise PredicateError(
-            f"The value {literal.value!r} does not fit partition column {column!r} ({delta_type}): {err}"
+            f"The value {literal.value!r} does not fit column {column!r} ({delta_type}): {err}"
         ) from None
     if literal.kind == "number" and delta_type in ("string",):
         value = str(literal.value)

@@ -380,46 +380,28 @@ class Snapshot:
 
     def _dataset(self, adds: pa.Table, read_schema: pa.Schema) -> ds.Dataset:
         """A dataset of ``adds`` read with ``read_schema`` (logical, or physical under column mapping)."""
-        import pyarrow.dataset as ds
+        from airflow_delta_provider.core.partitions import partition_columns_from_map
+        from airflow_delta_provider.core.scan import file_dataset
 
         partition_fields = self._partition_fields(read_schema)
         partition_names = {f.name for f in partition_fields}
         data_fields = [f for f in read_schema if f.name not in partition_names]
-        paths = [self._storage.path.decode(p) for p in adds.column("path").to_pylist()]
-        return ds.FileSystemDataset.from_paths(
-            paths,
-            schema=pa.schema([*data_fields, *partition_fields]),
-            format=ds.ParquetFileFormat(),
-            filesystem=self._storage.arrow_fs,
-            partitions=self._partition_expressions(adds, partition_fields),
+        constants = None
+        if partition_fields:
+            typed = partition_columns_from_map(
+                adds.column("partitionValues").combine_chunks(), pa.schema(partition_fields)
+            )
+            constants = pa.Table.from_struct_array(typed)
+        return file_dataset(
+            self._storage,
+            adds.column("path").to_pylist(),
+            pa.schema([*data_fields, *partition_fields]),
+            constants,
         )
 
     def _partition_fields(self, read_schema: pa.Schema) -> list[pa.Field]:
         # Under column mapping the log keys partition values by physical name.
         return [read_schema.field(self.schema.get_field_index(c)) for c in self.partition_columns]
-
-    def _partition_expressions(self, adds: pa.Table, fields: list[pa.Field]) -> list[ds.Expression] | None:
-        import pyarrow.dataset as ds
-
-        if not fields:
-            return None
-        from airflow_delta_provider.core.partitions import partition_columns_from_map
-
-        typed = partition_columns_from_map(adds.column("partitionValues").combine_chunks(), pa.schema(fields))
-        rows = typed.to_pylist()
-        expressions = []
-        for row in rows:
-            expression = None
-            for f in fields:
-                value = row[f.name]
-                term = (
-                    ds.field(f.name).is_null()
-                    if value is None
-                    else ds.field(f.name) == pa.scalar(value, f.type)
-                )
-                expression = term if expression is None else expression & term
-            expressions.append(expression)
-        return expressions
 
     def to_pyarrow_table(
         self, columns: list[str] | None = None, *, paths: Sequence[str] | None = None
@@ -458,15 +440,9 @@ class Snapshot:
     def _read_with_deletion_vector(
         self, add: pa.Table, read_schema: pa.Schema, columns: list[str]
     ) -> pa.Table:
-        from airflow_delta_provider.core.deletion_vectors import read_deletion_vector, selection_mask
+        from airflow_delta_provider.core.deletion_vectors import selection_mask
+        from airflow_delta_provider.core.scan import deletion_vector_rows
 
         table = self._dataset(add, read_schema).to_table(columns=columns, use_threads=False)
-        dv = add.column("deletionVector")[0].as_py()
-        storage = self._storage
-        deleted = read_deletion_vector(
-            # Absolute ('p') DV paths are URIs, URL-encoded as the protocol says; resolve them.
-            dv,
-            storage.root,
-            lambda path, start, length: storage.read_range(storage.path.decode(path), start, length),
-        )
+        deleted = deletion_vector_rows(self._storage, add.column("deletionVector")[0].as_py())
         return table.filter(selection_mask(table.num_rows, deleted))

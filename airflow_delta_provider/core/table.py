@@ -7,6 +7,7 @@ import inspect
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
+from airflow_delta_provider.core.changes import Changes, load_changes
 from airflow_delta_provider.core.checkpoint import CheckpointOptions, should_checkpoint, write_checkpoint
 from airflow_delta_provider.core.cleanup import CleanupOptions, cleanup_logs
 from airflow_delta_provider.core.commit_plan import CommitProperties
@@ -207,6 +208,52 @@ class DeltaTable:
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
             raise ValueError(f"limit must be a positive integer, got {limit!r}.")
         return history(self.storage, self.version(), limit)
+
+    # --- changes -----------------------------------------------------------------------
+
+    def changes(
+        self,
+        starting_version: int | None = None,
+        ending_version: int | None = None,
+        *,
+        starting_timestamp: datetime | str | int | None = None,
+        ending_timestamp: datetime | str | int | None = None,
+    ) -> Changes:
+        """What the commits from ``starting_version`` to ``ending_version`` (inclusive) changed, as
+        Delta's Change Data Feed defines it (see ``docs/reading.md``).
+
+        Only the commits of the range are read (never the table's file list); the changed rows are
+        read by :meth:`Changes.to_pyarrow_table`, the file-level changes given by
+        :meth:`Changes.files`. A commit with change-data (``cdc``) files contributes their rows; any
+        other its added rows as inserts and its removed rows as deletes (a file whose deletion
+        vector grew: exactly the newly deleted rows); OPTIMIZE and other ``dataChange=false``
+        commits contribute nothing. Unlike Delta, a range where the change data feed was off is
+        read wherever that is exact; a commit that rewrote rows without recording which (an
+        UPDATE / DELETE / MERGE by an engine that writes no change data while the feed is off) is
+        refused.
+
+        :param starting_version: the first version (or give ``starting_timestamp``: the first
+            version committed at or after it).
+        :param ending_version: the last version (default and at most: the latest); or
+            ``ending_timestamp``: the last version committed at or before it.
+        :raises InvalidChangeRangeError: no start, both a version and a timestamp for one bound, a
+            start after the latest version, an end before the start (Delta's error names).
+        :raises TimestampLaterThanLatestCommitError: a timestamp after the latest commit.
+        :raises TimestampEarlierThanRetentionError: an ending timestamp before the earliest version.
+        :raises CommitsCleanedUpError: a commit of the range was removed by log cleanup.
+        :raises ChangeDataNotRecordedError: a commit rewrote rows without recording which; the
+            message names the version, the operation and what to do.
+        :raises ChangeDataSchemaError: the schema changed incompatibly within the range.
+        :raises UnsupportedFeatureError: the table needs a reader feature this core lacks.
+        """
+        return load_changes(
+            self.storage,
+            starting_version,
+            ending_version,
+            starting_timestamp=starting_timestamp,
+            ending_timestamp=ending_timestamp,
+            provider_defaults=self.provider_defaults,
+        )
 
     # --- writes ------------------------------------------------------------------------
 

@@ -5,7 +5,8 @@ OPTIMIZE) follows the same rules, decided here:
 
 - each attempt writes to a fresh, non-hidden directory of its own under the table root
   (:func:`attempt_dir`, under a ``write_subdir`` checked by :func:`check_write_subdir`), with
-  :data:`DEFAULT_WRITE_OPTIONS`, at the Hadoop path of the root (:func:`spark_path`);
+  :data:`DEFAULT_WRITE_OPTIONS`, at the Hadoop path of the root
+  (:func:`airflow_delta_provider.spark.paths.spark_path`);
 - after the job, :func:`collect_attempt_files` lists the data files it wrote (relative to the
   root, ready for the commit) and deletes Spark's hidden litter (``_SUCCESS``, ``.crc``);
 - files no commit references (the attempt failed before its commit, the commit was refused, or a
@@ -22,6 +23,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.operators.commit import already_committed
+from airflow_delta_provider.spark.paths import spark_path
 from airflow_delta_provider.utils.wording import count
 
 if TYPE_CHECKING:
@@ -83,17 +85,6 @@ def attempt_dir(write_subdir: str, identity: RunIdentity) -> str:
         f"{write_subdir}/{_safe(identity.dag_id)}__{_safe(identity.task_id)}/"
         f"{run}__try{identity.try_number}__{uuid.uuid4().hex[:12]}"
     )
-
-
-def spark_path(table_uri: str) -> str:
-    """Where Spark (Hadoop filesystems) finds a table the core knows by ``table_uri``.
-
-    Local roots become ``file:///abs``; ``s3://`` becomes Hadoop's ``s3a://``; other schemes are
-    used as they are.
-    """
-    if table_uri.startswith("s3://"):
-        return "s3a://" + table_uri[len("s3://") :]
-    return table_uri
 
 
 def collect_attempt_files(table: DeltaTable, attempt: str, partition_columns: Sequence[str]) -> list[str]:

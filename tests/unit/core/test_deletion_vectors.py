@@ -200,6 +200,24 @@ def test_z85_decode_encode_round_trip_on_valid_text(text):
         assert z85_encode(data) == text
 
 
+def test_z85_padded_last_block_of_the_rust_z85_crate():
+    # The inline DV of version 5 of delta-kernel-rs' cdf-table-with-dv fixture: 34 bytes, its
+    # last 2 in the z85 crate's padded form ("##" + 3 characters), which delta-kernel-rs and
+    # delta-rs read as row 3.
+    dv = {
+        "storageType": "i",
+        "pathOrInlineDv": "^Bg9^0rr910000000000iXQKl0rr91000005c8Xg##093",
+        "sizeInBytes": 34,
+        "cardinality": 1,
+    }
+    assert read_deletion_vector(dv, "/unused", in_memory({})).tolist() == [3]
+    for data in (b"\x01", b"\x01\x02", b"\x01\x02\x03", b"abcd\xff\xfe\xfd"):
+        whole, rest = len(data) // 4 * 4, len(data) % 4
+        padded = z85_encode(data[whole:].rjust(4, b"\0"))
+        crate_form = z85_encode(data[:whole]) + "#" * (4 - rest) + padded[4 - rest :]
+        assert z85_decode(crate_form) == data
+
+
 def test_z85_known_vectors():
     # The ZeroMQ RFC 32 test vector, and the protocol's example UUID.
     assert z85_encode(bytes.fromhex("864FD26FB559F75B")) == "HelloWorld"
@@ -216,6 +234,8 @@ def test_z85_known_vectors():
         ("Hell~", None, "Invalid Z85 character '~'"),
         ("Hellé", None, "not ASCII"),
         ("#####", None, "exceeds 32 bits"),
+        ("###%%", None, "exceeds 32 bits"),
+        ("#####Hello", None, "exceeds 32 bits"),
     ],
 )
 def test_z85_refusals(text, size, message):

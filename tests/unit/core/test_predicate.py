@@ -7,7 +7,7 @@ import datetime as dt
 import pyarrow as pa
 import pytest
 
-from airflow_delta_provider.core.predicate import Predicate, PredicateError
+from airflow_delta_provider.core.predicate import Comparison, Junction, Predicate, PredicateError
 
 VALUES = pa.table(
     {
@@ -70,7 +70,7 @@ def test_bad_predicates_are_refused_clearly(text, message):
 
 
 def test_a_literal_that_does_not_fit_the_column_type_is_refused():
-    with pytest.raises(PredicateError, match="does not fit partition column 'hour'"):
+    with pytest.raises(PredicateError, match="does not fit column 'hour'"):
         Predicate("hour = 'noon'", ["hour"]).mask(VALUES.select(["hour"]))
 
 
@@ -81,3 +81,109 @@ def test_string_escapes():
 
 def test_empty_table_gives_an_empty_mask():
     assert len(Predicate("hour = 1", ["hour"]).mask(VALUES.slice(0, 0))) == 0
+
+
+# --- a read's filter: data columns and the normal form an engine receives ------------------------
+
+READ_SCHEMA = pa.schema([("ds", pa.date32()), ("id", pa.int64()), ("tags", pa.list_(pa.string()))])
+
+
+def test_a_read_may_name_data_columns_of_a_primitive_type():
+    predicate = Predicate("ID > 3 AND ds = '2024-01-01'", ["ds"], data_columns=["id", "tags"])
+    assert predicate.columns == {"id", "ds"}
+    with pytest.raises(PredicateError, match="not a column of the table"):
+        Predicate("nope = 1", ["ds"], data_columns=["id"])
+    with pytest.raises(PredicateError, match="nested type array<string>"):
+        Predicate("tags = 'a'", ["ds"], data_columns=["id", "tags"]).normal_form(READ_SCHEMA)
+    assert Predicate("tags IS NULL", ["ds"], data_columns=["tags"]).normal_form(READ_SCHEMA) == Comparison(
+        "tags", "is_null"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "form"),
+    [
+        ("NOT id < 3", Comparison("id", ">=", pa.scalar(3, pa.int64()))),
+        (
+            "NOT (id = 1 OR id IS NULL)",
+            Junction(
+                "and", (Comparison("id", "!=", pa.scalar(1, pa.int64())), Comparison("id", "is_not_null"))
+            ),
+        ),
+        (
+            "id NOT IN (1, 2)",
+            Junction(
+                "and",
+                (
+                    Comparison("id", "!=", pa.scalar(1, pa.int64())),
+                    Comparison("id", "!=", pa.scalar(2, pa.int64())),
+                ),
+            ),
+        ),
+        (
+            "id BETWEEN 1 AND 2",
+            Junction(
+                "and",
+                (
+                    Comparison("id", ">=", pa.scalar(1, pa.int64())),
+                    Comparison("id", "<=", pa.scalar(2, pa.int64())),
+                ),
+            ),
+        ),
+        ("id <=> NULL", Comparison("id", "is_null")),
+        (
+            "NOT id <=> 4",
+            Junction("or", (Comparison("id", "is_null"), Comparison("id", "!=", pa.scalar(4, pa.int64())))),
+        ),
+        ("ds = '2024-01-02'", Comparison("ds", "=", pa.scalar(dt.date(2024, 1, 2)))),
+    ],
+)
+def test_the_normal_form_pushes_negations_into_typed_comparisons(text, form):
+    assert Predicate(text, ["ds"], data_columns=["id"]).normal_form(READ_SCHEMA) == form
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "NOT (region = 'eu' AND hour > 3)",
+        "NOT region IN ('eu', NULL)",
+        "NOT NOT hour BETWEEN 1 AND 7",
+        "NOT (region <=> 'eu') OR ds IS NULL",
+        "NOT (ds >= '2024-01-02' OR region IS NOT NULL)",
+    ],
+)
+def test_the_normal_form_selects_the_rows_the_predicate_selects(text):
+    """Evaluated by the core's own expression, the normal form keeps exactly the same rows (SQL's
+    three-valued logic survives De Morgan)."""
+    predicate = Predicate(text, ["ds", "region", "hour"])
+    form = predicate.normal_form(VALUES.schema)
+    assert _normal_form_rows(form, VALUES) == _rows(text)
+
+
+def _normal_form_rows(form, values):
+    import pyarrow.compute as pc
+
+    def evaluate(clause):
+        if isinstance(clause, Junction):
+            parts = [evaluate(p) for p in clause.parts]
+            out = parts[0]
+            for part in parts[1:]:
+                out = pc.and_kleene(out, part) if clause.op == "and" else pc.or_kleene(out, part)
+            return out
+        column = values.column(clause.column)
+        if clause.op == "is_null":
+            return pc.is_null(column)
+        if clause.op == "is_not_null":
+            return pc.is_valid(column)
+        name = {
+            "=": "equal",
+            "!=": "not_equal",
+            "<": "less",
+            "<=": "less_equal",
+            ">": "greater",
+            ">=": "greater_equal",
+        }
+        return pc.call_function(name[clause.op], [column, clause.value])
+
+    mask = pc.fill_null(evaluate(form), False).to_pylist()
+    return [i for i, keep in enumerate(mask) if keep]

@@ -1,0 +1,278 @@
+"""What each commit of a range changed, file by file and row selection by row selection.
+
+Delta's rules (``CDCReader.changesToDF`` and ``getDeletedAndAddedRows``): a commit with ``cdc``
+actions changed exactly the rows of its change-data files, and its adds and removes say nothing
+more. Any other commit inserted the rows of its ``add`` actions with ``dataChange=true`` and
+deleted those of its ``remove`` actions with ``dataChange=true``, each file read under its own
+deletion vector; an add and a remove of the same path in one commit are one file whose deletion
+vector changed, and only the rows marked by one vector and not the other changed. A MERGE whose
+metrics report no row inserted, updated or deleted changed nothing.
+
+Delta refuses a range in which the change data feed was off. Here the derivation is kept where
+it is exact without ``cdc`` files: a commit that only deletes rows, or only inserts them, or that
+replaces what it removes (an overwrite, a partition ``replaceWhere``, CREATE OR REPLACE,
+RESTORE). The commits that both remove and add rows otherwise (an UPDATE, a copy-on-write DELETE,
+a MERGE by an engine that writes no ``cdc`` files when the feed is off) may hold copies of
+unchanged rows that cannot be told apart from real deletes and inserts; they are refused.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from airflow_delta_provider.core.changes_read import RowScan
+from airflow_delta_provider.core.errors import ChangeDataNotRecordedError, CorruptLogError
+from airflow_delta_provider.core.predicate import Predicate, PredicateError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from airflow_delta_provider.core.changes_read import DeletionVectors
+    from airflow_delta_provider.core.commits import CommitActions
+
+#: Operations whose removed rows are all replaced by what they add: their deletes and inserts are
+#: exact without ``cdc`` files (Delta's operation names, which delta-rs and this core use too).
+REPLACING_OPERATIONS = frozenset(
+    {
+        "CREATE TABLE",
+        "CREATE TABLE AS SELECT",
+        "CREATE OR REPLACE TABLE",
+        "CREATE OR REPLACE TABLE AS SELECT",
+        "REPLACE TABLE",
+        "REPLACE TABLE AS SELECT",
+        "RESTORE",
+        "TRUNCATE",
+        "CLONE",
+    }
+)
+_NO_OP_MERGE_METRICS = ("numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted")
+
+
+@dataclass(frozen=True, slots=True)
+class FileChange:
+    """One file action of the range that carries changes.
+
+    :param kind: ``add``, ``remove`` or ``cdc``.
+    :param action: the action's fields, as the log has them.
+    :param timestamp: the commit's time, milliseconds since the epoch.
+    """
+
+    kind: str
+    action: Mapping[str, Any]
+    version: int
+    timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class CommitContext:
+    """What deriving one commit's changes needs to know besides the commit."""
+
+    timestamp: int
+    #: whether ``delta.enableChangeDataFeed`` is on at this version
+    change_data_feed: bool
+    partition_columns: Sequence[str]
+    uri: str
+
+
+def commit_changes(
+    commit: CommitActions, context: CommitContext, deletion_vectors: DeletionVectors
+) -> tuple[list[FileChange], list[RowScan]]:
+    """The file changes and row scans of one commit.
+
+    :raises ChangeDataNotRecordedError: the commit rewrote rows without recording which (see the
+        module docstring), or a remove lacks the partition values its rows need.
+    :raises CorruptLogError: an add and a remove of one path without a deletion vector between them.
+    """
+    version, timestamp = commit.version, context.timestamp
+    cdc = [a["cdc"] for a in commit.actions if "cdc" in a]
+    if cdc:
+        files = [FileChange("cdc", c, version, timestamp) for c in cdc]
+        return files, [RowScan(c["path"], c["partitionValues"], version, timestamp, None) for c in cdc]
+    info = commit.commit_info
+    if _is_no_op_merge(info):
+        return [], []
+    file_actions = commit.file_actions()
+    adds = [a["add"] for a in file_actions if "add" in a and a["add"]["dataChange"]]
+    removes = [a["remove"] for a in file_actions if "remove" in a and a["remove"]["dataChange"]]
+    if not adds and not removes:
+        return [], []
+    added = _by_path(adds, "add", commit)
+    removed = _by_path(removes, "remove", commit)
+    pairs = [(removed[p], added[p]) for p in removed if p in added]
+    for remove, add in pairs:
+        if remove.get("deletionVector") is None and add.get("deletionVector") is None:
+            raise CorruptLogError(
+                f"Version {version} of {context.uri} removes and adds {add['path']} in one commit with no "
+                f"deletion vector on either side, so no row can have changed and yet the file is touched "
+                f"(Delta refuses such a commit as well). The commit is malformed.",
+                path=commit.path,
+            )
+    if not context.change_data_feed and not _replaces_what_it_removes(info, context.partition_columns):
+        _refuse_rewrite(commit, info, context, removed, added, pairs, deletion_vectors)
+    if context.partition_columns:
+        _require_partition_values(commit, context, removes)
+    files = [FileChange("remove", r, version, timestamp) for r in removes]
+    files += [FileChange("add", a, version, timestamp) for a in adds]
+    return files, _row_scans(version, timestamp, removed, added)
+
+
+def _by_path(
+    actions: list[Mapping[str, Any]], kind: str, commit: CommitActions
+) -> dict[str, Mapping[str, Any]]:
+    found: dict[str, Mapping[str, Any]] = {}
+    for action in actions:
+        if action["path"] in found:
+            raise CorruptLogError(
+                f"{commit.path} holds two {kind} actions with dataChange=true for {action['path']}; a commit "
+                f"may touch a file once. The commit is malformed.",
+                path=commit.path,
+            )
+        found[action["path"]] = action
+    return found
+
+
+def _row_scans(
+    version: int,
+    timestamp: int,
+    removed: Mapping[str, Mapping[str, Any]],
+    added: Mapping[str, Mapping[str, Any]],
+) -> list[RowScan]:
+    """Unpaired files read under their own DV; a pair's rows selected by the difference of its DVs."""
+    scans = []
+    for path, remove in removed.items():
+        add = added.get(path)
+        values = remove.get("partitionValues") or {}
+        if add is None:
+            scans.append(
+                RowScan(path, values, version, timestamp, "delete", exclude=remove.get("deletionVector"))
+            )
+            continue
+        old, new = remove.get("deletionVector"), add.get("deletionVector")
+        if new is not None:  # rows the new DV marks and the old one did not: deleted
+            scans.append(RowScan(path, values, version, timestamp, "delete", include=new, exclude=old))
+        if old is not None:  # rows the old DV marked and the new one does not: inserted again (RESTORE)
+            scans.append(
+                RowScan(path, add["partitionValues"], version, timestamp, "insert", include=old, exclude=new)
+            )
+    for path, add in added.items():
+        if path not in removed:
+            scans.append(
+                RowScan(
+                    path,
+                    add["partitionValues"],
+                    version,
+                    timestamp,
+                    "insert",
+                    exclude=add.get("deletionVector"),
+                )
+            )
+    return scans
+
+
+def _is_no_op_merge(info: Mapping[str, Any] | None) -> bool:
+    """Delta's ``shouldSkipFileActionsInCommit``: a MERGE whose metrics report no changed row."""
+    if info is None or info.get("operation") != "MERGE":
+        return False
+    metrics = info.get("operationMetrics") or {}
+    return all(str(metrics.get(name)) == "0" for name in _NO_OP_MERGE_METRICS)
+
+
+def _replaces_what_it_removes(info: Mapping[str, Any] | None, partition_columns: Sequence[str]) -> bool:
+    """Whether the commit's operation removes exactly the rows it means to delete: an overwrite
+    (whole table, whole partitions, a ``replaceWhere`` that copied no row), a CREATE OR REPLACE,
+    a RESTORE, a complete-mode streaming write."""
+    if not isinstance(info, dict):
+        return False
+    operation = info.get("operation")
+    parameters = info.get("operationParameters") or {}
+    if operation in REPLACING_OPERATIONS:
+        return True
+    if operation == "STREAMING UPDATE":
+        return str(parameters.get("outputMode", "")).lower() == "complete"
+    if operation != "WRITE" or str(parameters.get("mode", "")).lower() != "overwrite":
+        return False
+    copied = (info.get("operationMetrics") or {}).get("numCopiedRows")
+    if copied is not None:  # Spark's replaceWhere reports the rows it rewrote
+        return str(copied) == "0"
+    if parameters.get("replaceOnCond") or parameters.get("replaceUsingCols"):
+        return False
+    predicate = parameters.get("predicate")
+    return predicate is None or _on_partitions_only(predicate, partition_columns)
+
+
+def _on_partitions_only(predicate: Any, partition_columns: Sequence[str]) -> bool:
+    """Whether an overwrite's predicate names partition columns only (so it removed whole files and
+    copied no row); it is a SQL text, or a JSON list of them (or that list itself)."""
+    texts = predicate
+    if isinstance(predicate, str) and predicate.strip().startswith("["):
+        try:
+            texts = json.loads(predicate)
+        except ValueError:
+            return False
+    if isinstance(texts, str):
+        texts = [texts]
+    if not isinstance(texts, list) or not texts or not partition_columns:
+        return False
+    try:
+        for text in texts:
+            Predicate(text, partition_columns)
+    except (PredicateError, TypeError):
+        return False
+    return True
+
+
+def _refuse_rewrite(
+    commit: CommitActions,
+    info: Mapping[str, Any] | None,
+    context: CommitContext,
+    removed: Mapping[str, Mapping[str, Any]],
+    added: Mapping[str, Mapping[str, Any]],
+    pairs: list[tuple[Mapping[str, Any], Mapping[str, Any]]],
+    deletion_vectors: DeletionVectors,
+) -> None:
+    """Raise when the commit both deletes and inserts rows (a rewrite that may copy rows)."""
+    deletes = any(p not in added for p in removed)
+    inserts = any(p not in removed for p in added)
+    for remove, add in pairs:
+        if deletes and inserts:
+            break
+        old, new = remove.get("deletionVector"), add.get("deletionVector")
+        if old is None:
+            deletes = True
+        elif new is None:
+            inserts = True
+        else:
+            deletes = deletes or len(deletion_vectors.difference(new, old, commit.version)) > 0
+            inserts = inserts or len(deletion_vectors.difference(old, new, commit.version)) > 0
+    if not (deletes and inserts):
+        return
+    operation = info.get("operation") if isinstance(info, dict) else None
+    named = f"{operation} " if operation else ""
+    raise ChangeDataNotRecordedError(
+        f"Version {commit.version} of {context.uri} ({named or 'a commit '}without change data files, "
+        f"written while delta.enableChangeDataFeed was off) both removes and adds rows: a rewrite that "
+        f"may copy unchanged rows, whose real deletes, inserts and updates cannot be told apart "
+        f"(DELTA_MISSING_CHANGE_DATA). Read the changes from version {commit.version + 1} on (or up to "
+        f"{commit.version - 1}), or enable the change data feed on the table (ALTER TABLE ... SET "
+        f"TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')) so that later rewrites record their "
+        f"changes.",
+        version=commit.version,
+        operation=operation,
+    )
+
+
+def _require_partition_values(
+    commit: CommitActions, context: CommitContext, removes: list[Mapping[str, Any]]
+) -> None:
+    for remove in removes:
+        if remove.get("partitionValues") is None:
+            raise ChangeDataNotRecordedError(
+                f"Version {commit.version} of {context.uri} removes {remove['path']} without its partition "
+                f"values (a remove without extendedFileMetadata), so its deleted rows cannot be given "
+                f"their partition columns (DELTA_REMOVE_FILE_CDC_MISSING_EXTENDED_METADATA). Read the "
+                f"changes from version {commit.version + 1} on.",
+                version=commit.version,
+                operation=(commit.commit_info or {}).get("operation"),
+            )

@@ -1,0 +1,248 @@
+"""Read a Delta table's changes between versions as a Spark DataFrame: the rows the core's
+``DeltaTable.changes(...).to_pyarrow_table()`` returns, read by the executors.
+
+The core decides everything from the commits of the range (:mod:`airflow_delta_provider.core.changes`):
+which files count, with which change type, version and commit time, and which of their rows (a
+deletion vector that grew: the newly deleted rows). Spark reads each of those files once, change-data
+files with their ``_change_type`` column; each row is keyed to its file by ``_metadata.file_path``
+and joined with the file's scans (a file can count in several commits), which bring the per-scan
+values; a scan that counts only some rows keeps or drops them by ``_metadata.row_index``, joined with
+the row sets the core decoded.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from airflow_delta_provider.core.changes_read import vanished_file_error
+from airflow_delta_provider.core.changes_schema import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
+from airflow_delta_provider.core.partitions import partition_columns_from_map
+from airflow_delta_provider.core.redaction import get_logger
+from airflow_delta_provider.core.schema import schema_to_delta
+from airflow_delta_provider.spark.files import (
+    FILE,
+    checked,
+    column,
+    empty_frame,
+    field,
+    file_keys,
+    logical_columns,
+    row_key,
+    row_keys,
+    scan_files,
+)
+from airflow_delta_provider.spark.paths import spark_file_paths, spark_path
+from airflow_delta_provider.spark.read import as_table
+from airflow_delta_provider.spark.schema import check_spark_version, read_schema_of
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from airflow_delta_provider.core.changes import Changes
+    from airflow_delta_provider.core.changes_read import RowScan
+    from airflow_delta_provider.core.errors import DeltaError
+    from airflow_delta_provider.core.table import DeltaTable
+    from airflow_delta_provider.spark.schema import ReadSchema
+
+__all__ = ["read_change_set", "read_changes"]
+
+log = get_logger(__name__)
+
+SCAN = "__delta_read_scan"
+MODE = "__delta_read_scan_mode"
+MARKED = "__delta_read_marked_row"
+_PARTITION = "__delta_read_partition_{}"
+_CONSTANT = "__delta_read_{}"
+#: How a scan's rows count: all, only the marked ones, all but the marked ones.
+_WHOLE, _INCLUDE, _EXCLUDE = 0, 1, 2
+
+
+def read_changes(
+    spark: Any,
+    table: str | DeltaTable,
+    starting_version: int,
+    ending_version: int | None = None,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    spark_uri: str | None = None,
+) -> Any:
+    """A DataFrame of the changes of the commits ``starting_version`` to ``ending_version``
+    (inclusive): the rows of ``DeltaTable.changes(...).to_pyarrow_table()``, read on Spark.
+
+    Columns: the table's, then ``_change_type`` (``insert``, ``delete``, ``update_preimage``,
+    ``update_postimage``), ``_commit_version`` and ``_commit_timestamp``.
+
+    :param spark: a ``SparkSession``, classic or Spark Connect.
+    :param table: the table URI or a core ``DeltaTable``.
+    :param ending_version: the last version (default: the latest).
+    :param storage_options: the core's storage options, with a URI ``table``.
+    :param spark_uri: where Spark finds the table root, when its Hadoop URI is not the table URI.
+    :raises DeltaError: as ``DeltaTable.changes`` (bounds, cleaned-up commits, a commit whose changed
+        rows were not recorded, a schema change within the range, a vacuumed file).
+    """
+    delta_table = as_table(table, storage_options)
+    changes = delta_table.changes(starting_version, ending_version)
+    return read_change_set(spark, changes, spark_uri=spark_uri)
+
+
+def read_change_set(spark: Any, changes: Changes, *, spark_uri: str | None = None) -> Any:
+    """:func:`read_changes` of changes already loaded (``DeltaTable.changes(...)``)."""
+    return _ChangeScan(spark, changes, spark_uri).frame()
+
+
+class _ChangeScan:
+    """The Spark read of one range of changes."""
+
+    def __init__(self, spark: Any, changes: Changes, spark_uri: str | None) -> None:
+        self.spark = spark
+        self.changes = changes
+        self.storage = changes.storage
+        fields = schema_to_delta(changes.data_schema)["fields"]
+        self.schema: ReadSchema = read_schema_of(
+            fields, changes.column_mapping_mode, changes.partition_columns
+        )
+        self.scans = changes.row_scans()
+        self.root = (spark_uri or spark_path(self.storage.root_uri)).rstrip("/")
+
+    def frame(self) -> Any:
+        columns = [*(column(c.logical) for c in self.schema.columns), *map(column, _CDC)]
+        if not self.scans:
+            fields = [field(c.logical, c.logical_type) for c in self.schema.columns]
+            return empty_frame(self.spark, [*fields, *_CDC_FIELDS]).select(*columns)
+        partial = any(not s.whole for s in self.scans)
+        check_spark_version(
+            self.spark, self.storage.root_uri, self.schema, deletion_vectors=partial, keyed=True
+        )
+        paths = spark_file_paths(self.storage.path, [s.path for s in self.scans], self.root)
+        log.info(
+            "Reading the changes of versions %d to %d of %s on Spark: %d file scan(s).",
+            self.changes.start_version,
+            self.changes.end_version,
+            self.storage.root_uri,
+            len(self.scans),
+        )
+        scans = self._scans_frame(paths)
+        parts = []
+        for cdc in (True, False):
+            chosen = [i for i, s in enumerate(self.scans) if (s.change_type is None) == cdc]
+            if chosen:
+                parts.append(self._rows([paths[i] for i in chosen], chosen, scans, cdc=cdc, partial=partial))
+        frame = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+        return frame.select(*columns)
+
+    def _rows(self, paths: list[str], chosen: list[int], scans: Any, *, cdc: bool, partial: bool) -> Any:
+        """The counted rows of the files of the chosen scans, with the scans' values."""
+        from pyspark.sql import functions as F
+
+        try:
+            data = scan_files(
+                self.spark,
+                self.storage,
+                self.schema,
+                [self.scans[i].path for i in chosen],
+                paths,
+                keyed=True,
+                row_index=partial,
+                extra=[field(CHANGE_TYPE, "string")] if cdc else (),
+            )
+        except Exception as err:
+            vanished = self._vanished([self.scans[i] for i in chosen])
+            if vanished is not None:
+                raise vanished from err
+            raise
+        frame = data.join(scans, FILE, "left").withColumn(SCAN, checked(SCAN, self.storage.root_uri))
+        if partial:
+            frame = self._select_rows(frame)
+        partitions = {
+            name: F.col(_PARTITION.format(index)) for index, name in enumerate(self.changes.partition_columns)
+        }
+        change_type = column(CHANGE_TYPE) if cdc else F.col(_CONSTANT.format(CHANGE_TYPE))
+        return frame.select(
+            *logical_columns(self.schema, partitions),
+            change_type.alias(CHANGE_TYPE),
+            F.col(_CONSTANT.format(COMMIT_VERSION)).alias(COMMIT_VERSION),
+            F.col(_CONSTANT.format(COMMIT_TIMESTAMP)).alias(COMMIT_TIMESTAMP),
+        )
+
+    def _vanished(self, scans: list[RowScan]) -> DeltaError | None:
+        """The core's error for the first file of ``scans`` that is gone (VACUUM deleted it), if any:
+        Spark's own says only that a path does not exist."""
+        for scan in scans:
+            local = self.storage.path.decode(scan.path)
+            if not self.storage.exists(local):
+                what = "change data file" if scan.change_type is None else "data file"
+                retention = self.changes.deleted_file_retention
+                return vanished_file_error(self.storage.to_uri(local), scan.version, what, retention)
+        return None
+
+    def _select_rows(self, frame: Any) -> Any:
+        """Keeps the rows each scan counts: all, those its row set holds, or those it does not."""
+        from pyspark.sql import functions as F
+
+        partial = [i for i, s in enumerate(self.scans) if not s.whole]
+        sets = [self.changes.selected_rows(self.scans[i]) for i in partial]
+        keys, shift = row_keys(partial, sets, len(self.scans), [self.scans[i].path for i in partial])
+        marked = self.spark.createDataFrame(
+            pa.table({MARKED: pa.array(keys, pa.int64()), f"{MARKED}_hit": pa.repeat(True, len(keys))})
+        )
+        joined = frame.join(marked, row_key(SCAN, shift) == F.col(MARKED), "left")
+        hit = F.col(f"{MARKED}_hit").isNotNull()
+        mode = F.col(MODE)
+        keep = (mode == _WHOLE) | ((mode == _INCLUDE) & hit) | ((mode == _EXCLUDE) & ~hit)
+        return joined.filter(keep)
+
+    def _scans_frame(self, paths: list[str]) -> Any:
+        """One row per scan: its file's ``_metadata.file_path``, ordinal, row mode, change type,
+        version, commit time and typed partition values."""
+        from pyspark.sql.types import StructType
+
+        scans = self.scans
+        times = pa.array([s.timestamp * 1000 for s in scans], pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+        columns: dict[str, pa.Array] = {
+            FILE: file_keys(paths),
+            SCAN: pa.array(np.arange(len(scans), dtype=np.int64)),
+            MODE: pa.array([_mode(s) for s in scans], pa.int32()),
+            _CONSTANT.format(CHANGE_TYPE): pa.array([s.change_type for s in scans], pa.string()),
+            _CONSTANT.format(COMMIT_VERSION): pa.array([s.version for s in scans], pa.int64()),
+            _CONSTANT.format(COMMIT_TIMESTAMP): times,
+        }
+        fields = [
+            field(FILE, "string"),
+            field(SCAN, "long"),
+            field(MODE, "integer"),
+            field(_CONSTANT.format(CHANGE_TYPE), "string"),
+            field(_CONSTANT.format(COMMIT_VERSION), "long"),
+            field(_CONSTANT.format(COMMIT_TIMESTAMP), "timestamp"),
+        ]
+        by_name = {c.logical: c for c in self.schema.columns}
+        partition_fields = []
+        for name in self.changes.partition_columns:
+            item = by_name[name]
+            partition_fields.append(pa.field(item.physical, self.changes.data_schema.field(name).type))
+        if partition_fields:
+            maps = pa.array(
+                [list((s.partition_values or {}).items()) for s in scans], pa.map_(pa.string(), pa.string())
+            )
+            typed = partition_columns_from_map(maps, pa.schema(partition_fields))
+            for index, name in enumerate(self.changes.partition_columns):
+                columns[_PARTITION.format(index)] = typed.field(index)
+                fields.append(field(_PARTITION.format(index), by_name[name].logical_type))
+        schema = StructType.fromJson({"type": "struct", "fields": fields})
+        return self.spark.createDataFrame(pa.table(columns), schema=schema)
+
+
+def _mode(scan: RowScan) -> int:
+    if scan.include is not None:
+        return _INCLUDE
+    return _EXCLUDE if scan.exclude is not None else _WHOLE
+
+
+_CDC = (CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP)
+_CDC_FIELDS = [
+    field(CHANGE_TYPE, "string"),
+    field(COMMIT_VERSION, "long"),
+    field(COMMIT_TIMESTAMP, "timestamp"),
+]

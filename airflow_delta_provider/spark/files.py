@@ -1,0 +1,274 @@
+"""Reading a set of a table's data files on Spark, each row keyed to its file (and row index).
+
+What :func:`~.read.read_delta` and :func:`~.changes.read_changes` share:
+
+- :func:`scan_files`: the files read with the table's physical schema (column mapping: physical
+  names, field ids in ``id`` mode; a widened column in each file's own type, cast to the table's),
+  every column nullable; a file Spark would leave out of its listing is refused. With ``keyed``,
+  each row carries ``_metadata.file_path`` (:data:`FILE`) and, with ``row_index``,
+  ``_metadata.row_index`` (:data:`ROW`);
+- :func:`file_keys`: the value of :data:`FILE` for each file, to join per-file values on
+  (:func:`~.paths.metadata_file_path`), and :func:`checked`, which fails the query for a row whose
+  file matches none;
+- :func:`row_keys`: ``ordinal << shift | row`` for row sets decoded on the driver, joined on the
+  executors with the same expression of the rows' ordinal and :data:`ROW`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import reduce
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from airflow_delta_provider.core.errors import DeltaError
+from airflow_delta_provider.spark.paths import metadata_file_path, same_file_key
+from airflow_delta_provider.spark.schema import FIELD_ID_READ
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import numpy.typing as npt
+
+    from airflow_delta_provider.core.storage import LogStore
+    from airflow_delta_provider.spark.schema import ReadSchema
+
+__all__ = ["FILE", "ROW", "checked", "column", "file_keys", "row_keys", "scan_files", "spark_type"]
+
+# Columns a read adds and drops again; named so that no table column collides with them.
+FILE = "__delta_read_file_path"
+ROW = "__delta_read_row_index"
+
+
+def scan_files(
+    spark: Any,
+    storage: LogStore,
+    schema: ReadSchema,
+    log_paths: Sequence[str],
+    spark_paths: Sequence[str],
+    *,
+    keyed: bool,
+    row_index: bool,
+    extra: Sequence[dict[str, Any]] = (),
+    sizes: Sequence[int | None] | None = None,
+) -> Any:
+    """The data columns (physical names, the table's types) of the files, with :data:`FILE` and
+    :data:`ROW` when asked, and the ``extra`` fields (Spark JSON) the files hold besides.
+
+    :param log_paths: the files as the log names them; ``spark_paths`` the same, as handed to Spark.
+    :raises DeltaError: Spark's listing leaves a file out (a name Hadoop treats as hidden).
+    """
+    if schema.mapping_mode == "id":
+        # Matches Parquet columns by field id for read schemas that carry ids (only those do).
+        spark.conf.set(FIELD_ID_READ, "true")
+    frames = []
+    for schema_json, paths in file_type_groups(storage, schema, log_paths, spark_paths, sizes):
+        frames.append(
+            _scan(spark, storage, schema, paths, schema_json, keyed=keyed, row_index=row_index, extra=extra)
+        )
+    return reduce(lambda a, b: a.unionByName(b), frames)
+
+
+def _scan(
+    spark: Any,
+    storage: LogStore,
+    schema: ReadSchema,
+    paths: list[str],
+    schema_json: dict[str, Any],
+    *,
+    keyed: bool,
+    row_index: bool,
+    extra: Sequence[dict[str, Any]],
+) -> Any:
+    from pyspark.sql.types import StructType
+
+    read_json = {**schema_json, "fields": [*schema_json["fields"], *extra]}
+    data = (
+        spark.read.schema(StructType.fromJson(read_json))
+        .option("ignoreMissingFiles", "false")
+        .option("ignoreCorruptFiles", "false")
+        .parquet(*paths)
+    )
+    listed = {same_file_key(uri, encoded=True) for uri in data.inputFiles()}
+    missing = [p for p in paths if same_file_key(p, encoded=False) not in listed]
+    if missing:
+        raise DeltaError(
+            f"Spark left {len(missing)} active file(s) of {storage.root_uri} out of its listing (e.g. "
+            f"{_unescape(missing[0])!r}): Hadoop skips names that start with '_' or '.'. Rewrite the "
+            f"table (OPTIMIZE) to give the files ordinary names, or read it with the core."
+        )
+    file_types = {f["name"]: f["type"] for f in schema_json["fields"]}
+    columns = []
+    for item in schema.columns:
+        if item.partition:
+            continue
+        value = column(item.physical)
+        table_type = item.physical_field["type"]
+        if file_types[item.physical] != table_type:  # a widened type, as this file has it
+            value = value.cast(spark_type(table_type)).alias(item.physical)
+        columns.append(value)
+    columns += [column(f["name"]) for f in extra]
+    if keyed:
+        metadata = _metadata_column(data)
+        columns.append(metadata.getField("file_path").alias(FILE))
+        if row_index:
+            columns.append(metadata.getField("row_index").alias(ROW))
+    return data.select(*columns)
+
+
+def file_type_groups(
+    storage: LogStore,
+    schema: ReadSchema,
+    log_paths: Sequence[str],
+    spark_paths: Sequence[str],
+    sizes: Sequence[int | None] | None = None,
+) -> list[tuple[dict[str, Any], list[str]]]:
+    """The files (their Spark paths) grouped by the types their widened columns
+    (``delta.typeChanges``) have in them, each group with the Spark schema (JSON) that reads it:
+    Spark's Parquet reader widens only some types itself, so each file is read with its own types
+    and cast to the table's.
+
+    Without widened columns, one group: every file, read with the table's physical schema. Else
+    the footers of the files are read (one ranged read each).
+    """
+    base = schema.data_schema_json()
+    widened = [c for c in schema.columns if not c.partition and c.widened]
+    unique = list(dict.fromkeys(spark_paths))
+    if not widened:
+        return [(base, unique)]
+    from airflow_delta_provider.core.stats import read_footers
+
+    first = {spark: index for index, spark in reversed(list(enumerate(spark_paths)))}
+    footers = read_footers(
+        storage,
+        [storage.path.decode(log_paths[first[p]]) for p in unique],
+        stats_columns=[],
+        sizes=[sizes[first[p]] for p in unique] if sizes is not None else None,
+    )
+    groups: dict[str, tuple[dict[str, Any], list[str]]] = {}
+    for footer, path in zip(footers, unique, strict=True):
+        file_types = {}
+        for item in widened:
+            index = footer.schema.get_field_index(item.physical)
+            if index >= 0:
+                file_types[item.physical] = _file_type_json(footer.schema.field(index).type)
+        fields = [{**f, "type": file_types.get(f["name"], f["type"])} for f in base["fields"]]
+        key = json.dumps(file_types, sort_keys=True)
+        groups.setdefault(key, ({"type": "struct", "fields": fields}, []))[1].append(path)
+    return list(groups.values())
+
+
+def _file_type_json(arrow_type: pa.DataType) -> Any:
+    """The Spark type (JSON) of a column as a file stores it."""
+    from airflow_delta_provider.core.column_mapping import spark_read_fields
+    from airflow_delta_provider.core.schema import arrow_type_to_delta
+
+    item = {"name": "x", "type": arrow_type_to_delta(arrow_type), "nullable": True, "metadata": {}}
+    return spark_read_fields([item], "none")[0][0]["type"]
+
+
+def file_keys(spark_paths: Sequence[str]) -> pa.Array:
+    """The :data:`FILE` value of each file (``_metadata.file_path`` as Spark will show it)."""
+    return pa.array([metadata_file_path(p) for p in spark_paths], pa.string())
+
+
+def checked(ordinal: str, root_uri: str) -> Any:
+    """The column ``ordinal`` (joined on :data:`FILE`), failing the query where it is null: Spark
+    named a file otherwise than predicted, so its per-file values are unknown."""
+    from pyspark.sql import functions as F
+
+    message = F.concat(
+        F.lit(
+            f"Reading {root_uri} on Spark: Spark read a row of a file it names differently from the files "
+            f"asked for; refusing to guess its partition values and deletion vector. The file: "
+        ),
+        F.col(FILE),
+    )
+    return F.when(F.col(ordinal).isNull(), F.raise_error(message)).otherwise(F.col(ordinal))
+
+
+def row_keys(
+    ordinals: Sequence[int], row_sets: Sequence[npt.NDArray[np.uint64]], count: int, what: Sequence[str]
+) -> tuple[npt.NDArray[np.int64], int]:
+    """``ordinal << shift | row`` for each row of each set, and ``shift`` (room for ``count`` ordinals).
+
+    :param what: names each set's file in the error for a row index beyond the room left.
+    """
+    shift = 63 - max(1, count.bit_length())
+    limit = np.uint64(1) << np.uint64(shift)
+    parts = []
+    for ordinal, rows, name in zip(ordinals, row_sets, what, strict=True):
+        if rows.size and rows.max() >= limit:
+            raise DeltaError(
+                f"A deletion vector of {name} marks row {int(rows.max())}, beyond the {int(limit)} rows per "
+                f"file a read of {count} files can address on Spark."
+            )
+        parts.append((np.int64(ordinal) << np.int64(shift)) | rows.astype(np.int64))
+    return (np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)), shift
+
+
+def row_key(ordinal: str, shift: int) -> Any:
+    """The Spark expression of :func:`row_keys` for the rows of a scan."""
+    from pyspark.sql import functions as F
+
+    return F.shiftleft(F.col(ordinal), shift).bitwiseOR(F.col(ROW))
+
+
+def empty_frame(spark: Any, fields: list[dict[str, Any]]) -> Any:
+    from pyspark.sql.types import StructType
+
+    return spark.createDataFrame([], StructType.fromJson({"type": "struct", "fields": fields}))
+
+
+def field(name: str, type_json: Any) -> dict[str, Any]:
+    """A nullable Spark field (JSON)."""
+    return {"name": name, "type": type_json, "nullable": True, "metadata": {}}
+
+
+def column(name: str) -> Any:
+    """The Spark column of a top-level name, whatever characters it holds."""
+    from pyspark.sql import functions as F
+
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def spark_type(type_json: Any) -> Any:
+    """The Spark type of a type's JSON: a ``DataType`` for a nested type, the name of a primitive one."""
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if isinstance(type_json, str):
+        return type_json
+    kinds: dict[str, Any] = {"struct": StructType, "array": ArrayType, "map": MapType}
+    return kinds[type_json["type"]].fromJson(type_json)
+
+
+def logical_columns(schema: ReadSchema, partitions: dict[str, Any]) -> list[Any]:
+    """Every column of ``schema`` under its logical name: data columns renamed (nested fields by a
+    positional cast), partition columns from ``partitions`` (logical name -> Spark column)."""
+    out = []
+    for item in schema.columns:
+        if item.partition:
+            value = partitions[item.logical]
+        else:
+            value = column(item.physical)
+            if item.renamed_inside:
+                value = value.cast(spark_type(item.logical_type))
+        out.append(value.alias(item.logical))
+    return out
+
+
+def _metadata_column(data: Any) -> Any:
+    """The ``_metadata`` struct of a file scan (``DataFrame.metadataColumn`` where PySpark has it,
+    which resolves it even when a data column shares the name)."""
+    from pyspark.sql import functions as F
+
+    if hasattr(data, "metadataColumn"):
+        return data.metadataColumn("_metadata")
+    return F.col("_metadata")
+
+
+def _unescape(spark_file_path: str) -> str:
+    return re.sub(r"\\(.)", r"\1", spark_file_path)

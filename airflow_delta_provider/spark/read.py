@@ -1,0 +1,263 @@
+"""Read a Delta table's snapshot as a Spark DataFrame, without Delta's jars.
+
+``spark.read.parquet(table_root)`` is wrong on a Delta table: it reads removed and uncommitted
+files, ignores deletion vectors, takes partition values from directory names, reads
+column-mapped columns as nulls and, under column mapping, change-data files. Here the core
+decides everything from the log and Spark reads exactly the active files:
+
+1. the core lists the snapshot's active files and, given a filter, keeps those whose partition
+   values and statistics allow a matching row (:mod:`~airflow_delta_provider.core.skipping`);
+2. Spark reads those files, and only them, with the table's physical schema (column mapping:
+   physical names, field ids in ``id`` mode), every column nullable (a file may lack one);
+3. each row is keyed to its file by ``_metadata.file_path`` and joined (broadcast) with a small
+   table holding the file's ordinal and typed partition values, as the core parses them from the
+   log; a row whose file is not in that table fails the query (never a silent null);
+4. deletion vectors, decoded by the core on the driver, become keys ``ordinal << shift | row``
+   that the rows are anti-joined with on ``_metadata.row_index``, on the executors;
+5. columns are renamed to their logical names (nested ones by a positional cast), the filter is
+   applied to the rows, and the asked columns are selected.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_delta_provider.core.predicate import Predicate
+from airflow_delta_provider.core.redaction import get_logger
+from airflow_delta_provider.core.scan import deletion_vector_rows
+from airflow_delta_provider.spark.files import (
+    FILE,
+    checked,
+    column,
+    empty_frame,
+    field,
+    file_keys,
+    logical_columns,
+    row_key,
+    row_keys,
+    scan_files,
+)
+from airflow_delta_provider.spark.filters import spark_condition
+from airflow_delta_provider.spark.paths import spark_file_paths, spark_path
+from airflow_delta_provider.spark.schema import check_spark_version, read_schema
+
+if TYPE_CHECKING:
+    import datetime as dt
+    from collections.abc import Mapping, Sequence
+
+    from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.table import DeltaTable
+    from airflow_delta_provider.spark.schema import ReadSchema
+
+__all__ = ["as_table", "read_delta", "read_snapshot"]
+
+log = get_logger(__name__)
+
+# Columns the read adds and drops again; named so that no table column collides with them.
+ORDINAL = "__delta_read_file_ordinal"
+KEY = "__delta_read_deleted_row"
+_PARTITION = "__delta_read_partition_{}"
+#: Parallel reads of deletion vector files.
+DV_READERS = 16
+
+
+def read_delta(
+    spark: Any,
+    table: str | DeltaTable,
+    *,
+    version: int | None = None,
+    timestamp: dt.datetime | str | int | None = None,
+    columns: Sequence[str] | None = None,
+    filter: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    spark_uri: str | None = None,
+) -> Any:
+    """A DataFrame of a Delta table's rows at a version: what Spark with Delta's jars would read.
+
+    :param spark: a ``SparkSession``, classic or Spark Connect.
+    :param table: the table URI (local path, ``file://``, ``s3://`` ...) or a core ``DeltaTable``
+        (for instance ``DeltaTableHook(...).get_table()``, which carries an Airflow connection).
+    :param version: the version to read (default: the latest).
+    :param timestamp: read the version that was current at this time (datetime, ISO-8601 string
+        or epoch milliseconds), as the core's time travel resolves it.
+    :param columns: the columns to return (default: all, in schema order).
+    :param filter: a SQL condition (``"ds >= '2024-01-01' AND amount > 10"``) in the subset the
+        core parses (comparisons, ``IN``, ``BETWEEN``, ``IS [NOT] NULL``, ``AND``/``OR``/``NOT``):
+        files that cannot hold a matching row are skipped before Spark sees a path, and the rows
+        are filtered on Spark.
+    :param storage_options: the core's storage options, with a URI ``table``.
+    :param spark_uri: where Spark finds the table root when its Hadoop URI is not the table URI
+        (default: the table URI, ``s3://`` as ``s3a://``). The session's Hadoop configuration
+        must give Spark access to it.
+    :raises UnsupportedFeatureError: the table needs a reader feature the core lacks, or a newer
+        Spark (deletion vectors need 3.4, type widening 4.0).
+    :raises PredicateError: the filter does not parse, names an unknown column or a value that
+        does not fit its column.
+    """
+    if not isinstance(table, str) and storage_options is not None:
+        raise ValueError("storage_options applies to a table URI; a DeltaTable already carries its own.")
+    delta_table = as_table(table, storage_options)
+    snapshot = delta_table.snapshot(version=version, timestamp=timestamp)
+    return read_snapshot(spark, snapshot, columns=columns, filter=filter, spark_uri=spark_uri)
+
+
+def as_table(table: str | DeltaTable, storage_options: Mapping[str, Any] | None) -> DeltaTable:
+    from airflow_delta_provider.core.table import DeltaTable
+
+    if isinstance(table, DeltaTable):
+        return table
+    if isinstance(table, str):
+        return DeltaTable(table, storage_options)
+    raise TypeError(f"table must be a table URI or a DeltaTable, got {type(table).__name__}.")
+
+
+def read_snapshot(
+    spark: Any,
+    snapshot: Snapshot,
+    *,
+    columns: Sequence[str] | None = None,
+    filter: str | None = None,
+    spark_uri: str | None = None,
+) -> Any:
+    """:func:`read_delta` of a snapshot already loaded."""
+    schema = read_schema(snapshot)
+    selected = _select_columns(snapshot, columns)
+    predicate = _predicate(snapshot, filter)
+    files, partition_values = _files_to_read(snapshot, predicate)
+    has_dv = files.column("deletion_vector").is_valid()
+    with_dv = int(pc.sum(has_dv).as_py() or 0)
+    keyed = with_dv > 0 or bool(snapshot.partition_columns)
+    check_spark_version(spark, snapshot.storage.root_uri, schema, deletion_vectors=with_dv > 0, keyed=keyed)
+    root = (spark_uri or spark_path(snapshot.storage.root_uri)).rstrip("/")
+    paths = spark_file_paths(snapshot.storage.path, files.column("path").to_pylist(), root)
+    log.info(
+        "Reading %d file(s) (%d with deletion vectors) of %s at version %d on Spark%s.",
+        len(paths),
+        with_dv,
+        snapshot.storage.root_uri,
+        snapshot.version,
+        f"; the filter skipped {snapshot.num_files() - len(paths)}" if predicate is not None else "",
+    )
+    if not paths:
+        frame = empty_frame(spark, [field(c.logical, c.logical_type) for c in schema.columns])
+    else:
+        frame = _ScanBuilder(spark, snapshot, schema, paths).build(
+            files, partition_values, has_dv if with_dv else None
+        )
+    if predicate is not None:
+        logical = {c.logical: column(c.logical) for c in schema.columns}
+        frame = frame.filter(spark_condition(predicate.normal_form(snapshot.schema), logical))
+    return frame.select(*[column(c) for c in selected])
+
+
+def _select_columns(snapshot: Snapshot, columns: Sequence[str] | None) -> list[str]:
+    names = [f.name for f in snapshot.schema]
+    if columns is None:
+        return names
+    if isinstance(columns, str):
+        raise TypeError(f"columns must be a list of column names, not the string {columns!r}.")
+    by_key = {n.lower(): n for n in names}
+    chosen = []
+    for name in columns:
+        found = name if name in names else by_key.get(str(name).lower())
+        if found is None:
+            raise ValueError(f"The table has no column {name!r}; its columns are {names}.")
+        chosen.append(found)
+    return chosen
+
+
+def _predicate(snapshot: Snapshot, text: str | None) -> Predicate | None:
+    if text is None:
+        return None
+    partitions = snapshot.partition_columns
+    data = [f.name for f in snapshot.schema if f.name not in partitions]
+    predicate = Predicate(text, partitions, data_columns=data)
+    predicate.normal_form(snapshot.schema)  # types every literal now: a bad value fails before Spark
+    return predicate
+
+
+def _files_to_read(snapshot: Snapshot, predicate: Predicate | None) -> tuple[pa.Table, pa.Table]:
+    """The active files a read needs and their typed partition values (row-aligned)."""
+    files = snapshot.files()
+    partition_values = snapshot.partition_values() if snapshot.partition_columns else pa.table({})
+    if predicate is None:
+        return files, partition_values
+    from airflow_delta_provider.core.skipping import files_matching
+
+    mask = pa.array(files_matching(snapshot, predicate))
+    return files.filter(mask), (
+        partition_values.filter(mask) if partition_values.num_columns else partition_values
+    )
+
+
+@dataclass
+class _ScanBuilder:
+    """One read of a snapshot's files on Spark."""
+
+    spark: Any
+    snapshot: Snapshot
+    schema: ReadSchema
+    paths: list[str]
+
+    def build(self, files: pa.Table, partition_values: pa.Table, has_dv: pa.Array | None) -> Any:
+        from pyspark.sql import functions as F
+
+        keyed = has_dv is not None or partition_values.num_columns > 0
+        frame = scan_files(
+            self.spark,
+            self.snapshot.storage,
+            self.schema,
+            files.column("path").to_pylist(),
+            self.paths,
+            keyed=keyed,
+            row_index=has_dv is not None,
+            sizes=files.column("size").to_pylist(),
+        )
+        partitions: dict[str, Any] = {}
+        if keyed:
+            frame = frame.join(F.broadcast(self._files_frame(partition_values)), FILE, "left")
+            frame = frame.withColumn(ORDINAL, checked(ORDINAL, self.snapshot.storage.root_uri))
+            partitions = {
+                name: F.when(F.col(ORDINAL).isNotNull(), F.col(_PARTITION.format(index)))  # the check runs
+                for index, name in enumerate(partition_values.column_names)
+            }
+        if has_dv is not None:
+            frame = self._drop_deleted_rows(frame, files, has_dv)
+        return frame.select(*logical_columns(self.schema, partitions))
+
+    def _files_frame(self, partition_values: pa.Table) -> Any:
+        """One row per file: its ``_metadata.file_path``, ordinal and typed partition values."""
+        from pyspark.sql.types import StructType
+
+        columns: dict[str, pa.Array] = {
+            FILE: file_keys(self.paths),
+            ORDINAL: pa.array(np.arange(len(self.paths), dtype=np.int64)),
+        }
+        fields = [field(FILE, "string"), field(ORDINAL, "long")]
+        types = {c.logical: c.logical_type for c in self.schema.columns}
+        for index, name in enumerate(partition_values.column_names):
+            columns[_PARTITION.format(index)] = partition_values.column(name).combine_chunks()
+            fields.append(field(_PARTITION.format(index), types[name]))
+        # The schema, not Arrow's types, decides: a zone-less Arrow timestamp is timestamp_ntz.
+        schema = StructType.fromJson({"type": "struct", "fields": fields})
+        return self.spark.createDataFrame(pa.table(columns), schema=schema)
+
+    def _drop_deleted_rows(self, frame: Any, files: pa.Table, has_dv: pa.Array) -> Any:
+        """Anti-joins the rows with the deleted ones, decoded by the core (in parallel)."""
+        from pyspark.sql import functions as F
+
+        ordinals = np.flatnonzero(has_dv.to_numpy(zero_copy_only=False)).tolist()
+        descriptors = files.column("deletion_vector").take(pa.array(ordinals)).to_pylist()
+        storage = self.snapshot.storage
+        with ThreadPoolExecutor(max_workers=max(1, min(DV_READERS, len(descriptors)))) as pool:
+            decoded = list(pool.map(lambda dv: deletion_vector_rows(storage, dv), descriptors))
+        names = [files.column("path")[i].as_py() for i in ordinals]
+        keys, shift = row_keys(ordinals, decoded, len(self.paths), names)
+        deleted = self.spark.createDataFrame(pa.table({KEY: pa.array(keys, pa.int64())}))
+        return frame.join(deleted, row_key(ORDINAL, shift) == F.col(KEY), "left_anti")

@@ -1,0 +1,132 @@
+"""read_changes on a real local SparkSession: the rows of the core's ``changes().to_pyarrow_table()``
+on every delta-kernel-rs change-feed fixture (deletion-vector differences, change-data files,
+column mapping in both modes) for every start version, on the corpus' CDF tables, and on a table
+the provider writes without the change feed (appends, a replacing overwrite, a DELETE by deletion
+vector that grows).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_delta_provider.core import DeltaError, DeltaTable
+from airflow_delta_provider.core.actions import AddFile, RemoveFile
+from airflow_delta_provider.core.deletion_vectors import inline_deletion_vector
+from airflow_delta_provider.core.transaction import OptimisticTransaction
+from airflow_delta_provider.spark import read_changes
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
+from changes_support import CORPUS, normalised, unpack_kernel_fixtures
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+pytestmark = pytest.mark.spark
+
+CDF_TABLES = [
+    e["table_root"]
+    for e in json.loads((CORPUS / "MANIFEST.json").read_text())
+    if "cdf" in e["features"] and e["expect"]["kind"] == "read"
+]
+
+
+@pytest.fixture(scope="module")
+def spark(local_spark: Any) -> Any:
+    return local_spark
+
+
+@pytest.fixture(scope="module")
+def kernel_tables(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
+    root = unpack_kernel_fixtures(tmp_path_factory.mktemp("cdf"))
+    tables = {p.parent.name if p.parent != root else p.name: p.parent for p in root.rglob("_delta_log")}
+    yield tables
+
+
+def _same(spark: Any, root: Path | str, start: int, end: int | None = None) -> None:
+    table = DeltaTable(str(root))
+    try:
+        expected = table.changes(start, end).to_pyarrow_table()
+    except DeltaError as err:
+        with pytest.raises(type(err)):
+            read_changes(spark, table, start, end).collect()
+        return
+    got = read_changes(spark, str(root), start, end).toArrow()
+    assert normalised(got, timestamps=True) == normalised(expected, timestamps=True), (root, start, end)
+
+
+def test_every_kernel_fixture_from_every_start(spark: Any, kernel_tables: dict[str, Path]) -> None:
+    assert len(kernel_tables) >= 14
+    for _name, root in sorted(kernel_tables.items()):
+        latest = DeltaTable(str(root)).version()
+        for start in range(latest + 1):
+            _same(spark, root, start)
+        if latest >= 2:
+            _same(spark, root, 1, latest - 1)
+
+
+@pytest.mark.parametrize("table_root", CDF_TABLES)
+def test_corpus_change_feeds(spark: Any, table_root: str) -> None:
+    root = CORPUS / "tables" / table_root
+    latest = DeltaTable(str(root)).version()
+    for start in range(latest + 1):
+        _same(spark, root, start)
+
+
+def test_a_provider_table_without_the_feed(spark: Any, tmp_path: Path) -> None:
+    """Appends, an overwrite of a partition and a DELETE whose deletion vector then grows: every
+    range, the same rows as the core (inserts, deletes, only the newly deleted rows)."""
+    root = tmp_path / "t"
+    table = DeltaTable.create(
+        str(root),
+        pa.schema([("id", pa.int64()), ("p", pa.string())]),
+        partition_by=["p"],
+        properties={"delta.enableDeletionVectors": "true"},
+    )
+    for n, p in enumerate(["a b", "c%d", "a b"]):
+        relative = f"p={p.replace('%', '%25')}/part-{n}.parquet"
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.table({"id": list(range(n * 10, n * 10 + 6))}), root / relative)
+        table.commit_files(
+            [relative],
+            mode="overwrite" if n == 2 else "append",
+            replace_where="p = 'a b'" if n == 2 else None,
+        )
+    for deleted in ([1], [1, 4]):
+        snapshot = table.snapshot()
+        first = next(f for f in snapshot.files().to_pylist() if f["path"].startswith("p=c"))
+        common = {
+            "partition_values": dict(first["partition_values"]),
+            "size": first["size"],
+            "stats": first["stats"],
+        }
+        OptimisticTransaction(table.storage, read_snapshot=snapshot).commit(
+            [
+                RemoveFile(first["path"], deletion_timestamp=1, deletion_vector=_descriptor(first), **common),
+                AddFile(
+                    first["path"],
+                    modification_time=1,
+                    deletion_vector=inline_deletion_vector(deleted),
+                    **common,
+                ),
+            ],
+            operation="DELETE",
+        )
+    latest = table.version()
+    assert latest == 5
+    for start in range(latest + 1):
+        for end in range(start, latest + 1):
+            _same(spark, root, start, end)
+    newly = read_changes(spark, table, 5).toArrow()
+    assert newly.select(["id", "_change_type"]).to_pylist() == [{"id": 14, "_change_type": "delete"}]
+
+
+def _descriptor(add: dict[str, Any]) -> dict[str, Any] | None:
+    dv = add["deletion_vector"]
+    return None if dv is None else {k: v for k, v in dv.items() if v is not None}

@@ -1,0 +1,257 @@
+"""read_delta on a real local SparkSession: the core's rows on every conformance table, at the latest
+and an earlier version and under a filter; the naive ``spark.read.parquet(root)`` shown wrong on the
+same tables; paths with every awkward character; the refusals.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import math
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from spark_reads import ODD_VALUES, core_rows, odd_table, rows
+
+from airflow_delta_provider.core import DeltaError, DeltaTable
+from airflow_delta_provider.core.actions import AddFile
+from airflow_delta_provider.core.predicate import PredicateError
+from airflow_delta_provider.core.transaction import OptimisticTransaction
+from airflow_delta_provider.spark import read_delta
+
+if TYPE_CHECKING:
+    from airflow_delta_provider.core.snapshot import Snapshot
+
+pytestmark = pytest.mark.spark
+
+CORPUS = Path(os.environ.get("DELTA_CONFORMANCE_DIR", Path(__file__).parents[2] / "conformance" / "corpus"))
+MANIFEST = json.loads((CORPUS / "MANIFEST.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def spark(local_spark: Any) -> Any:
+    return local_spark
+
+
+def _core(root: Path, version: int | None = None) -> tuple[Snapshot | None, type[Exception]]:
+    """The snapshot the core reads, or what read_delta must raise where the core cannot read: the
+    core's refusal, or any error where the data files are absent (log-only tables)."""
+    try:
+        snapshot = DeltaTable(str(root)).snapshot(version=version)
+        snapshot.to_pyarrow_table()
+    except DeltaError as err:
+        return None, type(err)
+    except FileNotFoundError:
+        return None, Exception
+    return snapshot, Exception
+
+
+@pytest.mark.parametrize("entry", MANIFEST, ids=[e["name"] for e in MANIFEST])
+def test_every_conformance_table_reads_as_the_core_reads_it(spark: Any, entry: dict[str, Any]) -> None:
+    root = CORPUS / "tables" / entry["table_root"]
+    snapshot, refusal = _core(root)
+    if snapshot is None:
+        # What the core refuses to read, Spark is not handed either.
+        with pytest.raises(refusal):
+            read_delta(spark, str(root)).collect()
+        return
+    assert rows(read_delta(spark, str(root)).toArrow()) == rows(core_rows(snapshot))
+    if snapshot.version > 0:
+        earlier, refusal = _core(root, snapshot.version - 1)
+        if earlier is None:
+            with pytest.raises(refusal):
+                read_delta(spark, str(root), version=snapshot.version - 1).collect()
+        else:
+            got = read_delta(spark, DeltaTable(str(root)), version=earlier.version).toArrow()
+            assert rows(got) == rows(core_rows(earlier))
+    text = filter_for(snapshot)
+    if text is not None:
+        got = read_delta(spark, str(root), filter=text).toArrow()
+        expected = core_rows(snapshot, filter=text)
+        assert rows(got) == rows(expected), text
+
+
+def filter_for(snapshot: Snapshot) -> str | None:
+    """A filter that keeps part of the table: a partition column if there is one (partition pruning),
+    else a data column with statistics (file skipping), compared with a value the table holds."""
+    table = snapshot.to_pyarrow_table()
+    if table.num_rows < 2:
+        return None
+    fields = [snapshot.schema.field(c) for c in snapshot.partition_columns] + list(snapshot.schema)
+    for field in fields:
+        values = sorted(v for v in table.column(field.name).to_pylist() if _sortable(v))
+        if len(set(values)) < 2:
+            continue
+        literal = _literal(values[len(values) // 2])
+        if literal is not None:
+            name = "`" + field.name.replace("`", "``") + "`"
+            return f"{name} >= {literal} OR ({name} IS NULL AND NOT {name} = {literal})"
+    return None
+
+
+def _sortable(value: Any) -> bool:
+    return value is not None and not isinstance(value, dict | list | bytes | bool | float)
+
+
+def _literal(value: Any) -> str | None:
+    if isinstance(value, int | decimal.Decimal):
+        return str(value)
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    if isinstance(value, dt.datetime):
+        return f"TIMESTAMP '{value.isoformat()}'"
+    if isinstance(value, dt.date):
+        return f"DATE '{value.isoformat()}'"
+    return None
+
+
+# --- what spark.read.parquet(root) would have read ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("table-with-dv-small", "deleted rows come back"),
+        ("basic-with-inserts-overwrite-restore", "removed files are read"),
+        ("table-with-columnmapping-mode-name", "physical names: the logical columns are null"),
+        ("data-reader-partition-values", "partition values typed from directory names"),
+        ("dv-with-columnmapping", "deletion vectors and column mapping"),
+    ],
+)
+def test_spark_read_parquet_of_the_root_is_wrong_where_read_delta_is_right(
+    spark: Any, name: str, why: str
+) -> None:
+    entry = next(e for e in MANIFEST if e["name"] == name)
+    root = CORPUS / "tables" / entry["table_root"]
+    expected = rows(core_rows(DeltaTable(str(root)).snapshot()))
+    assert rows(read_delta(spark, str(root)).toArrow()) == expected
+    try:
+        naive = spark.read.parquet(str(root))
+        wrong = rows(naive.toArrow())
+    except Exception:  # failing is being wrong too
+        return
+    assert wrong != expected, why
+
+
+def test_odd_paths_and_values_read_exactly(spark: Any, tmp_path: Path) -> None:
+    root = tmp_path / "dir with space %41 ü" / "t"
+    table = odd_table(root)
+    snapshot = table.snapshot()
+    expected = core_rows(snapshot)
+    assert expected.num_rows == 24  # 6 files x 5 rows, 2 deleted, 1 file replaced by a 1-row file
+    frame = read_delta(spark, str(root))
+    assert rows(frame.toArrow()) == rows(expected)
+    assert sorted(set(frame.toArrow().column("p").to_pylist())) == sorted(ODD_VALUES)
+    # The removed file is on disk: reading the root reads it (and the deleted rows).
+    naive = spark.read.parquet(str(root)).toArrow()
+    assert naive.num_rows == 5 * 6 + 1  # every file on disk, no deletion vector applied
+    for value in ODD_VALUES:
+        got = read_delta(spark, table, filter=f"p = '{value.replace(chr(39), chr(39) * 2)}'").toArrow()
+        assert rows(got) == rows(core_rows(snapshot, filter=f"p = '{value}'")), value
+        assert got.num_rows > 0
+
+
+def test_the_filter_skips_files_before_spark_sees_them(spark: Any, tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    table = DeltaTable.create(
+        str(root), pa.schema([("id", pa.int64()), ("ds", pa.string())]), partition_by=["ds"]
+    )
+    for n, ds in enumerate(["2024-01-01", "2024-01-02"]):
+        for part in range(2):
+            relative = f"ds={ds}/part-{part}.parquet"
+            (root / relative).parent.mkdir(parents=True, exist_ok=True)
+            start = n * 100 + part * 10
+            pq.write_table(pa.table({"id": list(range(start, start + 10))}), root / relative)
+            table.commit_files([relative])
+    frame = read_delta(spark, table, filter="ds = '2024-01-02' AND id >= 115", columns=["id"])
+    assert [os.path.basename(os.path.dirname(f)) for f in frame.inputFiles()] == ["ds=2024-01-02"]
+    assert sorted(frame.toArrow().column("id").to_pylist()) == list(range(115, 120))
+    assert frame.columns == ["id"]
+    # A comparison with NULL is unknown: nothing matches, and nothing is read.
+    empty = read_delta(spark, table, filter="id = NULL")
+    assert empty.count() == 0 and empty.columns == ["id", "ds"]
+
+
+def test_a_row_spark_names_differently_fails_the_query(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows are matched to their files by a prediction of ``_metadata.file_path``; were it wrong for
+    some filesystem, the query fails naming the file, instead of dropping rows or deletion vectors.
+    (The prediction is replaced here: the real one is right for every filesystem Spark runs on here.)"""
+    import airflow_delta_provider.spark.read as read_module
+
+    table = odd_table(tmp_path / "t")
+    monkeypatch.setattr(read_module, "metadata_file_path", lambda path: "file:/elsewhere")
+    with pytest.raises(Exception, match="names differently"):
+        read_delta(spark, table).collect()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"filter": "nope = 1"}, PredicateError, "not a column of the table"),
+        ({"filter": "id = 'x'"}, PredicateError, "does not fit column 'id'"),
+        ({"filter": "id >"}, PredicateError, "Cannot parse"),
+        ({"columns": ["nope"]}, ValueError, "no column 'nope'"),
+        ({"columns": "id"}, TypeError, "list of column names"),
+        ({"version": 99}, DeltaError, "99"),
+        ({"version": 0, "timestamp": "2020-01-01"}, ValueError, "either version or timestamp"),
+    ],
+)
+def test_bad_arguments_are_refused_before_spark_reads(
+    spark: Any, tmp_path: Path, kwargs: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    table = odd_table(tmp_path / "t")
+    log = sorted(os.listdir(tmp_path / "t" / "_delta_log"))
+    with pytest.raises(error, match=message):
+        read_delta(spark, table, **kwargs)
+    assert sorted(os.listdir(tmp_path / "t" / "_delta_log")) == log
+
+
+def test_storage_options_belong_to_a_uri(spark: Any, tmp_path: Path) -> None:
+    table = odd_table(tmp_path / "t")
+    with pytest.raises(ValueError, match="storage_options applies to a table URI"):
+        read_delta(spark, table, storage_options={"anon": True})
+    with pytest.raises(TypeError, match="table URI or a DeltaTable"):
+        read_delta(spark, 42)  # type: ignore[arg-type]
+
+
+def test_a_file_spark_would_skip_is_refused(spark: Any, tmp_path: Path) -> None:
+    """Hadoop leaves names starting with '_' out of a listing, even named explicitly: the read
+    refuses rather than return the table without that file's rows."""
+    root = tmp_path / "t"
+    table = DeltaTable.create(str(root), pa.schema([("id", pa.int64())]))
+    pq.write_table(pa.table({"id": [1, 2]}), root / "visible.parquet")
+    table.commit_files(["visible.parquet"])
+    pq.write_table(pa.table({"id": [3]}), root / "_hidden.parquet")
+    # The core's commit refuses hidden names; another writer's log may hold one.
+    hidden = AddFile(
+        "_hidden.parquet",
+        partition_values={},
+        size=(root / "_hidden.parquet").stat().st_size,
+        modification_time=1,
+        stats='{"numRecords": 1}',
+    )
+    OptimisticTransaction(table.storage, read_snapshot=table.snapshot()).commit([hidden], operation="WRITE")
+    assert table.snapshot().to_pyarrow_table().num_rows == 3
+    with pytest.raises(DeltaError, match="left 1 active file"):
+        read_delta(spark, table)
+
+
+def test_nan_and_empty_tables(spark: Any, tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    table = DeltaTable.create(
+        str(root), pa.schema([("x", pa.float64()), ("ds", pa.date32())]), partition_by=["ds"]
+    )
+    assert read_delta(spark, table).count() == 0
+    assert read_delta(spark, table).columns == ["x", "ds"]
+    (root / "ds=2024-01-01").mkdir()
+    pq.write_table(pa.table({"x": [1.0, math.nan, None]}), root / "ds=2024-01-01" / "a.parquet")
+    table.commit_files(["ds=2024-01-01/a.parquet"])
+    got = read_delta(spark, table, filter="ds = '2024-01-01'").toArrow()
+    assert rows(got) == rows(core_rows(table.snapshot()))
