@@ -28,7 +28,7 @@ from airflow_delta_provider.core.errors import (
     CommitsCleanedUpError,
     ConsumerCursorError,
 )
-from airflow_delta_provider.utils.coercion import is_deferred, to_bool, to_int, to_text, validate
+from airflow_delta_provider.utils.coercion import is_deferred, is_none, to_bool, to_int, to_text, validate
 from airflow_delta_provider.utils.mixins import build_hook
 from airflow_delta_provider.utils.secrets import refuse_credentials
 from airflow_delta_provider.utils.wording import count
@@ -105,6 +105,17 @@ def triggering_bound(context: Context | Mapping[str, Any], asset_uri: str) -> in
     return max(found) if found else None
 
 
+def _to_source(value: Any) -> str:
+    """The rendered ``source``: a table URI or a connection id (the rendered ``None`` is neither)."""
+    text = to_text(value, "source", optional=False)
+    if text is None or is_none(text):
+        raise ValueError(
+            f"source must name a table (a URI, or a delta connection id), got {value!r}: the template "
+            f"found nothing. Pass the source table, or leave source out for a task without one."
+        )
+    return text
+
+
 def _to_starting_version(value: Any) -> StartingVersion:
     if isinstance(value, str) and value.strip().lower() == "latest":
         return "latest"
@@ -150,7 +161,7 @@ class DeltaSourceMixin:
         """
         name = type(self).__name__
         if source is not None and not is_deferred(source):
-            to_text(source, "source", optional=False)
+            _to_source(source)
         refuse_credentials(source, argument="source", owner=name)
         if source_storage_options is not None and not isinstance(source_storage_options, Mapping):
             raise ValueError(
@@ -181,14 +192,13 @@ class DeltaSourceMixin:
     @cached_property
     def source_hook(self) -> DeltaTableHook:
         """The source table's hook (built on first use, from the rendered ``source``)."""
-        text = to_text(self.source, "source", optional=False)
-        assert text is not None
+        text = _to_source(self.source)
         refuse_credentials(text, argument="source", owner=type(self).__name__)
         uri, conn_id = source_location(text)
         return build_hook(
             table_uri=uri,
             delta_conn_id=conn_id,
-            storage_conn_id=self.source_storage_conn_id,
+            storage_conn_id=to_text(self.source_storage_conn_id, "source_storage_conn_id"),
             storage_options=self.source_storage_options,
         )
 
@@ -216,13 +226,15 @@ class DeltaSourceMixin:
             )
         bound = triggering_bound(context, table_asset_uri(hook.table_uri))
         reset = to_bool(self.source_reset, "source_reset")
+        starting_version = _to_starting_version(self.source_starting_version)
+        to_text(self.spark_source_uri, "spark_source_uri")  # checked before Spark starts
         try:
             read = plan_read(
                 hook.get_table(),
                 target,
                 consumer_name(identity),
                 up_to=bound,
-                starting_version=_to_starting_version(self.source_starting_version),
+                starting_version=starting_version,
                 reset=reset,
             )
         except (CommitsCleanedUpError, ChangeDataFileNotFoundError, ChangeDataNotRecordedError) as err:
@@ -270,7 +282,7 @@ class DeltaSourceMixin:
         from airflow_delta_provider.core.consumer import commit_time
         from airflow_delta_provider.spark.changes import empty_changes, read_change_set, read_snapshot_changes
 
-        uri = self.spark_source_uri
+        uri = to_text(self.spark_source_uri, "spark_source_uri")
         try:
             if read.changes is not None:
                 frame = read_change_set(spark, read.changes, spark_uri=uri)
