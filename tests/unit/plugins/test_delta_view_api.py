@@ -201,6 +201,21 @@ def _build(root: Path, s3_endpoint: str) -> View:
     options = {"key": KEY, "secret": SECRET, "endpoint_url": s3_endpoint, "region_name": "us-east-1"}
     DeltaTable.create(s3_uri, pa.schema([("id", pa.int64())]), storage_options=options)
 
+    # A consumer's target: its cursor on events is a txn beside the task instance's own.
+    from airflow_delta_provider.core.commit_plan import CursorAdvance
+    from airflow_delta_provider.core.consumer import consumer_app_id
+
+    silver = root / "silver"
+    _parquet(silver, "s", [1], "2026-11-01")
+    cursor = CursorAdvance(consumer_app_id(table.snapshot().metadata.id, "airflow/silver_dag/silver"), 4)
+    DeltaTable(str(silver)).commit_files(
+        prefix="s",
+        partition_by=["ds"],
+        app_id="airflow/silver_dag/silver/run_1",
+        app_version=0,
+        cursors=[cursor],
+    )
+
     # Missing and corrupt tables.
     missing = root / "missing"
     corrupt = root / "corrupt"
@@ -222,6 +237,7 @@ def _build(root: Path, s3_endpoint: str) -> View:
         ids["s3"] = str(_record_event(session, s3_uri, s3_result, "run_1", 1))
         ids["missing"] = str(_record_event(session, f"file://{missing}", s3_result, "run_1", 1))
         ids["corrupt"] = str(_record_event(session, f"file://{corrupt}", s3_result, "run_1", 1))
+        ids["silver"] = str(_record_event(session, f"file://{silver}", s3_result, "run_1", 1))
         from airflow.models.asset import AssetModel
 
         other = AssetModel(name="not-delta", uri="file:///somewhere/else", group="asset")
@@ -405,6 +421,20 @@ def test_health_counts_the_active_files_and_describes_the_protocol(view: View) -
     assert health["protocol"]["min_reader_version"] == snapshot.protocol.min_reader_version
     for feature in health["features"]:
         assert list(feature["operations"]) == [op.value for op in Operation]
+
+
+def test_health_lists_the_cursors_of_the_consumers_committing_into_the_table(view: View) -> None:
+    events_id = DeltaTable(str(view.root / "events")).snapshot().metadata.id
+    (cursor,) = view.ok(f"/api/assets/{view.ids['silver']}/health")["consumers"]
+    assert cursor["app_id"] == f"delta-source/{events_id}/airflow/silver_dag/silver"
+    assert (cursor["source_table_id"], cursor["consumer"], cursor["version"]) == (
+        events_id,
+        "airflow/silver_dag/silver",
+        4,
+    )
+    assert cursor["last_updated"].startswith("20")
+    # The task instances' own txns are no cursors.
+    assert view.ok(f"/api/assets/{view.ids['events']}/health")["consumers"] == []
 
 
 def test_the_vacuum_dry_run_deletes_nothing(view: View) -> None:
