@@ -436,6 +436,9 @@ class DeltaPySparkOperator(
         if result.skipped:
             # A concurrent attempt (a zombie of an earlier try) committed first; ours are orphans.
             discard_attempt(table, attempt, self.log)
+            _check_not_overtaken(
+                result, read, lambda: commit_landed(table, pending.app_id, pending.app_version)
+            )
         return self._report_write(pending, result, write_dir=None if result.skipped else attempt)
 
     def _commit_without_rows(self, pending: _Pending, read: SourceRead, frame: Any) -> dict[str, Any]:
@@ -467,6 +470,8 @@ class DeltaPySparkOperator(
             schema=frame.schema.json() if snapshot is None else None,
             cursors=_cursors(read),
         )
+        table, app = pending.table, (pending.app_id, pending.app_version)
+        _check_not_overtaken(result, read, lambda: commit_landed(table, *app))
         return self._report_write(pending, result, write_dir=None)
 
     def _report_write(
@@ -485,6 +490,26 @@ class DeltaPySparkOperator(
             write_dir=write_dir,
             source=source,
         )
+
+
+def _check_not_overtaken(
+    result: CommitResult, read: SourceRead | None, own_landed: Callable[[], bool]
+) -> None:
+    """A consumer's commit found "already committed" because a concurrent run moved the cursor to or
+    past its end (not because this task instance committed): the versions were consumed by that run,
+    and this one reads the cursor again like after any moved cursor.
+
+    :raises ConcurrentTransactionError: for :meth:`DeltaPySparkOperator._write_output`'s next round.
+    """
+    if read is None or not result.already_committed or own_landed():
+        return
+    from airflow_delta_provider.core.errors import ConcurrentTransactionError
+
+    raise ConcurrentTransactionError(
+        f"a concurrent run consumed the source up to version {read.end} or further (committed at "
+        f"version {result.version})",
+        version=result.version,
+    )
 
 
 def _cursors(read: SourceRead | None) -> list[CursorAdvance]:

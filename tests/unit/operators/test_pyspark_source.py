@@ -330,3 +330,52 @@ def test_a_source_named_by_a_delta_connection(
     op = make("bronze", target, Ledger())
     assert op.execute(context_for(op, "run-1"))["source"]["table_uri"] == f"file://{source}"
     check_exactly_once(source, str(target), COLUMNS)
+
+
+def test_a_concurrent_run_that_wins_the_same_version_slot_makes_this_one_read_again(
+    source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other run commits between this run's read of the target and its put of the next version:
+    the put loses, the winner already holds the cursor at this run's end, so this run committed
+    nothing, reads the cursor again and finds nothing new.
+
+    Only the moment is arranged (a real commit through the core, made when this run's put of the
+    commit file starts): it cannot be hit reliably with two processes.
+    """
+    from airflow_delta_provider.core.storage.local import LocalStore
+
+    target = tmp_path / "silver"
+    job = Ledger()
+    op = make(source, target, job)
+    op.execute(context_for(op, "run-1"))  # cursor 1
+    append(source, [5])  # 2
+    app_id = consumer_app_id(DeltaTable(source).snapshot().metadata.id, CONSUMER)
+    real_put = LocalStore.put_if_absent
+    raced: list[int] = []
+
+    def put_after_a_winner(store: LocalStore, path: str, data: bytes) -> None:
+        if not raced and path.endswith(f"{1:020d}.json") and str(target) in path:
+            raced.append(1)
+            rows = (
+                DeltaTable(source)
+                .changes(2, 2)
+                .to_pyarrow_table(columns=[*COLUMNS, "_change_type", "_commit_version"])
+            )
+            import pyarrow.parquet as pq
+
+            (target / "winner").mkdir()
+            pq.write_table(rows, target / "winner" / "part-0.parquet")
+            DeltaTable(str(target)).commit_files(
+                ["winner/part-0.parquet"],
+                app_id="other-run",
+                app_version=0,
+                cursors=[CursorAdvance(app_id, 2, 1)],
+            )
+        real_put(store, path, data)
+
+    monkeypatch.setattr(LocalStore, "put_if_absent", put_after_a_winner)
+    result = op.execute(context_for(op, "run-2"))
+    assert raced == [1] and job.calls[-1] is None  # the second round found nothing new
+    assert (result["committed"], result["source"]["rounds"], result["source"]["versions"]) == (False, 2, None)
+    assert cursor(target, source) == 2
+    check_exactly_once(source, str(target), COLUMNS)
