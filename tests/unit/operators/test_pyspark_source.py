@@ -21,12 +21,12 @@ from airflow.sdk import Asset
 from airflow.sdk.execution_time.comms import AssetEventDagRunReferenceResult
 from airflow.sdk.execution_time.context import OutletEventAccessors, TriggeringAssetEventsAccessor
 from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+from consumer_checks import check_exactly_once, consumed_versions
 
 from airflow_delta_provider.core import CommitsCleanedUpError, ConsumerCursorError, DeltaTable
 from airflow_delta_provider.core.commit_plan import CursorAdvance
 from airflow_delta_provider.core.consumer import consumer_app_id
 from airflow_delta_provider.operators.pyspark import DeltaPySparkOperator
-from tests.consumer_checks import check_exactly_once, consumed_versions
 
 if TYPE_CHECKING:
     from pathlib import Path
