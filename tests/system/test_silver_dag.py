@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from dag_runs import xcom
 
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.consumer import consumer_app_id
@@ -25,19 +26,6 @@ pytestmark = [pytest.mark.system, pytest.mark.spark]
 pytest.importorskip("pyspark")
 
 TASK = "build_silver"
-
-
-def xcom(dag_run: Any, task_id: str) -> Any:
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        rows = session.scalars(
-            XComModel.get_many(
-                run_id=dag_run.run_id, dag_ids=dag_run.dag_id, task_ids=task_id, key="return_value"
-            )
-        ).all()
-        return XComModel.deserialize_value(rows[-1]) if rows else None
 
 
 @pytest.fixture(scope="module")
