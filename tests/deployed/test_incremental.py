@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections import Counter
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
 SILVER = "delta_events_silver"
 CONSUME = "deployed_consume"
+CONSUMER = "airflow/deployed_consume/consume"
 
 
 def finished_runs(deployment: Deployment, dag_id: str) -> list[dict[str, Any]] | None:
@@ -37,14 +39,14 @@ def finished_runs(deployment: Deployment, dag_id: str) -> list[dict[str, Any]] |
     return None if any(r["state"] not in ("success", "failed") for r in runs) else runs
 
 
-def cursor(deployment: Deployment, source: str, target: str, consumer: str) -> int | None:
+def app_id_of(source: str, consumer: str) -> str:
+    return consumer_app_id(DeltaTable(source).snapshot().metadata.id, consumer)
+
+
+def cursor(source: str, target: str, consumer: str) -> int | None:
     import deltalake
 
-    try:
-        table_id = DeltaTable(source).snapshot().metadata.id
-        return deltalake.DeltaTable(target).transaction_version(consumer_app_id(table_id, consumer))
-    except Exception:  # the target does not exist yet
-        return None
+    return deltalake.DeltaTable(target).transaction_version(app_id_of(source, consumer))
 
 
 def settle(deployment: Deployment, dag_id: str, timeout: float = 600) -> list[dict[str, Any]]:
@@ -61,14 +63,20 @@ def settle(deployment: Deployment, dag_id: str, timeout: float = 600) -> list[di
     return list(deployment.wait_for(quiet, timeout, f"the runs of {dag_id} to finish", interval=2))
 
 
-def committed_ranges(deployment: Deployment, dag_id: str, task_id: str) -> list[tuple[int, int]]:
-    """The source versions each successful run's commit consumed."""
-    ranges = []
-    for run in deployment.runs(dag_id):
-        result = deployment.xcom(dag_id, run["dag_run_id"], task_id)
-        if result.get("committed") and (result.get("source") or {}).get("versions"):
-            ranges.append(tuple(result["source"]["versions"]))
-    return sorted(ranges)
+def committed_ranges(target: str, app_id: str) -> list[tuple[int, int]]:
+    """The source versions each commit of the target consumed, read from its log as any engine
+    sees it: the cursor's ``txn`` in each commit, from the version after the previous one."""
+    import json
+
+    ranges, previous = [], -1
+    log = Path(target) / "_delta_log"
+    for path in sorted(log.glob("*.json")):
+        for line in path.read_text().splitlines():
+            txn = json.loads(line).get("txn") if line.strip() else None
+            if txn and txn["appId"] == app_id:
+                ranges.append((previous + 1, txn["version"]))
+                previous = txn["version"]
+    return ranges
 
 
 def assert_tiles(ranges: list[tuple[int, int]], first: int, last: int) -> None:
@@ -94,8 +102,8 @@ def test_the_silver_example_consumed_every_events_version_once(deployment: Deplo
     assert deployment.wait_run(SILVER, run_id, timeout=420) == "success"
     latest = DeltaTable(events).version()
     consumer = "airflow/delta_events_silver/build_silver"
-    assert cursor(deployment, events, silver, consumer) == latest
-    assert_tiles(committed_ranges(deployment, SILVER, "build_silver"), 0, latest)
+    assert cursor(events, silver, consumer) == latest
+    assert_tiles(committed_ranges(silver, app_id_of(events, consumer)), 0, latest)
 
     import deltalake
 
@@ -144,8 +152,8 @@ def test_a_consumer_of_a_foreign_writers_table_consumes_each_version_once(deploy
     assert len(retried) == 1
     retry = deployment.xcom(CONSUME, retried[0]["dag_run_id"], "consume")
     assert (retry["skipped"], retry["reason"]) == (True, "already_committed")
-    assert cursor(deployment, source, target, "airflow/deployed_consume/consume") == 3
-    assert_tiles(committed_ranges(deployment, CONSUME, "consume"), 0, 3)
+    assert cursor(source, target, CONSUMER) == 3
+    assert_tiles(committed_ranges(target, app_id_of(source, CONSUMER)), 0, 3)
     check_exactly_once(source, target, ["id", "v"])
     per_version = consumed_versions(target)
     for version in range(4):
@@ -172,7 +180,8 @@ def test_two_runs_at_once_consume_a_version_once(deployment: Deployment) -> None
     (loser,) = [r for r in results if not r["committed"]]
     assert [w["source"]["versions"] for w in winners] == [[4, 4]]
     assert (loser["source"]["rounds"], loser["source"]["versions"]) == (2, None), loser
-    assert cursor(deployment, source, target, "airflow/deployed_consume/consume") == 4
+    assert cursor(source, target, CONSUMER) == 4
+    assert_tiles(committed_ranges(target, app_id_of(source, CONSUMER)), 0, 4)
     check_exactly_once(source, target, ["id", "v"])
 
 
