@@ -87,7 +87,7 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
         },
     ),
     ("facade", {"table", "__init__"}),
-    ("services", {"maintenance", "watch"}),
+    ("services", {"maintenance", "watch", "consumer"}),
 ]
 
 
