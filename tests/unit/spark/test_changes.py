@@ -18,6 +18,7 @@ import pytest
 
 from airflow_delta_provider.core import DeltaError, DeltaTable
 from airflow_delta_provider.core.actions import AddFile, RemoveFile
+from airflow_delta_provider.core.commit_plan import CommitPlan
 from airflow_delta_provider.core.deletion_vectors import inline_deletion_vector
 from airflow_delta_provider.core.transaction import OptimisticTransaction
 from airflow_delta_provider.spark import read_changes
@@ -106,17 +107,12 @@ def test_a_provider_table_without_the_feed(spark: Any, tmp_path: Path) -> None:
             "size": first["size"],
             "stats": first["stats"],
         }
+        remove = RemoveFile(first["path"], deletion_timestamp=1, deletion_vector=_descriptor(first), **common)
+        add = AddFile(
+            first["path"], modification_time=1, deletion_vector=inline_deletion_vector(deleted), **common
+        )
         OptimisticTransaction(table.storage, read_snapshot=snapshot).commit(
-            [
-                RemoveFile(first["path"], deletion_timestamp=1, deletion_vector=_descriptor(first), **common),
-                AddFile(
-                    first["path"],
-                    modification_time=1,
-                    deletion_vector=inline_deletion_vector(deleted),
-                    **common,
-                ),
-            ],
-            operation="DELETE",
+            CommitPlan("DELETE", removes=(remove,), adds=(add,))
         )
     latest = table.version()
     assert latest == 5
