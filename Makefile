@@ -38,23 +38,29 @@ $(OLDEST_STAMP): $(STAMP)
 	$(OLDEST)/bin/python -m pip install --quiet -c $(OLDEST)/constraints.txt $(OLDEST_PINS) -e ".[dev]"
 	touch $(OLDEST_STAMP)
 
-# From the OS packages: PostgreSQL for the deployed tier's metadata database, and Chromium for its
-# browser tests of the Delta view (driven headless through its DevTools protocol: no browser
-# download). From the npm registry, Azurite (the Azure Blob Storage emulator) and s3rver (an S3-compatible server that
-# ignores conditional writes, which commits must refuse) for the object-store tests.
+# What the tests need outside the venvs, installed only when missing, each announced before it is:
+# from the npm registry, globally (npm install -g), Azurite (the Azure Blob Storage emulator) and
+# s3rver (an S3-compatible server that ignores conditional writes, which commits must refuse) for
+# the object-store tests; from the OS packages (as root, with apt), PostgreSQL for the deployed
+# tier's metadata database, and Chromium for its browser tests of the Delta view (driven headless
+# through its DevTools protocol: no browser download).
 NPM_TOOLS := azurite@3 s3rver@3
 system-deps:
 	@command -v azurite-blob >/dev/null && command -v s3rver >/dev/null || { \
-		if command -v npm >/dev/null; then npm install -g --no-audit --no-fund $(NPM_TOOLS) >/dev/null; \
-		else echo "npm is missing: install Node.js and npm (Debian: apt-get install npm) for the Azure tests."; fi; }
+		if command -v npm >/dev/null; then \
+			echo "system-deps: installing $(NPM_TOOLS) globally with npm (Azure Blob Storage emulator; an S3 server without conditional writes) for the object-store tests"; \
+			npm install -g --no-audit --no-fund $(NPM_TOOLS) >/dev/null; \
+		else echo "system-deps: npm is missing: install Node.js and npm (Debian: apt-get install npm) for the Azure tests."; fi; }
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			echo "system-deps: installing postgresql with apt-get (the deployed tier's metadata database)"; \
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null; \
-		else echo "PostgreSQL is missing: install it (Debian: sudo apt-get install postgresql) for the deployed tier."; fi; }
+		else echo "system-deps: PostgreSQL is missing: install it (Debian: sudo apt-get install postgresql) for the deployed tier."; fi; }
 	@command -v chromium >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			echo "system-deps: installing chromium and fonts-dejavu-core with apt-get (the deployed tier's browser tests of the Delta view)"; \
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null; \
-		else echo "Chromium is missing: install it (Debian: sudo apt-get install chromium) for the deployed tier's browser tests."; fi; }
+		else echo "system-deps: Chromium is missing: install it (Debian: sudo apt-get install chromium) for the deployed tier's browser tests."; fi; }
 
 demo: $(STAMP)
 	$(PY) scripts/demo.py

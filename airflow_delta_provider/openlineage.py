@@ -41,6 +41,7 @@ _LIFECYCLE = {
     "CREATE TABLE AS SELECT": "CREATE",
     "CREATE TABLE": "CREATE",
     "CREATE OR REPLACE TABLE": "OVERWRITE",
+    "RESTORE": "OVERWRITE",  # the table's content replaced by an earlier version's
 }
 
 

@@ -153,6 +153,14 @@ for _size, _label in (("", "1M"), ("-100k", "100k"), ("-10k", "10k"), ("-1k", "1
         DESCRIPTIONS[f"a{_size}"] = f"{_label} files, core-like checkpoint, no .crc, 100 commits after it"
     DESCRIPTIONS[f"a-rs{_size}"] = f"{_label} files, delta-rs checkpoint (one row group, no .crc)"
     DESCRIPTIONS[f"a-spark{_size}"] = f"{_label} files, Spark-like checkpoint + .crc, 100 commits after it"
+    # Issue 23: the small actions last in one row group, and no .crc to answer for them.
+    for _name, _what in (
+        ("a-rs-tail", "delta-rs checkpoint (small actions last), 100 commits after it"),
+        ("a-spark-nocrc", "Spark-like checkpoint, no .crc, small actions last"),
+        ("a-spark-mp", "Spark-like two-part checkpoint, no .crc"),
+    ):
+        CASES[f"{_name}{_size}"] = ["core", "delta-rs", "floor", *_SMALL_STATE]
+        DESCRIPTIONS[f"{_name}{_size}"] = f"{_label} files, {_what}"
 
 
 def measure(table: str, contender: str, repeat: int) -> dict[str, float]:
@@ -213,11 +221,16 @@ def main() -> None:
     report = "\n".join(lines)
     print(report)
     if args.write_readme:
-        text = README.read_text()
-        start, end = "<!-- results:start -->", "<!-- results:end -->"
-        head, _, rest = text.partition(start)
-        _, _, tail = rest.partition(end)
-        README.write_text(f"{head}{start}\n{report}\n{end}{tail}")
+        write_readme_section("results", report)
+
+
+def write_readme_section(name: str, report: str) -> None:
+    """Replace what README.md holds between ``<!-- name:start -->`` and ``<!-- name:end -->``."""
+    text = README.read_text()
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    head, _, rest = text.partition(start)
+    _, _, tail = rest.partition(end)
+    README.write_text(f"{head}{start}\n{report}\n{end}{tail}")
 
 
 def _cpus() -> int:

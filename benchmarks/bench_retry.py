@@ -18,8 +18,16 @@ table's median and the median of the per-round ratios to the first table: the go
 of the 1k-file commit on every layout" is a ratio, and on a shared machine only paired rounds
 keep it meaningful.
 
-Usage: ``python benchmarks/bench_retry.py [--repeat 5] [--append a-1k,a,a-100k]`` (run
-``generate.py`` first).
+``--inprocess a-rs-tail-1k,a-rs-tail`` measures in one process, interleaved (table after table,
+round after round), the three small-state operations of issue 23 on each pair of tables: an
+idempotent append that lands (a hard-linked copy of the log per run), a *duplicate* append
+(``commit_files`` of ``bench-old-3`` version 3, which the checkpoint records: skipped as already
+committed) and a metadata-only snapshot (protocol, metadata, a txn). It reports the minimum CPU
+time of each and its ratio to the first table of the pair (the goal: within 20%). CPU time, not
+wall time: on a shared machine it is the steadier of the two; the minimum of ``--repeat``.
+
+Usage: ``python benchmarks/bench_retry.py [--repeat 5] [--append a-1k,a,a-100k]
+[--inprocess a-rs-tail-1k,a-rs-tail]`` (run ``generate.py`` first).
 """
 
 from __future__ import annotations
@@ -111,11 +119,91 @@ def append_rounds(tables: list[str], repeat: int) -> None:
         )
 
 
+def inprocess_rounds(tables: list[str], repeat: int) -> None:
+    """Append, duplicate append and metadata-only load on each table, in this process."""
+    import gc
+    import os
+    import shutil
+    import tempfile
+    import time
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from bench_read import DATA
+
+    from airflow_delta_provider.core import DeltaTable
+
+    def copy_log(uri: str) -> str:
+        copy = tempfile.mkdtemp(prefix="bench-inprocess-")
+        os.mkdir(f"{copy}/_delta_log")
+        for name in os.listdir(f"{uri}/_delta_log"):
+            source, target = f"{uri}/_delta_log/{name}", f"{copy}/_delta_log/{name}"
+            if name.endswith((".json", ".parquet")):
+                os.link(source, target)
+            else:
+                shutil.copyfile(source, target)
+        os.makedirs(f"{copy}/part=0")
+        pq.write_table(
+            pa.table({f"c{i}": pa.array([1, 2], pa.int64()) for i in range(3)}), f"{copy}/part=0/n.parquet"
+        )
+        return copy
+
+    def append(uri: str) -> float:
+        copy = copy_log(uri)
+        start = time.process_time()
+        result = DeltaTable(copy).commit_files(
+            ["part=0/n.parquet"], app_id="bench-new", app_version=1, auto_checkpoint=False
+        )
+        elapsed = time.process_time() - start
+        shutil.rmtree(copy)
+        assert result.committed
+        return elapsed
+
+    def duplicate(uri: str) -> float:
+        start = time.process_time()
+        result = DeltaTable(uri).commit_files(
+            ["part=0/never-read.parquet"], app_id="bench-old-3", app_version=3
+        )
+        elapsed = time.process_time() - start
+        assert not result.committed
+        return elapsed
+
+    def metadata_only(uri: str) -> float:
+        start = time.process_time()
+        snapshot = DeltaTable(uri).snapshot()
+        _ = snapshot.protocol, snapshot.metadata
+        snapshot.app_transaction_version("bench-old-3")
+        return time.process_time() - start
+
+    operations = {"append": append, "duplicate": duplicate, "metadata-only": metadata_only}
+    runs: dict[tuple[str, str], list[float]] = {}
+    for _ in range(repeat):
+        for name, operation in operations.items():
+            for table in tables:
+                gc.collect()
+                runs.setdefault((name, table), []).append(operation(str(DATA / table)))
+    with open("/proc/loadavg") as f:
+        load = " ".join(f.read().split()[:3])
+    print(f"In one process, interleaved, min CPU of {repeat}; load average {load}.")
+    print("| operation | " + " | ".join(tables) + " | ratio to the first |")
+    print("|---|" + "---:|" * (len(tables) + 1))
+    for name in operations:
+        best = [min(runs[(name, table)]) for table in tables]
+        ratios = ", ".join(f"{b / best[0]:.2f}x" for b in best[1:])
+        print(f"| {name} | " + " | ".join(f"{b * 1000:.1f} ms" for b in best) + f" | {ratios} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--append", default=None, help="tables for the paired append (e.g. a-1k,a)")
+    parser.add_argument(
+        "--inprocess", default=None, help="tables measured in this process (e.g. a-rs-tail-1k,a-rs-tail)"
+    )
     args = parser.parse_args()
+    if args.inprocess:
+        inprocess_rounds(args.inprocess.split(","), args.repeat)
+        return
     if args.append:
         append_rounds(args.append.split(","), args.repeat)
         return

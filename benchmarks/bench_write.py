@@ -331,7 +331,7 @@ def build_stats_files() -> Path:
 # --- measuring ---------------------------------------------------------------------------
 
 
-def _run(code: str, root: Path | str, spec: Path) -> dict[str, Any]:
+def _run(code: str, root: Path | str, spec: Path, pythonpath: str | None = None) -> dict[str, Any]:
     code = code.replace("CORE_IMPORTS", _CORE_IMPORTS)
     # The CPU seconds of the timed call too (all threads): steadier than wall time on a busy machine.
     code = code.replace("start = time.perf_counter()\n", "start = time.perf_counter()\ncpu_start = _cpu()\n")
@@ -340,11 +340,14 @@ def _run(code: str, root: Path | str, spec: Path) -> dict[str, Any]:
         "elapsed = time.perf_counter() - start\nmarks['cpu'] = _cpu() - cpu_start\n",
     )
     code = _PRELUDE + code + _EPILOGUE
+    env = {**os.environ, "PYTHONPATH": pythonpath} if pythonpath is not None else None
     output = subprocess.run(
         [sys.executable, "-c", code, str(root), str(spec)],
         check=True,
         capture_output=True,
         text=True,
+        env=env,
+        cwd=DATA,  # never the checkout the command was started in (see bench_read.py)
     ).stdout
     return json.loads(output.strip().splitlines()[-1])
 
@@ -554,7 +557,129 @@ def stats_s3_report(repeat: int, sizes: list[int]) -> list[str]:
     return [*lines, "", *notes]
 
 
-SECTIONS = ("append", "stats", "stats-s3")
+# --- which committed files keep bounds, per column type and writer (issue 23) --------------------
+
+BOUNDS_FILES = 100
+BOUNDS_ROWS = 1_000
+BOUNDS_LAYOUTS = ("pyarrow", "delta-rs", "Spark")
+_BOUNDS_SCHEMA = """
+import pyarrow as pa
+schema = pa.schema([("part", pa.int64()), ("id", pa.int64()), ("n", pa.int32()), ("x", pa.float64()),
+                    ("s", pa.string()), ("d", pa.date32()), ("ts", pa.timestamp("us", tz="UTC"))])
+"""
+BOUNDS_RUN = (
+    _BOUNDS_SCHEMA
+    + """
+import json
+from airflow_delta_provider.core import DeltaTable
+CORE_IMPORTS
+start = time.perf_counter()
+table = DeltaTable(uri)
+result = table.commit_files(prefix="out", schema=schema, partition_by=["part"])
+elapsed = time.perf_counter() - start
+stats = [json.loads(s) for s in table.snapshot().files().column("stats").to_pylist()]
+columns = ("id", "n", "x", "s", "d", "ts")
+out = {"files": result.num_added_files,
+       "bounded": {c: sum(c in s.get("minValues", {}) for s in stats) for c in columns}}
+"""
+)
+
+
+def _bounds_table(part: int) -> pa.Table:
+    ids = range(part * BOUNDS_ROWS, (part + 1) * BOUNDS_ROWS)
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "n": pa.array([i % 1000 for i in ids], pa.int32()),
+            "x": pa.array([i * 0.25 for i in ids], pa.float64()),
+            "s": [f"name-{i:09d}" for i in ids],
+            "d": pa.array([dt.date(2024, 1, 1) + dt.timedelta(days=i % 400) for i in ids], pa.date32()),
+            "ts": pa.array([START + dt.timedelta(seconds=i) for i in ids], pa.timestamp("us", tz="UTC")),
+        }
+    )
+
+
+def build_bounds_files(layout: str) -> Path:
+    """``BOUNDS_FILES`` files under ``out/part=k/`` written by pyarrow, delta-rs or Spark (its
+    default INT96 timestamps), without a Delta log."""
+    root = DATA / f"bounds-{layout.lower()}"
+    if (root / ".complete").exists():
+        return root
+    shutil.rmtree(root, ignore_errors=True)
+    if layout == "Spark":
+        _spark_bounds_files(root)
+    for part in range(BOUNDS_FILES if layout != "Spark" else 0):
+        directory = root / "out" / f"part={part}"
+        directory.mkdir(parents=True)
+        if layout == "pyarrow":
+            pq.write_table(_bounds_table(part), directory / "part-00000.parquet")
+        else:  # delta-rs's writer (parquet-rs): its file, without its log
+            import deltalake
+
+            scratch = root / "scratch"
+            deltalake.write_deltalake(str(scratch), _bounds_table(part))
+            [written] = scratch.glob("*.parquet")
+            written.rename(directory / "part-00000.parquet")
+            shutil.rmtree(scratch)
+    (root / "spec.json").write_text("{}")
+    (root / ".complete").touch()
+    return root
+
+
+def _spark_bounds_files(root: Path) -> None:
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    try:
+        frame = spark.createDataFrame(
+            pa.concat_tables(_bounds_table(p) for p in range(BOUNDS_FILES)).to_pandas()
+        )
+        frame = frame.withColumn("part", (frame["id"] / BOUNDS_ROWS).cast("long"))
+        frame = frame.withColumn("n", frame["n"].cast("int"))  # pandas widened it
+        frame.repartition(BOUNDS_FILES, "part").write.partitionBy("part").parquet(str(root / "out"))
+    finally:
+        spark.stop()
+    for litter in root.glob("out/**/*"):
+        if litter.name.startswith(("_", ".")):
+            litter.unlink()
+
+
+def bounds_report(repeat: int, before: str | None) -> list[str]:
+    """Per writer: the share of committed files with bounds per column type, this checkout and
+    (``before``, a checkout's path) another one, and the commit's median time."""
+    checkouts = {"this": None, **({"before": before} if before else {})}
+    lines = [
+        f"{BOUNDS_FILES} files of {BOUNDS_ROWS:,} rows per writer (no NaN), committed with "
+        '`commit_files(prefix="out")`; the share of files whose stats have bounds for the column:',
+        "",
+        "| writer | code | long | int | double | string | date | timestamp | median s |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for layout in BOUNDS_LAYOUTS:
+        source = build_bounds_files(layout)
+        for label, path in checkouts.items():
+            runs = []
+            for _ in range(repeat):
+                with tempfile.TemporaryDirectory(prefix="bench-bounds-") as tmp:
+                    root = Path(tmp) / "t"
+                    shutil.copytree(source, root)
+                    env_path = path or os.environ.get("PYTHONPATH", "")
+                    runs.append(_run(BOUNDS_RUN, root, source / "spec.json", pythonpath=env_path))
+            shares = runs[0]["bounded"]
+            cells = " | ".join(
+                f"{100 * shares[c] / runs[0]['files']:.0f}%" for c in ("id", "n", "x", "s", "d", "ts")
+            )
+            seconds = statistics.median(r["seconds"] for r in runs)
+            lines.append(f"| {layout} | {label} | {cells} | {seconds:.3f} |")
+    return lines
+
+
+SECTIONS = ("append", "stats", "stats-s3", "bounds")
 
 
 def main() -> None:
@@ -562,6 +687,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--part", choices=["all", *SECTIONS], default="all")
     parser.add_argument("--s3-files", default="1000,10000", help="file counts of the S3 part")
+    parser.add_argument("--before", default=None, help="bounds part: another checkout to compare with")
     parser.add_argument(
         "--write", action="store_true", help="replace the part's section(s) of benchmarks/write.md"
     )
@@ -577,6 +703,8 @@ def main() -> None:
             lines += append_report(args.repeat)
         elif part == "stats":
             lines = [f"{machine}, each on a fresh copy; ratios of medians.", "", *stats_report(args.repeat)]
+        elif part == "bounds":
+            lines = [f"{machine}, each on a fresh copy.", "", *bounds_report(args.repeat, args.before)]
         else:
             sizes = [int(n) for n in args.s3_files.split(",")]
             lines = [f"{machine}; ratios of medians.", "", *stats_s3_report(args.repeat, sizes)]

@@ -218,6 +218,30 @@ def generate_a_rs(root: Path, files: int = 1_000_000) -> None:
     deltalake.DeltaTable(str(root)).create_checkpoint()
 
 
+def generate_a_rs_tail(root: Path, files: int = 1_000_000) -> None:
+    """A table delta-rs checkpointed after its small actions had come last, then 100 commits.
+
+    (a-spark) without its ``.crc`` files (delta-rs writes none) and with the txns of ten older
+    apps (``bench-old-*``) after the protocol and metaData, checkpointed at version 101 by
+    delta-rs: its log replay puts the 100 commits' adds and txns first, then the old
+    checkpoint's rows in their order, so protocol, metaData and the old apps' txns land at the
+    end of one row group of ~1M rows. Then 100 commits (versions 102-201) of one add and a txn
+    of a new app each.
+    """
+    import deltalake
+
+    generate_a_spark(root, files)
+    log = root / "_delta_log"
+    for checksum in log.glob("*.crc"):
+        checksum.unlink()
+    checkpoint = log / f"{1:020d}.checkpoint.parquet"
+    pq.write_table(_with_old_txns(pq.read_table(checkpoint)), checkpoint, row_group_size=2_000_000)
+    deltalake.DeltaTable(str(root)).create_checkpoint()
+    for version in range(102, 202):
+        txn = {"appId": f"bench-tail-{version % 10}", "version": version, "lastUpdated": NOW_MS}
+        _commit(log, version, [{"txn": txn}, _add(version % 100, 3, version * 100)])
+
+
 def _optional(field: pa.Field) -> pa.Field:
     data_type = field.type
     if pa.types.is_struct(data_type):
@@ -234,8 +258,60 @@ def generate_a_spark(root: Path, files: int = 1_000_000) -> None:
     table = table.cast(pa.schema([_optional(f) for f in table.schema]))
     small = pc.invert(pc.is_valid(table.column("add")))
     order = pc.sort_indices(pa.table({"small": small}), sort_keys=[("small", "ascending")])
-    pq.write_table(table.take(order), checkpoint, row_group_size=2_000_000)
+    pq.write_table(table.take(order), checkpoint, row_group_size=2_000_000, **SPARK_PAGES)
     _write_spark_checksums(root / "_delta_log", files)
+
+
+#: Pages as Spark's parquet-mr writes them: at most 20,000 rows, with the page index.
+SPARK_PAGES = {"max_rows_per_page": 20_000, "write_page_index": True}
+
+
+def generate_a_spark_nocrc(root: Path, files: int = 1_000_000) -> None:
+    """(a-spark) without its ``.crc`` files: the small state comes from the checkpoint, whose
+    protocol, metaData and (added here) older apps' txns are last in its one row group."""
+    generate_a_spark(root, files)
+    log = root / "_delta_log"
+    for checksum in log.glob("*.crc"):
+        checksum.unlink()
+    checkpoint = log / f"{1:020d}.checkpoint.parquet"
+    pq.write_table(
+        _with_old_txns(pq.read_table(checkpoint)), checkpoint, row_group_size=2_000_000, **SPARK_PAGES
+    )
+
+
+def generate_a_spark_multipart(root: Path, files: int = 1_000_000) -> None:
+    """(a-spark-nocrc) with its checkpoint in two parts, split by path as Spark does; the
+    non-file actions in the second part, last."""
+    import pyarrow.compute as pc
+
+    generate_a_spark_nocrc(root, files)
+    log = root / "_delta_log"
+    single = log / f"{1:020d}.checkpoint.parquet"
+    table = pq.read_table(single)
+    single.unlink()
+    is_file = pc.is_valid(table.column("add"))
+    first = pc.and_(
+        is_file, pc.equal(pc.bit_wise_and(pc.utf8_length(pc.struct_field(table.column("add"), "path")), 1), 0)
+    )
+    parts = [table.filter(first), table.filter(pc.invert(pc.fill_null(first, False)))]
+    for number, part in enumerate(parts, start=1):
+        name = log / f"{1:020d}.checkpoint.{number:010d}.{len(parts):010d}.parquet"
+        pq.write_table(part, name, row_group_size=2_000_000, **SPARK_PAGES)
+    (log / "_last_checkpoint").write_text(
+        json.dumps({"version": 1, "size": table.num_rows, "parts": len(parts), "numOfAddFiles": files})
+    )
+
+
+def _with_old_txns(table: pa.Table) -> pa.Table:
+    """``table`` (a checkpoint) with the txns of ten older apps (``bench-old-*``) appended."""
+    old = [{"appId": f"bench-old-{k}", "version": k, "lastUpdated": NOW_MS} for k in range(10)]
+    rows = pa.table(
+        {
+            name: pa.array(old, table.schema.field(name).type) if name == "txn" else pa.nulls(10, field.type)
+            for name, field in zip(table.column_names, table.schema, strict=True)
+        }
+    )
+    return pa.concat_tables([table, rows])
 
 
 def _write_spark_checksums(log: Path, files: int) -> None:
@@ -275,6 +351,9 @@ GENERATORS: dict[str, Callable[[Path], None]] = {
     "c": generate_c,
     "a-rs": generate_a_rs,
     "a-spark": generate_a_spark,
+    "a-rs-tail": generate_a_rs_tail,
+    "a-spark-nocrc": generate_a_spark_nocrc,
+    "a-spark-mp": generate_a_spark_multipart,
 }
 EXPECTED = {
     "a": (101, 1_010_000),
@@ -282,6 +361,9 @@ EXPECTED = {
     "c": (11, 100_100),
     "a-rs": (101, 1_010_000),
     "a-spark": (101, 1_010_000),
+    "a-rs-tail": (201, 1_010_100),
+    "a-spark-nocrc": (101, 1_010_000),
+    "a-spark-mp": (101, 1_010_000),
 }
 for _suffix, _files in SIZES.items():
     GENERATORS[f"a-{_suffix}"] = functools.partial(generate_a, files=_files)
@@ -289,6 +371,14 @@ for _suffix, _files in SIZES.items():
     GENERATORS[f"a-rs-{_suffix}"] = functools.partial(generate_a_rs, files=_files)
     GENERATORS[f"a-spark-{_suffix}"] = functools.partial(generate_a_spark, files=_files)
     EXPECTED[f"a-rs-{_suffix}"] = EXPECTED[f"a-spark-{_suffix}"] = (101, _files + 10_000)
+    GENERATORS[f"a-rs-tail-{_suffix}"] = functools.partial(generate_a_rs_tail, files=_files)
+    EXPECTED[f"a-rs-tail-{_suffix}"] = (201, _files + 10_100)
+    for _name, _generator in (
+        ("a-spark-nocrc", generate_a_spark_nocrc),
+        ("a-spark-mp", generate_a_spark_multipart),
+    ):
+        GENERATORS[f"{_name}-{_suffix}"] = functools.partial(_generator, files=_files)
+        EXPECTED[f"{_name}-{_suffix}"] = (101, _files + 10_000)
 
 
 def main() -> None:

@@ -18,9 +18,10 @@ Run it with ``make demo``. Everything lives under ``.demo/`` in the repository: 
    nothing), and the silver table's totals equal the events table's;
 4. runs ``delta_nightly_maintenance`` over the tables under ``.demo/`` (checkpoint and log
    cleanup when due, VACUUM when due), then the same steps with the demo's clock moved forward
-   (31 days for the log retention, 8 for VACUUM's 7): a checkpoint is written, the expired log
-   files before it are deleted, and the data files the clear and the retry replaced or left
-   behind are removed;
+   (31 days for the log retention, 8 for VACUUM's 7) on a copy of the table: a checkpoint is
+   written, the expired log files before it are deleted, and the data files the clear and the
+   retry replaced or left behind are removed. The table itself keeps every commit, so the History
+   view the demo points at shows the runs, the retry and the other writer;
 5. prints the table's history and its rows per day, and where to see it all in Airflow's UI
    (the provider's Delta view, docs/ui.md).
 """
@@ -151,16 +152,19 @@ def foreign_commit(table_uri: str, day: str) -> None:
 
 def print_history(table_uri: str, title: str) -> None:
     from airflow_delta_provider.core import DeltaTable
+    from airflow_delta_provider.core.history import commit_counts
 
     print(f"\n{title}")
-    for entry in DeltaTable(table_uri).history():
-        metrics = entry.get("operationMetrics") or {}
+    table = DeltaTable(table_uri)
+    for entry in table.history():
+        counts = commit_counts(table.storage, entry)  # Delta's, delta-rs's or no metrics alike
+        rows = "" if counts["rows_added"] is None else f"+{counts['rows_added']} rows"  # VACUUM: none
         tags = entry.get("tags") or {}
         day = tags.get("airflow.logical_date", "")[:10]
         print(
             f"  version {entry['version']:>2}  {entry.get('operation', '?'):<24} "
-            f"{'run ' + day if day else '':<15} +{metrics.get('numOutputRows', 0)} rows "
-            f"-{metrics.get('numRemovedFiles', 0)} files  try {tags.get('airflow.try_number', '-')}"
+            f"{'run ' + day if day else '':<15} {rows:<10} "
+            f"-{counts['files_removed'] or 0} files  try {tags.get('airflow.try_number', '-')}"
         )
 
 
@@ -178,13 +182,23 @@ def leave_orphan(table_uri: str) -> str:
     return str(orphan.relative_to(root))
 
 
+def copy_of(table_uri: str) -> str:
+    """A copy of the table (its log and files, modification times kept) beside it under .demo/."""
+    from airflow_delta_provider.core import DeltaTable
+
+    source = Path(DeltaTable(table_uri).storage.root)
+    copy = source.with_name(f"{source.name}_a_month_later")
+    shutil.copytree(source, copy)
+    return str(copy)
+
+
 def later_maintenance(table_uri: str) -> None:
     """The maintenance steps under the demo's clock: what the nightly DAG does once retention has passed."""
     from airflow_delta_provider.core import DeltaTable
     from airflow_delta_provider.utils.wording import count
 
     table = DeltaTable(table_uri)
-    print("\n== maintenance later (the demo's clock) ==")
+    print(f"\n== maintenance later (the demo's clock), on a copy: {table_uri} ==")
     checkpoint = table.checkpoint()
     print(f"  checkpoint written at version {checkpoint.version}: {count(len(checkpoint.files), 'file')}")
     month, week = (datetime.now(UTC) + timedelta(days=days) for days in (31, 8))
@@ -262,9 +276,12 @@ def main() -> None:
     except Exception as err:  # the demo still shows the table
         print(f"  could not run: {err}")
 
-    print_history(table_uri, "History before the later maintenance (newest first):")
-    later_maintenance(table_uri)
-    print_history(table_uri, "History after it (the expired commits are gone; newest first):")
+    print_history(table_uri, "History (newest first):")
+    # A month of maintenance cuts the log down to the versions since its checkpoint; the copy takes
+    # it, so the table keeps every commit for the History view the last lines point at.
+    later = copy_of(table_uri)
+    later_maintenance(later)
+    print_history(later, "History of the copy after it (the expired commits are gone; newest first):")
 
     table = DeltaTable(table_uri)
     snapshot = table.snapshot()

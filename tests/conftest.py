@@ -9,7 +9,7 @@ import sys
 import tempfile
 import uuid
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -29,6 +29,9 @@ os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 # Connect server.
 sys.path.insert(0, os.path.dirname(__file__))
 pytest_plugins = ["spark_servers"]
+# Imported below before pytest loads it as a plugin: rewrite its asserts all the same (and say
+# nothing about it on every run).
+pytest.register_assert_rewrite("spark_servers")
 
 from spark_servers import free_port, stop, wait_for_port  # noqa: E402  (one way to run a server)
 
@@ -74,19 +77,36 @@ def s3_storage_options(s3_endpoint: str) -> dict[str, object]:
 
 
 @pytest.fixture
-def s3_bucket(s3_endpoint: str, s3_storage_options: dict[str, object]) -> str:
-    """A fresh, empty bucket; returns its name."""
+def s3_rs_options(s3_endpoint: str) -> dict[str, str]:
+    """delta-rs (object_store) options for the moto server."""
+    return {
+        "AWS_ENDPOINT_URL": s3_endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-east-1",
+        "AWS_ALLOW_HTTP": "true",
+    }
+
+
+@pytest.fixture
+def s3_client(s3_endpoint: str) -> object:
+    """A boto3 client of the moto server (to look at keys as they are)."""
     import boto3
 
-    name = f"test-{uuid.uuid4().hex[:12]}"
-    client = boto3.client(
+    return boto3.client(
         "s3",
         endpoint_url=s3_endpoint,
         aws_access_key_id="testing",
         aws_secret_access_key="testing",
         region_name="us-east-1",
     )
-    client.create_bucket(Bucket=name)
+
+
+@pytest.fixture
+def s3_bucket(s3_client: Any, s3_storage_options: dict[str, object]) -> str:
+    """A fresh, empty bucket; returns its name."""
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    s3_client.create_bucket(Bucket=name)
     return name
 
 

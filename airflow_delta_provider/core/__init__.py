@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.checkpoint import CheckpointResult
     from airflow_delta_provider.core.cleanup import CleanupResult
     from airflow_delta_provider.core.commit_plan import CommitResult
+    from airflow_delta_provider.core.restore import RestoreResult
     from airflow_delta_provider.core.snapshot import Snapshot
     from airflow_delta_provider.core.table import DeltaTable
     from airflow_delta_provider.core.vacuum import VacuumResult
@@ -36,6 +37,7 @@ _LAZY = {
     "CheckpointResult": "airflow_delta_provider.core.checkpoint",
     "CleanupResult": "airflow_delta_provider.core.cleanup",
     "CommitResult": "airflow_delta_provider.core.commit_plan",
+    "RestoreResult": "airflow_delta_provider.core.restore",
     "DeltaTable": "airflow_delta_provider.core.table",
     "Snapshot": "airflow_delta_provider.core.snapshot",
     "VacuumResult": "airflow_delta_provider.core.vacuum",
@@ -46,6 +48,7 @@ __all__ = [
     "CleanupResult",
     "CommitResult",
     "DeltaTable",
+    "RestoreResult",
     "Snapshot",
     "VacuumResult",
     *_errors_all,

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+import airflow_delta_provider.core.arrays as arrays
 from airflow_delta_provider.core.actions import Metadata, Protocol
 from airflow_delta_provider.core.changes_bounds import ChangeRange, range_commit_files, resolve_range
 from airflow_delta_provider.core.changes_derive import CommitContext, FileChange, commit_changes
@@ -27,6 +28,7 @@ from airflow_delta_provider.core.column_mapping import column_mapping_mode, conf
 from airflow_delta_provider.core.commits import read_commit_files
 from airflow_delta_provider.core.errors import (
     CommitsCleanedUpError,
+    VersionGapError,
     VersionNotFoundError,
 )
 from airflow_delta_provider.core.features import Operation, check_supported
@@ -125,18 +127,16 @@ class Changes:
         ``dataChange=true`` (an add and a remove of one path: its deletion vector changed).
         """
         rows = self._files
-        return pa.table(
-            [
-                pa.array([f.kind for f in rows], pa.string()),
-                pa.array([f.action["path"] for f in rows], pa.string()),
-                pa.array([_pairs(f.action.get("partitionValues")) for f in rows], FILES_SCHEMA.field(2).type),
-                pa.array([f.action.get("size") for f in rows], pa.int64()),
-                pa.array([f.action.get("deletionVector") for f in rows], DELETION_VECTOR_TYPE),
-                pa.array([f.version for f in rows], pa.int64()),
-                pa.array([f.timestamp * 1000 for f in rows], pa.int64()).cast(FILES_SCHEMA.field(6).type),
-            ],
-            schema=FILES_SCHEMA,
-        )
+        columns = [
+            arrays.strings([f.kind for f in rows]),
+            arrays.strings([f.action["path"] for f in rows]),
+            arrays.array([f.action.get("partitionValues") for f in rows], FILES_SCHEMA.field(2).type),
+            arrays.integers([f.action.get("size") for f in rows], pa.int64()),
+            arrays.array([f.action.get("deletionVector") for f in rows], DELETION_VECTOR_TYPE),
+            arrays.integers([f.version for f in rows], pa.int64()),
+            arrays.integers([f.timestamp * 1000 for f in rows], pa.int64()).cast(FILES_SCHEMA.field(6).type),
+        ]
+        return pa.Table.from_arrays(columns, schema=FILES_SCHEMA)
 
     def to_pyarrow_table(self, columns: Sequence[str] | None = None) -> pa.Table:
         """The changed rows: the table's columns (logical names) and ``_change_type`` (``insert``,
@@ -212,10 +212,6 @@ class Changes:
         return np.empty(0, dtype=np.uint64)
 
 
-def _pairs(values: Mapping[str, Any] | None) -> list[tuple[str, Any]] | None:
-    return None if values is None else list(values.items())
-
-
 def load_changes(
     storage: LogStore,
     starting_version: int | None = None,
@@ -237,6 +233,7 @@ def load_changes(
     metadata = _metadata_by_version(latest, commits)
     read_metadata, read_version = _read_metadata(latest, metadata, versions)
     _check_schemas(read_metadata, read_version, metadata, versions)
+    _check_removed_files_schema(latest, commits[0], read_metadata, read_version, versions)
     deletion_vectors = DeletionVectors(storage, _retention(latest))
     changed: list[FileChange] = []
     scans: list[RowScan] = []
@@ -333,14 +330,22 @@ def _start_metadata(latest: Snapshot, commits: list[CommitActions]) -> Metadata:
     checkpoint = latest.segment.checkpoint_version
     if (checkpoint is None or checkpoint <= first.version) and not any(_metadata_action(c) for c in since):
         return latest.metadata
+    return _metadata_at(latest, first.version)
+
+
+def _metadata_at(latest: Snapshot, version: int) -> Metadata:
+    """The metadata of one version, from its snapshot's small state.
+
+    :raises CommitsCleanedUpError: log cleanup left no way to rebuild that version.
+    """
     try:
-        return load_snapshot(latest.storage, first.version).metadata
-    except VersionNotFoundError as err:
+        return load_snapshot(latest.storage, version).metadata
+    except (VersionNotFoundError, VersionGapError) as err:  # commits before it, and checkpoints, cleaned
         raise CommitsCleanedUpError(
-            f"The changes of version {first.version} of {latest.storage.root_uri} cannot be read: the "
+            f"The changes of version {version} of {latest.storage.root_uri} cannot be read: the "
             f"table's state at that version cannot be rebuilt ({err}). Read changes from the earliest "
             f"checkpoint's version on, or start again from a full snapshot (DeltaTable.snapshot()).",
-            version=first.version,
+            version=version,
             earliest_version=None,
         ) from None
 
@@ -370,6 +375,19 @@ def _check_schemas(
     check_read_compatible(
         read, read_version, metadata[versions.start], versions.start, versions.start, versions.end
     )
+
+
+def _check_removed_files_schema(
+    latest: Snapshot, first: CommitActions, read: Metadata, read_version: int, versions: ChangeRange
+) -> None:
+    """The files the first commit removes were written under the schema before it: when that
+    commit changed the schema, that schema must be readable too (Delta does not check it and reads
+    them with the new one)."""
+    if versions.start == 0 or _metadata_action(first) is None or any("cdc" in a for a in first.actions):
+        return
+    if any("remove" in a and a["remove"]["dataChange"] for a in first.file_actions()):
+        previous = _metadata_at(latest, versions.start - 1)
+        check_read_compatible(read, read_version, previous, versions.start - 1, versions.start, versions.end)
 
 
 def _feed_enabled(metadata: Metadata) -> bool:

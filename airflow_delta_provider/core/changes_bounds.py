@@ -169,12 +169,14 @@ def range_commit_files(latest: Snapshot, changes: ChangeRange) -> tuple[list[Log
     storage = latest.storage
     listing = [
         f
-        for f in list_log_files(storage, max(0, changes.start - MONOTONIZATION_LOOKBACK))
+        for f in list_log_files(storage, max(0, changes.start - MONOTONIZATION_LOOKBACK), stat=False)
         if f.kind is LogFileKind.COMMIT
     ]
     times: dict[int, int] = {}
     previous = -1
     for commit in listing:
+        if commit.version > changes.end:
+            break  # (a local listing stats a file only when its time is asked for)
         previous = max(commit.file.modification_time, previous + 1)
         times[commit.version] = previous
     by_version = {f.version: f for f in listing}

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+import airflow_delta_provider.core.arrays as arrays
 from airflow_delta_provider.core.changes_schema import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
 from airflow_delta_provider.core.deletion_vectors import deletion_vector_unique_id
 from airflow_delta_provider.core.errors import ChangeDataFileNotFoundError
@@ -135,7 +136,7 @@ def read_rows(
         reader.whole(
             [s for s in scans if s.whole and s.change_type is not None], physical_columns, cdc=False
         ),
-        *(reader.selected(s, physical_columns) for s in scans if not s.whole),
+        *reader.selected([s for s in scans if not s.whole], physical_columns),
     ]
     table = pa.concat_tables([p for p in parts if p is not None] or [_empty(data_fields, extra)])
     data = rename_to_logical(
@@ -152,11 +153,13 @@ _CDC_NAMES = frozenset(f.name for f in CDC_FIELDS)
 
 
 def _empty(data_fields: list[pa.Field], extra: list[pa.Field]) -> pa.Table:
-    return pa.schema([*data_fields, *extra]).empty_table()
+    return arrays.table([], pa.schema([*data_fields, *extra]))
 
 
 class _Reader:
-    """Reads scans of one table with one physical schema."""
+    """Reads scans of one table with one physical schema. The columns that come from the log (a
+    file's partition values, a change's type, version and commit time) are taken, per row, from a
+    small table of per-file values by the row's file (pyarrow's ``__fragment_index``)."""
 
     def __init__(
         self,
@@ -176,55 +179,84 @@ class _Reader:
         """Every row of each file, in one dataset; a change-data file's rows carry their change type."""
         if not scans:
             return None
-        constants = [f for f in CDC_FIELDS if not (cdc and f.name == CHANGE_TYPE)]
-        dataset = file_dataset(
-            self._storage,
-            [s.path for s in scans],
-            pa.schema([*self._data_fields, *self._partition_fields, *CDC_FIELDS]),
-            self._constants(scans, constants),
-        )
-        return self._read(dataset, scans, columns)
+        own = [f for f in self._data_fields if f.name in columns]
+        if cdc and CHANGE_TYPE in columns:
+            own.append(CDC_FIELDS[0])
+        dataset = file_dataset(self._storage, [s.path for s in scans], pa.schema(own))
+        table = self._read(dataset, scans, [*(f.name for f in own), _FRAGMENT_INDEX])
+        return self._with_log_columns(table, scans, table.column(_FRAGMENT_INDEX), columns)
 
-    def selected(self, scan: RowScan, columns: list[str]) -> pa.Table:
-        """The rows of one file the scan's deletion vectors select."""
-        constants = [f for f in CDC_FIELDS if not (scan.change_type is None and f.name == CHANGE_TYPE)]
-        dataset = file_dataset(
-            self._storage,
-            [scan.path],
-            pa.schema([*self._data_fields, *self._partition_fields, *CDC_FIELDS]),
-            self._constants([scan], constants),
-        )
-        table = self._read(dataset, [scan], columns, use_threads=False)
-        keep = (
-            np.ones(table.num_rows, dtype=bool)
-            if scan.include is None
-            else np.zeros(table.num_rows, dtype=bool)
-        )
-        if scan.include is not None:
-            keep[_within(self._dvs.difference(scan.include, scan.exclude, scan.version), table.num_rows)] = (
-                True
-            )
-        elif scan.exclude is not None:
-            keep[_within(self._dvs.rows(scan.exclude, scan.version), table.num_rows)] = False
-        return table.filter(pa.array(keep))
+    def selected(self, scans: list[RowScan], columns: list[str]) -> list[pa.Table]:
+        """The rows each scan's deletion vectors select; each file is read once for all its scans
+        (a file whose deletion vector changed in many commits), and not at all when no scan
+        selects a row of it."""
+        files: dict[tuple[str, tuple[tuple[str, str | None], ...]], list[RowScan]] = {}
+        for scan in scans:
+            key = (scan.path, tuple(sorted((scan.partition_values or {}).items())))
+            files.setdefault(key, []).append(scan)
+        own = [f for f in self._data_fields if f.name in columns]
+        parts = []
+        for group in files.values():
+            selections = [(s, self._selection(s)) for s in group]
+            selections = [(s, rows) for s, rows in selections if rows is None or len(rows)]
+            if not selections:
+                continue
+            dataset = file_dataset(self._storage, [selections[0][0].path], pa.schema(own))
+            table = self._read(dataset, [selections[0][0]], [f.name for f in own], use_threads=False)
+            for scan, rows in selections:
+                picked = table.filter(self._mask(scan, rows, table.num_rows))
+                index = arrays.from_numpy(np.zeros(picked.num_rows, dtype=np.int32))
+                parts.append(self._with_log_columns(picked, [scan], index, columns))
+        return parts
 
-    def _constants(self, scans: list[RowScan], cdc_fields: list[pa.Field]) -> pa.Table:
-        """Per scan: its typed partition values, change type, version and commit time."""
+    def _with_log_columns(
+        self, table: pa.Table, scans: list[RowScan], index: pa.Array | pa.ChunkedArray, columns: list[str]
+    ) -> pa.Table:
+        """``table``'s columns among ``columns``, and the others from the scans' values, row by row
+        (``index``: the scan of each row)."""
+        log_columns = self._log_values(scans, [c for c in columns if c not in table.column_names])
+        return pa.table(
+            {
+                c: table.column(c) if c in table.column_names else log_columns.column(c).take(index)
+                for c in columns
+            }
+        )
+
+    def _log_values(self, scans: list[RowScan], names: list[str]) -> pa.Table:
+        """Per scan, the asked-for columns that come from the log: typed partition values, change
+        type, version and commit time."""
         columns: dict[str, pa.Array] = {}
-        if self._partition_fields:
-            maps = pa.array([list((s.partition_values or {}).items()) for s in scans], _PARTITION_VALUES)
-            typed = partition_columns_from_map(maps, pa.schema(self._partition_fields))
-            columns.update({f.name: typed.field(f.name) for f in self._partition_fields})
-        values = {
+        partitions = [f for f in self._partition_fields if f.name in names]
+        if partitions:
+            maps = arrays.array([dict(s.partition_values or {}) for s in scans], _PARTITION_VALUES)
+            typed = partition_columns_from_map(maps, pa.schema(partitions))
+            columns.update({f.name: typed.field(f.name) for f in partitions})
+        values: dict[str, list[Any]] = {
             CHANGE_TYPE: [s.change_type for s in scans],
             COMMIT_VERSION: [s.version for s in scans],
             COMMIT_TIMESTAMP: [s.timestamp * 1000 for s in scans],
         }
-        for f in cdc_fields:
-            columns[f.name] = pa.array(
-                values[f.name], pa.int64() if f.name == COMMIT_TIMESTAMP else f.type
-            ).cast(f.type)
-        return pa.table(columns)
+        for f in CDC_FIELDS:
+            if f.name in names:
+                raw = pa.int64() if f.name == COMMIT_TIMESTAMP else f.type
+                columns[f.name] = arrays.array(values[f.name], raw).cast(f.type)
+        return pa.table(columns) if columns else pa.table({"_": pa.nulls(len(scans))})
+
+    def _selection(self, scan: RowScan) -> npt.NDArray[np.uint64] | None:
+        """The rows a scan selects (None: every row its exclusion leaves)."""
+        if scan.include is None:
+            return None
+        return self._dvs.difference(scan.include, scan.exclude, scan.version)
+
+    def _mask(self, scan: RowScan, rows: npt.NDArray[np.uint64] | None, num_rows: int) -> pa.BooleanArray:
+        if rows is not None:
+            keep = np.zeros(num_rows, dtype=bool)
+            keep[_within(rows, num_rows)] = True
+        else:
+            keep = np.ones(num_rows, dtype=bool)
+            if scan.exclude is not None:
+                keep[_within(self._dvs.rows(scan.exclude, scan.version), num_rows)] = False
+        return arrays.from_numpy(keep)
 
     def _read(
         self, dataset: Any, scans: list[RowScan], columns: list[str], *, use_threads: bool = True
@@ -241,6 +273,10 @@ class _Reader:
                     ) from None
             raise
         return table
+
+
+#: pyarrow's special column: the position, among the dataset's files, of the file a row came from.
+_FRAGMENT_INDEX = "__fragment_index"
 
 
 def _within(rows: npt.NDArray[np.uint64], num_rows: int) -> npt.NDArray[np.intp]:

@@ -36,6 +36,7 @@ from airflow_delta_provider.core.actions import (
     Transaction,
     dumps,
 )
+from airflow_delta_provider.core.delta_types import LONG_MAX
 from airflow_delta_provider.core.logfiles import checksum_name
 from airflow_delta_provider.core.redaction import get_logger
 
@@ -248,7 +249,7 @@ def next_checksum(
                 kept = [d for d in domains or [] if d.get("domain") != action.domain]
                 # Live domains only (no tombstones), as Spark writes the list.
                 checksum["domainMetadata"] = kept if action.removed else [*kept, action.to_json()]
-    if files < 0 or size < 0:
+    if files < 0 or not 0 <= size <= LONG_MAX:  # tableSizeBytes is a Delta long: no crc, not a wrong one
         return None
     checksum.update(
         {

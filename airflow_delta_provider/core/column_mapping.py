@@ -44,6 +44,7 @@ __all__ = [
     "configured_mode",
     "delta_physical_name",
     "field_id",
+    "logical_file_data",
     "logical_file_schema",
     "physical_data",
     "physical_delta_fields",
@@ -152,8 +153,10 @@ def logical_file_schema(table: pa.Schema, file_schema: pa.Schema, mode: str) -> 
 
     Each file column, at every depth, must be the physical name of a table column (and, in
     ``id`` mode, carry that column's id as its Parquet ``field_id``; Delta writes the ids in
-    ``name`` mode too, so there they are checked where present). A file column that is
-    neither a physical name nor a logical one is kept as it is (a new column, for schema
+    ``name`` mode too, so there they are checked where present). In ``id`` mode a file column
+    carrying a column's id is that column (Spark resolves by id), so its name must be that
+    column's physical name (delta-rs resolves by name). A file column that is neither a
+    physical name, a logical one nor an id is kept as it is (a new column, for schema
     evolution, or an extra one that schema enforcement refuses).
 
     :raises SchemaMismatchError: naming the logical column, the physical name it must have
@@ -162,12 +165,41 @@ def logical_file_schema(table: pa.Schema, file_schema: pa.Schema, mode: str) -> 
     return pa.schema(_logical_fields(list(table), list(file_schema), "", mode), metadata=file_schema.metadata)
 
 
+def logical_file_data(table: pa.Schema, data: pa.Table, mode: str) -> pa.Table:
+    """A data file's rows under their logical names, at every depth (a zero-copy view).
+
+    The columns are resolved as :func:`logical_file_schema` resolves them (and refused as it
+    refuses them), so what is checked on the rows is what readers of the table will read.
+    """
+    schema = logical_file_schema(table, data.schema, mode)
+    columns = [_viewed(data.column(i), schema.field(i).type) for i in range(data.num_columns)]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _viewed(column: pa.ChunkedArray, arrow_type: pa.DataType) -> pa.ChunkedArray:
+    """``column`` under ``arrow_type``: the same buffers, other struct field names."""
+    return pa.chunked_array([chunk.view(arrow_type) for chunk in column.chunks], type=arrow_type)
+
+
 def _logical_fields(table: list[pa.Field], data: list[pa.Field], parent: str, mode: str) -> list[pa.Field]:
     by_physical = {physical_name(f): f for f in table}
     by_logical = {f.name.lower(): f for f in table}
+    # In id mode a column is its id (Spark resolves by field_id); the name must agree with it.
+    by_id = {i: f for f in table if (i := column_id(f)) is not None} if mode == "id" else {}
     out = []
     for field in data:
         column = by_physical.get(field.name)
+        ident = field_id(field)
+        owner = by_id.get(ident) if ident is not None else None
+        if owner is not None and column is None:
+            path = _logical_path(parent, owner.name)
+            raise SchemaMismatchError(
+                f"The file's column {field.name!r} has field_id {ident}, the id of column "
+                f"{path!r}, whose physical name is {physical_name(owner)!r}: Spark resolves columns by id "
+                f"and would read it as {path!r}, while readers that resolve physical names (delta-rs, "
+                f"this core) would read NULL. Write the Parquet column as {physical_name(owner)!r} with "
+                f"field_id {column_id(owner)}."
+            )
         if column is None:
             logical = by_logical.get(field.name.lower())
             if logical is not None:
@@ -211,7 +243,7 @@ def _logical_type(table: pa.DataType, data: pa.DataType, path: str, mode: str) -
         )
     if _is_list(table) and _is_list(data):
         element = _logical_type(table.value_type, data.value_type, f"{path}.element", mode)
-        return pa.list_(data.value_field.with_type(element))
+        return _same_list(data, data.value_field.with_type(element))
     return data
 
 
@@ -362,8 +394,7 @@ def physical_data(data: pa.Table, table_schema: pa.Schema) -> pa.Table:
             )
         physical = _physical_file_field(column, data.schema.field(index))
         fields.append(physical)
-        chunked = data.column(index)
-        columns.append(pa.chunked_array([c.view(physical.type) for c in chunked.chunks], type=physical.type))
+        columns.append(_viewed(data.column(index), physical.type))
     return pa.Table.from_arrays(columns, schema=pa.schema(fields))
 
 

@@ -7,9 +7,11 @@
    ``ConcurrentTransactionException``: reading an appId marks it as read, so a winner that
    records it conflicts); one exception: a winner that recorded one of *our* appIds at our
    version or later did our work already, so our commit is done and nothing is written,
-4. files added that match what we read (``ConcurrentAppendError``),
-5. files removed that we read (``ConcurrentDeleteReadError``),
-6. files removed that we remove too (``ConcurrentDeleteDeleteError``).
+4. the same domain metadata (``ConcurrentTransactionError``; the row-tracking domain excepted,
+   the transaction renumbers above the winner's mark),
+5. files added that match what we read (``ConcurrentAppendError``),
+6. files removed that we read (``ConcurrentDeleteReadError``),
+7. files removed that we remove too (``ConcurrentDeleteDeleteError``).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from airflow_delta_provider.core.errors import (
 from airflow_delta_provider.core.features import Operation, check_supported
 from airflow_delta_provider.core.partitions import partition_columns_from_map
 from airflow_delta_provider.core.redaction import get_logger
+from airflow_delta_provider.core.row_tracking import ROW_TRACKING_DOMAIN
 
 if TYPE_CHECKING:
     from airflow_delta_provider.core.commit_plan import ReadSet
@@ -62,6 +65,7 @@ class ConflictChecker:
     :param removed_paths: the canonical paths the commit removes.
     :param our_txns: the commit's application transactions.
     :param metadata: the table's metadata after the commit (partition columns and types).
+    :param domains: the domains whose metadata the commit sets or removes.
     """
 
     root_uri: str
@@ -76,6 +80,7 @@ class ConflictChecker:
     removed_paths: frozenset[str]
     our_txns: dict[str, int]
     metadata: Metadata
+    domains: frozenset[str] = frozenset()
 
     def check(self, winner: CommitActions) -> int | None:
         """Raise if ``winner`` conflicts; return its version if it already holds our app transaction."""
@@ -94,6 +99,7 @@ class ConflictChecker:
         done = self._check_app_transactions(winner, operation, where)
         if done is not None:
             return done
+        self._check_domains(winner, operation, where)
         if not (self.read.reads_by_predicate or self.removed_paths):
             return None  # a blind append depends on no file: no need to parse the winner's files
         self._check_files(winner, info, operation, where)
@@ -154,6 +160,20 @@ class ConflictChecker:
                     operation=operation,
                 )
         return None
+
+    def _check_domains(self, winner: CommitActions, operation: str, where: str) -> None:
+        """Delta's ``checkIfDomainMetadataConflict``: a winner that set a domain we set too wins it."""
+        if not self.domains:
+            return
+        for action in winner.actions:
+            domain = (action.get("domainMetadata") or {}).get("domain")
+            if domain in self.domains and domain != ROW_TRACKING_DOMAIN:
+                raise ConcurrentTransactionError(
+                    f"A conflicting metadata domain {domain} is added: a concurrent {operation} "
+                    f"({where}) set it too. Refresh the table and retry.",
+                    version=winner.version,
+                    operation=operation,
+                )
 
     def _check_files(self, winner: CommitActions, info: dict[str, Any], operation: str, where: str) -> None:
         files = winner.file_actions()

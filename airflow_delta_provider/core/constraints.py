@@ -12,11 +12,13 @@ The expressions are Spark SQL over logical column names. Delta evaluates them as
 The files of a commit that did not come through Spark are checked here with a SQL engine over
 Arrow (:mod:`.sql_engine`, DataFusion) — but only expressions whose every part it evaluates as
 Spark does: :func:`translate` accepts a small, explicit subset of Spark SQL (column references,
-literals, comparisons, ``AND``/``OR``/``NOT``, ``IS [NOT] NULL``, ``IN``, ``BETWEEN``, ``LIKE``,
-``CASE``, a few functions) and refuses the rest, naming the expression: arithmetic (Spark 4's
-ANSI overflow errors and ``/`` always fractional), casts other than to DATE, anything on a
-timestamp with a time zone (Spark's session time zone decides), strings with escapes. Such a
-table is written through the PySpark operator, which checks with Spark itself.
+struct fields among them, literals, comparisons, ``AND``/``OR``/``NOT``, ``IS [NOT] NULL``,
+``IN``, ``BETWEEN``, ``LIKE``, ``CASE``, a few functions) and refuses the rest, naming the
+expression: arithmetic (Spark 4's ANSI overflow errors and ``/`` always fractional), casts
+other than to DATE, anything on a timestamp with a time zone (Spark's session time zone
+decides), strings with escapes. Such a table is written through the PySpark operator, which
+checks with Spark itself. Under column mapping the files' rows are renamed to the logical
+names first (:func:`~.column_mapping.logical_file_data`).
 
 Identity columns: files must carry their values (the core does not rewrite files); a
 ``GENERATED ALWAYS`` column (``allowExplicitInsert=false``) accepts only values the writer
@@ -35,6 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from airflow_delta_provider.core.column_mapping import logical_file_data, physical_path
 from airflow_delta_provider.core.errors import (
     ConstraintViolationError,
     SchemaError,
@@ -42,7 +45,11 @@ from airflow_delta_provider.core.errors import (
 )
 from airflow_delta_provider.core.partitions import parse_partition_value
 from airflow_delta_provider.core.redaction import get_logger
-from airflow_delta_provider.core.schema import arrow_type_to_delta
+from airflow_delta_provider.core.schema import (
+    COLUMN_MAPPING_PHYSICAL_NAME_KEY,
+    arrow_type_to_delta,
+    physical_name,
+)
 from airflow_delta_provider.core.sql_engine import EngineError, first_match
 
 if TYPE_CHECKING:
@@ -57,6 +64,7 @@ __all__ = [
     "check_rows",
     "checked_identity_schema",
     "identity_columns",
+    "merged_identity_schema",
     "table_constraints",
     "translate",
     "violation_predicate",
@@ -112,7 +120,8 @@ class IdentityColumn:
         offset = value - self.start
         if offset % self.step == 0:
             return value
-        quotient = int(offset / self.step)  # Scala's Long division truncates toward zero
+        # Scala's Long division truncates toward zero; exactly (a float quotient is off for big longs).
+        quotient = abs(offset) // abs(self.step) * (1 if (offset < 0) == (self.step < 0) else -1)
         multiple = quotient + 1 if (offset > 0) == (self.step > 0) else quotient
         return self.start + self.step * multiple
 
@@ -251,19 +260,34 @@ def _refuse(expression: str, why: str, what: str) -> UnsupportedExpressionError:
 def translate(constraint: Constraint, schema: pa.Schema) -> str:
     """The engine's SQL for ``constraint``'s expression over a table with ``schema``.
 
+    A struct field (``s.x``, at any depth, resolved case-insensitively as Spark does) is read
+    from the engine column :func:`nested_column` names, which :func:`check_rows` adds.
+
     :raises UnsupportedExpressionError: the expression uses something outside the subset both
         engines evaluate alike; the message names it.
     """
+    return _translated(constraint, schema)[0]
+
+
+def nested_column(path: Sequence[str]) -> str:
+    """The engine column holding the struct field at ``path`` (NULL wherever a parent is NULL)."""
+    return ".".join(path)
+
+
+def _translated(constraint: Constraint, schema: pa.Schema) -> tuple[str, set[tuple[str, ...]]]:
+    """The engine's SQL, and the struct field paths it reads."""
     text, what = constraint.expression, constraint.describe()
-    columns: dict[str, list[pa.Field]] = {}
-    for field in schema:
-        columns.setdefault(field.name.lower(), []).append(field)
     pieces: list[str] = []
     kinds: list[str] = []  # per piece: column:<type kind>, literal:<kind>, a keyword or operator
     referenced: list[pa.Field] = []
+    nested: set[tuple[str, ...]] = set()
     date_parts: list[int] = []  # open date-part calls: parenthesis depth inside each
     significant = [t for t in _TOKEN.finditer(text) if t.lastgroup != "space"]
+    skip = 0
     for index, token in enumerate(significant):
+        if skip:  # the rest of a struct field reference
+            skip -= 1
+            continue
         group, value = token.lastgroup, token.group()
         following = significant[index + 1].group() if index + 1 < len(significant) else ""
         previous = significant[index - 1].group() if index > 0 else ""
@@ -296,17 +320,14 @@ def translate(constraint: Constraint, schema: pa.Schema) -> str:
             pieces.append(_FUNCTIONS[lowered])
             kinds.append("function")
         elif group in ("quoted", "word"):
-            name = value[1:-1] if group == "quoted" else value
-            if following == "." or previous == ".":
-                raise _refuse(text, f"the nested field reference around {name!r}", what)
-            matches = columns.get(name.lower(), [])
-            if len(matches) != 1:
-                raise _refuse(
-                    text, f"{name!r} is not exactly one column of the table ({', '.join(schema.names)})", what
-                )
-            referenced.append(matches[0])
-            pieces.append('"' + matches[0].name.replace('"', '""') + '"')
-            kinds.append("column:" + _kind(matches[0].type))
+            if previous == ".":
+                raise _refuse(text, f"the field reference .{value}", what)
+            field, path, skip = _reference(significant, index, schema, text, what)
+            if len(path) > 1:
+                nested.add(path)
+            referenced.append(field)
+            pieces.append('"' + nested_column(path).replace('"', '""') + '"')
+            kinds.append("column:" + _kind(field.type))
         elif value == "(" and date_parts and date_parts[-1] == -1:
             date_parts[-1] = 0
         elif value in ("(", ")"):
@@ -338,7 +359,43 @@ def translate(constraint: Constraint, schema: pa.Schema) -> str:
     if not pieces:
         raise _refuse(text, "an empty expression", what)
     _check_types(text, what, kinds, referenced)
-    return " ".join(pieces)
+    return " ".join(pieces), nested
+
+
+def _reference(
+    tokens: Sequence[re.Match[str]], index: int, schema: pa.Schema, text: str, what: str
+) -> tuple[pa.Field, tuple[str, ...], int]:
+    """The column, or struct field (``s.x.y``), a name token starts: its field, its path in the
+    schema's spelling, and how many more tokens the reference spans."""
+    names = [tokens[index].group()]
+    end = index + 1
+    while (
+        end + 1 < len(tokens)
+        and tokens[end].group() == "."
+        and tokens[end + 1].lastgroup in ("word", "quoted")
+    ):
+        names.append(tokens[end + 1].group())
+        end += 2
+    names = [n[1:-1] if n.startswith("`") else n for n in names]
+    fields = list(schema)
+    path: list[str] = []
+    for depth, name in enumerate(names):
+        matches = [f for f in fields if f.name.lower() == name.lower()]
+        if len(matches) != 1:
+            owner = "column of the table" if depth == 0 else f"field of {'.'.join(path)}"
+            listed = ", ".join(f.name for f in fields)
+            raise _refuse(text, f"{name!r} is not exactly one {owner} ({listed})", what)
+        field = matches[0]
+        path.append(field.name)
+        if depth < len(names) - 1:
+            if not pa.types.is_struct(field.type):  # Spark's a.b on an array or map is another thing
+                raise _refuse(
+                    text, f"{'.'.join(path)}.{names[depth + 1]}: {'.'.join(path)} is not a struct", what
+                )
+            fields = [field.type.field(i) for i in range(field.type.num_fields)]
+    if len(path) > 1 and nested_column(path).lower() in {f.name.lower() for f in schema}:
+        raise _refuse(text, f"{nested_column(path)!r} is both a column and a struct field", what)
+    return field, tuple(path), end - index - 1
 
 
 _KINDS = {"timestamp_ltz", "timestamp_ntz", "string", "decimal", "number", "date", "boolean"}
@@ -401,12 +458,21 @@ def check_rows(
     files: Sequence[tuple[str, str, Mapping[str, str | None]]],
     metadata: Metadata,
     schema: pa.Schema,
+    *,
+    mapping: str = "none",
 ) -> None:
     """Check every row of already-written files against the table's constraints, before the commit.
 
+    The expressions name logical columns; under column mapping each file's rows are first
+    renamed to them at every depth (:func:`~.column_mapping.logical_file_data`, which resolves
+    physical names, and ids in ``id`` mode, as readers do), so the checks see the values
+    readers will read, never the NULLs of a name the file does not have.
+
     :param files: per file: its store path, its path relative to the root (for messages), its
-        partition values (generated partition columns are checked on them).
+        partition values (generated partition columns are checked on them), keyed by physical
+        name under column mapping (as the log keys them).
     :param schema: the table's schema (logical names; partition columns included).
+    :param mapping: the table's column mapping mode (``none``, ``name`` or ``id``).
     :raises UnsupportedExpressionError: an expression outside the subset the engine evaluates
         as Spark does, or the engine is not installed.
     :raises ConstraintViolationError: a row breaks a constraint: the message names the
@@ -416,6 +482,7 @@ def check_rows(
     if not constraints or not files:
         return
     predicates = {c.describe(): violation_predicate(c, schema) for c in constraints}
+    nested = sorted(set().union(*(_translated(c, schema)[1] for c in constraints)))
     partition_columns = list(metadata.partition_columns)
     log.info(
         "Checking the rows of %d file(s) against %d constraint(s) of %s.",
@@ -425,6 +492,8 @@ def check_rows(
     )
     for path, relative, values in files:
         data = pq.read_table(store.open_input(path))
+        if mapping != "none":
+            data = logical_file_data(schema, data, mapping)
         by_lower = {f.lower(): f for f in data.column_names}
         generated_missing = [
             c
@@ -445,12 +514,15 @@ def check_rows(
         for field in schema:
             if field.name in partition_columns:
                 kind = arrow_type_to_delta(field.type)
-                value = parse_partition_value(values.get(field.name), str(kind), column=field.name)
+                key = field.name if mapping == "none" else physical_name(field)
+                value = parse_partition_value(values.get(key), str(kind), column=field.name)
                 columns[field.name] = pa.array([value] * data.num_rows, field.type)
             elif field.name.lower() in by_lower:
                 columns[field.name] = data.column(by_lower[field.name.lower()])
             else:
                 columns[field.name] = pa.nulls(data.num_rows, field.type)
+        for field_path in nested:
+            columns[nested_column(field_path)] = _struct_field(columns[field_path[0]], field_path, schema)
         rows = pa.table(columns)
         try:
             found = first_match(rows, predicates)
@@ -463,11 +535,26 @@ def check_rows(
             ) from None
         for name, row in found.items():
             if row is not None:
-                shown = ", ".join(f"{k} = {v!r}" for k, v in row.items())
+                shown = ", ".join(f"{k} = {v!r}" for k, v in row.items() if k in schema.names)
                 raise ConstraintViolationError(
                     f"The {name} is violated by a row of {relative}: {shown}. Nothing was committed; "
                     f"fix the data (or the constraint) and commit again."
                 )
+
+
+def _struct_field(
+    column: pa.Array | pa.ChunkedArray, path: Sequence[str], schema: pa.Schema
+) -> pa.Array | pa.ChunkedArray:
+    """The values of the struct field at ``path`` (below ``column``, the values of ``path[0]``):
+    NULL wherever a parent struct is NULL, as Spark reads ``s.x``, or where the file lacks it."""
+    table_type = schema.field(path[0]).type
+    for name in path[1:]:
+        table_type = table_type.field(name).type
+        index = column.type.get_field_index(name)
+        if index < 0:
+            return pa.nulls(len(column), table_type)
+        column = pc.struct_field(column, [index])
+    return column
 
 
 # --- identity columns ---------------------------------------------------------------------------
@@ -479,10 +566,13 @@ def checked_identity_schema(
     store: LogStore,
     paths: Sequence[str],
     generated: Collection[str],
+    *,
+    mapping: str = "none",
 ) -> str | None:
     """The schema string with the identity high-water marks this commit moves, or None.
 
-    :param file_columns: per file (its path), the columns it holds.
+    :param file_columns: per file (its path), the columns it holds (physical names under
+        column mapping: an identity column is looked up, and read, under its physical name).
     :param store: the table's store, and ``paths`` the files' store paths: the generated
         columns' extremes are read from the files (stats may lack them: Spark's INT96 files).
     :param generated: identity columns whose values the writer generated from start/step/mark
@@ -494,10 +584,15 @@ def checked_identity_schema(
     if not columns:
         return None
     wanted = {c.lower() for c in generated}
+    # The name each identity column has in the files (top-level columns, as Delta allows them).
+    in_files = {
+        c.name: c.name.lower() if mapping == "none" else physical_path(metadata.schema, (c.name,))[0]
+        for c in columns
+    }
     for path, names in file_columns.items():
-        present = {n.lower() for n in names}
+        present = {n.lower() for n in names} if mapping == "none" else set(names)
         for column in columns:
-            if column.name.lower() not in present:
+            if in_files[column.name] not in present:
                 raise ConstraintViolationError(
                     f"The file {path} has no values for the identity column {column.name!r}. The core does "
                     f"not rewrite files, so it cannot generate them: write through DeltaPySparkOperator "
@@ -518,7 +613,8 @@ def checked_identity_schema(
             continue
         extremes = []
         for path in paths:
-            data = pq.read_table(store.open_input(path), columns=[column.name]).column(0)
+            name = column.name if mapping == "none" else in_files[column.name]
+            data = pq.read_table(store.open_input(path), columns=[name]).column(0)
             extreme = pc.max(data) if column.step > 0 else pc.min(data)
             if extreme.is_valid:
                 extremes.append(int(extreme.as_py()))
@@ -548,3 +644,33 @@ def _new_mark(column: IdentityColumn, candidate: int) -> int | None:
     old = column.high_water_mark
     new = rounded if old is None else (rounded if before(old, rounded) else old)
     return None if old == new else new
+
+
+def merged_identity_schema(restored: Metadata, current: Metadata) -> str:
+    """``restored``'s schema string with each identity column's high-water mark raised to the mark
+    the same column (by physical name) has in ``current`` (Delta's
+    ``IdentityColumn.copySchemaWithMergedHighWaterMarks``, used by RESTORE): values generated after
+    the restored version are never generated again.
+    """
+    marks: dict[str, int] = {}
+    for field in _fields(current):
+        meta = field.get("metadata") or {}
+        mark = meta.get(f"{_IDENTITY}highWaterMark")
+        if mark is not None:
+            marks[str(meta.get(COLUMN_MAPPING_PHYSICAL_NAME_KEY, field.get("name")))] = int(mark)
+    columns = {c.name: c for c in identity_columns(restored)}
+    if not marks or not columns:
+        return restored.schema_string
+    schema = json.loads(restored.schema_string)
+    changed = False
+    for field in schema.get("fields") or []:
+        meta = field.setdefault("metadata", {})
+        column = columns.get(str(field.get("name")))
+        candidate = marks.get(str(meta.get(COLUMN_MAPPING_PHYSICAL_NAME_KEY, field.get("name"))))
+        if column is None or candidate is None:
+            continue
+        mark = _new_mark(column, candidate)
+        if mark is not None:
+            meta[f"{_IDENTITY}highWaterMark"] = mark
+            changed = True
+    return json.dumps(schema, separators=(",", ":")) if changed else restored.schema_string

@@ -284,9 +284,16 @@ def partition_values_of(
                 )
     unknown = [k for k in values if k.lower() not in by_key]
     if unknown:
+        fix = (
+            f" A commit that creates the table takes its partitioning from partition_by: pass "
+            f"partition_by={list(values)} (the columns the path names); an existing table's "
+            f"partitioning cannot change."
+            if explicit is None
+            else " Pass values only for the table's partition columns."
+        )
         raise SchemaError(
             f"{source} names partition column(s) {unknown}, but the table is partitioned by "
-            f"{list(partition_columns) or 'nothing'}."
+            f"{list(partition_columns) or 'nothing'}.{fix}"
         )
     normalized = {by_key[k.lower()]: (None if v == "" else v) for k, v in values.items()}
     missing = [c for c in partition_columns if c not in normalized]

@@ -29,6 +29,7 @@ __all__ = [
     "ConcurrentDeleteReadError",
     "ConcurrentModificationError",
     "ConcurrentTransactionError",
+    "ConcurrentWriteError",
     "ConstraintViolationError",
     "ConsumerCursorError",
     "CorruptLogError",
@@ -45,8 +46,13 @@ __all__ = [
     "MaxCommitAttemptsExceededError",
     "MetadataChangedError",
     "MissingCheckpointError",
+    "OptimizeRewriteError",
     "ProtocolChangedError",
     "ProtocolError",
+    "RestoreMissingFilesError",
+    "RestoreTimestampEarlierError",
+    "RestoreTimestampGreaterError",
+    "RestoreVersionNotFoundError",
     "RetentionError",
     "RowTrackingError",
     "SchemaError",
@@ -54,6 +60,8 @@ __all__ = [
     "StorageError",
     "TableAlreadyExistsError",
     "TableNotFoundError",
+    "TaggedCommitsNotFoundError",
+    "TimeTravelBeyondRetentionError",
     "TimestampEarlierThanRetentionError",
     "TimestampLaterThanLatestCommitError",
     "UnsupportedExpressionError",
@@ -354,6 +362,60 @@ class ProtocolChangedError(ConcurrentModificationError):
     delta_error_class = "DELTA_PROTOCOL_CHANGED"
 
 
+class ConcurrentWriteError(ConcurrentModificationError):
+    """A concurrent commit changed the table that an operation without conflict resolution (RESTORE,
+    as Delta's ``commitLarge``) had read; nothing was committed."""
+
+    delta_error_class = "DELTA_CONCURRENT_WRITE"
+
+
+# --- Restore ------------------------------------------------------------------------------
+
+
+class RestoreVersionNotFoundError(VersionNotFoundError):
+    """The version to restore is outside the versions the log can rebuild."""
+
+    delta_error_class = "DELTA_CANNOT_RESTORE_TABLE_VERSION"
+
+
+class RestoreTimestampEarlierError(TimestampEarlierThanRetentionError):
+    """The timestamp to restore is before the earliest version the log can rebuild."""
+
+    delta_error_class = "DELTA_CANNOT_RESTORE_TIMESTAMP_EARLIER"
+
+
+class RestoreTimestampGreaterError(TimestampLaterThanLatestCommitError):
+    """The timestamp to restore is after the latest commit."""
+
+    delta_error_class = "DELTA_CANNOT_RESTORE_TIMESTAMP_GREATER"
+
+
+class TimeTravelBeyondRetentionError(VersionNotFoundError):
+    """The version was committed before ``delta.deletedFileRetentionDuration``: VACUUM may have
+    deleted files it needs (Delta 4.1+ refuses such time travel, RESTORE included)."""
+
+    delta_error_class = "DELTA_UNSUPPORTED_TIME_TRAVEL_BEYOND_DELETED_FILE_RETENTION_DURATION"
+
+
+class RestoreMissingFilesError(DeltaError):
+    """Files the restored version needs (data files or deletion-vector files) no longer exist.
+
+    :param version: the version that was to be restored.
+    :param missing: the missing files (their paths as the log writes them), at most
+        :data:`~airflow_delta_provider.core.restore.MAX_MISSING_FILES_NAMED`.
+    """
+
+    def __init__(self, message: str, *, version: int, missing: Sequence[str]) -> None:
+        super().__init__(message)
+        self.version = version
+        self.missing = list(missing)
+
+
+class TaggedCommitsNotFoundError(VersionNotFoundError, LookupError):
+    """No commit of the table carries the tags asked for (an Airflow run that never wrote to it),
+    or the log no longer holds all of them."""
+
+
 # --- Maintenance --------------------------------------------------------------------------
 
 
@@ -376,6 +438,11 @@ class VacuumRetentionTooShortError(RetentionError):
 
 class VacuumRetentionNegativeError(RetentionError):
     delta_error_class = "DELTA_VACUUM_RETENTION_PERIOD_NEGATIVE"
+
+
+class OptimizeRewriteError(DeltaError):
+    """The rewrite of an OPTIMIZE failed (an input could not be read, the engine failed); nothing was
+    committed and the files the attempt wrote were removed."""
 
 
 class VacuumLiteError(DeltaError):

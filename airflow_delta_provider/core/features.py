@@ -35,6 +35,7 @@ __all__ = [
     "check_supported",
     "feature_table_markdown",
     "features_in_use",
+    "merge_protocols",
     "minimum_protocol",
     "reader_features",
     "supports",
@@ -377,6 +378,27 @@ def writer_features(protocol: Protocol) -> frozenset[str]:
     if protocol.min_writer_version >= 7:
         return protocol.writer_features or frozenset()
     return _LEGACY_WRITER.get(protocol.min_writer_version, frozenset())
+
+
+def merge_protocols(first: Protocol, *others: Protocol) -> Protocol:
+    """The weakest protocol that supports every feature of all the given ones (Delta's
+    ``Protocol.merge``): never a downgrade of any of them.
+
+    Legacy protocols merge to the highest versions (their features only grow with the
+    versions); once one lists table features, the result lists every feature any of them
+    supports, explicitly or implied by a legacy version.
+    """
+    from airflow_delta_provider.core.actions import Protocol
+
+    protocols = (first, *others)
+    reader = max(p.min_reader_version for p in protocols)
+    writer = max(p.min_writer_version for p in protocols)
+    if writer < 7 and reader < 3:
+        return Protocol(reader, writer)
+    readers = frozenset().union(*(reader_features(p) for p in protocols))
+    writers = frozenset().union(*(writer_features(p) for p in protocols)) | readers
+    # A reader-3 protocol is a writer-7 one, so from here the writer version is 7.
+    return Protocol(reader, writer, readers if reader >= 3 else None, writers)
 
 
 def validate_protocol(protocol: Protocol) -> None:

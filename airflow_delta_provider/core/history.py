@@ -1,19 +1,23 @@
-"""A table's history: commit timestamps as Delta's time travel sees them, and commitInfo.
+"""A table's history: commit timestamps as Delta's time travel sees them, commitInfo, and what
+each commit added and removed.
 
 Log-level reads below the facade: VACUUM (the latest commit outside the retention window),
-time travel and ``DeltaTable.history`` all ask these.
+time travel, ``DeltaTable.history`` and the Delta view all ask these.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.commits import commit_info_of, read_commit_bytes
+from airflow_delta_provider.core.commits import commit_info_of, read_commit, read_commit_bytes
 from airflow_delta_provider.core.errors import (
+    CorruptLogError,
     TimestampEarlierThanRetentionError,
     TimestampLaterThanLatestCommitError,
     VersionNotFoundError,
@@ -27,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CommitTimestamp",
+    "commit_counts",
     "commit_info",
     "commit_timestamps",
     "describe_timestamp",
@@ -119,6 +124,105 @@ def history(storage: LogStore, latest: int, limit: int | None = None) -> list[di
         )
         version -= 1
     return entries
+
+
+#: The ``operationMetrics`` each count is read from, first found wins: the names Delta (Spark) writes
+#: for its operations (WRITE ``numFiles``/``numOutputRows``, DELETE ``numAddedFiles``..., VACUUM
+#: ``numDeletedFiles``/``sizeOfDataToDelete``), then delta-rs's (``num_added_rows``, OPTIMIZE
+#: ``numFilesAdded``); RESTORE's (Delta's ``numRestoredFiles``/``restoredFilesSize``, delta-rs's
+#: singular ``numRestoredFile``/``numRemovedFile``).
+_COUNT_METRICS = {
+    "rows_added": ("numOutputRows", "num_added_rows"),
+    "files_added": (
+        "numAddedFiles",
+        "numFiles",
+        "num_added_files",
+        "numFilesAdded",
+        "numRestoredFiles",
+        "numRestoredFile",
+    ),
+    "files_removed": (
+        "numRemovedFiles",
+        "numDeletedFiles",
+        "num_removed_files",
+        "numFilesRemoved",
+        "numRemovedFile",
+    ),
+    "bytes_added": ("numOutputBytes", "numAddedBytes", "num_added_bytes", "restoredFilesSize"),
+    "bytes_removed": ("numRemovedBytes", "sizeOfDataToDelete", "num_removed_bytes", "removedFilesSize"),
+}
+
+
+def commit_counts(storage: LogStore, entry: Mapping[str, Any]) -> dict[str, int | None]:
+    """Rows, files and bytes a commit added and removed; None for a count the log does not give.
+
+    From the commit's ``operationMetrics`` under the names Delta and delta-rs write them. A commit
+    written without metrics (``operationMetrics`` absent or empty, as some writers leave it) is
+    counted from its ``add``/``remove`` actions: files and bytes of all of them, rows from the
+    ``numRecords`` of the added files that change data (unknown when one has no statistics or a
+    deletion vector). The protocol leaves commitInfo free-form: metrics written as the JSON text of
+    an object are read as that object; metrics in another shape are not guessed at.
+
+    :param entry: a :func:`history` entry (its ``commitInfo`` and ``version``).
+    """
+    metrics = entry.get("operationMetrics")
+    if isinstance(metrics, str) and metrics.lstrip().startswith("{"):
+        try:
+            metrics = json.loads(metrics)
+        except (ValueError, RecursionError):
+            return dict.fromkeys(_COUNT_METRICS)
+    if isinstance(metrics, Mapping) and metrics:
+        return {
+            count: next((found for n in names if (found := _count(metrics.get(n))) is not None), None)
+            for count, names in _COUNT_METRICS.items()
+        }
+    if metrics in (None, {}) and isinstance(entry.get("version"), int):
+        return _counts_from_actions(storage, entry["version"])
+    return dict.fromkeys(_COUNT_METRICS)
+
+
+def _count(value: Any) -> int | None:
+    """A metric's count: Spark writes them as (quoted) text, delta-rs as numbers; None for
+    anything that is no count."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, str) and len(value) <= 40:
+        value = value.strip().strip('"')
+        value = int(value) if value.isdecimal() else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _counts_from_actions(storage: LogStore, version: int) -> dict[str, int | None]:
+    try:
+        commit = read_commit(storage, version)
+        actions = [] if commit is None else commit.file_actions()
+    except CorruptLogError:  # reported by whatever loads the version; a count is no reason to fail
+        commit = None
+    if commit is None:  # cleaned up since it was listed, or unreadable
+        return dict.fromkeys(_COUNT_METRICS)
+    adds = [a["add"] for a in actions if "add" in a]
+    removes = [a["remove"] for a in actions if "remove" in a]
+    records = [_records(add) for add in adds if add.get("dataChange", True)]
+    sizes = [_count(r.get("size")) for r in removes]  # optional in a remove
+    return {
+        "rows_added": None if None in records else sum(r for r in records if r is not None),
+        "files_added": len(adds),
+        "files_removed": len(removes),
+        "bytes_added": sum(int(a["size"]) for a in adds),
+        "bytes_removed": None if None in sizes else sum(s for s in sizes if s is not None),
+    }
+
+
+def _records(add: Mapping[str, Any]) -> int | None:
+    """The rows an added file holds, from its statistics; None when they do not say, or when a
+    deletion vector hides some of them."""
+    if add.get("deletionVector"):
+        return None
+    try:
+        stats = json.loads(add.get("stats") or "{}")
+    except ValueError:
+        return None
+    return _count(stats.get("numRecords")) if isinstance(stats, dict) else None
 
 
 def version_at(latest: Snapshot, timestamp: datetime | str | float) -> CommitTimestamp:

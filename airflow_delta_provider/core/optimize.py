@@ -17,12 +17,19 @@ As Delta's ``OptimizeExecutor``:
    deletion vector, partition values and size kept) and ``add`` of every output
    (``dataChange=false``, statistics from its Parquet footer) in one ``OPTIMIZE`` commit with
    Delta's parameters and metrics. The transaction reads exactly the inputs
-   (``track_files_read``): a concurrent append never conflicts (a commit that changes no data
+   (``ReadSet.files``): a concurrent append never conflicts (a commit that changes no data
    runs at snapshot isolation), a concurrent commit that removed an input does
    (``ConcurrentDeleteReadError`` / ``ConcurrentDeleteDeleteError`` naming the file), and then
-   nothing is committed: the rewritten files are not in the table; :func:`optimize` deletes them
-   (the Spark operator too), and what a crash leaves behind VACUUM removes once it is older
-   than the retention.
+   nothing is committed.
+
+Nothing of a failed attempt stays, and nothing else is touched: the files a rewrite reports are
+checked before the commit (:func:`check_outputs`: new files under the root, not hidden, not in
+``_delta_log``, none of them an active file), and when the rewrite fails midway, reports a file it
+may not commit, or its commit is refused or loses to a concurrent run of the same ``app_id``, the
+files it wrote, and only those, are deleted by VACUUM's rules
+(:func:`~airflow_delta_provider.core.vacuum.discard.discard_uncommitted`: confined to the root,
+never a file the latest version references). What a crash leaves behind VACUUM removes once it is
+older than the retention.
 
 Retries are idempotent through ``app_id`` / ``app_version`` (a ``txn`` in the same commit),
 as every commit of this core; without them a rerun finds the compacted files big enough and
@@ -55,12 +62,17 @@ from airflow_delta_provider.core.commit_plan import (
 from airflow_delta_provider.core.create import remove_actions
 from airflow_delta_provider.core.datafiles import collect_files
 from airflow_delta_provider.core.deletion_vectors import read_deletion_vector
-from airflow_delta_provider.core.errors import (
-    ConcurrentModificationError,
-    DeltaError,
-    SchemaError,
-)
+from airflow_delta_provider.core.errors import DeltaError, OptimizeRewriteError, SchemaError
 from airflow_delta_provider.core.features import Operation, check_supported
+from airflow_delta_provider.core.optimize_outputs import (
+    check_outputs,
+    check_row_counts,
+    excerpt,
+    refusal,
+    rewrite_failure,
+    rows_per_bin,
+    sort_outputs,
+)
 from airflow_delta_provider.core.partitions import partition_path
 from airflow_delta_provider.core.predicate import Predicate
 from airflow_delta_provider.core.redaction import get_logger
@@ -68,6 +80,7 @@ from airflow_delta_provider.core.schema import check_schema_compatible
 from airflow_delta_provider.core.stats import indexed_columns, read_footers
 from airflow_delta_provider.core.table_config import TARGET_FILE_SIZE, Setting
 from airflow_delta_provider.core.transaction import OptimisticTransaction
+from airflow_delta_provider.core.vacuum.discard import discard_uncommitted
 
 if TYPE_CHECKING:
     from airflow_delta_provider.core.snapshot import Snapshot
@@ -80,6 +93,7 @@ __all__ = [
     "OptimizeOptions",
     "OptimizePlan",
     "OptimizeResult",
+    "check_outputs",
     "commit_optimize",
     "optimize",
     "plan_optimize",
@@ -93,8 +107,9 @@ OPTIMIZE = "OPTIMIZE"
 #: partition directory, as Delta does (never a hidden directory: VACUUM must see what stays).
 DEFAULT_WRITE_SUBDIR = ""
 
-#: An engine: writes each bin's rows and returns, per bin index, the paths (relative to the table
-#: root) of the files it wrote for it.
+#: An engine: writes each bin's rows as new files and returns, per bin index, the paths (relative to
+#: the table root) of the files it wrote for it. One that fails removes what it wrote before raising
+#: (the local and the Spark engines do; what stays, VACUUM removes).
 Rewriter = Callable[["OptimizePlan"], Mapping[int, Sequence[str]]]
 
 
@@ -381,14 +396,15 @@ def commit_optimize(
     :param written: per bin index, the files written for it (relative to the root, or URIs
         under it); a bin whose rows were all deleted may have none.
     :raises SchemaError: a written file does not fit the table schema (nothing is committed).
-    :raises InvalidPathError: a written file is outside the root, hidden, missing or listed twice.
+    :raises InvalidPathError: a written file is outside the root, hidden, an active file of the
+        table, missing, listed twice, or written for a bin the plan does not hold
+        (:func:`check_outputs`).
+    :raises OptimizeRewriteError: the files of a bin hold other than its rows (:func:`check_row_counts`).
     :raises ConcurrentDeleteReadError: a concurrent commit removed an input (the error names it).
     :raises ConcurrentDeleteDeleteError: a concurrent commit removed the same inputs (another OPTIMIZE).
     """
     options = options or OptimizeOptions()
-    unknown = sorted(set(written) - {b.index for b in plan.bins})
-    if unknown:
-        raise ValueError(f"Files were written for bin(s) {unknown}, which the plan does not hold.")
+    outputs = check_outputs(plan, written)
     transaction = OptimisticTransaction(
         store, read_snapshot=plan.snapshot, properties=options, post_commit_hooks=post_commit_hooks
     )
@@ -397,7 +413,7 @@ def commit_optimize(
         return OptimizeResult(plan, done)
     if not plan.bins:
         return OptimizeResult(plan, None)
-    adds, paths = _rewritten_files(store, plan, written)
+    adds, paths = _rewritten_files(store, plan, outputs)
     now = int(time.time() * 1000)
     removes = tuple(
         dataclasses.replace(r, data_change=False) for b in plan.bins for r in remove_actions(b.files, now)
@@ -434,17 +450,18 @@ def commit_optimize(
 
 
 def _rewritten_files(
-    store: LogStore, plan: OptimizePlan, written: Mapping[int, Sequence[str]]
+    store: LogStore, plan: OptimizePlan, outputs: Mapping[int, Sequence[str]]
 ) -> tuple[tuple[AddFile, ...], list[str]]:
     """The adds of the files written for the bins (``dataChange=false``, statistics from their
-    footers), after checking that each fits the table schema; and their paths."""
+    footers), after checking that each fits the table schema and that each bin's files hold its
+    rows; and their paths."""
     snapshot = plan.snapshot
     partition_columns = list(snapshot.partition_columns)
     bin_of: list[Bin] = []
     paths: list[str] = []
     by_index = {b.index: b for b in plan.bins}
-    for index in sorted(written):
-        for path in written[index]:
+    for index in sorted(outputs):
+        for path in outputs[index]:
             bin_of.append(by_index[index])
             paths.append(path)
     data_files = collect_files(store, files=paths, partition_columns=partition_columns)
@@ -461,6 +478,7 @@ def _rewritten_files(
             check_schema_compatible(data_schema, file_schema)
         except SchemaError as err:
             raise type(err)(f"{store.to_uri(data_file.path)}: {err}") from None
+    check_row_counts(plan, rows_per_bin(bin_of, footers))
     adds = tuple(
         AddFile(
             path=f.add_path,
@@ -492,26 +510,34 @@ def read_bin(plan: OptimizePlan, bin_: Bin) -> pa.Table:
 
 def rewrite_locally(plan: OptimizePlan, *, write_subdir: str = DEFAULT_WRITE_SUBDIR) -> dict[int, list[str]]:
     """Rewrite every bin with pyarrow in this process: one Parquet file per bin (none when all of
-    its rows were deleted), in ``[<write_subdir>/]<partition directories>/`` under the root."""
+    its rows were deleted), in ``[<write_subdir>/]<partition directories>/`` under the root.
+
+    When a bin cannot be rewritten (an input is missing from storage ...), the files already
+    written are deleted before the error is raised."""
     import pyarrow.parquet as pq
 
     snapshot = plan.snapshot
     storage = snapshot.storage
     columns = list(snapshot.partition_columns)
     written: dict[int, list[str]] = {}
-    for number, bin_ in enumerate(plan.bins, 1):
-        rows = read_bin(plan, bin_)
-        written[bin_.index] = []
-        if rows.num_rows == 0:
-            continue
-        parts = (write_subdir.strip("/"), partition_path(bin_.partition_values, columns), output_name())
-        relative = "/".join(p for p in parts if p)
-        sink = pa.BufferOutputStream()
-        pq.write_table(rows, sink, compression="snappy")
-        storage.put(storage.join(relative), sink.getvalue().to_pybytes())
-        written[bin_.index].append(relative)
-        if number % 100 == 0:
-            log.info("Rewrote %d of %d bin(s) of %s.", number, len(plan.bins), storage.root_uri)
+    try:
+        for number, bin_ in enumerate(plan.bins, 1):
+            rows = read_bin(plan, bin_)
+            written[bin_.index] = []
+            if rows.num_rows == 0:
+                continue
+            parts = (write_subdir.strip("/"), partition_path(bin_.partition_values, columns), output_name())
+            relative = "/".join(p for p in parts if p)
+            sink = pa.BufferOutputStream()
+            pq.write_table(rows, sink, compression="snappy")
+            written[bin_.index].append(relative)  # before the write: a failed put may leave a part
+            storage.put(storage.join(relative), sink.getvalue().to_pybytes())
+            if number % 100 == 0:
+                log.info("Rewrote %d of %d bin(s) of %s.", number, len(plan.bins), storage.root_uri)
+    except BaseException as err:
+        paths = [storage.join(p) for files in written.values() for p in files]
+        discard_uncommitted(storage, paths, reason=f"the OPTIMIZE rewrite failed ({excerpt(err)})")
+        raise
     return written
 
 
@@ -524,8 +550,14 @@ def optimize(
 ) -> OptimizeResult:
     """Plan, rewrite (``rewrite``, default :func:`rewrite_locally`) and commit an OPTIMIZE.
 
-    When the commit is refused (a conflict, a schema mismatch), the rewritten files are deleted:
-    nothing of the attempt stays in the table.
+    Nothing of a failed attempt stays in the table: when the rewrite reports files it may not
+    commit, or the commit is refused (a conflict, a schema mismatch) or finds the ``app_id`` /
+    ``app_version`` already committed by a concurrent run, the files the rewrite wrote are deleted
+    (by VACUUM's rules: never outside the root, never a file the table references).
+
+    :raises OptimizeRewriteError: the rewrite failed (e.g. an input is missing from storage);
+        nothing was committed.
+    :raises InvalidPathError: the rewrite reported a path it may not commit (see :func:`check_outputs`).
     """
     options = options or OptimizeOptions()
     store = snapshot.storage
@@ -537,20 +569,30 @@ def optimize(
     plan = plan_optimize(snapshot, options)
     if options.dry_run or not plan.bins:
         return OptimizeResult(plan, None, dry_run=options.dry_run)
-    written = (rewrite or rewrite_locally)(plan)
+    written = _rewrite(plan, rewrite or rewrite_locally)
+    if not isinstance(written, Mapping):
+        check_outputs(plan, written)  # raises: we cannot know what it wrote
+    outputs, refused = sort_outputs(plan, written)
+    paths = [store.join(p) for files in outputs.values() for p in files]
+    if refused:
+        discard_uncommitted(store, paths, reason="its rewrite also reported paths OPTIMIZE may not commit")
+        raise refusal(plan, refused)
     try:
-        return commit_optimize(store, plan, written, options, post_commit_hooks)
-    except (ConcurrentModificationError, SchemaError, ValueError) as err:
-        discard_written(store, [p for paths in written.values() for p in paths], reason=str(err))
+        result = commit_optimize(store, plan, outputs, options, post_commit_hooks)
+    except (DeltaError, ValueError) as err:
+        discard_uncommitted(store, paths, reason=f"the OPTIMIZE commit was refused: {excerpt(err)}")
         raise
+    if not result.committed:
+        # A concurrent run with the same app_id and app_version committed first.
+        discard_uncommitted(store, paths, reason=f"the table already holds this OPTIMIZE ({result.reason})")
+    return result
 
 
-def discard_written(store: LogStore, paths: Sequence[str], *, reason: str) -> None:
-    """Delete files an OPTIMIZE wrote but did not commit; never raises (VACUUM removes what stays)."""
+def _rewrite(plan: OptimizePlan, rewrite: Rewriter) -> Mapping[int, Sequence[str]]:
+    """``rewrite(plan)``, a failure other than the core's own becoming an :class:`OptimizeRewriteError`."""
     try:
-        full = [store.join(p) for p in paths]
-        if full:
-            store.delete_many(full)
-        log.info("Deleted the %d file(s) this OPTIMIZE wrote; its commit was refused: %s", len(full), reason)
-    except (DeltaError, OSError) as err:
-        log.warning("Could not delete the files this OPTIMIZE wrote (%s); VACUUM will.", err)
+        return rewrite(plan)
+    except DeltaError:
+        raise
+    except Exception as err:
+        raise OptimizeRewriteError(rewrite_failure(plan, err)) from err

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from airflow_delta_provider.core.errors import InvalidPathError
-from airflow_delta_provider.core.redaction import register_secret, split_credentials
+from airflow_delta_provider.core.redaction import location_secrets, register_secret, split_credentials
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -90,7 +90,10 @@ class TablePath:
         """Parse a table location as a user writes it.
 
         Plain paths and ``file:`` URIs become absolute local paths; ``s3a``/``s3n`` are S3;
-        a trailing slash is dropped.
+        a trailing slash is dropped. The path of a URI is percent-decoded, whatever its scheme
+        (``s3://b/a%20b`` is the key ``a b``, ``file:///x/100%25`` the directory ``100%``), as
+        delta-rs and Hadoop decode it; a plain path is taken literally. :attr:`uri` encodes a
+        literal ``%`` again (``%25``), so that parsing it gives the same root.
 
         :raises InvalidPathError: the location is empty, malformed, or carries credentials.
         """
@@ -99,35 +102,38 @@ class TablePath:
         location = location.strip()
         clean, credentials = split_credentials(location)
         if credentials is not None:
-            for secret in (credentials, *credentials.split(":", 1)):
+            for secret in location_secrets(location):
                 register_secret(secret)
             raise InvalidPathError(
-                f"The table location {clean!r} carries credentials in its user-info part "
-                f"('user:password@'), which would end up in logs, task arguments and the metadata "
-                f"database. Put them in an Airflow connection (storage_conn_id) or in storage_options, "
-                f"and give the location without them."
+                f"The table location {clean!r} carries credentials (a 'user:password@' part or a "
+                f"signed query string such as a SAS token's sig=, removed here), which would end up "
+                f"in logs, task arguments and the metadata database. Put them in an Airflow connection "
+                f"(storage_conn_id) or in storage_options, and give the location without them."
             )
         if not has_scheme(location):
             root = os.path.abspath(os.path.expanduser(location))
-            return cls("file", root, "file://" + root)
+            return cls("file", root, "file://" + _escape_percent(root))
         parts = urlsplit(location)
         scheme = parts.scheme.lower()
+        path = unquote(parts.path)
         if scheme in LOCAL_SCHEMES:
             if parts.netloc not in ("", "localhost"):
                 raise InvalidPathError(f"Cannot use a file URI with a remote host: {location!r}.")
-            root = os.path.abspath(unquote(parts.path)) if parts.path else "/"
-            return cls("file", root, "file://" + root)
+            root = os.path.abspath(path) if path else "/"
+            return cls("file", root, "file://" + _escape_percent(root))
         if scheme in S3_SCHEMES:
             if not parts.netloc:
                 raise InvalidPathError(f"An S3 table location needs a bucket: {location!r}.")
-            key = parts.path.strip("/")
+            key = path.strip("/")
             root = f"{parts.netloc}/{key}" if key else parts.netloc
-            return cls("s3", root, "s3://" + root)
+            return cls("s3", root, "s3://" + _escape_percent(root))
         if scheme == "memory":
-            root = "/" + (parts.netloc + parts.path).strip("/")
-            return cls("memory", root, "memory://" + root)
-        uri = location.rstrip("/")
-        return cls(scheme, _strip_protocol(scheme, uri), uri)
+            root = "/" + (parts.netloc + path).strip("/")
+            return cls("memory", root, "memory://" + _escape_percent(root))
+        query = f"?{parts.query}" if parts.query else ""
+        decoded = f"{parts.scheme}://{parts.netloc}{path.rstrip('/')}{query}"
+        uri = f"{parts.scheme}://{parts.netloc}{_escape_percent(path.rstrip('/'))}{query}"
+        return cls(scheme, _strip_protocol(scheme, decoded), uri)
 
     def __str__(self) -> str:
         return self.uri
@@ -152,15 +158,20 @@ class TablePath:
         return "/".join([self.root.rstrip("/"), *(r.strip("/") for r in relative)])
 
     def to_uri(self, path: str) -> str:
-        """The URI of a filesystem path of this table's store."""
+        """The URI of a filesystem path of this table's store (a literal ``%`` as ``%25``:
+        :meth:`parse` gives the path back)."""
+        if "%" in path:
+            path = _escape_percent(path)
         if self.scheme == "file":
             return "file://" + path
         if self.scheme == "s3":
             return "s3://" + path.lstrip("/")
         if self.scheme == "memory":
             return "memory://" + path
-        if path == self.root or path.startswith(self.prefix):
-            return self.uri + path[len(self.root) :]
+        root = _escape_percent(self.root)
+        if path == root or path.startswith(root.rstrip("/") + "/"):
+            base = self.uri.split("?", 1)[0] if "?" in self.uri else self.uri
+            return base + path[len(root) :]
         return path
 
     def relative(self, path: str) -> str | None:
@@ -202,9 +213,11 @@ class TablePath:
         """:meth:`to_uri` of each path (one string operation each for the usual schemes)."""
         if self.scheme in ("file", "memory"):
             head = "file://" if self.scheme == "file" else "memory://"
-            return [head + path for path in paths]
+            return [head + path if "%" not in path else self.to_uri(path) for path in paths]
         if self.scheme == "s3":
-            return ["s3://" + path if path[:1] != "/" else self.to_uri(path) for path in paths]
+            return [
+                "s3://" + path if path[:1] != "/" and "%" not in path else self.to_uri(path) for path in paths
+            ]
         return [self.to_uri(path) for path in paths]
 
     # --- paths written in the log ----------------------------------------------------------
@@ -290,6 +303,12 @@ class TablePath:
 #: with "/": "//" (an empty segment, or an empty relative path), "/./" and "/../", and "." or
 #: ".." or "/" at the end of a path.
 _BAD_SEGMENT = re.compile(r"//|/\.\.?(?:/|\n)|/\n")
+
+
+def _escape_percent(path: str) -> str:
+    """A decoded path as the path of a URI: a literal ``%`` becomes ``%25`` (so that decoding
+    gives it back); nothing else is escaped, so URIs stay as readable as their paths."""
+    return path.replace("%", "%25")
 
 
 def _normalize(relative: str) -> str:

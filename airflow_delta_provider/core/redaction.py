@@ -1,8 +1,9 @@
 """Redaction: the one place that decides what a secret is and hides it.
 
-Credentials reach the provider three ways: the userinfo of a URI
-(``s3://KEY:SECRET@bucket/t``), storage options (``secret``, ``AWS_SECRET_ACCESS_KEY``,
-``account_key`` ...) and Airflow connections. Every boundary where text leaves the
+Credentials reach the provider four ways: the userinfo of a URI
+(``s3://KEY:SECRET@bucket/t``), the query string of a URI (a SAS token's ``sig=``, a signed URL's
+``X-Amz-Signature=``), storage options (``secret``, ``AWS_SECRET_ACCESS_KEY``, ``account_key`` ...)
+and Airflow connections. Every boundary where text leaves the
 provider (exception messages, log lines, XCom, asset events, lineage facets, trigger
 kwargs and events, ``repr()``) passes it through :func:`redact`, and every place that
 opens a table takes credentials out of its location with :func:`split_credentials` before
@@ -11,7 +12,11 @@ the location is used at all.
 What counts as a credential in a URI: userinfo with a password (``user:password@``) in
 any scheme, and any userinfo at all on object stores whose bucket names cannot hold an
 ``@`` (S3, GCS). A bare ``name@`` on Azure (``abfss://container@account...``) is part of
-the location and stays.
+the location and stays. In a query string (and in the ``name=value`` fields of a connection
+string), a parameter is a credential when an option of that name would be one
+(:func:`is_sensitive_option`: ``X-Amz-Signature``, ``X-Amz-Credential``, ``X-Goog-Signature``,
+``token``, ``AccountKey`` ...) or when it is a SAS token's signature, ``sig``; in text, its value
+is masked wherever it follows ``?``, ``&`` or ``;`` (URL-encoded too).
 """
 
 from __future__ import annotations
@@ -31,7 +36,9 @@ __all__ = [
     "RedactingFilter",
     "get_logger",
     "has_credentials",
+    "is_credential_parameter",
     "is_sensitive_option",
+    "location_secrets",
     "redact",
     "register_secret",
     "register_secrets_in",
@@ -65,7 +72,18 @@ _SENSITIVE_WORDS = (
 #: occurrence of common words); Airflow's masker has the same floor.
 _MIN_SECRET_LENGTH = 4
 
+#: Query parameters that are credentials although no sensitive word names them: a SAS signature.
+_CREDENTIAL_PARAMETERS = frozenset({"sig"})
+
 _SCHEME_PREFIX = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*)://")
+#: A ``name=value`` field of a query string or connection string: after ``?``, ``&``, ``;`` (or at
+#: the start); the value runs to the next separator, space, quote, bracket or backslash (so JSON
+#: and HTML escapes around it stay whole).
+_PARAMETER = re.compile(r"(?:^|(?<=[?&;]))(?P<name>[\w.\-]+)=(?P<value>[^&;#\s'\"<>\\]*)")
+#: The same, URL-encoded (``%26sig%3D...``).
+_ENCODED_PARAMETER = re.compile(
+    r"(?i)(?<=%3F|%26|%3B)(?P<name>[\w.\-]+)%3D(?P<value>(?:(?!%26|%3B|%23)[^&;#\s'\"<>\\])*)"
+)
 _secrets: set[str] = set()
 _secrets_lock = threading.Lock()
 _secrets_pattern: re.Pattern[str] | None = None
@@ -96,24 +114,70 @@ def _userinfo_end(scheme: str, rest: str) -> int:
 
 
 def split_credentials(uri: str) -> tuple[str, str | None]:
-    """Split a location into (the location without credentials, the credential userinfo or None).
+    """Split a location into (the location without credentials, the credentials removed or None).
+
+    The credentials removed are the credential userinfo and the credential query parameters
+    (``sig=...``, ``X-Amz-Signature=...``), joined by ``&``; the location keeps its other query
+    parameters. Only a URI (with a scheme) has a query string: a plain path keeps every character.
 
     :param uri: a table location as a user wrote it.
     """
     match = _SCHEME_PREFIX.match(uri)
     if match is None:
         return uri, None
-    scheme = match["scheme"]
     rest = uri[match.end() :]
-    end = _userinfo_end(scheme, rest)
-    if end == -1:
+    removed: list[str] = []
+    end = _userinfo_end(match["scheme"], rest)
+    if end != -1:
+        removed.append(rest[:end])
+        rest = rest[end + 1 :]
+    rest, parameters = _split_query_credentials(rest)
+    removed += parameters
+    if not removed:
         return uri, None
-    return uri[: match.end()] + rest[end + 1 :], rest[:end]
+    return uri[: match.end()] + rest, "&".join(removed)
+
+
+def _split_query_credentials(rest: str) -> tuple[str, list[str]]:
+    """``rest`` (a URI after its scheme) without its credential query fields, and those fields."""
+    head, mark, tail = rest.partition("?")
+    if not mark:
+        return rest, []
+    query, hash_mark, fragment = tail.partition("#")
+    kept: list[str] = []
+    removed: list[str] = []
+    for field in re.split("[&;]", query):
+        name, equals, _value = field.partition("=")
+        (removed if equals and is_credential_parameter(unquote(name)) else kept).append(field)
+    if not removed:
+        return rest, []
+    query = "&".join(f for f in kept if f)
+    return head + ("?" + query if query else "") + hash_mark + fragment, removed
 
 
 def has_credentials(uri: str) -> bool:
-    """Whether a location carries credentials in its userinfo."""
+    """Whether a location carries credentials (in its userinfo or its query string)."""
     return split_credentials(uri)[1] is not None
+
+
+def location_secrets(uri: str) -> list[str]:
+    """The secret values a location carries, to be hidden wherever they appear: the password of a
+    credential userinfo (all of it when it has none) and the value of each credential query
+    parameter, each also URL-decoded.
+
+    :param uri: a table location as a user wrote it.
+    """
+    match = _SCHEME_PREFIX.match(uri)
+    if match is None:
+        return []
+    rest = uri[match.end() :]
+    secrets: list[str] = []
+    end = _userinfo_end(match["scheme"], rest)
+    if end != -1:
+        _user, colon, password = rest[:end].partition(":")
+        secrets.append(password if colon else rest[:end])
+    secrets += [field.partition("=")[2] for field in _split_query_credentials(rest[end + 1 :])[1]]
+    return list(dict.fromkeys(v for secret in secrets if secret for v in (secret, unquote(secret))))
 
 
 def is_sensitive_option(name: str) -> bool:
@@ -122,28 +186,53 @@ def is_sensitive_option(name: str) -> bool:
     return any(word in lowered for word in _SENSITIVE_WORDS)
 
 
-#: The secret fields inside a credential string: an Azure connection string's ``AccountKey=`` /
-#: ``SharedAccessSignature=`` and a SAS token's signature ``sig=`` (names compared case-insensitively).
-_EMBEDDED_SECRET = re.compile(
-    r"(?:^|;)\s*(?:accountkey|sharedaccesssignature)=([^;]+)|(?:^|[;&?])sig=([^;&\s]+)", re.IGNORECASE
-)
+def is_credential_parameter(name: str) -> bool:
+    """Whether a query-string parameter, or a ``name=value`` field of a connection string, holds a
+    credential: a SAS token's ``sig``, or any name an option would be secret under
+    (``X-Amz-Signature``, ``X-Amz-Credential``, ``X-Goog-Signature``, ``token``, ``AccountKey`` ...)."""
+    return name.lower() in _CREDENTIAL_PARAMETERS or is_sensitive_option(name)
+
+
+def _masked_parameter(match: re.Match[str]) -> str:
+    if not match["value"] or not is_credential_parameter(unquote(match["name"])):
+        return match[0]
+    return match[0][: match.start("value") - match.start()] + REDACTED
+
+
+def _redact_parameters(text: str) -> str:
+    """``text`` with the value of every credential ``name=value`` that follows ``?``, ``&`` or ``;``
+    masked, URL-encoded ones too (a signed URL quoted in another URL's query)."""
+    text = _PARAMETER.sub(_masked_parameter, text)
+    if "%" in text:
+        text = _ENCODED_PARAMETER.sub(_masked_parameter, text)
+    return text
 
 
 def secret_parts(value: str) -> list[str]:
-    """The secrets directly inside a credential string, to be hidden on their own too: the account
-    key and SAS of an Azure connection string, the signature of a SAS token (also URL-decoded).
+    """The secrets directly inside a credential string, to be hidden on their own too: the fields of
+    an Azure connection string named like a credential (``AccountKey=``, ``SharedAccessSignature=``)
+    and the credential parameters of a query string or SAS token (``sig=``), also URL-decoded.
     Callers apply it again to each part (a connection string's SAS holds a signature).
 
     :param value: a secret (connection string, SAS token, key ...).
     """
-    parts: list[str] = []
-    for match in _EMBEDDED_SECRET.finditer(value):
-        part = match[1] or match[2]
-        parts.append(part)
-        decoded = unquote(part)
-        if decoded != part:
-            parts.append(decoded)
-    return parts
+    found: list[str] = []
+    # A connection string: each field's value runs to the next ';' (a SAS inside holds '&' and '=').
+    queries = [value]
+    if ";" in value:
+        queries = []
+        for field in value.split(";"):
+            name, equals, inner = field.strip().partition("=")
+            if equals and inner and is_credential_parameter(name):
+                found.append(inner)
+            queries.append(inner)
+    for query in queries:
+        for parameter in re.split("[?&]", query):
+            name, equals, inner = parameter.partition("=")
+            if equals and inner and is_credential_parameter(unquote(name)):
+                found.append(inner)
+    parts = dict.fromkeys(variant for part in found for variant in (part, unquote(part)))
+    return [part for part in parts if part != value]
 
 
 def register_secret(value: Any) -> None:
@@ -200,16 +289,19 @@ def _redact_uris(text: str) -> str:
 
 
 def redact(text: Any) -> str:
-    """``text`` with URI credentials and every registered secret replaced by ``***``.
+    """``text`` with every registered secret, URI credentials (userinfo) and the values of credential
+    parameters (``?sig=``, ``&X-Amz-Signature=``, ``;AccountKey=`` ...) replaced by ``***``.
 
     :param text: any text (or object, which is turned into text first).
     """
     result = text if isinstance(text, str) else str(text)
-    if "@" in result:
-        result = _redact_uris(result)
     pattern = _secrets_pattern
     if pattern is not None:
         result = pattern.sub(REDACTED, result)
+    if "@" in result:
+        result = _redact_uris(result)
+    if "=" in result or "%3" in result:
+        result = _redact_parameters(result)
     return result
 
 
@@ -227,7 +319,15 @@ class RedactingFilter(logging.Filter):
             record.msg, record.args = redacted, ()
         if record.exc_info and record.exc_info[1] is not None and not record.exc_text:
             # Tracebacks name paths and values too; format them once, redacted.
-            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+            text = logging.Formatter().formatException(record.exc_info)
+            clean = redact(text)
+            if clean == text:
+                record.exc_text = text
+            else:
+                # Handlers that render the exception object themselves (structlog's, so Airflow's
+                # task log) ignore exc_text: the redacted traceback goes into the message instead.
+                record.msg, record.args = f"{redacted}\n{clean}", ()
+                record.exc_info, record.exc_text = None, None
         return True
 
 

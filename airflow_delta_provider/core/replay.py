@@ -5,7 +5,8 @@ The replay runs in two layers, each only as far as a question needs:
 - **Small state** (:func:`replay_small_state`): protocol, metadata, txns and domain
   metadata. The checkpoint contributes only its ``protocol``, ``metaData``, ``txn``,
   ``domainMetadata`` and ``sidecar`` columns (row groups whose statistics say a column
-  is all null are not even read); the commits after it are read whole, but their
+  is all null are not even read; in large row groups, only the pages holding the actions:
+  :mod:`.checkpoint_pages`); the commits after it are read whole, but their
   ``add``/``remove`` lines are kept as raw text and not parsed. This is what every
   commit and every sensor poke asks, and it never touches the add rows.
 - **File state** (:func:`replay_files`): the active files and the tombstones. The
@@ -52,6 +53,7 @@ from airflow_delta_provider.core.action_checks import action_problem, malformed_
 from airflow_delta_provider.core.actions import DomainMetadata, Metadata, Protocol, Transaction
 from airflow_delta_provider.core.arrays import from_numpy, scalar, strings, to_bools
 from airflow_delta_provider.core.arrays import table as arrow_table
+from airflow_delta_provider.core.checkpoint_pages import CheckpointPages
 from airflow_delta_provider.core.column_mapping import column_mapping_mode, delta_physical_name
 from airflow_delta_provider.core.commits import (
     file_line_origin,
@@ -381,8 +383,12 @@ def read_checkpoint_small_actions(
         metadata = parquet.metadata
         starts = np.zeros(metadata.num_row_groups + 1, dtype=np.int64)
         np.cumsum([metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)], out=starts[1:])
+        pages = CheckpointPages(storage, path, parquet)
         for name in present:
-            for row_number, row in _small_column_rows(parquet, name, leaves, starts, uri):
+            rows = _paged_rows(pages, parquet, name, leaves, starts)
+            if rows is None:
+                rows = _small_column_rows(parquet, name, leaves, starts, uri)
+            for row_number, row in rows:
                 action = {name: _drop_nulls(row) if isinstance(row, dict) else row}
                 problem = action_problem(action)
                 if problem is not None:
@@ -391,6 +397,30 @@ def read_checkpoint_small_actions(
                     )
                 actions.append(action)
     return actions
+
+
+def _paged_rows(
+    pages: CheckpointPages,
+    parquet: pq.ParquetFile,
+    name: str,
+    leaves: dict[str, list[_Leaf]],
+    starts: np.ndarray,
+) -> list[tuple[int, Any]] | None:
+    """:func:`_small_column_rows` read page by page (:mod:`.checkpoint_pages`): only for row
+    groups of many rows (a small one decodes as fast whole), None when any of them cannot be."""
+    found: list[tuple[int, Any]] = []
+    for group in _row_groups_with_values(parquet, [name], leaves):
+        if parquet.metadata.row_group(group).num_rows < _PAGED_ROWS:
+            return None
+        rows = pages.action_rows(name, group)
+        if rows is None:
+            return None
+        found.extend((int(starts[group]) + row + 1, value) for row, value in rows)
+    return found
+
+
+#: Row groups at least this large have their small action columns read page by page.
+_PAGED_ROWS = 50_000
 
 
 #: Rows decoded at a time when looking for the few non-file actions in a large row group.
@@ -1223,7 +1253,7 @@ def _columnar_file_actions(
     adds = _winning_rows(winners[is_add[winners]], add_fields, exact, exact_actions, ADD_SCHEMA)
     removes = _winning_rows(winners[is_remove[winners]], remove_fields, exact, exact_actions, REMOVE_SCHEMA)
     for commit in commits:
-        commit._files_checked = True
+        commit.mark_files_checked()
     return adds, removes, touched
 
 

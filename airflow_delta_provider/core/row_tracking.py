@@ -14,7 +14,8 @@ the transaction calls :func:`assign_row_ids` again on every attempt with the mar
 winners left it (Delta's ``RowId.assignFreshRowIds`` / ``DefaultRowCommitVersion`` and the
 re-assignment in ``ConflictChecker.reassignRowCommitVersionsAndRowIds``). Adds that already
 carry the fields (a re-committed file) keep them. A commit that writes the domain itself is
-refused, as in Delta ("Manually setting the Row ID high water mark is not allowed").
+refused, as in Delta ("Manually setting the Row ID high water mark is not allowed"); one whose
+ids would pass the largest Delta long is refused by :mod:`.validation`, which checks the mark.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 
 
 __all__ = [
+    "MARK_KEY",
     "ROW_TRACKING_DOMAIN",
     "assign_row_ids",
     "assigns_row_ids",
@@ -42,7 +44,8 @@ __all__ = [
 ]
 
 ROW_TRACKING_DOMAIN = "delta.rowTracking"
-_MARK = "rowIdHighWaterMark"
+#: The key of the high-water mark in the domain's configuration.
+MARK_KEY = "rowIdHighWaterMark"
 _ROW_ID_COLUMN = "delta.rowTracking.materializedRowIdColumnName"
 _COMMIT_VERSION_COLUMN = "delta.rowTracking.materializedRowCommitVersionColumnName"
 
@@ -88,14 +91,14 @@ def winner_high_water_mark(actions: Iterable[Mapping[str, Any]], current: int) -
 
 def _parse_mark(configuration: str, where: str) -> int:
     try:
-        value = json.loads(configuration)[_MARK]
+        value = json.loads(configuration)[MARK_KEY]
     except (ValueError, KeyError, TypeError):
         raise RowTrackingError(
-            f"{where} domain has no readable {_MARK}: {configuration[:200]!r}. The table's row tracking "
+            f"{where} domain has no readable {MARK_KEY}: {configuration[:200]!r}. The table's row tracking "
             f"state is damaged; repair it with Spark before writing."
         ) from None
     if not isinstance(value, int) or isinstance(value, bool):
-        raise RowTrackingError(f"{where} domain has a {_MARK} that is not an integer: {value!r}.")
+        raise RowTrackingError(f"{where} domain has a {MARK_KEY} that is not an integer: {value!r}.")
     return value
 
 
@@ -142,7 +145,7 @@ def assign_row_ids(actions: Sequence[Any], *, high_water_mark: int, version: int
             action = dataclasses.replace(action, base_row_id=base, default_row_commit_version=commit_version)
         out.append(action)
     if mark != high_water_mark:
-        domain = DomainMetadata(ROW_TRACKING_DOMAIN, json.dumps({_MARK: mark}, separators=(",", ":")))
+        domain = DomainMetadata(ROW_TRACKING_DOMAIN, json.dumps({MARK_KEY: mark}, separators=(",", ":")))
         # After protocol/metaData (a reader wants them first), before the file actions.
         position = next((i for i, a in enumerate(out) if not isinstance(a, Protocol | Metadata)), len(out))
         out.insert(position, domain)

@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.dataset as ds
 
 from airflow_delta_provider.core.deletion_vectors import read_deletion_vector
 
@@ -21,6 +20,7 @@ if TYPE_CHECKING:
 
     import numpy as np
     import numpy.typing as npt
+    import pyarrow.dataset as ds
 
     from airflow_delta_provider.core.storage import LogStore
 
@@ -35,6 +35,8 @@ def file_dataset(
     :param constants: per file (row-aligned with ``paths``), the values of the columns that come
         from the log rather than the file (partition columns, typed); a null is a null column.
     """
+    import pyarrow.dataset as ds  # (imports pandas: only when data is read)
+
     expressions = None
     if constants is not None and constants.num_columns:
         expressions = constant_expressions(constants)
@@ -49,6 +51,8 @@ def file_dataset(
 
 def constant_expressions(constants: pa.Table) -> list[ds.Expression]:
     """One expression per row of ``constants``: every column equal to the row's value (or null)."""
+    import pyarrow.dataset as ds
+
     fields = list(constants.schema)
     expressions = []
     for row in constants.to_pylist():

@@ -2,35 +2,34 @@
 
 Delta's data skipping reads ``add.stats``: ``numRecords`` and, per column, ``minValues``,
 ``maxValues`` and ``nullCount``. Spark computes them while writing; here the files already
-exist, so they come from the Parquet footer (one ranged read per file, no data read).
+exist, so they come from the Parquet footer (one ranged read per file), and where the footer
+falls short from the values of those columns alone.
 
 The rule is that no reader can misread them. A file's ``minValues`` / ``maxValues`` hold
 exact bounds for **every** stats column that has values and a type bounds exist for, or the
 file has no ``minValues`` / ``maxValues`` at all (``numRecords`` and ``nullCount`` stay: they
-are exact). Leaving out only the columns without bounds is not enough: a ``nullCount``
-without bounds is read by delta-rs 1.6 as "no value can match" (it skipped Spark's INT96
-timestamps for ``ts = X``), and its pyarrow reader turns any stats column missing from
-``minValues`` into ``col >= null``, which skips the file for every filter on that column.
-Exact bounds are:
+are exact). Leaving out only the columns without bounds is not enough: delta-rs 1.6's pyarrow
+reader turns a stats column missing from ``minValues`` (or null there) into ``col >= null``,
+which skips the file for every filter on that column, and reads bounds without a ``nullCount``
+as "no nulls" (docs/write-api.md has the tested table). Exact bounds are:
 
 * integers, decimals, dates, booleans: the footer's min/max, when every row group that
   holds a value has them;
 * strings: truncated the way Delta does (``truncateMinStringAgg`` /
   ``truncateMaxStringAgg``, prefix 32); a maximum that cannot be truncated has none;
 * timestamps: milliseconds (Delta's precision), the minimum rounded down and the maximum
-  rounded **up**, so both stay bounds of microsecond values; INT96 (Spark's default) has
-  none (its footer order is undefined and Spark writes no INT96 statistics);
-* floats and doubles: only from writers that put NaN into the footer's min/max (Spark's
-  parquet-mr / parquet-java, whose order puts NaN above every number, as Spark's does) and
-  only when both are finite. Other writers (Arrow, and so pyarrow, polars, delta-rs) leave
-  NaN out without counting it, so their float bounds may hide a NaN and are not used;
+  rounded **up**, so both stay bounds of microsecond values; INT96 (Spark's default), whose
+  footer keeps no bounds, from its values (:mod:`.page_scan`), with the footer's null count;
+* floats and doubles: from writers that put NaN into the footer's min/max (Spark's parquet-mr
+  / parquet-java, whose order puts NaN above every number, as Spark's does) when both are
+  finite. Other writers (Arrow, and so pyarrow, polars, delta-rs) leave NaN out without
+  counting it: their float columns' values are read, and the footer's bounds kept only when
+  none is NaN;
 * never for binaries, nor for columns inside arrays and maps (the footer counts null
   *elements* there, not null arrays): no reader expects bounds for them.
 
-No data is read for statistics: a file whose bounds are not all exact just loses data
-skipping. To keep it, write ``TIMESTAMP_MICROS`` from Spark
-(``spark.sql.parquet.outputTimestampType``), or list the columns worth skipping on in
-``delta.dataSkippingStatsColumns``.
+Only those float and INT96 columns' pages are ever read, none of the other columns' data: a
+file whose bounds are not all exact just loses data skipping.
 
 Which columns get statistics follows ``delta.dataSkippingStatsColumns`` or else the first
 ``delta.dataSkippingNumIndexedCols`` (default 32, ``-1`` for all) leaf columns of the
@@ -56,9 +55,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
-from pyarrow import _parquet as pq_native
 
 from airflow_delta_provider.core.errors import InvalidDataFileError, SchemaError
+from airflow_delta_provider.core.page_scan import chunk_range, chunk_values, skip_compact
+from airflow_delta_provider.core.parquet_compat import read_footer_metadata
 from airflow_delta_provider.core.redaction import get_logger
 
 if TYPE_CHECKING:
@@ -201,10 +201,6 @@ LOCAL_TAIL_STEP = 4 * 1024
 #: turned into stats): at most ``2 * FOOTER_WINDOW * TAIL_BYTES`` bytes of tails (16 MiB) are held.
 FOOTER_WINDOW = 128
 _MAGIC = b"PAR1"
-#: pyarrow's Parquet reader without the Python ``ParquetFile`` around it (half the cost per
-#: footer); ``pq.read_metadata`` where a pyarrow lacks it. (Not ``_reconstruct_filemetadata``:
-#: it aborts the process on a corrupt footer.)
-_Reader: Any = getattr(pq_native, "ParquetReader", None)
 
 
 def read_footer(
@@ -226,7 +222,8 @@ def read_footer(
 
 
 def footer_info(metadata: pq.FileMetaData, stats_columns: list[tuple[str, ...]]) -> FooterInfo:
-    """:func:`read_footer` for a footer already read."""
+    """:func:`read_footer` for a footer already read, from the footer alone (floats of writers
+    that leave NaN out of their bounds and INT96 timestamps get none)."""
     return _StatsBuilder(stats_columns).info(metadata)
 
 
@@ -267,24 +264,39 @@ def read_footers(
         (start, min(start + FOOTER_WINDOW, len(paths))) for start in range(0, len(paths), FOOTER_WINDOW)
     ]
 
-    def fetch(window: tuple[int, int]) -> list[bytes]:
+    def fetch(window: tuple[int, int]) -> tuple[list[bytes], list[int | None]]:
         nonlocal tail
         low, high = window
-        footers = _footer_bytes(storage, paths[low:high], known[low:high], workers, tail)
+        footers, offsets = _footer_bytes(storage, paths[low:high], known[low:high], workers, tail)
         if not remote:  # the next window's tails hold footers as large as this window's
             longest = max(int.from_bytes(footer[-8:-4], "little") for footer in footers) + 8
             tail = max(tail, -(-longest // LOCAL_TAIL_STEP) * LOCAL_TAIL_STEP)
-        return footers
+        return footers, offsets
 
-    def build(window: tuple[int, int], footers: list[bytes]) -> None:
+    def build(window: tuple[int, int], fetched: tuple[list[bytes], list[int | None]]) -> None:
         low, high = window
+        footers, offsets = fetched
         # All of a window's footers parsed, then all turned into stats: alternating pyarrow's
         # parser and the stats code file by file cost ~60% more (each evicts the other's caches).
         parsed = [
             _parse_footer(storage, path, footer)
             for path, footer in zip(paths[low:high], footers, strict=True)
         ]
-        done.extend(builder.info(metadata, footer) for metadata, footer in zip(parsed, footers, strict=True))
+        # Then the values of the columns whose bounds the footers cannot give, all at once.
+        plans = [builder.plan(metadata, footer) for metadata, footer in zip(parsed, footers, strict=True)]
+        nan_bounds = [_nan_in_bounds(metadata.created_by) for metadata in parsed]
+        wanted = [
+            plan.value_leaves(metadata, float_bounds=nan)
+            for plan, metadata, nan in zip(plans, parsed, nan_bounds, strict=True)
+        ]
+        values = None
+        if any(wanted):
+            tails = list(zip(offsets, footers, strict=True))
+            values = _leaf_values(storage, paths[low:high], parsed, wanted, workers, tails)
+        done.extend(
+            plan.footer_info(metadata, float_bounds=nan, values=values[index] if values else None)
+            for index, (plan, metadata, nan) in enumerate(zip(plans, parsed, nan_bounds, strict=True))
+        )
         if len(paths) >= FOOTER_WINDOW:
             log.info("Read %d of %d Parquet footers.", len(done), len(paths))
 
@@ -296,18 +308,19 @@ def read_footers(
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="delta-footer") as reader:
         pending = reader.submit(fetch, windows[0])
         for index, window in enumerate(windows):
-            footers = pending.result()
+            fetched = pending.result()
             if index + 1 < len(windows):
                 pending = reader.submit(fetch, windows[index + 1])
-            build(window, footers)
+            build(window, fetched)
     return done
 
 
 def _footer_bytes(
     storage: LogStore, paths: list[str], sizes: list[int | None], workers: int, tail_bytes: int = TAIL_BYTES
-) -> list[bytes]:
+) -> tuple[list[bytes], list[int | None]]:
     """Each file's footer with its trailer (length, ``PAR1``): the tail read, or, where the footer
-    did not fit in it, an exact second read of the footer."""
+    did not fit in it, an exact second read of the footer; and where those bytes start in the
+    file (None for a footer read again: its bytes are not the file's)."""
     known = [
         size if size is not None else _size(storage, path) for path, size in zip(paths, sizes, strict=True)
     ]
@@ -316,6 +329,7 @@ def _footer_bytes(
         paths, starts, [size - start for size, start in zip(known, starts, strict=True)], max_workers=workers
     )
     footers: list[bytes] = []
+    offsets: list[int | None] = list(starts)
     again: list[tuple[int, int]] = []  # (index, footer length) of footers larger than the tail
     for index, (path, size, tail) in enumerate(zip(paths, known, tails, strict=True)):
         if isinstance(tail, Exception):
@@ -346,7 +360,8 @@ def _footer_bytes(
                 reason = footer if isinstance(footer, Exception) else "the file changed while it was read"
                 raise _unreadable(storage, paths[index], reason)
             footers[index] = _MAGIC + footer + length.to_bytes(4, "little") + _MAGIC
-    return footers
+            offsets[index] = None
+    return footers, offsets
 
 
 def _size(storage: LogStore, path: str) -> int:
@@ -359,13 +374,109 @@ def _size(storage: LogStore, path: str) -> int:
 def _parse_footer(storage: LogStore, path: str, footer: bytes) -> pq.FileMetaData:
     """The FileMetaData of a footer that ends with its trailer (the reader checks both)."""
     try:
-        if _Reader is not None:
-            reader = _Reader()
-            reader.open(pa.BufferReader(footer))
-            return reader.metadata
-        return pq.read_metadata(pa.BufferReader(footer))
+        return read_footer_metadata(footer)
     except (OSError, pa.ArrowException, ValueError) as err:
         raise _unreadable(storage, path, err) from None
+
+
+def _leaf_values(
+    storage: LogStore,
+    paths: list[str],
+    footers: list[pq.FileMetaData],
+    wanted: list[list[tuple[int, _Leaf]]],
+    workers: int,
+    tails: list[tuple[int | None, bytes]],
+) -> list[dict[int, list[np.ndarray] | None]]:
+    """Per file, the values of the wanted leaves (by leaf position) as arrays, one per page that
+    holds any, from their column chunks: taken from the file's tail already read (``tails``:
+    where it starts in the file, and its bytes) when it holds them, else one ranged read per
+    chunk, all of a window's at once; None where a page cannot be read
+    (:func:`~.page_scan.chunk_values`). Fixed-width values only: floats and INT96."""
+    requests: list[tuple[int, int, _Leaf, str]] = []  # (file, position, leaf, codec)
+    starts: list[int] = []
+    lengths: list[int] = []
+    chunks: list[bytes | Exception | None] = []
+    for file, (metadata, leaves) in enumerate(zip(footers, wanted, strict=True)):
+        offset, tail = tails[file]
+        for group in range(metadata.num_row_groups):
+            row_group = metadata.row_group(group)
+            for position, leaf in leaves:
+                column = row_group.column(leaf.index)
+                start, length = chunk_range(column)
+                requests.append((file, position, leaf, column.compression))
+                starts.append(start)
+                lengths.append(length)
+                if offset is not None and offset <= start and start + length <= offset + len(tail):
+                    chunks.append(tail[start - offset : start - offset + length])
+                else:
+                    chunks.append(None)
+    found: list[dict[int, list[np.ndarray] | None]] = [{at: [] for at, _ in leaves} for leaves in wanted]
+    # Read in batches of at most VALUE_BATCH_BYTES, each chunk reduced to what the bounds need as
+    # soon as it is decoded: large files' float columns are never all held at once.
+    batch: list[int] = []
+    size = 0
+    for index in range(len(requests) + 1):
+        if index == len(requests) or (batch and size + lengths[index] > VALUE_BATCH_BYTES):
+            _read_missing(storage, paths, requests, starts, lengths, chunks, batch, workers)
+            for at in batch:
+                file, position, leaf, codec = requests[at]
+                chunk, chunks[at] = chunks[at], None
+                if not isinstance(chunk, bytes) or len(chunk) != lengths[at]:
+                    reason = chunk if isinstance(chunk, Exception) else "it is shorter than its footer says"
+                    raise _unreadable(storage, paths[file], reason)
+                parts = found[file][position]
+                if parts is not None:
+                    values = chunk_values(chunk, leaf.physical or "", codec, *leaf.levels)
+                    if values is None:
+                        found[file][position] = None
+                    else:
+                        parts.extend(_reduced(array, leaf.int96) for array in values)
+            batch, size = [], 0
+        if index < len(requests):
+            batch.append(index)
+            size += lengths[index]
+    return found
+
+
+#: The most bytes of column chunks :func:`_leaf_values` holds at a time.
+VALUE_BATCH_BYTES = 64 * 1024 * 1024
+
+
+def _read_missing(
+    storage: LogStore,
+    paths: list[str],
+    requests: list[tuple[int, int, _Leaf, str]],
+    starts: list[int],
+    lengths: list[int],
+    chunks: list[bytes | Exception | None],
+    batch: list[int],
+    workers: int,
+) -> None:
+    """Read the chunks of ``batch`` that the tails did not hold, into ``chunks``."""
+    missing = [index for index in batch if chunks[index] is None]
+    if not missing:
+        return
+    read = storage.read_ranges(
+        [paths[requests[i][0]] for i in missing],
+        [starts[i] for i in missing],
+        [lengths[i] for i in missing],
+        max_workers=workers,
+    )
+    for index, got in zip(missing, read, strict=True):
+        chunks[index] = got
+
+
+def _reduced(values: np.ndarray, int96: bool) -> np.ndarray:
+    """What the bounds need of a page's values: a NaN if it holds one (floats); its least and
+    greatest value (INT96: by day, then nanosecond)."""
+    if not int96:
+        nan: np.ndarray = values[np.isnan(values)][:1]
+        return nan
+    days, nanos = values["days"], values["nanos"]
+    first = np.flatnonzero(days == days.min())
+    last = np.flatnonzero(days == days.max())
+    extremes: np.ndarray = values[[first[np.argmin(nanos[first])], last[np.argmax(nanos[last])]]]
+    return extremes
 
 
 def _unreadable(storage: LogStore, path: str, reason: object) -> InvalidDataFileError:
@@ -402,13 +513,17 @@ class _StatsBuilder:
         self.stats_columns = stats_columns
         self._plans: list[_SchemaPlan] = []
 
-    def info(self, metadata: pq.FileMetaData, footer: bytes | None = None) -> FooterInfo:
-        """:param footer: the bytes ``metadata`` was parsed from (ending with the trailer), when
-        at hand: its schema is then recognised by its bytes."""
-        plan = self._plan(metadata, footer)
-        return plan.footer_info(metadata, float_bounds=_nan_in_bounds(metadata.created_by))
+    def info(self, metadata: pq.FileMetaData) -> FooterInfo:
+        """A footer's stats from the footer alone (no values read)."""
+        return self.plan(metadata, None).footer_info(
+            metadata, float_bounds=_nan_in_bounds(metadata.created_by)
+        )
 
-    def _plan(self, metadata: pq.FileMetaData, footer: bytes | None) -> _SchemaPlan:
+    def plan(self, metadata: pq.FileMetaData, footer: bytes | None) -> _SchemaPlan:
+        """The plan of the footer's schema.
+
+        :param footer: the bytes ``metadata`` was parsed from (ending with the trailer), when
+            at hand: its schema is then recognised by its bytes."""
         key_values = metadata.metadata  # ARROW:schema: part of what the Arrow schema is
         start = 0
         if footer is not None:
@@ -436,9 +551,8 @@ class _StatsBuilder:
         return plan
 
 
-# Thrift's compact protocol (the Parquet footer's encoding): field and element types.
-_T_STOP, _T_TRUE, _T_FALSE, _T_BYTE, _T_I16, _T_I32, _T_I64, _T_DOUBLE, _T_BINARY = range(9)
-_T_LIST, _T_SET, _T_MAP, _T_STRUCT = 9, 10, 11, 12
+# Thrift's compact protocol (the Parquet footer's encoding): the field types read here.
+_T_I32, _T_LIST = 5, 9
 
 
 def _schema_end(footer: bytes, start: int) -> int | None:
@@ -448,80 +562,13 @@ def _schema_end(footer: bytes, start: int) -> int | None:
     try:
         if footer[start] != (1 << 4 | _T_I32):
             return None
-        position = _skip(footer, start + 1, _T_I32, 0)
+        position = skip_compact(footer, start + 1, _T_I32, 0)
         if footer[position] != (1 << 4 | _T_LIST):
             return None
-        end = _skip(footer, position + 1, _T_LIST, 0)
+        end = skip_compact(footer, position + 1, _T_LIST, 0)
         return end if end <= len(footer) else None
     except (IndexError, ValueError):
         return None
-
-
-def _varint(data: bytes, position: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[position]
-        position += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, position
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
-
-
-def _skip(data: bytes, position: int, kind: int, depth: int) -> int:
-    """The position after one compact-protocol value of type ``kind`` at ``position``."""
-    if depth > 64 or position >= len(data):
-        raise ValueError("nested too deeply, or past the end")
-    if kind in (_T_TRUE, _T_FALSE):
-        return position  # a struct field's boolean is in its header
-    if kind == _T_BYTE:
-        return position + 1
-    if kind in (_T_I16, _T_I32, _T_I64):
-        return _varint(data, position)[1]
-    if kind == _T_DOUBLE:
-        return position + 8
-    if kind == _T_BINARY:
-        length, position = _varint(data, position)
-        if position + length > len(data):
-            raise ValueError("binary past the end")
-        return position + length
-    if kind in (_T_LIST, _T_SET):
-        header = data[position]
-        position += 1
-        size, element = header >> 4, header & 0x0F
-        if size == 15:
-            size, position = _varint(data, position)
-        if size > len(data) - position:  # every element takes a byte at least
-            raise ValueError("list longer than the footer")
-        for _ in range(size):
-            # A list's booleans take a byte each.
-            position = (
-                position + 1 if element in (_T_TRUE, _T_FALSE) else _skip(data, position, element, depth + 1)
-            )
-        return position
-    if kind == _T_MAP:
-        size, position = _varint(data, position)
-        if 2 * size > len(data) - position:
-            raise ValueError("map longer than the footer")
-        if size:
-            types = data[position]
-            position += 1
-            for _ in range(size):
-                position = _skip(data, position, types >> 4, depth + 1)
-                position = _skip(data, position, types & 0x0F, depth + 1)
-        return position
-    if kind == _T_STRUCT:
-        while True:
-            header = data[position]
-            position += 1
-            if header == _T_STOP:
-                return position
-            if header >> 4 == 0:  # a field id of its own follows
-                position = _varint(data, position)[1]
-            position = _skip(data, position, header & 0x0F, depth + 1)
-    raise ValueError(f"unknown compact type {kind}")
 
 
 #: How a column's footer bounds become Delta's (see _SchemaPlan): from the raw physical values,
@@ -545,6 +592,8 @@ class _Leaf:
     divisor: int = 1  # timestamps: raw units per millisecond
     scale: int = 0  # decimals
     utc: bool = False  # timestamps: written with a Z
+    physical: str | None = None
+    levels: tuple[int, int] = (0, 0)  # maximum definition and repetition levels
 
 
 class _SchemaPlan:
@@ -595,15 +644,61 @@ class _SchemaPlan:
             ]
             for float_bounds in (False, True)
         }
+        #: Per "the writer puts NaN into float bounds": the stats leaves whose bounds come from
+        #: their values (:func:`_leaf_values`): other writers' floats, INT96 timestamps.
+        self._value_leaves = {
+            float_bounds: [
+                (position, leaf)
+                for position, leaf in enumerate(self.leaves)
+                if self.mapped
+                and position in targeted
+                and (leaf.int96 or (leaf.kind == _FLOAT and not float_bounds))
+            ]
+            for float_bounds in (False, True)
+        }
         #: Every stats column top-level: its JSON objects are flat.
         self._flat = all(key[1] is not None for key, _, _ in self.targets)
 
-    def footer_info(self, metadata: pq.FileMetaData, *, float_bounds: bool) -> FooterInfo:
+    def value_leaves(self, metadata: pq.FileMetaData, *, float_bounds: bool) -> list[tuple[int, _Leaf]]:
+        """(position, leaf) of the stats leaves whose bounds only their values give, in this file."""
+        leaves = self._value_leaves[float_bounds]
+        if leaves and metadata.metadata and _LEGACY_INT96 in metadata.metadata:
+            # Spark rebased these to the Julian calendar: their values are not the instants.
+            leaves = [(position, leaf) for position, leaf in leaves if not leaf.int96]
+        return leaves
+
+    def _value_bounds(
+        self, values: Mapping[int, list[np.ndarray] | None]
+    ) -> tuple[set[int], dict[int, tuple[str, str] | None]]:
+        """From the values read (:func:`_leaf_values`): the float leaves whose footer bounds hold
+        (no NaN among the values), and the INT96 leaves' bounds as JSON (None: none)."""
+        trusted: set[int] = set()
+        int96: dict[int, tuple[str, str] | None] = {}
+        for position, arrays in values.items():
+            if arrays is None:
+                continue
+            if self.leaves[position].int96:
+                int96[position] = _int96_bounds(np.concatenate(arrays)) if arrays else None
+            elif not any(np.isnan(array).any() for array in arrays):
+                trusted.add(position)
+        return trusted, int96
+
+    def footer_info(
+        self,
+        metadata: pq.FileMetaData,
+        *,
+        float_bounds: bool,
+        values: Mapping[int, list[np.ndarray] | None] | None = None,
+    ) -> FooterInfo:
+        """:param values: per leaf position of :meth:`value_leaves`, the values read (None: unread)."""
         leaves = self.leaves
         count = len(leaves)
         num_records = metadata.num_rows
         null_counts: list[int | None] = [0 if self.mapped else None] * count
         bounded = self._bounded[float_bounds].copy()
+        trusted, int96 = self._value_bounds(values) if values else (set(), {})
+        for position in trusted:
+            bounded[position] = True
         lows: list[Any] = [None] * count
         highs: list[Any] = [None] * count
         # The hot loop: one statistics object per column chunk, each property read once
@@ -650,6 +745,7 @@ class _SchemaPlan:
         for position, boundable in self._target_leaves:
             if not (
                 (bounded[position] and lows[position] is not None)
+                or (int96.get(position) is not None and null_counts[position] is not None)
                 or null_counts[position] == num_records
                 or not boundable
             ):
@@ -669,9 +765,10 @@ class _SchemaPlan:
                 null_count.append((key, str(column_nulls)))
             if not exact:
                 continue
-            bound = None
+            # Bounds only with a null count: delta-rs 1.6 reads bounds without one as "no nulls".
+            bound = int96.get(at) if column_nulls is not None else None
             low, high = lows[at], highs[at]
-            if bounded[at] and low is not None and high is not None:
+            if bound is None and bounded[at] and low is not None and high is not None:
                 try:
                     bound = _bound_json(leaves[at], low, high)
                 except (ValueError, OverflowError, ArithmeticError, TypeError):
@@ -710,6 +807,8 @@ def _leaf(index: int, path: tuple[str, ...], arrow_type: pa.DataType, column: An
         kind=_NONE,
         floating=types.is_floating(arrow_type),
         boundable=_boundable(arrow_type),
+        physical=physical,
+        levels=(column.max_definition_level, column.max_repetition_level) if column is not None else (0, 0),
     )
     if types.is_string(arrow_type) or types.is_large_string(arrow_type):
         leaf.kind = _STRING if physical == "BYTE_ARRAY" else _GENERIC
@@ -787,6 +886,33 @@ def _millis_json(millis: int, utc: bool) -> str:
     """Delta's JSON form of a timestamp bound: milliseconds, ``Z`` for UTC-adjusted values."""
     text = (_EPOCH + dt.timedelta(milliseconds=millis)).isoformat(timespec="milliseconds")
     return f'"{text}Z"' if utc else f'"{text}"'
+
+
+#: Spark's marker of INT96 values rebased to the Julian calendar (``LEGACY`` rebase mode).
+_LEGACY_INT96 = b"org.apache.spark.legacyINT96"
+_JULIAN_EPOCH_DAY = 2_440_588  # the Julian day number of 1970-01-01
+_DAY_MS = 86_400_000
+_DAY_NS = 86_400_000_000_000
+
+
+def _int96_bounds(values: np.ndarray) -> tuple[str, str] | None:
+    """INT96 timestamps' bounds as Delta's JSON (milliseconds, the maximum rounded up), or None.
+
+    An INT96 value is the nanosecond of the day and the Julian day number; Spark writes UTC.
+    """
+    if not len(values):
+        return None
+    days, nanos = values["days"], values["nanos"]
+    if nanos.min() < 0 or nanos.max() >= _DAY_NS:
+        return None
+    low_day, high_day = int(days.min()), int(days.max())
+    low_nanos, high_nanos = int(nanos[days == low_day].min()), int(nanos[days == high_day].max())
+    low = (low_day - _JULIAN_EPOCH_DAY) * _DAY_MS + low_nanos // 1_000_000
+    high = (high_day - _JULIAN_EPOCH_DAY) * _DAY_MS - (-high_nanos // 1_000_000)
+    try:
+        return _millis_json(low, True), _millis_json(high, True)
+    except OverflowError:
+        return None  # outside years 1-9999
 
 
 def _decimal_json(unscaled: int, scale: int) -> str:

@@ -24,6 +24,8 @@ from airflow_delta_provider.core.history import (
 from airflow_delta_provider.core.idempotency import already_committed
 from airflow_delta_provider.core.optimize import OptimizeOptions, optimize
 from airflow_delta_provider.core.redaction import get_logger
+from airflow_delta_provider.core.restore import RestoreOptions, find_tagged_commits
+from airflow_delta_provider.core.restore import restore as restore_table
 from airflow_delta_provider.core.segment import (
     build_segment,
 )
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.cleanup import CleanupResult
     from airflow_delta_provider.core.commit_plan import CommitResult
     from airflow_delta_provider.core.optimize import OptimizeResult, Rewriter
+    from airflow_delta_provider.core.restore import RestoreResult, TaggedCommits
     from airflow_delta_provider.core.table_config import TableConfig
     from airflow_delta_provider.core.transaction import LandedCommit
     from airflow_delta_provider.core.vacuum import VacuumResult
@@ -439,3 +442,42 @@ class DeltaTable:
             ``now``, ``log_commits``).
         """
         return vacuum(self.snapshot(), options, self._post_commit_hooks(CommitProperties()))
+
+    # --- restore ---------------------------------------------------------------------------
+
+    @_takes(RestoreOptions)
+    def restore(self, options: RestoreOptions) -> RestoreResult:
+        """Restore the table to an earlier version in one ``RESTORE`` commit (Delta's ``RESTORE TABLE``).
+
+        The target's files the table no longer has are added back as they were (deletion vectors,
+        statistics, row ids), the table's files the target did not have are removed, both with
+        ``dataChange=true``; the target's metadata comes back, the protocol is never downgraded.
+        Restoring the current version commits nothing (``reason="no_op"``).
+
+        :param version: the version to restore.
+        :param options: the keyword arguments of
+            :class:`~airflow_delta_provider.core.restore.RestoreOptions` (``timestamp`` instead of
+            ``version``, ``enforce_retention_duration``) and of the commit's
+            :class:`~airflow_delta_provider.core.commit_plan.CommitProperties`
+            (``app_id``/``app_version``, ``user_metadata``, ``tags`` ...).
+        :raises RestoreVersionNotFoundError: the version is outside the table's history.
+        :raises RestoreTimestampEarlierError: the timestamp is before the earliest version.
+        :raises RestoreTimestampGreaterError: the timestamp is after the latest commit.
+        :raises TimeTravelBeyondRetentionError: the target is older than
+            ``delta.deletedFileRetentionDuration`` (Delta 4.1+).
+        :raises RestoreMissingFilesError: files the target needs were vacuumed; nothing is committed.
+        :raises ConcurrentWriteError: a concurrent commit changed the table; nothing is committed.
+        """
+        return restore_table(self.snapshot(), options, self._post_commit_hooks(options))
+
+    def tagged_commits(self, tags: Mapping[str, str], *, not_before_tag: str | None = None) -> TaggedCommits:
+        """The commits whose commitInfo tags include ``tags`` (an Airflow run's identity) and the
+        version before the first of them, the version "restore to before that run" restores.
+
+        :param not_before_tag: a tag of those commits holding a time none of them precedes (the
+            run's logical date): the search reads only the commits since, and tolerates a log
+            cleaned up before it.
+        :raises TaggedCommitsNotFoundError: no commit carries them, or the first may have been
+            cleaned up, or the first is version 0.
+        """
+        return find_tagged_commits(self.snapshot(), tags, not_before_tag=not_before_tag)

@@ -44,7 +44,9 @@ __all__ = [
     "Setting",
     "Source",
     "TableConfig",
+    "parse_byte_size",
     "parse_interval",
+    "to_byte_size",
     "to_interval",
 ]
 
@@ -176,14 +178,26 @@ def parse_interval(text: str, *, name: str = "interval") -> timedelta:
         try:
             total += _UNITS[unit] * number
         except OverflowError:
-            raise RetentionError(f"{name}={text!r} is too long an interval.") from None
+            return _in_range(None, name, repr(text))
         position = match.end()
     if position == 0 or value[position:].strip():
         raise RetentionError(f"{name}={text!r} is not an interval; expected e.g. 'interval 7 days'.")
-    if total < timedelta():
-        raise RetentionError(f"{name}={text!r} is negative.")
-    if total > _MAX_INTERVAL:
-        raise RetentionError(f"{name}={text!r} is too long an interval (at most {_MAX_INTERVAL.days} days).")
+    return _in_range(total, name, repr(text))
+
+
+def _in_range(total: timedelta | None, name: str, shown: str) -> timedelta:
+    """The one range check of every interval, whatever its form: from zero to
+    :data:`_MAX_INTERVAL` (None: too long for a ``timedelta`` at all).
+
+    :raises RetentionError: naming ``name`` and the value as given (``shown``).
+    """
+    if total is not None and total < timedelta():
+        raise RetentionError(f"{name}={shown} is negative; use an interval of zero or more.")
+    if total is None or total > _MAX_INTERVAL:
+        raise RetentionError(
+            f"{name}={shown} is too long an interval: at most {_MAX_INTERVAL.days} days (about 1,000 years), "
+            f"so that 'now - interval' is still a date."
+        )
     return total
 
 
@@ -193,21 +207,9 @@ def to_interval(value: timedelta | str | float, *, name: str) -> timedelta:
     :raises RetentionError: naming ``name`` and the value.
     """
     if isinstance(value, timedelta):
-        if value < timedelta():
-            raise RetentionError(f"{name}={value!r} is negative.")
-        return value
-    if isinstance(value, bool):
-        raise RetentionError(f"{name}={value!r} is not an interval.")
-    if isinstance(value, int | float):
-        if value != value or value < 0:  # NaN or negative
-            raise RetentionError(f"{name}={value!r} hours is negative or not a number.")
-        try:
-            result = timedelta(hours=value)
-        except OverflowError:
-            raise RetentionError(f"{name}={value!r} hours is too long an interval.") from None
-        if result > _MAX_INTERVAL:
-            raise RetentionError(f"{name}={value!r} hours is too long an interval.")
-        return result
+        return _in_range(value, name, repr(value))
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return _hours(value, name, f"{value!r} (hours)")
     if isinstance(value, str):
         text = value.strip()
         if not text:
@@ -216,8 +218,18 @@ def to_interval(value: timedelta | str | float, *, name: str) -> timedelta:
             number = float(text)
         except ValueError:
             return parse_interval(text, name=name)
-        return to_interval(number, name=name)
+        return _hours(number, name, f"{value!r} (hours)")
     raise RetentionError(f"{name}={value!r} is not an interval; use e.g. 'interval 7 days' or a timedelta.")
+
+
+def _hours(number: float, name: str, shown: str) -> timedelta:
+    if number != number:  # NaN
+        raise RetentionError(f"{name}={shown} is not a number of hours.")
+    try:
+        result: timedelta | None = timedelta(hours=number)
+    except OverflowError:  # beyond what a timedelta holds (inf included)
+        result = None if number > 0 else timedelta(-1)
+    return _in_range(result, name, shown)
 
 
 def _property_interval(text: str, name: str) -> timedelta:
@@ -248,21 +260,61 @@ def _non_negative_long(text: str, name: str) -> int:
     return int(stripped)
 
 
-_SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3, "gb": 1024**3}
-_SIZE_RE = re.compile(r"(\d+)\s*([a-z]*)")
+#: Spark's byte units (``JavaUtils.byteStringAs``, Spark 4): binary multiples, no unit meaning bytes.
+_SIZE_UNITS = {"b": 1} | {
+    spelling: 1024**power
+    for power, letter in enumerate("kmgtp", 1)
+    for spelling in (letter, f"{letter}b", f"{letter}i", f"{letter}ib")
+}
+_SIZE_RE = re.compile(r"([0-9]+)([a-z]+)?")
+_FRACTIONAL_SIZE_RE = re.compile(r"[0-9]+\.[0-9]+[a-z]*")
+
+
+def parse_byte_size(text: str, *, name: str = "size") -> int:
+    """A positive size in bytes, as Spark reads one (``JavaUtils.byteStringAs``): digits and an
+    optional unit, case-insensitive, surrounding spaces ignored: ``134217728``, ``1024b``, ``128k``,
+    ``128mb``, ``1g``, ``1tb``, ``1p`` (b; k, kb, ki, kib; m...; g...; t...; p...: binary multiples).
+
+    :param name: what the value is (``delta.targetFileSize``, ``target_file_size``), for the error.
+    :raises RetentionError: not such a size (fractions and spaces inside included, as in Spark),
+        not positive, or beyond a Delta long.
+    """
+    lowered = text.strip().lower()
+    match = _SIZE_RE.fullmatch(lowered)
+    if match is None or (match.group(2) or "b") not in _SIZE_UNITS:
+        fraction = _FRACTIONAL_SIZE_RE.fullmatch(lowered) is not None
+        raise RetentionError(
+            f"{name}={text!r} is not a size in bytes{' (fractions are not supported)' if fraction else ''}; "
+            f"use digits and an optional unit, as Spark does: b, k/kb/kib, m/mb/mib, g/gb/gib, t/tb/tib or "
+            f"p/pb/pib (binary multiples), e.g. '134217728', '128mb' or '1g'."
+        )
+    return _size_in_range(int(match.group(1)) * _SIZE_UNITS[match.group(2) or "b"], name, repr(text))
+
+
+def to_byte_size(value: int | str, *, name: str) -> int:
+    """A positive size in bytes from an ``int`` or a string :func:`parse_byte_size` reads.
+
+    :raises RetentionError: naming ``name`` and the value.
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _size_in_range(value, name, repr(value))
+    if isinstance(value, str):
+        return parse_byte_size(value, name=name)
+    raise RetentionError(
+        f"{name}={value!r} is not a size in bytes; use a whole number of bytes or e.g. '128mb'."
+    )
+
+
+def _size_in_range(value: int, name: str, shown: str) -> int:
+    if value <= 0:
+        raise RetentionError(f"{name}={shown} is not a positive size; use at least one byte.")
+    if value >= 2**63:
+        raise RetentionError(f"{name}={shown} is larger than a Delta long ({2**63 - 1} bytes).")
+    return value
 
 
 def _byte_size(text: str, name: str) -> int:
-    """A positive size in bytes: ``134217728``, ``128mb``, ``1g`` (Spark's binary units)."""
-    match = _SIZE_RE.fullmatch(text.strip().lower())
-    if match is None or match.group(2) not in _SIZE_UNITS or int(match.group(1)) <= 0:
-        raise RetentionError(
-            f"{name}={text!r} is not a positive size in bytes; use e.g. '134217728' or '128mb'."
-        )
-    value = int(match.group(1)) * _SIZE_UNITS[match.group(2)]
-    if value >= 2**63:
-        raise RetentionError(f"{name}={text!r} is larger than a Delta long.")
-    return value
+    return parse_byte_size(text, name=name)
 
 
 def _text(text: str, name: str) -> str:
@@ -275,8 +327,10 @@ def _coerce_argument(parse: Callable[[str, str], Any], value: Any, name: str) ->
         return to_interval(value, name=name)
     if parse is _boolean and isinstance(value, bool):
         return value
+    if parse is _byte_size:
+        return to_byte_size(value, name=name)
     if (
-        parse in (_positive_int, _non_negative_long, _byte_size)
+        parse in (_positive_int, _non_negative_long)
         and isinstance(value, int)
         and not isinstance(value, bool)
     ):

@@ -354,6 +354,7 @@ class OptimisticTransaction:
             removed_paths=frozenset(canonical(a.path) for a in plan.removes),
             our_txns=our_txns,
             metadata=metadata,
+            domains=frozenset(d.domain for d in plan.domains),
         )
         # Row tracking: ids and commit versions depend on the attempt's version and on the mark the
         # winners left, so they are assigned again on every attempt (None: the table has none).

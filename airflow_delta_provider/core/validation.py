@@ -2,10 +2,12 @@
 
 It checks every value an action would put into the log against its Delta type (``long``
 versions, sizes and timestamps, partition values against their column's type, the numbers
-and bounds inside ``add.stats``) before anything is serialised, so no reader or checkpoint
-later fails on what this core wrote. :class:`~.transaction.OptimisticTransaction` runs it on
-every commit (writes, CREATE, VACUUM records). Each action's own fields are checked by its
-``validate()`` (:mod:`.actions`); what needs the table schema is checked here (:class:`LogTypes`).
+and bounds inside ``add.stats``, the typed values inside a text field: a system domain's
+configuration, a column's identity and column-mapping metadata) before anything is
+serialised, so no reader or checkpoint later fails on what this core wrote.
+:class:`~.transaction.OptimisticTransaction` runs it on every commit attempt (writes, CREATE,
+VACUUM records). Each action's own fields are checked by its ``validate()`` (:mod:`.actions`);
+what needs the table schema or a domain's shape is checked here.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from decimal import Decimal, InvalidOperation
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.actions import AddFile
+from airflow_delta_provider.core.actions import AddFile, DomainMetadata, Metadata
 from airflow_delta_provider.core.column_mapping import (
     configured_mode,
     delta_physical_name,
@@ -24,6 +26,7 @@ from airflow_delta_provider.core.column_mapping import (
 )
 from airflow_delta_provider.core.delta_types import (
     FLOAT_MAX,
+    INT_MAX,
     INTEGER_RANGES,
     LONG_MAX,
     check_integer,
@@ -36,11 +39,11 @@ from airflow_delta_provider.core.errors import (
     InvalidPartitionValueError,
 )
 from airflow_delta_provider.core.partitions import parse_partition_value
+from airflow_delta_provider.core.row_tracking import MARK_KEY, ROW_TRACKING_DOMAIN
+from airflow_delta_provider.core.schema import COLUMN_MAPPING_ID_KEY, COLUMN_MAPPING_PHYSICAL_NAME_KEY
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping, Sequence
-
-    from airflow_delta_provider.core.actions import Metadata
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
 
 def validate_actions(actions: Iterable[Any], metadata: Metadata) -> None:
@@ -51,7 +54,10 @@ def validate_actions(actions: Iterable[Any], metadata: Metadata) -> None:
     ``add.partitionValues`` must name exactly the partition columns and parse as their
     types (integer ranges, dates, timestamps, decimal precision); ``add.stats`` must be a
     JSON object whose ``numRecords`` and ``nullCount`` are non-negative longs and whose
-    ``minValues`` / ``maxValues`` fit the columns' types.
+    ``minValues`` / ``maxValues`` fit the columns' types; a ``metaData`` schema's identity
+    and column-mapping values fit theirs (:func:`check_schema_values`), and so does the
+    configuration of a system domain (:func:`check_domain_configuration`: the row-tracking
+    high-water mark is a non-negative long).
 
     :param metadata: the table's metadata after the commit (the schema values are checked against).
     :raises InvalidLogValueError: naming the field, the value and the allowed range
@@ -62,6 +68,10 @@ def validate_actions(actions: Iterable[Any], metadata: Metadata) -> None:
         action.validate()
         if isinstance(action, AddFile):
             adds.append(action)
+        elif isinstance(action, DomainMetadata):
+            check_domain_configuration(action)
+        elif isinstance(action, Metadata):
+            check_schema_values(action)
     if not adds:
         return
     types = log_types(metadata)
@@ -76,6 +86,140 @@ def validate_commit_info(info: Mapping[str, Any]) -> None:
             check_integer(f"commitInfo.{key}", info[key])
     if info.get("readVersion") is not None:
         check_integer("commitInfo.readVersion", info["readVersion"], 0)
+
+
+# --- values inside text fields ---------------------------------------------------------
+
+
+def check_domain_configuration(domain: DomainMetadata) -> None:
+    """A system domain's configuration against its shape: a JSON object whose values fit their
+    Delta types (``delta.rowTracking``: ``rowIdHighWaterMark`` a non-negative long, the last row
+    id assigned; ``delta.clustering``: ``clusteringColumns`` a list of column paths). Other
+    domains' configurations are free-form strings; a tombstone's is not read.
+
+    :raises InvalidLogValueError: naming the domain, the field and the value.
+    """
+    check = _DOMAIN_CHECKS.get(domain.domain)
+    if check is None or domain.removed:
+        return
+    try:
+        configuration = json.loads(domain.configuration)
+    except ValueError:
+        configuration = None
+    if not isinstance(configuration, dict):
+        raise InvalidLogValueError(
+            f"domainMetadata.configuration of {domain.domain!r} must be a JSON object, got "
+            f"{show_value(domain.configuration)}."
+        )
+    check(f"The {domain.domain} domain's", configuration)
+
+
+def _check_row_tracking_domain(where: str, configuration: Mapping[str, Any]) -> None:
+    mark = configuration.get(MARK_KEY)
+    try:
+        check_integer(f"{where} {MARK_KEY} (the last row id assigned)", mark, 0)
+    except InvalidLogValueError as err:
+        if not is_integer(mark) or mark < 0:
+            raise
+        raise InvalidLogValueError(
+            f"{err} The commit would assign row ids past the largest Delta long, so it is refused and the "
+            f"table is unchanged: the table has no row ids left for these rows."
+        ) from None
+
+
+def _check_clustering_domain(where: str, configuration: Mapping[str, Any]) -> None:
+    columns = configuration.get("clusteringColumns")
+    paths = columns if isinstance(columns, list) else None
+    for path in paths or ():
+        parts = [path] if isinstance(path, str) else path
+        if not isinstance(parts, list) or not parts or not all(isinstance(p, str) and p for p in parts):
+            paths = None
+            break
+    if paths is None:
+        raise InvalidLogValueError(
+            f"{where} clusteringColumns must be a list of column paths (lists of names, or names), got "
+            f"{show_value(columns)}."
+        )
+
+
+_DOMAIN_CHECKS: dict[str, Callable[[str, Mapping[str, Any]], None]] = {
+    ROW_TRACKING_DOMAIN: _check_row_tracking_domain,
+    "delta.clustering": _check_clustering_domain,
+}
+
+_IDENTITY = "delta.identity."
+
+
+def check_schema_values(metadata: Metadata) -> None:
+    """The typed values in a ``metaData`` schema's field metadata, at every depth.
+
+    ``delta.columnMapping.id`` is a Delta int and ``delta.columnMapping.physicalName`` a
+    non-empty string; ``delta.identity.start``, ``.step`` (not 0) and ``.highWaterMark`` are
+    longs (as JSON numbers, or as the decimal strings delta-rs writes), ``.allowExplicitInsert``
+    a boolean (PROTOCOL.md § Column Mapping, § Identity Columns). A high-water mark moved past
+    the long range by a commit is refused here.
+
+    :raises InvalidLogValueError: naming the column, the key and the value.
+    """
+    try:
+        fields = json.loads(metadata.schema_string)["fields"]
+    except (ValueError, TypeError, KeyError):
+        raise InvalidLogValueError(
+            f"metaData.schemaString is not a Delta schema: {metadata.schema_string[:200]!r}."
+        ) from None
+    for path, field_metadata in _field_metadata(fields, ""):
+        if COLUMN_MAPPING_ID_KEY in field_metadata:
+            value = field_metadata[COLUMN_MAPPING_ID_KEY]
+            check_integer(_where(COLUMN_MAPPING_ID_KEY, path), value, 0, INT_MAX, "integer")
+        name = field_metadata.get(COLUMN_MAPPING_PHYSICAL_NAME_KEY, "-")
+        if not isinstance(name, str) or not name:
+            where = _where(COLUMN_MAPPING_PHYSICAL_NAME_KEY, path)
+            raise InvalidLogValueError(f"{where} must be a non-empty string, got {show_value(name)}.")
+        for key in ("start", "step", "highWaterMark"):
+            if field_metadata.get(_IDENTITY + key) is not None:
+                where = _where(_IDENTITY + key, path)
+                if check_integer(where, _long_value(field_metadata[_IDENTITY + key])) == 0 and key == "step":
+                    raise InvalidLogValueError(f"{where} is 0; an identity column's step cannot be 0.")
+        explicit = field_metadata.get(_IDENTITY + "allowExplicitInsert")
+        if explicit is not None and not isinstance(explicit, bool) and explicit not in ("true", "false"):
+            where = _where(_IDENTITY + "allowExplicitInsert", path)
+            raise InvalidLogValueError(f"{where} must be true or false, got {show_value(explicit)}.")
+
+
+def _where(key: str, path: str) -> str:
+    return f"{key} of column {path!r} (metaData.schemaString)"
+
+
+def _long_value(value: Any) -> Any:
+    """A JSON number, or a decimal string (delta-rs writes identity values as strings), as an int."""
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return value
+
+
+def _field_metadata(fields: Any, parent: str) -> Iterable[tuple[str, Mapping[str, Any]]]:
+    """``(column path, field metadata)`` for every struct field, also inside arrays and maps."""
+    for item in fields if isinstance(fields, list) else ():
+        if not isinstance(item, dict):
+            continue
+        path = f"{parent}.{item.get('name')}" if parent else str(item.get("name"))
+        metadata = item.get("metadata")
+        if isinstance(metadata, dict) and metadata:
+            yield path, metadata
+        yield from _nested_metadata(item.get("type"), path)
+
+
+def _nested_metadata(delta_type: Any, path: str) -> Iterable[tuple[str, Mapping[str, Any]]]:
+    if not isinstance(delta_type, dict):
+        return
+    kind = delta_type.get("type")
+    if kind == "struct":
+        yield from _field_metadata(delta_type.get("fields"), path)
+    elif kind == "array":
+        yield from _nested_metadata(delta_type.get("elementType"), f"{path}.element")
+    elif kind == "map":
+        yield from _nested_metadata(delta_type.get("keyType"), f"{path}.key")
+        yield from _nested_metadata(delta_type.get("valueType"), f"{path}.value")
 
 
 #: The LogTypes of the last few table schemas (see :func:`log_types`).

@@ -341,6 +341,7 @@ def _table_change(
             [(f.path, f.relative_path, v) for f, v in zip(data_files, files.values, strict=True)],
             table_metadata,
             new_schema,
+            mapping=mapping,
         )
     identity_schema = checked_identity_schema(
         table_metadata,
@@ -348,6 +349,7 @@ def _table_change(
         store,
         [f.path for f in data_files],
         options.identity_generated,
+        mapping=mapping,
     )
     tags = {}
     if identity_schema is not None:

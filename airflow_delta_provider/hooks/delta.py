@@ -128,7 +128,7 @@ class DeltaTableHook(BaseHook):
         if self.delta_conn_id:
             conn = self.get_connection(self.delta_conn_id)
             mask_connection(conn)
-            extra = conn.extra_dejson or {}
+            extra = _extra(conn)
             uri = uri or extra.get("table_uri") or conn.host
             mask_uri(uri)
             storage_conn_id = storage_conn_id or extra.get("storage_conn_id")
@@ -152,7 +152,6 @@ class DeltaTableHook(BaseHook):
                 secret = _json_object(
                     conn.password,
                     f"The password of connection {self.delta_conn_id!r} (its secret storage options)",
-                    secret=True,
                     example=SECRET_OPTIONS_PLACEHOLDER,
                 )
                 for value in _leaf_values(secret):
@@ -279,26 +278,72 @@ class DeltaTableHook(BaseHook):
         return True, message
 
 
-def _json_object(
-    value: Any, what: str, *, secret: bool = False, example: str = '{"endpoint_url": "..."}'
-) -> dict[str, Any]:
+def _json_object(value: Any, what: str, *, example: str = '{"endpoint_url": "..."}') -> dict[str, Any]:
     """A connection field holding a JSON object, as a dict.
 
+    The error never shows the field's content, whichever field it is: connection fields hold
+    secrets, and a malformed one may be a secret pasted into the wrong place.
+
     :param value: the field (a JSON string or an already decoded mapping).
-    :param what: names the field, for the error.
-    :param secret: never show the value in the error.
+    :param what: names the connection and the field, for the error.
     :param example: a JSON object of the kind expected, for the error.
     :raises ValueError: the field is not a JSON object.
     """
     if isinstance(value, str):
         try:
             value = json.loads(value)
-        except ValueError:
-            shown = "" if secret else f" (got {value[:40]!r})"
-            raise ValueError(f"{what} is not a JSON object such as {example}{shown}.") from None
+        except json.JSONDecodeError as err:
+            raise ValueError(
+                f"{what} is not a JSON object such as {example} (invalid JSON at line {err.lineno}, column "
+                f"{err.colno}: {err.msg}; its content is not shown, as it may hold a secret)."
+            ) from None
     if not isinstance(value, Mapping):
-        raise ValueError(f"{what} must be a JSON object, got {type(value).__name__}.")
+        raise ValueError(f"{what} must be a JSON object such as {example}, got {_json_kind(value)}.")
     return dict(value)
+
+
+def _json_kind(value: Any) -> str:
+    """What kind of JSON value ``value`` is (``null``, ``a string`` ...), never the value itself."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "a list"
+    return type(value).__name__
+
+
+def _extra(conn: Any) -> Mapping[str, Any]:
+    """A connection's extra as a mapping (Airflow decodes it; a JSON list or string is refused).
+
+    :raises StorageConnectionError: naming the connection, never the content.
+    """
+    extra = conn.extra_dejson
+    if extra is None or extra == "":
+        return {}
+    if not isinstance(extra, Mapping):
+        raise StorageConnectionError(
+            f"The extra of connection {conn.conn_id!r} ({conn.conn_type}) must be a JSON object, got "
+            f"{_json_kind(extra)}."
+        )
+    return extra
+
+
+def _object_field(conn: Any, value: Any, name: str, example: str) -> Mapping[str, Any]:
+    """``value``, an extra that must be a JSON object when it is set at all (null included).
+
+    :raises StorageConnectionError: naming the connection and the field, never the content.
+    """
+    if isinstance(value, Mapping):
+        return value
+    raise StorageConnectionError(
+        f"Connection {conn.conn_id!r} ({conn.conn_type}): the {name} extra must be a JSON object such as "
+        f"{example}, got {_json_kind(value)}. Fix the connection's extra."
+    )
 
 
 def _leaf_values(value: Any) -> list[Any]:
@@ -353,7 +398,7 @@ def _field(conn: Any, name: str) -> Any:
     """A connection extra as the providers read it: ``name``, else ``extra__<conn_type>__name``.
 
     An empty string counts as unset."""
-    extra = conn.extra_dejson or {}
+    extra = _extra(conn)
     value = extra.get(name)
     if value is None:
         value = extra.get(f"extra__{conn.conn_type}__{name}")
@@ -404,17 +449,21 @@ def storage_options_from_connection(conn: Any, scheme: str) -> tuple[str, dict[s
 
 
 def _s3_options(conn: Any) -> dict[str, Any]:
-    """s3fs options from an ``aws`` connection: login/password, ``region_name``, ``endpoint_url``."""
-    extra = conn.extra_dejson or {}
+    """s3fs options from an ``aws`` connection: login/password, ``region_name``, ``endpoint_url``
+    (or the amazon provider's ``service_config.s3.endpoint_url``)."""
+    extra = _extra(conn)
     settings: dict[str, Any] = {}
     if conn.login:
         settings["key"] = conn.login
     if conn.password:
         settings["secret"] = conn.password
     client_kwargs: dict[str, Any] = {}
-    endpoint = extra.get("endpoint_url") or (extra.get("service_config", {}).get("s3", {}) or {}).get(
-        "endpoint_url"
-    )
+    endpoint = extra.get("endpoint_url")
+    if "service_config" in extra:
+        example = '{"s3": {"endpoint_url": "..."}}'
+        services = _object_field(conn, extra["service_config"], "service_config", example)
+        s3 = _object_field(conn, services["s3"], "service_config.s3", example) if "s3" in services else {}
+        endpoint = endpoint or s3.get("endpoint_url")
     if endpoint:
         client_kwargs["endpoint_url"] = endpoint
     if extra.get("region_name"):
@@ -585,7 +634,6 @@ def _keyfile_info(conn_id: str, keyfile: Any, field: str) -> dict[str, Any]:
     info = _json_object(
         keyfile,
         f"The {field} of connection {conn_id!r}",
-        secret=True,
         example='{"type": "service_account", ...}',
     )
     mask_options(info)  # private_key, private_key_id ...

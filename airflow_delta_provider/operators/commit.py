@@ -35,6 +35,7 @@ from airflow_delta_provider.config import (
     max_commit_attempts,
     provider_table_properties,
 )
+from airflow_delta_provider.hooks.mixins import DeltaTableMixin, delta_template_fields
 from airflow_delta_provider.utils.coercion import (
     is_deferred,
     to_app_id,
@@ -45,7 +46,6 @@ from airflow_delta_provider.utils.coercion import (
     to_text,
     validate,
 )
-from airflow_delta_provider.utils.mixins import DeltaTableMixin, delta_template_fields
 from airflow_delta_provider.utils.version_compat import alias_event_extra
 from airflow_delta_provider.utils.wording import count
 
@@ -503,7 +503,7 @@ class DeltaCommitMixin(DeltaTableMixin):
     def _emit_asset_event(
         self,
         context: Context | Mapping[str, Any],
-        result: CommitResult,
+        result: CommitResult | Mapping[str, Any],
         uri: str,
         more: Mapping[str, Any] | None = None,
     ) -> None:
@@ -605,13 +605,15 @@ class DeltaCommitOperator(DeltaCommitMixin, BaseOperator):
         allow_empty_overwrite: bool = False,
         **kwargs: Any,
     ) -> None:
+        self._default_outlets(kwargs, table_uri, delta_conn_id)
+        # First: BaseOperator refuses an unknown argument by name (TypeError), so a misspelt
+        # ``prefx=`` is reported as such, not as a missing prefix.
+        super().__init__(**kwargs)
         if (prefix is None) == (files is None):
             raise ValueError(
                 "DeltaCommitOperator needs exactly one of prefix (a directory of Parquet files under the "
                 f"table root) or files (a list of them); got prefix={prefix!r}, files={files!r}."
             )
-        self._default_outlets(kwargs, table_uri, delta_conn_id)
-        super().__init__(**kwargs)
         self._init_commit_args(
             table_uri=table_uri,
             delta_conn_id=delta_conn_id,

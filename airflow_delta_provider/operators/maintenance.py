@@ -28,17 +28,18 @@ from airflow_delta_provider.core.maintenance import (
     vacuum_due,
 )
 from airflow_delta_provider.core.optimize import OptimizeOptions
+from airflow_delta_provider.hooks.mixins import build_hook
 from airflow_delta_provider.operators.base import DeltaBaseOperator, delta_template_fields
 from airflow_delta_provider.utils.coercion import (
     is_deferred,
     to_bool,
+    to_byte_size,
     to_choice,
     to_int,
     to_interval,
     to_list,
     validate,
 )
-from airflow_delta_provider.utils.mixins import build_hook
 from airflow_delta_provider.utils.secrets import credential_free, describe_error, refuse_credentials
 from airflow_delta_provider.utils.wording import count, human_duration
 
@@ -87,15 +88,6 @@ def _to_mode(value: Any) -> str:
 
 def _to_vacuum_mode(value: Any) -> str:
     return to_choice(value, "vacuum_mode", VACUUM_MODES)
-
-
-def _to_target_size(value: Any) -> int | str | None:
-    """A rendered target file size: None (or ``"None"``/``""``) for the table's, else bytes or ``"128mb"``."""
-    if value is None or (isinstance(value, str) and value.strip() in ("", "None")):
-        return None
-    if isinstance(value, int | str) and not isinstance(value, bool):
-        return value
-    raise ValueError(f"optimize_target_file_size must be bytes or a size such as '128mb', got {value!r}.")
 
 
 def _jsonable(value: Any) -> Any:
@@ -443,8 +435,9 @@ class DeltaMaintenanceOperator(BaseOperator):
     :param run_optimize: consider OPTIMIZE (default False).
     :param optimize_min_files: small files before OPTIMIZE is due (default 50, Delta's
         auto-compaction ``minNumFiles``). (templated)
-    :param optimize_target_file_size: bytes (or ``"128mb"``); overrides every table's
-        ``delta.targetFileSize`` (default 1 GiB). (templated)
+    :param optimize_target_file_size: bytes, or a size in Spark's units (``"128mb"``, ``"1tb"``);
+        overrides every table's ``delta.targetFileSize`` (default 1 GiB). None: each table's; a blank
+        value is an error. (templated)
     :param run_checkpoint: consider checkpoints (default True).
     :param run_cleanup: consider log cleanup (default True).
     :param run_vacuum: consider VACUUM (default True).
@@ -522,8 +515,7 @@ class DeltaMaintenanceOperator(BaseOperator):
         self.run_optimize = to_bool(run_optimize, "run_optimize", strings=False)
         validate(optimize_min_files, to_int, "optimize_min_files", minimum=1, optional=False)
         self.optimize_min_files = optimize_min_files
-        if not is_deferred(optimize_target_file_size):
-            _to_target_size(optimize_target_file_size)
+        validate(optimize_target_file_size, to_byte_size, "optimize_target_file_size")
         self.optimize_target_file_size = optimize_target_file_size
         self.run_checkpoint = to_bool(run_checkpoint, "run_checkpoint", strings=False)
         self.run_cleanup = to_bool(run_cleanup, "run_cleanup", strings=False)
@@ -562,7 +554,9 @@ class DeltaMaintenanceOperator(BaseOperator):
             vacuum_retention=to_interval(self.vacuum_retention, "vacuum_retention"),
             vacuum_interval=to_interval(self.vacuum_interval, "vacuum_interval"),
             vacuum_mode=_to_vacuum_mode(self.vacuum_mode),
-            optimize_target_file_size=_to_target_size(self.optimize_target_file_size),
+            optimize_target_file_size=to_byte_size(
+                self.optimize_target_file_size, "optimize_target_file_size"
+            ),
             optimize_min_files=to_int(
                 self.optimize_min_files, "optimize_min_files", minimum=1, optional=False
             )
@@ -796,5 +790,5 @@ class _Settings:
     vacuum_retention: timedelta | None
     vacuum_interval: timedelta | None
     vacuum_mode: str
-    optimize_target_file_size: int | str | None = None
+    optimize_target_file_size: int | None = None
     optimize_min_files: int = 50

@@ -18,7 +18,9 @@ Spark does the data work. One execution:
    commitInfo with Delta's metrics, and the txn of step 1.
 
 When the commit is refused (a concurrent commit removed one of the inputs:
-``ConcurrentDeleteReadError`` naming the file) or the job fails, the attempt's files are deleted;
+``ConcurrentDeleteReadError`` naming the file), a concurrent run of the same task instance committed
+first, or the job fails (an input missing from storage: ``OptimizeRewriteError``), the attempt's
+files are deleted, by the core's rules (never outside the root, never a file the table references);
 the table is unchanged.
 """
 
@@ -39,6 +41,7 @@ from airflow_delta_provider.core.optimize import (
     deleted_rows,
     plan_optimize,
 )
+from airflow_delta_provider.hooks.mixins import DeltaTableMixin, delta_template_fields
 from airflow_delta_provider.operators.commit import RunIdentity, already_committed, resolve_idempotency_key
 from airflow_delta_provider.operators.spark_attempt import (
     DEFAULT_WRITE_OPTIONS,
@@ -54,11 +57,11 @@ from airflow_delta_provider.utils.coercion import (
     to_app_id,
     to_app_version,
     to_bool,
+    to_byte_size,
     to_int,
     to_text,
     validate,
 )
-from airflow_delta_provider.utils.mixins import DeltaTableMixin, delta_template_fields
 from airflow_delta_provider.utils.wording import count
 
 if TYPE_CHECKING:
@@ -120,8 +123,9 @@ class DeltaOptimizeOperator(DeltaTableMixin, RoutedSparkOutput, PySparkOperator,
     :param storage_conn_id: an Airflow storage connection for ``table_uri``. (templated)
     :param storage_options: fsspec options for the core's access to the table.
     :param partition_filter: a SQL predicate on partition columns: compact only these partitions. (templated)
-    :param target_file_size: bytes (or ``"128mb"``); overrides ``delta.targetFileSize`` (default
-        1 GiB). (templated)
+    :param target_file_size: bytes, or a size in Spark's units (``"128mb"``, ``"1g"``, ``"1tb"``);
+        overrides ``delta.targetFileSize`` (default 1 GiB). None (or a template rendering None): the
+        table's; a blank value is an error. (templated)
     :param min_file_size: files at least this big are left alone (default: the target size).
     :param app_id: Delta ``txnAppId``; default: the task instance. (templated)
     :param app_version: Delta ``txnVersion``; default: equal across retries, raised by a clear. (templated)
@@ -176,6 +180,7 @@ class DeltaOptimizeOperator(DeltaTableMixin, RoutedSparkOutput, PySparkOperator,
         validate(app_id, to_app_id)
         validate(app_version, to_app_version)
         validate(dry_run, to_bool, "dry_run")
+        validate(target_file_size, to_byte_size, "target_file_size")
         self.partition_filter = partition_filter
         self.target_file_size = target_file_size
         self.min_file_size = to_int(min_file_size, "min_file_size", minimum=1)
@@ -193,10 +198,9 @@ class DeltaOptimizeOperator(DeltaTableMixin, RoutedSparkOutput, PySparkOperator,
         identity, app_id, app_version = resolve_idempotency_key(
             context, self.app_id, self.app_version, "overwrite"
         )
-        target = self.target_file_size
         options = OptimizeOptions(
             partition_filter=to_text(self.partition_filter, "partition_filter"),
-            target_file_size=None if target in (None, "", "None") else target,
+            target_file_size=to_byte_size(self.target_file_size, "target_file_size"),
             min_file_size=self.min_file_size,
             app_id=app_id,
             app_version=app_version,
@@ -233,11 +237,17 @@ class DeltaOptimizeOperator(DeltaTableMixin, RoutedSparkOutput, PySparkOperator,
         root = (self.spark_table_uri or spark_path(table.uri)).rstrip("/")
 
         def rewrite(plan: OptimizePlan) -> dict[int, list[str]]:
-            return self._rewrite_on_spark(spark, table, plan, root, attempt)
+            try:
+                return self._rewrite_on_spark(spark, table, plan, root, attempt)
+            except BaseException:
+                # The core's contract for a rewriter: a failed one removes what it wrote.
+                discard_attempt(table, attempt, self.log)
+                raise
 
         try:
-            # The core replans on the latest snapshot, calls rewrite, and commits (deleting what the
-            # rewrite wrote when the commit is refused).
+            # The core replans on the latest snapshot, calls rewrite (a failure becomes an
+            # OptimizeRewriteError), checks what it reports, and commits, deleting what the rewrite
+            # wrote when the commit is refused or a concurrent run of this task committed first.
             result = table.optimize(rewrite=rewrite, **_as_kwargs(options))
         except BaseException:
             assert options.app_id is not None and options.app_version is not None

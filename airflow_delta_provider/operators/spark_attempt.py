@@ -13,6 +13,10 @@ OPTIMIZE) follows the same rules, decided here:
   concurrent attempt committed first) are deleted by :func:`discard_attempt`, but only when
   :func:`commit_landed` says the attempt's txn is not in the table; what stays, VACUUM removes
   once it is older than the retention.
+
+Every delete goes through the core's
+:func:`~airflow_delta_provider.core.vacuum.discard.discard_uncommitted` (VACUUM's confinement to the
+root, and never a file the table references).
 """
 
 from __future__ import annotations
@@ -97,6 +101,7 @@ def collect_attempt_files(table: DeltaTable, attempt: str, partition_columns: Se
     # Here, not at the top: the module is imported in every parse of a DAG file naming the
     # PySpark operator, and core.datafiles imports pyarrow (~0.25 s) that only execution needs.
     from airflow_delta_provider.core.datafiles import is_hidden
+    from airflow_delta_provider.core.vacuum.discard import discard_uncommitted
 
     storage = table.storage
     root = storage.root.rstrip("/") + "/"
@@ -110,8 +115,7 @@ def collect_attempt_files(table: DeltaTable, attempt: str, partition_columns: Se
             litter.append(info.path)
         else:
             files.append(relative)
-    if litter:
-        storage.delete_many(litter)
+    discard_uncommitted(storage, litter, reason="Spark's markers and checksums", referenced=False)
     return sorted(files)
 
 
@@ -130,15 +134,16 @@ def discard_attempt(table: DeltaTable, attempt: str, log: Any) -> None:
 
     :param log: the task's logger.
     """
+    from airflow_delta_provider.core.vacuum.discard import discard_uncommitted
+
     storage = table.storage
     directory = storage.join(attempt)
     try:
         paths = [info.path for info in storage.walk(directory)]
-        if paths:
-            storage.delete_many(paths)
-        if storage.is_local:
+        result = discard_uncommitted(storage, paths, reason=f"the attempt under {attempt} was not committed")
+        if storage.is_local and not result.kept:
             for dirpath, _dirs, _files in sorted(os.walk(directory), key=lambda e: -len(e[0])):
                 os.rmdir(dirpath)
-        log.info("Removed %s under %s.", count(len(paths), "uncommitted file"), storage.to_uri(directory))
+        log.info("Removed %s under %s.", count(result.deleted, "uncommitted file"), storage.to_uri(directory))
     except Exception as err:  # the task's own error matters more; VACUUM removes what stays
         log.warning("Could not remove the uncommitted files under %s (%s); VACUUM will.", directory, err)

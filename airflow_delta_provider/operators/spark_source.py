@@ -28,8 +28,8 @@ from airflow_delta_provider.core.errors import (
     CommitsCleanedUpError,
     ConsumerCursorError,
 )
+from airflow_delta_provider.hooks.mixins import build_hook
 from airflow_delta_provider.utils.coercion import is_deferred, is_none, to_bool, to_int, to_text, validate
-from airflow_delta_provider.utils.mixins import build_hook
 from airflow_delta_provider.utils.secrets import refuse_credentials
 from airflow_delta_provider.utils.wording import count
 

@@ -3,23 +3,27 @@
 Tables are the ones the deployment knows: the assets whose events the provider's commit
 operators emitted (or that a provider trigger watches) and the ``delta`` connections. Every
 route checks the user with Airflow's own auth dependencies: an asset's views need read access
-to that asset; a connection's views need read access to the connection and to assets. Each
-table is opened with its connection's credentials (a ``delta`` connection naming the asset's
-location, else the location alone) and only read: the routes are GETs, and the one that
-plans a VACUUM runs it as a dry run. Every response is redacted before it leaves.
+to that asset; a connection's views need read access to the connection and to assets. The list
+holds only the assets and connections the auth manager lets the user read, each asked about
+by its id as its own routes ask. Each table is opened with its connection's credentials (a
+``delta`` connection naming the asset's location, else the location alone) and only read: the
+routes are GETs, and the one that plans a VACUUM runs it as a dry run. Every response is
+redacted before it leaves, and every failure is a JSON message naming the table, never a
+traceback.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow.api_fastapi.common.db.common import SessionDep  # noqa: TC002 - FastAPI reads it at runtime
 from airflow.api_fastapi.core_api.security import (
     GetUserDep,
     requires_access_asset,
     requires_access_connection,
+    requires_authenticated,
 )
 from fastapi import Depends, FastAPI, HTTPException, Query
 from fastapi.responses import HTMLResponse, Response
@@ -27,17 +31,22 @@ from fastapi.staticfiles import StaticFiles
 
 from airflow_delta_provider.core.errors import CorruptLogError, DeltaError, TableNotFoundError
 from airflow_delta_provider.core.maintenance import DEFAULT_VACUUM_INTERVAL
-from airflow_delta_provider.core.redaction import redact
+from airflow_delta_provider.core.redaction import get_logger, redact
 from airflow_delta_provider.hooks.delta import DeltaTableHook
 from airflow_delta_provider.plugins.tables import (
     MAX_HISTORY,
+    free_int,
+    free_text,
     interval,
+    restore_target,
     table_health,
     table_history,
     table_maintenance,
     vacuum_dry_run,
 )
 from airflow_delta_provider.utils.secrets import describe_error, public_location
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -54,6 +63,23 @@ STATIC = Path(__file__).resolve().parent / "static"
 _PROVIDER_PREFIX = "airflow_delta_provider."
 #: Asset events read per table for the skips shown on the timeline.
 _EVENTS = 200
+#: The largest asset id (the metadata DB's INTEGER) and connection id (Airflow's ID_LEN) there can be.
+_MAX_ASSET_ID = 2**31 - 1
+_MAX_CONNECTION_ID = 250
+#: Where the exceptions of the storage clients come from (an unreachable or refusing store).
+_STORAGE_MODULES = (
+    "botocore",
+    "aiobotocore",
+    "s3fs",
+    "adlfs",
+    "azure",
+    "gcsfs",
+    "google",
+    "aiohttp",
+    "fsspec",
+)
+
+log = get_logger(__name__)
 
 app = FastAPI(
     title="Delta tables",
@@ -92,8 +118,9 @@ def _delta_connections(session: Session) -> list[Any]:
 
 
 def _connection_location(conn: Any) -> str | None:
-    extra = conn.extra_dejson or {}
-    uri = extra.get("table_uri") or conn.host
+    """A connection's table location as the provider shows it (None when it names none)."""
+    extra = conn.extra_dejson
+    uri = (extra.get("table_uri") if isinstance(extra, dict) else None) or conn.host
     if not uri:
         return None
     try:
@@ -132,7 +159,8 @@ def _provider_assets(session: Session) -> list[Any]:
 def _asset(session: Session, asset_id: int) -> Any:
     from airflow.models.asset import AssetModel
 
-    asset = session.get(AssetModel, asset_id)
+    # An id no database column holds is no asset (asking the database would fail).
+    asset = session.get(AssetModel, asset_id) if 0 < asset_id <= _MAX_ASSET_ID else None
     if asset is None or not _is_provider_asset(session, asset):
         raise _fail(
             404,
@@ -150,43 +178,82 @@ def _open_location(session: Session, uri: str) -> DeltaTable:
     return ServerHook(table_uri=uri).get_table()
 
 
-def _connection_table(session: Session, connection_id: str) -> tuple[DeltaTable, str]:
-    conns = {c.conn_id: c for c in _delta_connections(session)}
-    if connection_id not in conns:
-        raise _fail(
-            404,
-            f"There is no delta connection {connection_id!r}: add one (type delta, host = the table "
-            f"location) or pick one from /delta/api/tables.",
-        )
-    hook = ServerHook(delta_conn_id=connection_id)
+def _no_connection(connection_id: str) -> HTTPException:
+    return _fail(
+        404,
+        f"There is no delta connection {connection_id!r}: add one (type delta, host = the table "
+        f"location) or pick one from /delta/api/tables.",
+    )
+
+
+def _valid_connection_id(connection_id: str) -> None:
+    """Refuse an id no connection can have before anything asks the database about it."""
+    if len(connection_id) > _MAX_CONNECTION_ID or not connection_id.isprintable():
+        raise _no_connection(connection_id[:_MAX_CONNECTION_ID])
+
+
+def _connection_location_or_fail(hook: ServerHook, connection_id: str) -> str:
     try:
-        return hook.get_table(), hook.table_uri
-    except (ValueError, DeltaError) as err:
+        return hook.table_uri
+    except ValueError as err:
         raise _fail(
             422, f"Connection {connection_id!r} names no usable table: {describe_error(err)}"
         ) from None
 
 
-def _read(uri: str, read: Callable[[], dict[str, Any]]) -> Response:
-    """Run a read of the table, turning a missing or unreadable table into a clear message."""
+def _is_storage_error(err: BaseException) -> bool:
+    return isinstance(err, OSError) or type(err).__module__.split(".")[0] in _STORAGE_MODULES
+
+
+def _guarded(where: str, read: Callable[[], T]) -> T:
+    """Run a read of a table (opening it included), turning every failure into an HTTP error whose
+    JSON message names the table and the problem: 404 no table, 422 an unreadable log or setting,
+    502 a store that cannot be reached or refuses, 500 anything else (logged, redacted)."""
     try:
-        return _json(read())
+        return read()
     except HTTPException:
         raise
     except TableNotFoundError as err:
         raise _fail(
             404,
-            f"No Delta table at {uri}: {describe_error(err)}. Check the location (the asset URI or the "
+            f"No Delta table at {where}: {describe_error(err)}. Check the location (the asset URI or the "
             f"connection's host); the table appears once its first commit has landed.",
         ) from None
     except CorruptLogError as err:
         raise _fail(
             422,
-            f"The Delta log of {uri} cannot be read: {describe_error(err)}. The view shows nothing until "
+            f"The Delta log of {where} cannot be read: {describe_error(err)}. The view shows nothing until "
             f"the log is repaired (see docs/ui.md).",
         ) from None
-    except (DeltaError, ValueError, OSError) as err:
-        raise _fail(422, f"Cannot read the Delta table at {uri}: {describe_error(err)}") from None
+    except (DeltaError, ValueError) as err:
+        raise _fail(422, f"Cannot read the Delta table at {where}: {describe_error(err)}") from None
+    except Exception as err:
+        if _is_storage_error(err):
+            raise _fail(
+                502,
+                f"The storage of {where} cannot be read: {describe_error(err)}. Check that it is reachable "
+                f"from the API server and the credentials of its connection.",
+            ) from None
+        log.warning("Reading the Delta table at %s failed", where, exc_info=True)
+        raise _fail(
+            500, f"Reading the Delta table at {where} failed: {describe_error(err)} (the API server logs it)."
+        ) from None
+
+
+def _read(uri: str, read: Callable[[], dict[str, Any]]) -> Response:
+    """:func:`_guarded`, answered as redacted JSON."""
+    return _json(_guarded(uri, read))
+
+
+def _connection_view(
+    session: Session, connection_id: str, view: Callable[[DeltaTable, str], dict[str, Any]]
+) -> Response:
+    """A view of a delta connection's table: ``view(table, location)`` under :func:`_read`."""
+    if connection_id not in {c.conn_id for c in _delta_connections(session)}:
+        raise _no_connection(connection_id)
+    hook = ServerHook(delta_conn_id=connection_id)
+    uri = _guarded(f"connection {connection_id!r}", lambda: _connection_location_or_fail(hook, connection_id))
+    return _read(uri, lambda: {"table": uri, **view(hook.get_table(), uri)})
 
 
 def _skips(session: Session, asset_id: int | None) -> list[dict[str, Any]]:
@@ -220,8 +287,9 @@ def _skips(session: Session, asset_id: int | None) -> list[dict[str, Any]]:
         found.append(
             {
                 "timestamp": event.timestamp.isoformat(timespec="seconds"),
-                "version": extra.get("version"),
-                "operation": extra.get("operation"),
+                # An event's extra is anyone's (Airflow's REST API posts events): read by shape.
+                "version": free_int(extra.get("version")),
+                "operation": free_text(extra.get("operation")),
                 "airflow": {
                     "dag_id": event.source_dag_id,
                     "task_id": event.source_task_id,
@@ -254,24 +322,51 @@ def page() -> HTMLResponse:
     return HTMLResponse((STATIC / "index.html").read_text())
 
 
+def _may_read_asset(user: Any, asset_id: int) -> bool:
+    """Whether the auth manager lets the user read this asset (the question its routes ask)."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import AssetDetails
+
+    details = AssetDetails(id=str(asset_id))
+    return bool(get_auth_manager().is_authorized_asset(method="GET", details=details, user=user))
+
+
+def _readable_connections(session: Session, user: Any, connections: list[Any]) -> list[Any]:
+    """The connections the user may read, each asked about by its id and team, as Airflow's own
+    connection list and routes ask the auth manager (a user may read some connections only)."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails
+    from airflow.models.connection import Connection
+
+    manager = get_auth_manager()
+    readable = []
+    for conn in connections:
+        team = getattr(conn, "team_name", None)
+        if team is None and hasattr(Connection, "team_id"):  # Airflow 3.1: the team by its id
+            team = Connection.get_team_name(conn.conn_id, session=session)
+        details = ConnectionDetails(conn_id=conn.conn_id, team_name=team)
+        if manager.is_authorized_connection(method="GET", details=details, user=user):
+            readable.append(conn)
+    return readable
+
+
 @app.get("/api/tables", dependencies=[Depends(requires_access_asset("GET"))])
 def list_tables(session: SessionDep, user: GetUserDep) -> Response:
-    """The Delta tables of the deployment: provider assets and delta connections."""
-    from airflow.api_fastapi.app import get_auth_manager
-
+    """The Delta tables of the deployment the user may read: provider assets and delta connections."""
     found = [
-        {"kind": "asset", "id": str(a.id), "name": a.name, "uri": a.uri} for a in _provider_assets(session)
+        {"kind": "asset", "id": str(a.id), "name": a.name, "uri": a.uri}
+        for a in _provider_assets(session)
+        if _may_read_asset(user, a.id)
     ]
-    if get_auth_manager().is_authorized_connection(method="GET", user=user):
-        for conn in _delta_connections(session):
-            found.append(
-                {
-                    "kind": "connection",
-                    "id": conn.conn_id,
-                    "name": conn.conn_id,
-                    "uri": _connection_location(conn),
-                }
-            )
+    for conn in _readable_connections(session, user, _delta_connections(session)):
+        found.append(
+            {
+                "kind": "connection",
+                "id": conn.conn_id,
+                "name": conn.conn_id,
+                "uri": _connection_location(conn),
+            }
+        )
     return _json({"tables": found})
 
 
@@ -283,7 +378,12 @@ def _vacuum_interval(value: str | None) -> timedelta | None:
 
 
 _ASSET = [Depends(requires_access_asset("GET"))]
-_CONNECTION = [Depends(requires_access_connection("GET")), Depends(requires_access_asset("GET"))]
+_CONNECTION = [
+    Depends(requires_authenticated()),
+    Depends(_valid_connection_id),
+    Depends(requires_access_connection("GET")),
+    Depends(requires_access_asset("GET")),
+]
 _LIMIT = Query(20, ge=1, le=MAX_HISTORY)
 
 
@@ -326,33 +426,50 @@ def asset_maintenance(asset_id: int, session: SessionDep, vacuum_interval: str |
 
 @app.get("/api/connections/{connection_id}/history", dependencies=_CONNECTION)
 def connection_history(
-    connection_id: str, session: SessionDep, limit: int = _LIMIT, before: int | None = None
+    connection_id: str,
+    session: SessionDep,
+    user: GetUserDep,
+    limit: int = _LIMIT,
+    before: int | None = None,
 ) -> Response:
-    table, uri = _connection_table(session, connection_id)
+    def view(table: DeltaTable, uri: str) -> dict[str, Any]:
+        # The skips are the events of the asset at the same location, when the user may read it.
+        asset_id = _asset_id_for(session, uri)
+        if asset_id is not None and not _may_read_asset(user, asset_id):
+            asset_id = None
+        return {**table_history(table, limit, before), "skips": _skips(session, asset_id)}
 
-    def read() -> dict[str, Any]:
-        result = table_history(table, limit, before)
-        return {"table": uri, **result, "skips": _skips(session, _asset_id_for(session, uri))}
-
-    return _read(uri, read)
+    return _connection_view(session, connection_id, view)
 
 
 @app.get("/api/connections/{connection_id}/health", dependencies=_CONNECTION)
 def connection_health(connection_id: str, session: SessionDep) -> Response:
-    table, uri = _connection_table(session, connection_id)
-    return _read(uri, lambda: {"table": uri, **table_health(table)})
+    return _connection_view(session, connection_id, lambda table, _uri: table_health(table))
 
 
 @app.get("/api/connections/{connection_id}/vacuum-dry-run", dependencies=_CONNECTION)
 def connection_vacuum_dry_run(connection_id: str, session: SessionDep) -> Response:
-    table, uri = _connection_table(session, connection_id)
-    return _read(uri, lambda: {"table": uri, **vacuum_dry_run(table)})
+    return _connection_view(session, connection_id, lambda table, _uri: vacuum_dry_run(table))
 
 
 @app.get("/api/connections/{connection_id}/maintenance", dependencies=_CONNECTION)
 def connection_maintenance(
     connection_id: str, session: SessionDep, vacuum_interval: str | None = None
 ) -> Response:
-    table, uri = _connection_table(session, connection_id)
     every = _vacuum_interval(vacuum_interval)
-    return _read(uri, lambda: {"table": uri, **table_maintenance(table, every)})
+    return _connection_view(session, connection_id, lambda table, _uri: table_maintenance(table, every))
+
+
+@app.get("/api/assets/{asset_id}/restore-target", dependencies=_ASSET)
+def asset_restore_target(asset_id: int, session: SessionDep, dag_id: str, run_id: str) -> Response:
+    """The version before a run's first commit to the table (what a restore "before that run" restores)."""
+    asset = _asset(session, asset_id)
+    return _read(
+        asset.uri,
+        lambda: {"table": asset.uri, **restore_target(_open_location(session, asset.uri), dag_id, run_id)},
+    )
+
+
+@app.get("/api/connections/{connection_id}/restore-target", dependencies=_CONNECTION)
+def connection_restore_target(connection_id: str, session: SessionDep, dag_id: str, run_id: str) -> Response:
+    return _connection_view(session, connection_id, lambda table, _uri: restore_target(table, dag_id, run_id))

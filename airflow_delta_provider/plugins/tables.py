@@ -5,11 +5,17 @@ Every function here only reads: listings of ``_delta_log``, the commit files sho
 snapshot's file state (a checkpoint plus the commits after it) and, on request, a VACUUM dry
 run. Nothing writes or deletes. The answers are JSON-native dicts; the API (``app.py``) redacts
 them once more before they leave the server.
+
+``commitInfo`` is free-form (other engines write ``tags`` as a string, ``operationParameters``
+as a string, ``userMetadata`` that is not an object, values nested at any depth): every field is
+read by its expected shape and anything else is shown as short text, never trusted to be a dict.
+Table properties are read through the core's ``TableConfig``, the one parser of their values.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +28,7 @@ from airflow_delta_provider.core.features import (
     supports,
     writer_features,
 )
-from airflow_delta_provider.core.history import commit_timestamps, history
+from airflow_delta_provider.core.history import commit_counts, commit_timestamps, history
 from airflow_delta_provider.core.logfiles import LogFileKind
 from airflow_delta_provider.core.maintenance import checkpoint_due, cleanup_due, vacuum_due
 from airflow_delta_provider.core.segment import complete_checkpoints, list_log_files
@@ -31,87 +37,137 @@ from airflow_delta_provider.core.vacuum.record import read_last_vacuum_info
 
 if TYPE_CHECKING:
     from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.storage import LogStore
     from airflow_delta_provider.core.table import DeltaTable
 
 __all__ = [
-    "DEFAULT_TARGET_FILE_SIZE",
     "MAX_HISTORY",
-    "TARGET_FILE_SIZE",
     "consumer_cursors",
+    "free_int",
+    "free_text",
+    "restore_target",
     "table_health",
     "table_history",
     "table_maintenance",
     "vacuum_dry_run",
 ]
 
-#: The table property naming the size data files should have.
-TARGET_FILE_SIZE = "delta.targetFileSize"
-#: Without it: Delta's OPTIMIZE target (``spark.databricks.delta.optimize.maxFileSize``, 1 GiB).
-DEFAULT_TARGET_FILE_SIZE = 1024**3
 #: The most commits one history page reads.
 MAX_HISTORY = 100
 #: How far back the maintenance view looks for VACUUM START/END commits.
 VACUUM_LOOKBACK = 100
 _TAG = "airflow."
 _MAINTENANCE_OPERATIONS = ("VACUUM START", "VACUUM END", "OPTIMIZE")
-_SIZE_UNITS = {"b": 1, "kb": 1024, "mb": 1024**2, "gb": 1024**3, "tb": 1024**4}
+#: How much of a free-form commitInfo value is shown: characters, and levels of nesting.
+_TEXT_LIMIT = 500
+_DEPTH_LIMIT = 8
+#: The metrics of each column, by the names Spark/Delta and delta-rs give them (first found wins).
 
 
-def _iso(ms: int | None) -> str | None:
-    return None if ms is None else datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds")
-
-
-def _int(value: Any) -> int | None:
-    try:
-        return int(str(value).strip('"'))
-    except (TypeError, ValueError):
+def _iso(ms: Any) -> str | None:
+    """An epoch-milliseconds timestamp as ISO text; None when it is no date a calendar holds."""
+    millis = free_int(ms)
+    if millis is None:
         return None
+    try:
+        return datetime.fromtimestamp(millis / 1000, tz=UTC).isoformat(timespec="seconds")
+    except (OverflowError, ValueError, OSError):
+        return None
+
+
+def free_int(value: Any) -> int | None:
+    """A free-form integer (a metric, an event's version), written as a number or as (quoted)
+    text; None for anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
+    if isinstance(value, str) and len(value) <= 40:
+        try:
+            return int(value.strip().strip('"'))
+        except ValueError:
+            return None
+    return None
+
+
+def _bounded(value: Any, depth: int = 0) -> Any:
+    """A JSON value cut to :data:`_DEPTH_LIMIT` levels (deeper ones become ``"..."``), so that
+    turning it into text cannot exhaust the stack however deeply another engine nested it."""
+    if isinstance(value, dict | list) and depth >= _DEPTH_LIMIT:
+        return "..."
+    if isinstance(value, dict):
+        return {str(k): _bounded(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_bounded(v, depth + 1) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # NaN is no JSON a browser parses
+    return value
+
+
+def free_text(value: Any) -> str | None:
+    """A free-form value as short text: strings as they are, anything else as compact JSON."""
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else json.dumps(_bounded(value), separators=(",", ":"))
+    return text if len(text) <= _TEXT_LIMIT else text[:_TEXT_LIMIT] + "..."
+
+
+def _object(value: Any) -> dict[str, Any]:
+    """A commitInfo field that should be a JSON object, also when written as a JSON text (as some
+    engines write ``tags`` and ``operationParameters``); {} when it is neither."""
+    if isinstance(value, str) and value.lstrip().startswith("{"):
+        try:
+            value = json.loads(value)
+        except (ValueError, RecursionError):
+            return {}
+    return value if isinstance(value, dict) else {}
 
 
 def run_identity(info: dict[str, Any]) -> dict[str, Any] | None:
     """The Airflow execution that made a commit: its commitInfo tags, else its userMetadata."""
-    tags = info.get("tags") or {}
-    found = {k[len(_TAG) :]: v for k, v in tags.items() if isinstance(k, str) and k.startswith(_TAG)}
+    tags = _object(info.get("tags"))
+    found = {k[len(_TAG) :]: v for k, v in tags.items() if k.startswith(_TAG)}
     if not found.get("dag_id"):
-        try:
-            meta = json.loads(info.get("userMetadata") or "{}")
-        except (TypeError, ValueError):
-            meta = {}
-        found = dict(meta.get("airflow") or {}) if isinstance(meta, dict) else {}
-    if not found.get("dag_id") or not found.get("task_id") or not found.get("run_id"):
+        found = _object(_object(info.get("userMetadata")).get("airflow"))
+    names = {key: free_text(found.get(key)) for key in ("dag_id", "task_id", "run_id")}
+    if not all(names.values()):
         return None
+    map_index = free_int(found.get("map_index"))
     return {
-        "dag_id": str(found["dag_id"]),
-        "task_id": str(found["task_id"]),
-        "run_id": str(found["run_id"]),
-        "logical_date": found.get("logical_date"),
-        "map_index": _int(found.get("map_index")) if found.get("map_index") is not None else -1,
-        "try_number": _int(found.get("try_number")) or 1,
+        **names,
+        "logical_date": free_text(found.get("logical_date")),
+        "map_index": -1 if map_index is None else map_index,
+        "try_number": max(free_int(found.get("try_number")) or 1, 1),
     }
 
 
-def _entry(info: dict[str, Any]) -> dict[str, Any]:
-    metrics = info.get("operationMetrics") or {}
-    operation = str(info.get("operation") or "?")
+def _parameters(value: Any) -> dict[str, str]:
+    """``operationParameters`` as text per name (Delta writes each value JSON-encoded)."""
+    parameters = _object(value)
+    if not parameters and value not in (None, "", {}):
+        return {"value": free_text(value) or ""}
+    return {k: (free_text(v) or "").strip('"') for k, v in parameters.items()}
+
+
+def _entry(info: dict[str, Any], storage: LogStore) -> dict[str, Any]:
+    operation = free_text(info.get("operation")) or "?"
     identity = run_identity(info)
     kind = "commit"
     if operation in _MAINTENANCE_OPERATIONS or operation.startswith("VACUUM"):
         kind = "maintenance"
     elif identity is not None and identity["try_number"] > 1:
         kind = "retry"
-    parameters = {str(k): str(v).strip('"') for k, v in (info.get("operationParameters") or {}).items()}
+    counts = commit_counts(storage, info)  # rows and files added and removed
     return {
         "version": info["version"],
         "timestamp": _iso(info["timestamp"]),
         "operation": operation,
         "kind": kind,
-        "parameters": parameters,
-        "rows_added": _int(metrics.get("numOutputRows")),
-        "files_added": _int(metrics.get("numAddedFiles", metrics.get("numFiles"))),
-        "files_removed": _int(metrics.get("numRemovedFiles", metrics.get("numDeletedFiles"))),
-        "bytes_added": _int(metrics.get("numOutputBytes", metrics.get("numAddedBytes"))),
-        "bytes_removed": _int(metrics.get("numRemovedBytes", metrics.get("sizeOfDataToDelete"))),
-        "engine": info.get("engineInfo"),
+        "parameters": _parameters(info.get("operationParameters")),
+        **counts,
+        "engine": free_text(info.get("engineInfo")),
         "airflow": identity,
     }
 
@@ -128,12 +184,18 @@ def table_history(table: DeltaTable, limit: int = 20, before: int | None = None)
     commits = [f.version for f in files if f.kind is LogFileKind.COMMIT]
     latest = table.version()
     start = latest if before is None else min(latest, before - 1)
-    entries = [_entry(info) for info in history(table.storage, start, limit)] if start >= 0 else []
+    commits_shown = history(table.storage, start, limit) if start >= 0 else []
+    entries = [_entry(info, table.storage) for info in commits_shown]
     runs: dict[tuple[str, str, str, int], int] = {}
+    first_of_run: set[tuple[str, str]] = set()
     for entry in reversed(entries):  # oldest first: a later commit of the same task run is a re-run
         identity = entry["airflow"]
         if identity is None:
             continue
+        run = (identity["dag_id"], identity["run_id"])
+        if run not in first_of_run:  # the run's oldest commit on the page offers "restore to before it"
+            first_of_run.add(run)
+            entry["restore_target"] = {"dag_id": run[0], "run_id": run[1]}
         key = (identity["dag_id"], identity["task_id"], identity["run_id"], identity["map_index"])
         if key in runs:
             entry["rerun_of"] = runs[key]
@@ -151,21 +213,14 @@ def table_history(table: DeltaTable, limit: int = 20, before: int | None = None)
     }
 
 
-def target_file_size(snapshot: Snapshot) -> dict[str, Any]:
-    """``delta.targetFileSize`` in bytes and its source (Delta's OPTIMIZE target without it)."""
-    raw = snapshot.properties.get(TARGET_FILE_SIZE)
-    if raw is not None:
-        text = str(raw).strip().lower().replace(" ", "")
-        number = text.rstrip("kmgtb")
-        unit = text[len(number) :] or "b"
-        unit = unit if unit.endswith("b") else unit + "b"
-        if number.isdigit() and unit in _SIZE_UNITS:
-            return {
-                "name": TARGET_FILE_SIZE,
-                "value": int(number) * _SIZE_UNITS[unit],
-                "source": "table property",
-            }
-    return {"name": TARGET_FILE_SIZE, "value": DEFAULT_TARGET_FILE_SIZE, "source": "default"}
+def restore_target(table: DeltaTable, dag_id: str, run_id: str) -> dict[str, Any]:
+    """The version "restore to before this run" restores: the one before the run's first commit to the
+    table, found by the run identity in commitInfo tags, as ``DeltaRestoreOperator(before_run_id=...)``
+    finds it (the core's ``tagged_commits``: only the commits since the run's logical date are read)."""
+    found = table.tagged_commits(
+        {f"{_TAG}dag_id": dag_id, f"{_TAG}run_id": run_id}, not_before_tag=f"{_TAG}logical_date"
+    )
+    return {"dag_id": dag_id, "run_id": run_id, **found.to_dict()}
 
 
 def _histogram(sizes: list[int]) -> list[dict[str, Any]]:
@@ -203,7 +258,8 @@ def table_health(table: DeltaTable) -> dict[str, Any]:
     snapshot = table.snapshot()
     files = snapshot.files()
     sizes = [int(s) for s in files.column("size").to_pylist()] if files.num_rows else []
-    target = target_file_size(snapshot)
+    # The size OPTIMIZE aims at, as the core's TableConfig reads it (an invalid value raises).
+    target = snapshot.config.target_file_size.to_dict()
     partitions = snapshot.partition_columns
     num_partitions = 0
     if partitions and files.num_rows:
@@ -313,14 +369,14 @@ def table_maintenance(
     cleanup["earliest_retained_version"] = commits[0].version if commits else None
     cleanup["cleaned_up"] = bool(commits) and commits[0].version > 0
     oldest_ms = commits[0].file.modification_time if commits else None
-    expires = (
-        datetime.fromtimestamp(oldest_ms / 1000, tz=UTC) + retention.value
+    cleanup["oldest_commit_time"] = _iso(oldest_ms)
+    # Cleanup deletes only log files before a checkpoint and older than the retention (None: the
+    # retention reaches past the calendar's last date).
+    cleanup["next_due"] = (
+        _iso(oldest_ms + retention.value // timedelta(milliseconds=1))
         if oldest_ms is not None and isinstance(retention.value, timedelta)
         else None
     )
-    cleanup["oldest_commit_time"] = _iso(oldest_ms)
-    # Cleanup deletes only log files before a checkpoint and older than the retention.
-    cleanup["next_due"] = expires.isoformat(timespec="seconds") if expires is not None else None
     cleanup["checkpoint_needed"] = last_checkpoint is None or (
         bool(commits) and last_checkpoint.version <= commits[0].version
     )
@@ -329,9 +385,9 @@ def table_maintenance(
     vacuum["retention"] = config.deleted_file_retention.to_dict()
     vacuum["last_vacuum_info_version"] = read_last_vacuum_info(table.storage)
     recent = [
-        _entry(info)
+        _entry(info, table.storage)
         for info in history(table.storage, snapshot.version, VACUUM_LOOKBACK)
-        if str(info.get("operation", "")).startswith("VACUUM")
+        if (free_text(info.get("operation")) or "").startswith("VACUUM")
     ]
     vacuum["recent"] = recent[:10]
     vacuum["lookback_commits"] = VACUUM_LOOKBACK

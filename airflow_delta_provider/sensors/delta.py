@@ -12,9 +12,9 @@ from airflow.sdk.exceptions import AirflowException
 from airflow_delta_provider.assets.delta import table_asset_uri
 from airflow_delta_provider.core.redaction import redact
 from airflow_delta_provider.core.watch import CommitFilter, payload, poll
+from airflow_delta_provider.hooks.mixins import DeltaTableMixin, delta_template_fields
 from airflow_delta_provider.triggers.delta import DeltaTableVersionTrigger
 from airflow_delta_provider.utils.coercion import to_bool, to_int, to_list, to_timestamp, validate
-from airflow_delta_provider.utils.mixins import DeltaTableMixin, delta_template_fields
 from airflow_delta_provider.utils.secrets import refuse_secret_options
 from airflow_delta_provider.utils.wording import human_duration, versions
 

@@ -34,6 +34,7 @@ from airflow_delta_provider.spark.files import (
     empty_frame,
     field,
     file_keys,
+    join_files,
     logical_columns,
     row_key,
     row_keys,
@@ -187,7 +188,7 @@ class _ChangeScan:
             if vanished is not None:
                 raise vanished from err
             raise
-        frame = data.join(scans, FILE, "left").withColumn(SCAN, checked(SCAN, self.storage.root_uri))
+        frame = join_files(data, scans).withColumn(SCAN, checked(SCAN, self.storage.root_uri))
         if partial:
             frame = self._select_rows(frame)
         partitions = {

@@ -36,7 +36,17 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.storage import LogStore
     from airflow_delta_provider.spark.schema import ReadSchema
 
-__all__ = ["FILE", "ROW", "checked", "column", "file_keys", "row_keys", "scan_files", "spark_type"]
+__all__ = [
+    "FILE",
+    "ROW",
+    "checked",
+    "column",
+    "file_keys",
+    "join_files",
+    "row_keys",
+    "scan_files",
+    "spark_type",
+]
 
 # Columns a read adds and drops again; named so that no table column collides with them.
 FILE = "__delta_read_file_path"
@@ -168,6 +178,27 @@ def _file_type_json(arrow_type: pa.DataType) -> Any:
 
     item = {"name": "x", "type": arrow_type_to_delta(arrow_type), "nullable": True, "metadata": {}}
     return spark_read_fields([item], "none")[0][0]["type"]
+
+
+def join_files(rows: Any, files: Any) -> Any:
+    """``rows`` (with :data:`FILE`) left-joined with ``files`` (one row per file, with :data:`FILE`):
+    on a 64-bit hash of the path, then the exact path, so that the per-row work is a long-key
+    lookup rather than a string-key one; a row whose path matches no file gets nulls."""
+    from pyspark.sql import functions as F
+
+    keyed = files.select(
+        F.xxhash64(F.col(FILE)).alias(_FILE_HASH),
+        F.col(FILE).alias(_FILE_AGAIN),
+        *[F.col(c) for c in files.columns if c != FILE],
+    )
+    # Range comparisons, not '=': Spark would make an equality a (string) join key.
+    exact = (F.col(FILE) <= F.col(_FILE_AGAIN)) & (F.col(FILE) >= F.col(_FILE_AGAIN))
+    joined = rows.join(F.broadcast(keyed), (F.xxhash64(F.col(FILE)) == F.col(_FILE_HASH)) & exact, "left")
+    return joined.drop(_FILE_HASH, _FILE_AGAIN)
+
+
+_FILE_HASH = "__delta_read_file_hash"
+_FILE_AGAIN = "__delta_read_file_path_of_file"
 
 
 def file_keys(spark_paths: Sequence[str]) -> pa.Array:

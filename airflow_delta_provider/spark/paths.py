@@ -38,14 +38,17 @@ _URI_PATH_SAFE = "_-!.~'()*,;:$&+=/@"
 
 
 def spark_path(table_uri: str) -> str:
-    """Where Spark (Hadoop filesystems) finds a table the core knows by ``table_uri``.
+    """Where Spark (Hadoop filesystems) finds a table the core knows by ``table_uri`` (its
+    ``TablePath.uri``: ``file:///abs``, ``s3://``, ...).
 
-    Local roots (``file:///abs``) and other schemes are used as they are; ``s3://`` becomes
-    Hadoop's ``s3a://``.
+    Hadoop takes a path string literally (``a%20b`` is a directory of that name), while the URI
+    escapes a literal ``%`` as ``%25``: that escape is undone. ``s3://`` becomes Hadoop's
+    ``s3a://``; other schemes are used as they are.
     """
-    if table_uri.startswith("s3://"):
-        return "s3a://" + table_uri[len("s3://") :]
-    return table_uri
+    literal = table_uri.replace("%25", "%")
+    if literal.startswith("s3://"):
+        return "s3a://" + literal[len("s3://") :]
+    return literal
 
 
 def spark_file_paths(table_path: TablePath, log_paths: Iterable[str], spark_root: str) -> list[str]:

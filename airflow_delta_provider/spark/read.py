@@ -38,6 +38,7 @@ from airflow_delta_provider.spark.files import (
     empty_frame,
     field,
     file_keys,
+    join_files,
     logical_columns,
     row_key,
     row_keys,
@@ -221,7 +222,7 @@ class _ScanBuilder:
         )
         partitions: dict[str, Any] = {}
         if keyed:
-            frame = frame.join(F.broadcast(self._files_frame(partition_values)), FILE, "left")
+            frame = join_files(frame, self._files_frame(partition_values))
             frame = frame.withColumn(ORDINAL, checked(ORDINAL, self.snapshot.storage.root_uri))
             partitions = {
                 name: F.when(F.col(ORDINAL).isNotNull(), F.col(_PARTITION.format(index)))  # the check runs

@@ -36,8 +36,8 @@ from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
 from airflow_delta_provider.core.errors import DeltaError
 from airflow_delta_provider.core.watch import CommitFilter, PollResult, payload, poll
+from airflow_delta_provider.hooks.mixins import DeltaTableMixin
 from airflow_delta_provider.utils.coercion import to_bool, to_int, to_list, to_seconds, to_timestamp
-from airflow_delta_provider.utils.mixins import DeltaTableMixin
 from airflow_delta_provider.utils.secrets import describe_error, refuse_secret_options
 from airflow_delta_provider.utils.version_compat import run_blocking, state_get, state_set
 from airflow_delta_provider.utils.wording import human_duration, versions

@@ -25,8 +25,12 @@ pass instead. The rules:
 * **Lists of strings**: a list (or tuple), one string, or a string holding a JSON list (render
   it with ``| tojson``); items are non-empty strings, stripped.
 * **Intervals**: a ``timedelta``, a number of hours (as delta-rs' ``retention_hours`` and
-  Spark's ``RETAIN n HOURS``), or a Delta interval string such as ``"interval 7 days"`` (parsed by
-  :func:`airflow_delta_provider.core.table_config.parse_interval`); never negative.
+  Spark's ``RETAIN n HOURS``), or a Delta interval string such as ``"interval 7 days"``, parsed
+  and range-checked (zero to 365,000 days) by the core's one interval parser
+  (:func:`airflow_delta_provider.core.table_config.to_interval`), as table properties are.
+* **Sizes**: an ``int`` of bytes, or a string in Spark's units (``"134217728"``, ``"128mb"``,
+  ``"1g"``, ``"1tb"``), parsed by the core's one size parser
+  (:func:`airflow_delta_provider.core.table_config.parse_byte_size`), as ``delta.targetFileSize`` is.
 * **Timestamps**: a ``datetime`` (naive = UTC), an ISO-8601 string or milliseconds since the epoch.
 """
 
@@ -51,6 +55,7 @@ __all__ = [
     "to_app_id",
     "to_app_version",
     "to_bool",
+    "to_byte_size",
     "to_choice",
     "to_int",
     "to_interval",
@@ -254,51 +259,55 @@ def to_list(value: Any, name: str, *, unique: bool = False) -> list[str]:
     return list(dict.fromkeys(items)) if unique else items
 
 
-def _hours(number: float, name: str, value: Any) -> timedelta:
-    if not math.isfinite(number):
-        raise _refuse(
-            name, value, "must be a finite number of hours", "Pass a number of hours or a timedelta."
-        )
-    if number < 0:
-        raise _refuse(name, value, "must not be negative", "Pass a duration of zero or more.")
-    try:
-        return timedelta(hours=number)
-    except OverflowError:
-        raise _refuse(
-            name, value, "must be a duration timedelta can hold", "Pass a shorter duration."
-        ) from None
-
-
 def to_interval(value: Any, name: str, *, optional: bool = True) -> timedelta | None:
-    """A duration from a timedelta, a number of hours, or a Delta interval string.
+    """A duration from a timedelta, a number of hours, or a Delta interval string, parsed and
+    range-checked by the core's one interval parser
+    (:func:`airflow_delta_provider.core.table_config.to_interval`).
 
-    :raises ValueError: a negative or unusable value, a blank string, or not given when required.
-    :raises RetentionError: a string that is not a Delta interval (the core's parser says why).
+    :raises ValueError: a blank string, a value of another kind, or not given when required.
+    :raises RetentionError: a negative, too long or unparseable interval (the core says why).
     """
     kinds = "must be a timedelta, a Delta interval such as 'interval 7 days', or a number of hours;"
-    advice = "Pass one of them" + (
-        "; None (or a template rendering None) for the default." if optional else "."
+    if _not_given(value, name, (timedelta, int, float, str), kinds, optional=optional):
+        return None
+    from airflow_delta_provider.core.table_config import to_interval as parse_interval_argument
+
+    return parse_interval_argument(value.strip() if isinstance(value, str) else value, name=name)
+
+
+def to_byte_size(value: Any, name: str, *, optional: bool = True) -> int | None:
+    """A positive size in bytes from an ``int`` or a size string such as ``"128mb"`` or ``"1tb"``,
+    parsed by the core's one size parser (Spark's units:
+    :func:`airflow_delta_provider.core.table_config.parse_byte_size`); None when optional and not
+    given.
+
+    :raises ValueError: a blank string, a value of another kind, or not given when required.
+    :raises RetentionError: a string that is no size, or a size out of range (the core says why).
+    """
+    requirement = "must be a size in bytes (an integer, or e.g. '128mb' or '1g')"
+    if _not_given(value, name, (int, str), requirement, optional=optional):
+        return None
+    from airflow_delta_provider.core.table_config import to_byte_size as parse_size_argument
+
+    return parse_size_argument(value, name=name)
+
+
+def _not_given(value: Any, name: str, kinds: tuple[type, ...], requirement: str, *, optional: bool) -> bool:
+    """For an argument the core parses: True when it is not given (None or ``"None"``) and
+    optional; False when it is of one of ``kinds``, to be parsed.
+
+    :raises ValueError: not given when required, a blank string, a bool, or another kind.
+    """
+    advice = "Pass one; a template must render to one" + (
+        " (or to None for the default)." if optional else "."
     )
     if is_none(value):
         if optional:
-            return None
-        raise _refuse(name, value, kinds, advice)
-    if isinstance(value, timedelta):
-        if value < timedelta():
-            raise _refuse(name, value, "must not be negative", "Pass a duration of zero or more.")
-        return value
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return _hours(float(value), name, value)
-    if isinstance(value, str) and not _blank(value):
-        text = value.strip()
-        try:
-            number = float(text)
-        except ValueError:
-            from airflow_delta_provider.core.table_config import parse_interval
-
-            return parse_interval(text, name=name)
-        return _hours(number, name, value)
-    raise _refuse(name, value, kinds, advice)
+            return True
+        raise _refuse(name, value, requirement, advice)
+    if isinstance(value, bool) or not isinstance(value, kinds) or _blank(value):
+        raise _refuse(name, value, requirement, advice)
+    return False
 
 
 def to_seconds(value: Any, name: str) -> float:

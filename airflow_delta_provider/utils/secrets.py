@@ -1,6 +1,6 @@
 """Secrets at the Airflow boundary: masked where they enter, refused where they would be stored.
 
-What counts as a credential (a URI's ``user:password@``, an option named like a secret) and how
+What counts as a credential (a URI's ``user:password@`` or ``?sig=``, an option named like a secret) and how
 text is redacted is decided once, in :mod:`airflow_delta_provider.core.redaction`; this module
 applies those rules where Airflow hands the provider credentials:
 
@@ -8,9 +8,9 @@ applies those rules where Airflow hands the provider credentials:
   connection password, the password of a URI's userinfo) is registered with the core's
   :func:`~airflow_delta_provider.core.redaction.redact` (so core error messages hide it) and with
   Airflow's secrets masker (so task logs and rendered template fields hide it);
-* a table location carrying credentials is refused before it is used at all, with an error that
-  says to use a connection: a location is logged, stored as an asset URI and handed to libraries
-  that quote it in their errors;
+* a table location carrying credentials (userinfo, a signed query string) is refused before it
+  is used at all, with an error that says to use a connection: a location is logged, stored as
+  an asset URI and handed to libraries that quote it in their errors;
 * arguments that are stored in the metadata database (a trigger's) may hold no secret option.
 """
 
@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import unquote
 
 from airflow_delta_provider.core.redaction import (
+    location_secrets,
     redact,
     register_secret,
     secret_parts,
@@ -75,20 +75,17 @@ def mask_connection(conn: Any) -> None:
 
 
 def mask_uri(uri: Any) -> None:
-    """Register the secret of a location's credential userinfo (its password; all of it when it has none)."""
+    """Register the secrets a location carries: its credential userinfo's password (all of it when it
+    has none) and its credential query parameters' values (a SAS token's ``sig``...)."""
     if not isinstance(uri, str):
         return
-    _location, userinfo = split_credentials(uri)
-    if userinfo is None:
-        return
-    _user, colon, password = userinfo.partition(":")
-    secret = password if colon else userinfo
-    mask_secret(secret)
-    mask_secret(unquote(secret))
+    for secret in location_secrets(uri):
+        mask_secret(secret)
 
 
 def credential_free(uri: str) -> str:
-    """The location without its credential userinfo (``s3://KEY:SECRET@b/t`` -> ``s3://b/t``)."""
+    """The location without its credentials (``s3://KEY:SECRET@b/t`` -> ``s3://b/t``,
+    ``abfss://c@a.dfs.core.windows.net/t?sv=...&sig=...`` -> ``...?sv=...``)."""
     return split_credentials(uri)[0]
 
 
@@ -121,9 +118,9 @@ def refuse_credentials(uri: Any, *, argument: str, owner: str) -> None:
     mask_uri(uri)
     raise ValueError(
         f"{owner}: {argument}={location!r} carries credentials in its location (a user:password@ or "
-        f"key@ part before the host, removed here). A location is logged, stored as an asset URI and "
-        f"quoted by storage libraries in their errors, so it may hold no secret. Remove it from the "
-        f"location. {USE_A_CONNECTION}"
+        f"key@ part before the host, or a signed query string such as a SAS token's sig=, removed "
+        f"here). A location is logged, stored as an asset URI and quoted by storage libraries in their "
+        f"errors, so it may hold no secret. Remove it from the location. {USE_A_CONNECTION}"
     )
 
 

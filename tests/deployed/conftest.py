@@ -6,9 +6,10 @@ loopback, from the Airflow installed next to the Python running pytest (so the t
 whichever Airflow that venv holds). They read two DAG bundles: ``dags_examples/`` and
 ``tests/deployed/dags/``. Tests drive the deployment only through its REST API and CLI.
 
-Every process is stopped by its PID at the end. When a deployed test failed, the deployment's
-directory (component logs, task logs, the PostgreSQL log) is kept and the tail of each component
-log is printed in the terminal summary.
+Every process is stopped by its PID at the end. A green run prints nothing of the deployment and
+removes its directory. When a deployed test failed (a skip is no failure), the directory
+(component logs, task logs, the PostgreSQL log) is kept, and the terminal summary names it and
+prints the tail of each component log.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from urllib.parse import quote
 import pytest
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Generator, Iterator
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_DAGS = Path(__file__).resolve().parent / "dags"
@@ -58,13 +59,20 @@ DAG_IDS = (
 
 _failed: list[str] = []
 _kept: list[Path] = []
-#: Directories of artifacts (screenshots) the tests kept, shown at the end of the run.
+#: Directories of artifacts (screenshots) the tests kept, shown at the end of the run when asked for
+#: (``$DELTA_VIEW_SCREENSHOTS``) or when a deployed test failed.
 artifacts: list[Path] = []
 
 
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> None:
-    if call.excinfo is not None and item.get_closest_marker("deployed") is not None:
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[Any]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    # A failure of the test, its set-up or tear-down; not a skip (an exception too), nor an xfail.
+    if report.failed and item.get_closest_marker("deployed") is not None:
         _failed.append(item.nodeid)
+    return report
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -74,12 +82,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    for directory in artifacts:
+    shown = artifacts if _failed or os.environ.get("DELTA_VIEW_SCREENSHOTS") else []
+    for directory in shown:
         terminalreporter.section("deployed Airflow: artifacts")
         for path in sorted(directory.iterdir()):
             terminalreporter.write_line(str(path))
     for root in _kept:
         terminalreporter.section(f"deployed Airflow: logs kept in {root}")
+        terminalreporter.write_line(f"failed: {', '.join(_failed) or 'the deployment did not start'}")
         for name in (*COMPONENTS, "postgresql"):
             path = root / "logs" / f"{name}.log"
             if path.exists():
@@ -438,6 +448,10 @@ def deployment() -> Iterator[Deployment]:
     started = time.monotonic()
     try:
         deployed.start()
+    except pytest.skip.Exception:  # no PostgreSQL here: nothing ran, nothing to keep
+        deployed.stop()
+        shutil.rmtree(root, ignore_errors=True)
+        raise
     except BaseException:
         deployed.stop()
         _kept.append(root)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,7 +60,8 @@ def browser(deployment: Deployment) -> Iterator[Browser]:
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
-    profile = Path(tempfile.mkdtemp(prefix="delta-view-chromium-"))
+    profile = deployment.root / "chromium-profile"  # removed with the deployment, kept with its logs
+    profile.mkdir()
     opened = Browser(binary, profile, deployment.logs / "chromium.log")
     try:
         opened.set_cookie(deployment.base_url, "_token", deployment.token)

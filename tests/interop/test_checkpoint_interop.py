@@ -296,3 +296,53 @@ def _normal_stats(text: str | None) -> Any:
         return value
 
     return normal(json.loads(text, parse_float=Decimal))
+
+
+@pytest.mark.spark
+def test_small_actions_of_a_parquet_mr_file_read_page_by_page(tmp_path: Path):
+    """A checkpoint-shaped file Spark's parquet-mr writes (every field optional, its page index,
+    PLAIN_DICTIONARY pages, 20,000-row pages): the page route gives what pyarrow decodes whole."""
+    pyspark = pytest.importorskip("pyspark.sql")
+    from airflow_delta_provider.core.checkpoint_pages import CheckpointPages
+    from airflow_delta_provider.core.storage import open_store
+
+    spark = (
+        pyspark.SparkSession.builder.master("local[1]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    rows = 60_000
+    try:
+        frame = spark.range(rows).selectExpr(
+            "named_struct('path', concat('f', id), 'size', id) AS add",
+            "IF(id = 59990, named_struct('minReaderVersion', 3, 'minWriterVersion', 7, "
+            "'readerFeatures', array('deletionVectors'), "
+            "'writerFeatures', CAST(array() AS ARRAY<STRING>)), NULL) AS protocol",
+            "IF(id = 59991, named_struct('id', 't', 'name', CAST(NULL AS STRING), 'format', "
+            "named_struct('provider', 'parquet', 'options', CAST(map() AS MAP<STRING, STRING>)), "
+            "'schemaString', '{}', "
+            "'partitionColumns', array('a'), 'configuration', map('k', 'v', 'k2', CAST(NULL AS STRING)), "
+            "'createdTime', CAST(1 AS BIGINT)), NULL) AS metaData",
+            "IF(id IN (5, 30000, 59999), named_struct('appId', concat('app-', id), 'version', id, "
+            "'lastUpdated', IF(id = 5, NULL, id)), NULL) AS txn",
+        )
+        frame.coalesce(1).write.parquet(str(tmp_path / "out"))
+    finally:
+        spark.stop()
+    [path] = list((tmp_path / "out").glob("*.parquet"))
+    parquet = pq.ParquetFile(path)
+    assert parquet.metadata.row_group(0).column(0).has_offset_index  # parquet-mr's page index
+    pages = CheckpointPages(open_store(str(tmp_path)), str(path), parquet)
+    for name in ("protocol", "metaData", "txn"):
+        column = parquet.read(columns=[name]).column(0).combine_chunks()
+        present = pc.indices_nonzero(column.is_valid())
+        expected = list(
+            zip(present.to_pylist(), column.take(present).to_pylist(maps_as_pydicts="lossy"), strict=True)
+        )
+        got = [
+            row
+            for group in range(parquet.metadata.num_row_groups)
+            for row in pages.action_rows(name, group) or [None]
+        ]
+        assert got == expected, name

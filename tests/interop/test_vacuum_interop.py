@@ -20,6 +20,7 @@ import os
 import shutil
 import time
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pytest
@@ -84,8 +85,9 @@ def build(root: Path, partition: str = "p") -> dict[str, Any]:
 
 
 def core_files(result: Any) -> set[str]:
+    # The core lists URIs (a literal '%' of a Hive-escaped directory as '%25'): decoded, as stored.
     prefix = result.table_uri.rstrip("/") + "/"
-    return {f.removeprefix(prefix) for f in result.files}
+    return {unquote(f.removeprefix(prefix)) for f in result.files}
 
 
 def rs_files(root: Path, hours: float) -> set[str]:

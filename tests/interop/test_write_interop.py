@@ -399,10 +399,50 @@ def test_files_with_unboundable_columns_carry_no_bounds_and_read_right(tmp_path)
     assert _assert_same_rows(ours, plain, files, schema) > 100
 
 
+#: The files of issue 23: an id, an int32, a double and a string; the last one holds a NaN.
+FLOAT_SCHEMA = pa.schema([("id", pa.int64()), ("n", pa.int32()), ("x", pa.float64()), ("s", pa.string())])
+FLOAT_FILES = [
+    {"id": [1, 2, 3], "n": [10, None, 30], "x": [0.5, -1.5, None], "s": ["a", "b", None]},
+    {"id": [4, 5], "n": [40, 50], "x": [7.25, 100.0], "s": ["c", "d"]},
+    {"id": [6, 7], "n": [60, 70], "x": [2.0, float("nan")], "s": ["e", "f"]},
+]
+
+
+@pytest.mark.parametrize("writer", ["pyarrow", "delta-rs"])
+def test_arrow_written_doubles_keep_every_column_skippable_and_read_right(tmp_path, writer):
+    """pyarrow's and delta-rs's footers leave NaN out of a double's bounds; once the double's
+    values are read and hold no NaN, the file has bounds for every column (the one holding a NaN
+    has none), and delta-rs reads the same rows with the stats as without."""
+
+    def write(root):
+        paths = []
+        for index, columns in enumerate(FLOAT_FILES):
+            relative = f"out/part-{index}.parquet"
+            os.makedirs(os.path.join(root, "out"), exist_ok=True)
+            data = _arrow(FLOAT_SCHEMA, columns)
+            if writer == "pyarrow":
+                pq.write_table(data, os.path.join(root, relative))
+            else:  # delta-rs's own writer (parquet-rs), its files taken without its log
+                scratch = os.path.join(root, f"_scratch{index}")
+                deltalake.write_deltalake(scratch, data)
+                [name] = [n for n in os.listdir(scratch) if n.endswith(".parquet")]
+                os.replace(os.path.join(scratch, name), os.path.join(root, relative))
+            paths.append(relative)
+        return paths
+
+    table, ours, plain = _twins(tmp_path, FLOAT_SCHEMA, write)
+    bounds = _bounds_by_file(table)
+    assert bounds["out/part-0.parquet"] == {"id": 1, "n": 10, "x": -1.5, "s": "a"}
+    assert bounds["out/part-1.parquet"] == {"id": 4, "n": 40, "x": 7.25, "s": "c"}
+    assert bounds["out/part-2.parquet"] is None  # a NaN: no bound for x reads right everywhere
+    assert _assert_same_rows(ours, plain, FLOAT_FILES, FLOAT_SCHEMA) > 100
+
+
 @pytest.mark.spark
 def test_delta_rs_reads_the_core_stats_of_spark_files_right(tmp_path):
     """Spark's parquet-mr writes NaN into the footer's float max, so its finite float bounds are
-    exact and kept; a file with NaN, and Spark's default INT96 timestamps, keep no bounds."""
+    exact and kept; a file with NaN keeps no bounds; Spark's default INT96 timestamps get theirs
+    from their values."""
     pyspark = pytest.importorskip("pyspark.sql")
     spark = (
         pyspark.SparkSession.builder.master("local[1]")
@@ -453,6 +493,15 @@ def test_delta_rs_reads_the_core_stats_of_spark_files_right(tmp_path):
         "flag": True,
         "name": "a",
     }
-    assert bounds["nan"] is None and bounds["int96"] is None
+    assert bounds["nan"] is None
+    # Spark counts INT96 nulls in the footer but keeps no bounds: they come from the values.
+    assert bounds["int96"] == {
+        "id": 5,
+        "f": 7.0,
+        "g": 8.0,
+        "ts": "2024-01-01T00:00:09.000Z",
+        "flag": True,
+        "name": "d",
+    }
     files = [{k: [r[i] for r in rows] for i, k in enumerate(schema.names)} for rows in batches.values()]
     assert _assert_same_rows(ours, plain, files, schema) > 100

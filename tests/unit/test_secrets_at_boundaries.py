@@ -126,6 +126,11 @@ LOCATIONS = [
     pytest.param("gs://AKIAPLANTED:{secret}@bucket/t", id="gcs"),
     pytest.param("file://user:{secret}@localhost/tmp/t", id="file"),
     pytest.param("abfss://user:{secret}@account.dfs.core.windows.net/t", id="abfss"),
+    # Query-string credentials: a SAS token, presigned S3 and signed GCS URLs, a bearer token.
+    pytest.param("abfss://c@account.dfs.core.windows.net/t?sv=2024-01-01&sp=rl&sig={secret}", id="abfss-sas"),
+    pytest.param("s3://bucket/lake/t?X-Amz-Credential=AKIA%2F1&X-Amz-Signature={secret}", id="s3-presigned"),
+    pytest.param("gs://bucket/t?X-Goog-Signature={secret}", id="gcs-signed"),
+    pytest.param("https://account.blob.core.windows.net/c/t?token={secret}", id="https-token"),
 ]
 
 
@@ -442,3 +447,63 @@ def run_every_channel(
         assert event.payload["status"] == "error" and "00000000000000000001.json" in event.payload["message"]
         waiting = DeltaTableVersionSensor(task_id="w2", after_version=0, deferrable=True, **broken)
         channels.raises("sensor resumed with the error", lambda: waiting.execute_complete({}, event.payload))
+
+
+# --- a signed URL nobody registered, in a table's own log ---------------------------------------------
+
+SIGNED_URLS = [
+    pytest.param(
+        "https://account.blob.core.windows.net/c/part-0.parquet?sv=2024-01-01&sig={secret}", id="sas"
+    ),
+    pytest.param(
+        "https://bucket.s3.amazonaws.com/part-0.parquet?X-Amz-Signature={secret}", id="s3-presigned"
+    ),
+    pytest.param(
+        "https://storage.googleapis.com/b/part-0.parquet?X-Goog-Signature={secret}", id="gcs-signed"
+    ),
+]
+
+
+@pytest.mark.parametrize("template", SIGNED_URLS)
+def test_a_signed_url_in_hostile_log_content_reaches_no_output(
+    template: str,
+    tmp_path: Any,
+    channels: Channels,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A commitInfo another writer left half-written quotes a signed URL: the core's error names the line,
+    and that message travels to exceptions, task logs, the maintenance report (XCom), the trigger's
+    error event and the Test button. Nothing registered the signature: its parameter name is enough."""
+    import asyncio
+
+    from airflow_delta_provider.core.redaction import get_logger
+
+    secret = planted()
+    url = template.format(secret=quote(secret, safe=""))
+    uri = f"file://{tmp_path}/t"
+    DeltaTable.create(uri, SCHEMA)
+    (tmp_path / "t" / "_delta_log" / f"{1:020d}.json").write_text(
+        f'{{"commitInfo": {{"source": "{url}", "op\n'
+    )
+    table = {"table_uri": uri}
+
+    channels.raises("snapshot", lambda: DeltaTable(uri).snapshot())
+    channels.raises("checkpoint", lambda: DeltaCheckpointOperator(task_id="cp", **table).execute({}))
+    policy = DeltaMaintenanceOperator(task_id="m", tables=[uri])
+    failed = channels.raises("maintenance", lambda: policy.execute({}), DeltaMaintenanceError)
+    channels.add("maintenance report (XCom)", failed.report)
+    assert "00000000000000000001.json" in failed.report["tables"][0]["error"]
+    channels.add("test_connection", DeltaTableHook(table_uri=uri).test_connection())
+    event = asyncio.run(first_event(DeltaTableVersionTrigger(after_version=0, poll_interval=0.05, **table)))
+    channels.add("trigger error event", event.payload)
+    assert event.payload["status"] == "error"
+    waiting = DeltaTableVersionSensor(task_id="w", after_version=0, deferrable=True, **table)
+    channels.raises("sensor resumed with the error", lambda: waiting.execute_complete({}, event.payload))
+    # A provider logger given the URL itself (a library's error text) masks it too.
+    log = get_logger("airflow_delta_provider.tests.signed_url")
+    try:
+        raise OSError(f"403 Forbidden: GET {url}")
+    except OSError:
+        log.exception("read failed: %s", url)
+    channels.assert_clean(secret, capsys, caplog, parts=[quote(secret, safe="")])

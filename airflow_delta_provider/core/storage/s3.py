@@ -41,6 +41,7 @@ from airflow_delta_provider.core.storage.base import (
 )
 from airflow_delta_provider.core.storage.deletes import DELETED, BatchRefused
 from airflow_delta_provider.core.storage.progress import Progress
+from airflow_delta_provider.core.storage.sdk_compat import s3_call
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Container, Coroutine, Iterator, Mapping, Sequence
@@ -127,7 +128,7 @@ class S3Store(LogStore):
         from fsspec.asyn import sync
 
         fs: Any = self.fs
-        return sync(fs.loop, fs._call_s3, method, **kwargs)
+        return sync(fs.loop, s3_call, fs, method, **kwargs)
 
     # --- reads ----------------------------------------------------------------------------
 
@@ -308,7 +309,7 @@ class S3Store(LogStore):
         holder: list[bytes] = []
         token = _RAW_LISTING.set(holder)
         try:
-            page: dict[str, Any] = await fs._call_s3("list_objects_v2", Bucket=bucket, **kwargs)
+            page: dict[str, Any] = await s3_call(fs, "list_objects_v2", Bucket=bucket, **kwargs)
         finally:
             _RAW_LISTING.reset(token)
         return page, holder[-1] if holder else None
@@ -434,8 +435,8 @@ class S3Store(LogStore):
         # whose body the hook replaces before botocore computes the checksum and signs it.
         token = _DELETE_BODY.set(delete_objects_body(keys))
         try:
-            response = await fs._call_s3(
-                "delete_objects", Bucket=bucket, Delete={"Objects": [{"Key": keys[0]}], "Quiet": True}
+            response = await s3_call(
+                fs, "delete_objects", Bucket=bucket, Delete={"Objects": [{"Key": keys[0]}], "Quiet": True}
             )
         except OSError as err:  # s3fs's form of a ClientError; the response is the cause
             response_of = getattr(err.__cause__, "response", None) or {}
@@ -455,7 +456,7 @@ class S3Store(LogStore):
     async def _delete_one(self, path: str) -> bool:
         fs: Any = self.fs
         bucket, _, key = path.partition("/")
-        await fs._call_s3("delete_object", Bucket=bucket, Key=key)
+        await s3_call(fs, "delete_object", Bucket=bucket, Key=key)
         return True
 
     def _remove_directory(self, directory: str) -> None:

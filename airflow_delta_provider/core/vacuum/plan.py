@@ -366,27 +366,49 @@ def _removed_files(storage: LogStore, paths: Sequence[str]) -> list[tuple[str, i
 def check_under_root(storage: LogStore, paths: Iterable[str], *, resolve_links: bool) -> None:
     """Refuse the whole run when any candidate is not strictly below the table root.
 
-    With ``resolve_links`` (candidates from the log, not from a listing that never follows links)
-    the real location of each parent directory is checked too, locally: a log path through a
-    symbolic link to a directory elsewhere must not make VACUUM delete outside the root.
+    :raises InvalidPathError: naming the first path :func:`paths_outside_root` finds.
     """
-    log_prefix = storage.path.log_dir + "/"
+    outside = paths_outside_root(storage, paths, resolve_links=resolve_links, first_only=True)
+    if outside:
+        raise InvalidPathError(
+            f"VACUUM refuses to run: the candidate {outside[0]!r} is not strictly under the table root "
+            f"{storage.root_uri} (or is inside {LOG_DIR}). Nothing was deleted. Check the table's log "
+            f"for paths that leave the root."
+        )
+
+
+def paths_outside_root(
+    storage: LogStore, paths: Iterable[str], *, resolve_links: bool, first_only: bool = False
+) -> list[str]:
+    """The paths that may not be deleted from this table: not strictly below the root (an empty,
+    ``.`` or ``..`` segment counts as leaving it), or inside ``_delta_log``. The one confinement
+    rule of every delete of a table's files (VACUUM, and the files an attempt did not commit).
+
+    With ``resolve_links`` (paths from the log or from a caller, not from a listing that never
+    follows links) the real location of each parent directory is checked too, locally: a path
+    through a symbolic link to a directory elsewhere must not make a delete leave the root.
+
+    :param first_only: stop at the first such path.
+    """
+    log_dir = storage.path.log_dir
+    log_prefix = log_dir + "/"
     local = storage if resolve_links and isinstance(storage, LocalStore) else None
     if local is None:
         paths = list(paths)
-        if storage.path.contains_all(paths, excluded=log_prefix):
-            return  # else: path by path, to name the one that is not inside
+        # Excluding the log directory's name (no slash) also catches the directory itself.
+        if storage.path.contains_all(paths, excluded=log_dir):
+            return []  # else: path by path, to name the ones that are not inside
     checked: dict[str, bool] = {}
+    outside: list[str] = []
     for path in paths:
-        inside = storage.path.contains(path) and not path.startswith(log_prefix)
+        inside = storage.path.contains(path) and path != log_dir and not path.startswith(log_prefix)
         if inside and local is not None:
             parent = path.rpartition("/")[0]
             if parent not in checked:
                 checked[parent] = local.real_path_inside(parent, allow_root=True)
             inside = checked[parent]
         if not inside:
-            raise InvalidPathError(
-                f"VACUUM refuses to run: the candidate {path!r} is not strictly under the table root "
-                f"{storage.root_uri} (or is inside {LOG_DIR}). Nothing was deleted. Check the table's log "
-                f"for paths that leave the root."
-            )
+            outside.append(path)
+            if first_only:
+                break
+    return outside

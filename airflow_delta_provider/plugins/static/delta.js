@@ -86,7 +86,23 @@ function metricsText(e) {
   if (e.files_added !== null) parts.push(`+${plural(e.files_added, "file")}`);
   if (e.files_removed !== null) parts.push(`-${plural(e.files_removed, "file")}`);
   if (e.bytes_removed !== null && e.operation.startsWith("VACUUM")) parts.push(`${bytes(e.bytes_removed)} ${vacuumBytesVerb(e)}`);
+  if (e.operation === "RESTORE") parts.push("to " + ("version" in e.parameters ? `v${e.parameters.version}` : e.parameters.timestamp));
   return parts.join(", ");
+}
+
+// "Restore to before this run": asked of the API on click (it reads the run's commits).
+function restoreTarget(t) {
+  const out = el("span", { class: "note" });
+  const button = el("button", { class: "restore-target" }, "restore target");
+  button.onclick = async () => {
+    button.disabled = true;
+    try {
+      const r = await api(`${base()}/restore-target?dag_id=${encodeURIComponent(t.dag_id)}&run_id=${encodeURIComponent(t.run_id)}`);
+      out.textContent = ` before this run: v${r.version_before} (its first commit is v${r.first_version}) — ` +
+        `DeltaRestoreOperator(table_uri=${JSON.stringify(r.table)}, before_run_id=${JSON.stringify(r.run_id)}, before_dag_id=${JSON.stringify(r.dag_id)})`;
+    } catch (err) { out.textContent = " " + err.message; }
+  };
+  return el("div", {}, button, out);
 }
 
 function commitItem(e, checkpoints) {
@@ -100,6 +116,7 @@ function commitItem(e, checkpoints) {
     el("b", {}, e.operation),
     el("span", { class: "metrics" }, metricsText(e)),
     e.airflow ? el("div", {}, "by ", tiLink(e.airflow)) : el("div", { class: "note" }, e.engine ? `by ${e.engine}` : "outside Airflow"),
+    e.restore_target ? restoreTarget(e.restore_target) : null,
   );
 }
 

@@ -9,6 +9,7 @@ import tarfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import deltalake
 import pyarrow as pa
 
 if TYPE_CHECKING:
@@ -49,8 +50,6 @@ def normalised(table: pa.Table, *, timestamps: bool = False) -> list[tuple[tuple
 
 
 def delta_rs_changes(path: str | Path, start: int, end: int | None = None) -> pa.Table:
-    import deltalake
-
     reader = deltalake.DeltaTable(str(path)).load_cdf(starting_version=start, ending_version=end)
     return pa.table(reader.read_all())
 
@@ -61,45 +60,94 @@ def every_range(first: int, last: int) -> Iterator[tuple[int, int]]:
             yield start, end
 
 
-def snapshot_rows(
-    table: DeltaTable, version: int, columns: list[str]
-) -> collections.Counter[tuple[Any, ...]]:
-    """The rows of a version as a multiset (the empty multiset before version 0)."""
-    if version < 0:
-        return collections.Counter()
-    data = table.snapshot(version).to_pyarrow_table(columns)
-    return collections.Counter(zip(*(data.column(c).to_pylist() for c in columns), strict=True))
+class SnapshotRows:
+    """The rows of each version of a table as multisets (empty before version 0), read once."""
 
+    def __init__(self, table: DeltaTable, columns: list[str]) -> None:
+        self.table = table
+        self.columns = columns
+        self._rows: dict[int, collections.Counter[tuple[Any, ...]]] = {}
 
-def net_changes(
-    table: DeltaTable, start: int, end: int, columns: list[str]
-) -> tuple[collections.Counter[tuple[Any, ...]], collections.Counter[tuple[Any, ...]]]:
-    """(inserted, deleted) rows of a range as multisets."""
-    data = table.changes(start, end).to_pyarrow_table([*columns, "_change_type"])
-    inserted: collections.Counter[tuple[Any, ...]] = collections.Counter()
-    deleted: collections.Counter[tuple[Any, ...]] = collections.Counter()
-    for row in data.to_pylist():
-        key = tuple(row[c] for c in columns)
-        if row["_change_type"] in ("insert", "update_postimage"):
-            inserted[key] += 1
-        else:
-            deleted[key] += 1
-    return inserted, deleted
+    def __call__(self, version: int) -> collections.Counter[tuple[Any, ...]]:
+        if version < 0:
+            return collections.Counter()
+        if version not in self._rows:
+            data = self.table.snapshot(version).to_pyarrow_table(self.columns)
+            self._rows[version] = collections.Counter(
+                zip(*(data.column(c).to_pylist() for c in self.columns), strict=True)
+            )
+        return self._rows[version]
 
+    def net_changes(
+        self, start: int, end: int
+    ) -> tuple[collections.Counter[tuple[Any, ...]], collections.Counter[tuple[Any, ...]]]:
+        """(inserted, deleted) rows of a range, as multisets."""
+        data = self.table.changes(start, end).to_pyarrow_table([*self.columns, "_change_type"])
+        inserted: collections.Counter[tuple[Any, ...]] = collections.Counter()
+        deleted: collections.Counter[tuple[Any, ...]] = collections.Counter()
+        for row in data.to_pylist():
+            key = tuple(row[c] for c in self.columns)
+            if row["_change_type"] in ("insert", "update_postimage"):
+                inserted[key] += 1
+            else:
+                deleted[key] += 1
+        return inserted, deleted
 
-def assert_changes_are_the_snapshot_difference(
-    table: DeltaTable, start: int, end: int, columns: list[str]
-) -> None:
-    """snapshot(start - 1) + inserts - deletes == snapshot(end), as multisets, and every deleted
-    row was there to delete."""
-    inserted, deleted = net_changes(table, start, end, columns)
-    before = snapshot_rows(table, start - 1, columns)
-    after = snapshot_rows(table, end, columns)
-    assert not (deleted - (before + inserted)), f"versions {start}-{end} delete rows that were never there"
-    assert before + inserted - deleted == after, f"versions {start}-{end}"
+    def assert_changes_are_the_difference(self, start: int, end: int) -> None:
+        """snapshot(start - 1) + inserts - deletes == snapshot(end), as multisets, and every
+        deleted row was there to delete."""
+        inserted, deleted = self.net_changes(start, end)
+        before, after = self(start - 1), self(end)
+        assert not (deleted - (before + inserted)), (
+            f"versions {start}-{end} delete rows that were never there"
+        )
+        assert before + inserted - deleted == after, f"versions {start}-{end}"
 
 
 def log_state(root: str | Path) -> dict[str, bytes]:
     """Every file of ``_delta_log`` with its content."""
     log = Path(root) / "_delta_log"
     return {name: (log / name).read_bytes() for name in sorted(os.listdir(log)) if (log / name).is_file()}
+
+
+def delta_rs_history(root: Path, *, partitioned: bool, feed: bool) -> Iterator[str]:
+    """Build a table with delta-rs: appends, an overwrite, deletes, updates and merges; yield the
+    operation of each version."""
+    configuration = {"delta.enableChangeDataFeed": "true"} if feed else None
+    partition_by = ["part"] if partitioned else None
+
+    def frame(ids: list[int]) -> pa.Table:
+        return pa.table(
+            {
+                "id": pa.array(ids, pa.int64()),
+                "name": [f"n{i}" for i in ids],
+                "part": [f"p{i % 3}" for i in ids],
+            }
+        )
+
+    uri = str(root)
+    deltalake.write_deltalake(
+        uri, frame(list(range(10))), partition_by=partition_by, configuration=configuration
+    )
+    yield "CREATE"
+    deltalake.write_deltalake(uri, frame(list(range(10, 16))), mode="append")
+    yield "WRITE"
+    table = deltalake.DeltaTable(uri)
+    table.delete("id = 3")
+    yield "DELETE"
+    table.update(updates={"name": "'updated'"}, predicate="id >= 12")
+    yield "UPDATE"
+    source = frame([1, 2, 20, 21])
+    (
+        table.merge(source, predicate="t.id = s.id", source_alias="s", target_alias="t")
+        .when_matched_update(updates={"name": "s.name || '-merged'"})
+        .when_not_matched_insert_all()
+        .execute()
+    )
+    yield "MERGE"
+    table.delete("part = 'p2'" if partitioned else "id > 14")
+    yield "DELETE"
+    deltalake.write_deltalake(uri, frame([100, 101, 102]), mode="overwrite")
+    yield "WRITE"
+    deltalake.write_deltalake(uri, frame([103, 104]), mode="append")
+    yield "WRITE"

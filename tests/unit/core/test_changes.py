@@ -13,7 +13,6 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
-import deltalake
 import pyarrow as pa
 import pytest
 
@@ -23,13 +22,13 @@ from .changes_support import (
     CORPUS,
     KERNEL_FIXTURES,
     delta_rs_changes,
+    delta_rs_history,
     every_range,
     normalised,
     unpack_kernel_fixtures,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
     from pathlib import Path
 
 MANIFEST = json.loads((CORPUS / "MANIFEST.json").read_text())
@@ -213,55 +212,12 @@ def test_every_range_of_the_kernel_fixtures_delta_rs_reads_equals_delta_rs(
 # --- tables delta-rs writes ----------------------------------------------------------------------
 
 
-def _delta_rs_history(root: Path, *, partitioned: bool, feed: bool) -> Iterator[str]:
-    """Build a table with delta-rs: appends, an overwrite, deletes, updates and merges; yield the
-    operation of each version."""
-    configuration = {"delta.enableChangeDataFeed": "true"} if feed else None
-    partition_by = ["part"] if partitioned else None
-
-    def frame(ids: list[int]) -> pa.Table:
-        return pa.table(
-            {
-                "id": pa.array(ids, pa.int64()),
-                "name": [f"n{i}" for i in ids],
-                "part": [f"p{i % 3}" for i in ids],
-            }
-        )
-
-    uri = str(root)
-    deltalake.write_deltalake(
-        uri, frame(list(range(10))), partition_by=partition_by, configuration=configuration
-    )
-    yield "CREATE"
-    deltalake.write_deltalake(uri, frame(list(range(10, 16))), mode="append")
-    yield "WRITE"
-    table = deltalake.DeltaTable(uri)
-    table.delete("id = 3")
-    yield "DELETE"
-    table.update(updates={"name": "'updated'"}, predicate="id >= 12")
-    yield "UPDATE"
-    source = frame([1, 2, 20, 21])
-    (
-        table.merge(source, predicate="t.id = s.id", source_alias="s", target_alias="t")
-        .when_matched_update(updates={"name": "s.name || '-merged'"})
-        .when_not_matched_insert_all()
-        .execute()
-    )
-    yield "MERGE"
-    table.delete("part = 'p2'" if partitioned else "id > 14")
-    yield "DELETE"
-    deltalake.write_deltalake(uri, frame([100, 101, 102]), mode="overwrite")
-    yield "WRITE"
-    deltalake.write_deltalake(uri, frame([103, 104]), mode="append")
-    yield "WRITE"
-
-
 @pytest.mark.parametrize("partitioned", [False, True], ids=["unpartitioned", "partitioned"])
 def test_every_range_of_a_cdf_table_delta_rs_writes_equals_delta_rs(
     tmp_path: Path, partitioned: bool
 ) -> None:
     root = tmp_path / "rs"
-    operations = list(_delta_rs_history(root, partitioned=partitioned, feed=True))
+    operations = list(delta_rs_history(root, partitioned=partitioned, feed=True))
     latest = DeltaTable(str(root)).version()
     assert latest == len(operations) - 1
     for start, end in every_range(0, latest):

@@ -388,3 +388,22 @@ def test_corpus_answers_are_the_same_with_and_without_the_checksum(tmp_path, roo
     assert plain.state.checksum_version is None
     assert _answers(with_crc) == _answers(plain)
     assert _files(with_crc) == _files(plain)
+
+
+def test_no_checksum_is_derived_when_the_table_size_would_pass_a_long():
+    """``tableSizeBytes`` is a Delta long: past it, no ``.crc`` (optional) rather than a wrong one."""
+    from airflow_delta_provider.core.actions import AddFile, Metadata, Protocol
+    from airflow_delta_provider.core.checksum import next_checksum
+
+    metadata = Metadata("t", json.dumps({"type": "struct", "fields": []}))
+    previous = {"tableSizeBytes": 2**63 - 6, "numFiles": 1, "numMetadata": 1, "numProtocol": 1}
+
+    def after(size: int) -> dict[str, Any] | None:
+        add = AddFile(path="a.parquet", partition_values={}, size=size, modification_time=1)
+        return next_checksum(
+            previous, [add], protocol=Protocol(1, 2), metadata=metadata, txn_id=None, in_commit_timestamp=None
+        )
+
+    fits = after(5)
+    assert fits is not None and fits["tableSizeBytes"] == 2**63 - 1
+    assert after(6) is None

@@ -23,8 +23,10 @@ from deltalake import QueryBuilder
 from airflow_delta_provider.core import DeltaTable, SchemaMismatchError, UnsupportedFeatureError
 from airflow_delta_provider.core.column_mapping import (
     PARQUET_FIELD_ID,
+    assign_column_mapping,
     column_id,
     field_id,
+    logical_file_data,
     physical_data,
     spark_write_schemas,
 )
@@ -422,3 +424,36 @@ def test_clustered_tables_take_unclustered_appends_and_keep_the_domain_through_m
     domains = DeltaTable(str(w.root)).snapshot().domain_metadata
     assert json.loads(domains["delta.clustering"].configuration) == CLUSTERING
     assert DeltaTable(str(w.root)).snapshot().to_pyarrow_table().num_rows == 2
+
+
+def test_id_mode_refuses_a_column_whose_id_and_name_disagree(tmp_path, log_state):
+    """Spark resolves by id (it would read the column), delta-rs and the core by physical name (NULL)."""
+    root = tmp_path / "t"
+    DeltaTable.create(str(root), SCHEMA, partition_by=["p"], properties={"delta.columnMapping.mode": "id"})
+    schema = DeltaTable(str(root)).snapshot().schema
+    data = physical_data(ROWS, schema)
+    renamed = data.schema.set(0, data.schema.field(0).with_name("renamed"))
+    pq.write_table(pa.Table.from_arrays(data.columns, schema=renamed), root / "renamed.parquet")
+    before = log_state(root)
+    with pytest.raises(
+        SchemaMismatchError,
+        match=rf"'renamed' has field_id {column_id(schema.field('id'))}, the id of column 'id'.*"
+        + physical_name(schema.field("id")),
+    ):
+        DeltaTable(str(root)).commit_files(["renamed.parquet"], partition_values={"p": "v"})
+    assert log_state(root) == before
+
+
+@pytest.mark.parametrize("mode", ["name", "id"])
+def test_a_files_rows_under_logical_names_at_every_depth(mode):
+    table_schema, _ = assign_column_mapping(SCHEMA, {}, mode)
+    # Large lists stay large: the logical rows are a view of the file's buffers.
+    rows = ROWS.cast(
+        pa.schema(
+            [f.with_type(pa.large_list(f.type.value_field)) if f.name == "l" else f for f in ROWS.schema]
+        )
+    )
+    logical = logical_file_data(table_schema, physical_data(rows, table_schema), mode)
+    assert logical.column_names == ROWS.column_names
+    assert logical.to_pylist() == ROWS.to_pylist()
+    assert pa.types.is_large_list(logical.schema.field("l").type)

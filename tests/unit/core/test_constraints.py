@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import uuid
-from datetime import datetime
+from datetime import date, datetime
 
 import deltalake
 import pyarrow as pa
@@ -20,10 +21,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import DeltaTable
+from airflow_delta_provider.core.column_mapping import physical_data
 from airflow_delta_provider.core.constraints import Constraint, IdentityColumn, translate
 from airflow_delta_provider.core.errors import (
     ConstraintViolationError,
     MetadataChangedError,
+    SchemaMismatchError,
     UnsupportedExpressionError,
     UnsupportedFeatureError,
 )
@@ -129,13 +132,16 @@ def test_a_violation_names_constraint_file_and_row_and_commits_nothing(checked, 
     unchanged(checked, log_state, before, 0)
 
 
+#: A date partition column generated from a timestamp.
+GENERATED_DATE = schema(
+    field("t", "timestamp_ntz"), field("d", "date", **{"delta.generationExpression": "CAST(t AS DATE)"})
+)
+
+
 def test_a_generated_partition_column_is_checked_on_its_partition_values(tmp_path, log_state):
     table = DeltaTable.create(
         str(tmp_path / "t"),
-        schema(
-            field("t", "timestamp_ntz"),
-            field("d", "date", **{"delta.generationExpression": "CAST(t AS DATE)"}),
-        ),
+        GENERATED_DATE,
         partition_by=["d"],
     )
     good = write(table, {"t": pa.array([datetime(2024, 5, 1, 23, 59)], pa.timestamp("us"))}, "d=2024-05-01/")
@@ -183,6 +189,16 @@ SCHEMA = pa.schema(
         ("n", pa.timestamp("us")),
         ("z", pa.timestamp("us", tz="UTC")),
         ("m", pa.decimal128(10, 2)),
+        (
+            "t",
+            pa.struct(
+                [
+                    ("d", pa.date32()),
+                    ("z", pa.timestamp("us", tz="UTC")),
+                    ("c", pa.struct([("b", pa.string())])),
+                ]
+            ),
+        ),
     ]
 )
 
@@ -205,6 +221,18 @@ def test_the_spark_sql_subset_is_translated(expression, sql):
 
 
 @pytest.mark.parametrize(
+    ("expression", "sql"),
+    [
+        ("t.d > '2020-01-01'", "\"t.d\" > '2020-01-01'"),
+        ("T.C.B = 'x' AND `t`.`c`.b IS NOT NULL", '"t.c.b" = \'x\' AND "t.c.b" IS NOT NULL'),
+    ],
+)
+def test_struct_fields_are_read_from_their_own_engine_column(expression, sql):
+    """Case-insensitive at every depth, as Spark resolves them; check_rows adds the columns."""
+    assert translate(Constraint("c", "check", expression), SCHEMA) == sql
+
+
+@pytest.mark.parametrize(
     ("expression", "why"),
     [
         ("i + 1 > 0", "arithmetic"),
@@ -216,7 +244,10 @@ def test_the_spark_sql_subset_is_translated(expression, sql):
         ("CAST(i AS STRING) = '1'", "CAST"),
         ("s = 'a\\'b'", "'"),
         ("nope > 1", "not exactly one column"),
-        ("a.b > 1", "nested field"),
+        ("i.b > 1", r"i\.b: i is not a struct"),
+        ("t.c.a > 1", r"'a' is not exactly one field of t\.c \(b\)"),
+        ("a.b > 1", "'a' is not exactly one column"),
+        ("t.z > '2020-01-01'", "session time zone"),  # the leaf's type decides, at any depth
         ("i > 1e3", "exponent"),
     ],
 )
@@ -224,6 +255,23 @@ def test_what_spark_and_the_engine_could_evaluate_differently_is_refused(express
     with pytest.raises(UnsupportedExpressionError, match=why) as info:
         translate(Constraint("c", "check", expression), SCHEMA)
     assert info.value.feature == f"expression {expression!r}"
+
+
+def test_a_check_on_a_struct_field_reads_null_under_a_null_struct_as_spark_does(tmp_path, log_state):
+    struct = {"type": "struct", "fields": [field("x", "long"), field("y", "string"), field("z", "string")]}
+    table = DeltaTable.create(
+        str(tmp_path / "t"),
+        schema(field("s", struct)),
+        properties={"delta.constraints.c": "coalesce(s.x, 1) > 0 AND s.z IS NULL"},  # z: not in the files
+    )
+    kind = pa.struct([("x", pa.int64()), ("y", pa.string())])
+    good = write(table, {"s": pa.array([{"x": 5, "y": "a"}, None], kind)})
+    assert table.commit_files([good]).version == 1
+    bad = write(table, {"s": pa.array([{"x": -1, "y": "b"}], kind)})
+    before = log_state(table.storage.root)
+    with pytest.raises(ConstraintViolationError, match=r"CHECK constraint c .*s = \{'x': -1, 'y': 'b'\}"):
+        table.commit_files([bad])
+    unchanged(table, log_state, before, 1)
 
 
 # --- identity columns ---------------------------------------------------------------------------
@@ -313,7 +361,242 @@ def test_concurrent_identity_writers_conflict_as_in_delta(tmp_path, monkeypatch)
 
 @pytest.mark.parametrize(
     ("start", "step", "value", "rounded"),
-    [(10, 5, 22, 25), (10, 5, 20, 20), (10, -5, 2, 0), (-3, 4, 2, 5), (1, 1, 9, 9)],
+    [
+        (10, 5, 22, 25),
+        (10, 5, 20, 20),
+        (10, -5, 2, 0),
+        (-3, 4, 2, 5),
+        (1, 1, 9, 9),
+        (0, 10, 2**63 - 4, 2**63 + 2),  # exact for any long (a float quotient is off by hundreds)
+        (0, -10, -(2**63) + 4, -(2**63) - 2),
+    ],
 )
 def test_rounding_follows_delta(start, step, value, rounded):
     assert IdentityColumn("id", start, step, None, True).rounded(value) == rounded
+
+
+# --- column mapping: the checks see the files' rows under their logical names ---------------------
+
+NOT_NULL_NAME = json.dumps({"expression": {"expression": "name IS NOT NULL"}})
+NESTED = {  # renamed at every depth: a struct with a NOT NULL field and an array of structs, a map
+    "type": "struct",
+    "fields": [
+        field(
+            "x",
+            "long",
+            False,
+            **{"delta.invariants": json.dumps({"expression": {"expression": "s.x < 100"}})},
+        ),
+        field(
+            "tags",
+            {
+                "type": "array",
+                "elementType": {"type": "struct", "fields": [field("k", "string")]},
+                "containsNull": True,
+            },
+        ),
+    ],
+}
+BY_KEY = {
+    "type": "map",
+    "keyType": "string",
+    "valueType": {"type": "struct", "fields": [field("v", "long")]},
+    "valueContainsNull": True,
+}
+#: A CHECK that tolerates NULL (NULL passes), a NOT NULL invariant (NULL fails), a generated column.
+MAPPED_SCHEMA = schema(
+    field("id", "long"),
+    field("name", "string", **{"delta.invariants": NOT_NULL_NAME}),
+    field("lname", "string", **{"delta.generationExpression": "lower(name)"}),
+    field("s", NESTED),
+    field("m", BY_KEY),
+)
+TOLERANT_CHECK = {"delta.constraints.pos": "id IS NULL OR id > 0"}
+ROW_TYPE = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("name", pa.string()),
+        ("lname", pa.string()),
+        pa.field(
+            "s",
+            pa.struct(
+                [pa.field("x", pa.int64(), False), ("tags", pa.list_(pa.struct([("k", pa.string())])))]
+            ),
+        ),
+        ("m", pa.map_(pa.string(), pa.struct([("v", pa.int64())]))),
+    ]
+)
+
+
+def create_mapped(root: str, creator: str, mode: str, schema_json: str, properties: dict) -> DeltaTable:
+    """A column-mapped table made by the core or by delta-rs (which assigns its own ids and names)."""
+    if creator == "core":
+        return DeltaTable.create(
+            root, schema_json, properties={"delta.columnMapping.mode": mode, **properties}
+        )
+    created = deltalake.DeltaTable.create(
+        root, deltalake.Schema.from_json(schema_json), configuration={"delta.columnMapping.mode": mode}
+    )
+    checks = {k.removeprefix("delta.constraints."): v for k, v in properties.items()}
+    if checks:
+        created.alter.add_constraint(checks)
+    return DeltaTable(root)
+
+
+def write_physical(table: DeltaTable, rows: pa.Table, directory: str = "") -> str:
+    """A file as Delta writes one into a column-mapped table: physical names and field ids, at every depth."""
+    relative = f"{directory}w-{uuid.uuid4().hex[:8]}.parquet"
+    path = os.path.join(table.storage.root, relative)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    pq.write_table(physical_data(rows, table.snapshot().schema), path)
+    return relative
+
+
+def delta_rs_rows(table: DeltaTable, order: str) -> list[dict]:
+    """The rows delta-rs reads (its DataFusion reader, which resolves column mapping)."""
+    found = deltalake.QueryBuilder().register("t", deltalake.DeltaTable(table.uri)).execute("select * from t")
+    return sorted(pa.table(found.read_all()).to_pylist(), key=lambda row: str(row[order]))
+
+
+def table_state(table: DeltaTable, log_state) -> tuple:
+    """What a refused commit must leave as it was: version, active files and every _delta_log file."""
+    fresh = DeltaTable(table.uri)
+    return fresh.version(), sorted(fresh.snapshot().files().column("path").to_pylist()), log_state(table.uri)
+
+
+@pytest.fixture(
+    params=[("core", "name"), ("core", "id"), ("delta-rs", "name"), ("delta-rs", "id")], ids="-".join
+)
+def mapped(request, tmp_path):
+    creator, mode = request.param
+    return create_mapped(str(tmp_path / "t"), creator, mode, MAPPED_SCHEMA, TOLERANT_CHECK)
+
+
+def mapped_rows(ids: list, names: list, lnames: list | None = None, x: int = 0) -> pa.Table:
+    n = len(ids)
+    return pa.table(
+        {
+            "id": ids,
+            "name": names,
+            "lname": lnames if lnames is not None else [None if v is None else v.lower() for v in names],
+            "s": [{"x": x + i, "tags": [{"k": f"k{i}"}]} for i in range(n)],
+            "m": [[("a", {"v": i})] for i in range(n)],
+        },
+        ROW_TYPE,
+    )
+
+
+def test_valid_rows_commit_into_a_column_mapped_table_and_delta_rs_reads_them(mapped):
+    rows = mapped_rows([1, None], ["Ab", "c"])  # NULL id: the tolerant CHECK passes it
+    result = mapped.commit_files([write_physical(mapped, rows)])
+    assert result.version == mapped.version()
+    assert delta_rs_rows(mapped, "name") == rows.sort_by("name").to_pylist()
+    assert (
+        mapped.snapshot().to_pyarrow_table().sort_by("name").to_pylist() == rows.sort_by("name").to_pylist()
+    )
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        (  # evaluated on NULLs, the CHECK that tolerates NULL let this row in
+            mapped_rows([-5], ["a"]),
+            r"CHECK constraint pos \(id IS NULL OR id > 0\) is violated .*: id = -5, name = 'a'",
+        ),
+        (mapped_rows([1], [None]), r"invariant of column 'name' \(name IS NOT NULL\) .*name = None"),
+        (mapped_rows([1], ["Ab"], ["Ab"]), r"generated column 'lname' = lower\(name\) .*lname = 'Ab'"),
+        (mapped_rows([1], ["a"], x=500), r"invariant of column 's\.x' \(s\.x < 100\) .*'x': 500"),
+    ],
+    ids=["tolerant-check", "not-null-invariant", "generated", "nested-invariant"],
+)
+def test_violating_rows_are_refused_on_a_column_mapped_table(mapped, log_state, rows, message):
+    path = write_physical(mapped, rows)
+    before = table_state(mapped, log_state)
+    with pytest.raises(ConstraintViolationError, match=message) as info:
+        mapped.commit_files([path])
+    assert re.search(r"s = \{'x': \d+, 'tags': \[\{'k': 'k0'\}\]\}", str(info.value))  # logical names
+    assert table_state(mapped, log_state) == before
+
+
+def test_a_nested_not_null_field_is_enforced_under_column_mapping(mapped, log_state):
+    nullable = pa.schema(
+        [f if f.name != "s" else f.with_type(pa.struct([("x", pa.int64()), f.type[1]])) for f in ROW_TYPE]
+    )
+    rows = mapped_rows([1, 2], ["a", "b"]).cast(nullable)
+    rows = rows.set_column(
+        3, nullable.field("s"), pa.array([{"x": 1, "tags": []}, {"x": None}], nullable.field("s").type)
+    )
+    path = write_physical(mapped, rows)
+    before = table_state(mapped, log_state)
+    with pytest.raises(SchemaMismatchError, match=r"Column s\.x is NOT NULL in the table but nullable"):
+        mapped.commit_files([path])
+    assert table_state(mapped, log_state) == before
+
+
+@pytest.mark.parametrize("mode", ["name", "id"])
+def test_a_generated_partition_column_is_checked_on_physically_keyed_values(tmp_path, log_state, mode):
+    table = DeltaTable.create(
+        str(tmp_path / "t"),
+        GENERATED_DATE,
+        partition_by=["d"],
+        properties={"delta.columnMapping.mode": mode},
+    )
+    t = pa.table({"t": pa.array([datetime(2024, 5, 1, 23, 59)], pa.timestamp("us"))})
+    table.commit_files([write_physical(table, t)], partition_values={"d": "2024-05-01"})
+    bad = write_physical(table, t)
+    before = table_state(table, log_state)
+    with pytest.raises(ConstraintViolationError, match=r"generated column 'd' = CAST\(t AS DATE\)"):
+        table.commit_files([bad], partition_values={"d": "2024-05-02"})
+    assert table_state(table, log_state) == before
+    assert delta_rs_rows(table, "t") == [{"t": datetime(2024, 5, 1, 23, 59), "d": date(2024, 5, 1)}]
+
+
+IDENTITY_SCHEMA = {
+    "delta.identity.start": 10,
+    "delta.identity.step": 5,
+}
+
+
+@pytest.fixture(params=["core-name", "core-id", "delta-rs-name", "delta-rs-id"])
+def mapped_identity(request, tmp_path):
+    """Column-mapped tables with an identity column BY DEFAULT ("d") and one GENERATED ALWAYS ("a")."""
+    creator, mode = request.param.rsplit("-", 1)
+
+    def make(explicit: bool) -> DeltaTable:
+        meta = {**IDENTITY_SCHEMA, "delta.identity.allowExplicitInsert": explicit}
+        text = schema(field("id", "long", **meta), field("v", "string"))
+        return create_mapped(str(tmp_path / ("d" if explicit else "a")), creator, mode, text, {})
+
+    return make
+
+
+IDENTITY_ROWS = pa.table({"id": pa.array([10, 15], pa.int64()), "v": ["a", "b"]})
+
+
+def test_by_default_identity_values_commit_under_column_mapping(mapped_identity):
+    table = mapped_identity(True)
+    table.commit_files([write_physical(table, IDENTITY_ROWS)])
+    assert delta_rs_rows(table, "id") == IDENTITY_ROWS.to_pylist()
+    assert "delta.identity.highWaterMark" not in identity_meta(table)  # explicit values never move it
+
+
+def test_generated_always_identity_under_column_mapping(mapped_identity, log_state):
+    table = mapped_identity(False)
+    supplied = write_physical(table, IDENTITY_ROWS)
+    before = table_state(table, log_state)
+    with pytest.raises(ConstraintViolationError, match="'id' is GENERATED ALWAYS"):
+        table.commit_files([supplied])
+    assert table_state(table, log_state) == before
+    # The writer that generated them (the PySpark operator) says so: the mark moves to the file's max.
+    table.commit_files([supplied], identity_generated=["id"])
+    assert identity_meta(table)["delta.identity.highWaterMark"] == 15
+    assert delta_rs_rows(table, "id") == IDENTITY_ROWS.to_pylist()
+
+
+def test_a_file_without_the_identity_column_is_refused_under_column_mapping(mapped_identity, log_state):
+    table = mapped_identity(True)
+    path = write_physical(table, IDENTITY_ROWS.select(["v"]))
+    before = table_state(table, log_state)
+    with pytest.raises(ConstraintViolationError, match=r"no values for the identity column 'id'"):
+        table.commit_files([path])
+    assert table_state(table, log_state) == before

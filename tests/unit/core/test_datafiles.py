@@ -123,9 +123,31 @@ def test_partition_values_from_hive_paths_are_unescaped():
 def test_partition_values_are_checked_against_the_table():
     with pytest.raises(SchemaError, match=r"names partition column\(s\) \['region'\]"):
         partition_values_of(_file("region=eu/p.parquet"), ["ds"])
+    with pytest.raises(
+        SchemaError, match=r"\['region'\].* Pass values only for the table's partition columns"
+    ):
+        partition_values_of(_file("p.parquet"), ["ds"], {"ds": "1", "region": "eu"})
     with pytest.raises(SchemaError, match=r"No value for partition column\(s\) \['ds'\]"):
         partition_values_of(_file("p.parquet"), ["ds"])
     assert partition_values_of(_file("p.parquet"), ["ds"], {"DS": "1"}) == {"ds": "1"}
+
+
+def test_hive_files_committed_into_a_new_table_without_partition_by_say_how_to_fix_it(tmp_path):
+    """The error names the columns the paths carry as the partition_by to pass; nothing is written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from airflow_delta_provider.core import DeltaTable
+
+    out = tmp_path / "table" / "out" / "ds=2024-01-01" / "region=eu"
+    out.mkdir(parents=True)
+    pq.write_table(pa.table({"id": [1, 2]}), out / "part-0.parquet")
+    table = DeltaTable(str(tmp_path / "table"))
+    with pytest.raises(SchemaError, match=r"partitioned by nothing\. .*pass partition_by=\['ds', 'region'\]"):
+        table.commit_files(prefix="out")
+    assert not (tmp_path / "table" / "_delta_log").exists()
+    table.commit_files(prefix="out", partition_by=["ds", "region"])  # the fix the error gives
+    assert table.snapshot().partition_columns == ["ds", "region"]
 
 
 def test_add_path_is_uri_encoded():

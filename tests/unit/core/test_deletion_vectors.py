@@ -197,7 +197,18 @@ def test_z85_decode_encode_round_trip_on_valid_text(text):
     except DeletionVectorError as error:
         assert "exceeds 32 bits" in str(error)
     else:
-        assert z85_encode(data) == text
+        padded_tail = text[-5:-4] == "#"  # the z85 crate's form of a last partial block
+        assert (_crate_form(data) if padded_tail else z85_encode(data)) == text
+
+
+def _crate_form(data: bytes) -> str:
+    """``data`` as the Rust z85 crate encodes it: whole blocks, then a last partial block as
+    Z85 of its bytes right-aligned in 4, its leading characters replaced by ``#``."""
+    whole, rest = len(data) // 4 * 4, len(data) % 4
+    if not rest:
+        return z85_encode(data)
+    tail = z85_encode(data[whole:].rjust(4, b"\0"))
+    return z85_encode(data[:whole]) + "#" * (4 - rest) + tail[4 - rest :]
 
 
 def test_z85_padded_last_block_of_the_rust_z85_crate():
@@ -212,10 +223,7 @@ def test_z85_padded_last_block_of_the_rust_z85_crate():
     }
     assert read_deletion_vector(dv, "/unused", in_memory({})).tolist() == [3]
     for data in (b"\x01", b"\x01\x02", b"\x01\x02\x03", b"abcd\xff\xfe\xfd"):
-        whole, rest = len(data) // 4 * 4, len(data) % 4
-        padded = z85_encode(data[whole:].rjust(4, b"\0"))
-        crate_form = z85_encode(data[:whole]) + "#" * (4 - rest) + padded[4 - rest :]
-        assert z85_decode(crate_form) == data
+        assert z85_decode(_crate_form(data)) == data
 
 
 def test_z85_known_vectors():

@@ -142,3 +142,37 @@ def test_relative_forms_keep_the_undecoded_spelling_of_unencoded_writers():
     path = TablePath.parse("/t")
     assert path.relative_forms("a%20b/x.parquet") == ["a b/x.parquet", "a%20b/x.parquet"]
     assert path.relative_forms("file:///elsewhere/x.parquet") == []
+
+
+@pytest.mark.parametrize(
+    ("location", "root", "uri"),
+    [
+        ("s3://bucket/a%20b", "bucket/a b", "s3://bucket/a b"),
+        ("s3a://bucket/x/100%25/", "bucket/x/100%", "s3://bucket/x/100%25"),
+        ("s3n://bucket/%E2%82%AC", "bucket/€", "s3://bucket/€"),
+        ("file:///data/a%20b", "/data/a b", "file:///data/a b"),
+        ("file:///data/100%25", "/data/100%", "file:///data/100%25"),
+        ("file:///data/x%2520y", "/data/x%20y", "file:///data/x%2520y"),
+        ("memory:///t/a%20b", "/t/a b", "memory:///t/a b"),
+        ("/data/x%20y", "/data/x%20y", "file:///data/x%2520y"),  # a plain path is literal
+        ("gs://bucket/a%20b", "bucket/a b", "gs://bucket/a b"),
+    ],
+)
+def test_uri_paths_are_percent_decoded_for_every_scheme(location, root, uri):
+    """As delta-rs (and Hadoop) read them; the URI escapes a literal '%' again, so it names the
+    same root (tests/interop/test_uri_interop.py checks both against delta-rs)."""
+    path = TablePath.parse(location)
+    assert (path.root, path.uri) == (root, uri)
+    again = TablePath.parse(path.uri)
+    assert (again.root, again.uri) == (root, uri)
+
+
+@pytest.mark.parametrize("location", ["/t", "s3://b/t", "memory:///t", "gs://b/t"])
+@pytest.mark.parametrize(
+    "relative", ["a.parquet", "p=a b/x.parquet", "p=100%/x.parquet", "p=a%20b/x%25.parquet"]
+)
+def test_a_file_uri_names_the_file_again(location, relative):
+    path = TablePath.parse(location)
+    full = path.join(relative)
+    assert TablePath.parse(path.to_uri(full)).root == full
+    assert path.to_uris([full]) == [path.to_uri(full)]

@@ -19,7 +19,7 @@ import pytest
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.actions import AddFile, DomainMetadata
 from airflow_delta_provider.core.commit_plan import CommitPlan
-from airflow_delta_provider.core.errors import RowTrackingError
+from airflow_delta_provider.core.errors import InvalidLogValueError, RowTrackingError
 from airflow_delta_provider.core.row_tracking import assign_row_ids
 from airflow_delta_provider.core.transaction import OptimisticTransaction
 
@@ -183,3 +183,62 @@ def test_a_hand_written_mark_is_refused():
     domain = DomainMetadata("delta.rowTracking", '{"rowIdHighWaterMark":99}')
     with pytest.raises(RowTrackingError, match="Manually setting the Row ID high water mark is not allowed"):
         assign_row_ids([domain], high_water_mark=-1, version=1)
+
+
+# --- the mark is a Delta long: a commit that would push it past 2^63 - 1 is refused -----------------
+
+LONG_MAX = 2**63 - 1
+
+
+def foreign_mark(table: DeltaTable, version: int, mark: int) -> None:
+    """A commit by another writer that assigned row ids up to ``mark`` (a legal long)."""
+    domain = {"domain": "delta.rowTracking", "configuration": json.dumps({"rowIdHighWaterMark": mark})}
+    lines = [
+        {"commitInfo": {"timestamp": 1, "operation": "WRITE"}},
+        {"domainMetadata": {**domain, "removed": False}},
+    ]
+    with open(os.path.join(table.storage.log_dir, f"{version:020d}.json"), "x") as f:
+        f.write("\n".join(json.dumps(line) for line in lines) + "\n")
+
+
+def table_state(table: DeltaTable, log_state) -> tuple:
+    fresh = DeltaTable(table.uri)
+    return fresh.version(), sorted(fresh.snapshot().files().column("path").to_pylist()), log_state(table.uri)
+
+
+def test_a_commit_whose_row_ids_would_pass_the_largest_long_is_refused(table, log_state):
+    foreign_mark(table, 1, LONG_MAX - 2)  # room for two more rows
+    path = part(table, "a", 5)
+    before = table_state(table, log_state)
+    with pytest.raises(
+        InvalidLogValueError,
+        match=rf"rowIdHighWaterMark .* is {LONG_MAX + 3}, outside the allowed range of a non-negative Delta "
+        rf"long: 0 to {LONG_MAX}\. The commit would assign row ids past the largest Delta long",
+    ):
+        table.commit_files([path])
+    assert table_state(table, log_state) == before
+
+
+def test_row_ids_up_to_the_largest_long_are_assigned_and_none_beyond(table, log_state):
+    foreign_mark(table, 1, LONG_MAX - 5)
+    table.commit_files([part(table, "a", 5)])  # ids LONG_MAX - 4 .. LONG_MAX: the last ones there are
+    assert [a["baseRowId"] for a in adds(table, 2)] == [LONG_MAX - 4]
+    assert marks(table, 2) == [LONG_MAX]
+    assert deltalake.DeltaTable(table.uri).to_pyarrow_table().num_rows == 5
+    before = table_state(table, log_state)
+    with pytest.raises(InvalidLogValueError, match=rf"rowIdHighWaterMark .* is {LONG_MAX + 1}, outside"):
+        table.commit_files([part(table, "b", 1)])
+    assert table_state(table, log_state) == before
+
+
+def test_a_retry_renumbered_past_the_largest_long_is_refused(table, log_state, monkeypatch):
+    table.commit_files([part(table, "a", 2)])
+    loser = DeltaTable(table.uri)
+    snapshot = loser.snapshot()
+    monkeypatch.setattr(loser, "snapshot", lambda *a, **k: snapshot)
+    foreign_mark(table, 2, LONG_MAX - 1)  # the winner: the loser's first attempt fits, its retry does not
+    path = part(loser, "a", 3)
+    before = table_state(table, log_state)
+    with pytest.raises(InvalidLogValueError, match=r"rowIdHighWaterMark .*past the largest Delta long"):
+        loser.commit_files([path])
+    assert table_state(table, log_state) == before

@@ -6,6 +6,7 @@ import datetime as dt
 import json
 from decimal import Decimal
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -52,16 +53,60 @@ def test_numbers_dates_and_strings_match_the_data(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "values",
-    [[1.0, float("nan")], [1.0, 2.0], [float("nan")], [1.0, float("inf")]],
-    ids=["nan", "finite", "only-nan", "infinity"],
+    ("values", "bounds"),
+    [
+        ([1.0, float("nan")], None),
+        ([1.0, 2.0], (1.0, 2.0)),
+        ([float("nan")], None),
+        ([1.0, float("inf")], None),
+        ([-0.5, None, 3.25], (-0.5, 3.25)),
+    ],
+    ids=["nan", "finite", "only-nan", "infinity", "with-nulls"],
 )
-def test_arrow_written_floats_leave_the_file_without_bounds(tmp_path, values):
-    """Arrow leaves NaN out of a footer's min/max without counting it: its float bounds may
-    hide a NaN, so they are not used, and the file gets no bounds at all (readers misread a
-    stats column missing from minValues); the exact null counts stay."""
-    stats = _stats(tmp_path, pa.table({"i": [1] * len(values), "f": values}))
-    assert stats == {"numRecords": len(values), "nullCount": {"i": 0, "f": 0}}
+@pytest.mark.parametrize(
+    "options", [{}, {"use_dictionary": False}, {"use_dictionary": False, "data_page_version": "2.0"}]
+)
+def test_arrow_written_floats_get_bounds_when_their_values_hold_no_nan(tmp_path, values, bounds, options):
+    """Arrow leaves NaN out of a footer's min/max without counting it, so the float's values are
+    read: without NaN the footer's bounds hold. With NaN (or an infinite bound, which JSON cannot
+    hold) the file gets no bounds at all: readers misread a stats column missing from
+    minValues; the exact null counts stay."""
+    stats = _stats(tmp_path, pa.table({"i": [1] * len(values), "f": values}), **options)
+    assert stats["nullCount"] == {"i": 0, "f": sum(v is None for v in values)}
+    if bounds is None:
+        assert "minValues" not in stats and "maxValues" not in stats
+    else:
+        assert stats["minValues"] == {"i": 1, "f": bounds[0]}
+        assert stats["maxValues"] == {"i": 1, "f": bounds[1]}
+
+
+@pytest.mark.parametrize("rows", [2, 20_000], ids=["in-the-tail", "beyond-the-tail"])
+def test_float_values_are_read_only_for_stats_columns_and_only_from_their_chunks(tmp_path, monkeypatch, rows):
+    """The values cost nothing more when the tail already read holds their chunks, else one
+    ranged read per float chunk of a stats column: none for a float outside the stats columns,
+    none at all for Spark's files (their footers count NaN)."""
+    from airflow_delta_provider.core import stats as stats_module
+
+    table = pa.table({"i": range(rows), "f": [k + 0.5 for k in range(rows)], "g": [2.5] * rows})
+    pq.write_table(table, tmp_path / "f.parquet", row_group_size=rows // 2, use_dictionary=False)
+    storage = open_store(str(tmp_path))
+    reads: list[tuple[int, int]] = []
+    original = storage.read_ranges
+
+    def counting(paths, starts, lengths, **kwargs):
+        reads.extend(zip(starts, lengths, strict=True))
+        return original(paths, starts, lengths, **kwargs)
+
+    monkeypatch.setattr(storage, "read_ranges", counting)
+    [footer] = read_footers(storage, [str(tmp_path / "f.parquet")], stats_columns=[("i",), ("f",)])
+    metadata = pq.read_metadata(tmp_path / "f.parquet")
+    chunks = [stats_module.chunk_range(metadata.row_group(g).column(1)) for g in range(2)]  # f's two
+    assert reads[1:] == ([] if rows == 2 else chunks)  # after the tail read for the footer
+    assert json.loads(footer.stats)["maxValues"] == {"i": rows - 1, "f": rows - 0.5}
+    monkeypatch.setattr(stats_module, "_nan_in_bounds", lambda _: True)
+    reads.clear()
+    read_footers(storage, [str(tmp_path / "f.parquet")], stats_columns=[("i",), ("f",)])
+    assert len(reads) == 1  # the footer alone
 
 
 @pytest.mark.parametrize(
@@ -117,10 +162,40 @@ def test_int96_timestamps_leave_the_file_without_bounds_and_read_as_utc(tmp_path
     pq.write_table(table, path, use_deprecated_int96_timestamps=True)
     footer = read_footer(open_store(str(tmp_path)), str(path), stats_columns=[("ts",), ("i",)])
     assert footer.schema.field("ts").type == pa.timestamp("us", tz="UTC")
-    # INT96 has no footer order (writers keep no statistics for it at all), so no bounds; and
-    # readers misread a file whose other columns have bounds (delta-rs skipped it for ts = X),
-    # so the file has none: only the counts it knows.
+    # pyarrow keeps no statistics at all for INT96, not even a null count; bounds without a null
+    # count read as "no nulls" in delta-rs, and a column missing from minValues makes it skip
+    # the file, so the file has none: only the counts it knows. (Spark counts INT96 nulls: its
+    # files get bounds from the values, tests/interop.)
     assert json.loads(footer.stats) == {"numRecords": 2, "nullCount": {"i": 0}}
+
+
+@pytest.mark.parametrize(
+    ("values", "bounds"),
+    [
+        (
+            [dt.datetime(2024, 1, 1, 0, 0, 0, 1500), dt.datetime(1970, 1, 1), dt.datetime(2024, 1, 1)],
+            ("1970-01-01T00:00:00.000Z", "2024-01-01T00:00:00.002Z"),  # the maximum rounded up
+        ),
+        (
+            [dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31, 23, 59)],
+            ("0001-01-01T00:00:00.000Z", "9999-12-31T23:59:00.000Z"),
+        ),
+        ([dt.datetime(9999, 12, 31, 23, 59, 59, 999999)], None),  # rounded up past year 9999
+        ([], None),
+    ],
+)
+def test_int96_bounds_come_from_julian_days_and_nanoseconds(values, bounds):
+    from airflow_delta_provider.core.page_scan import DTYPES
+    from airflow_delta_provider.core.stats import _int96_bounds
+
+    def int96(value: dt.datetime) -> tuple[int, int]:
+        since = value - dt.datetime(1970, 1, 1)
+        nanos = (since.seconds * 1_000_000 + since.microseconds) * 1000
+        return nanos, since.days + 2_440_588
+
+    array = np.array([int96(v) for v in values], DTYPES["INT96"])
+    expected = (f'"{bounds[0]}"', f'"{bounds[1]}"') if bounds is not None else None
+    assert _int96_bounds(array) == expected
 
 
 def test_decimals_are_exact_json_numbers(tmp_path):
@@ -341,7 +416,9 @@ def test_raw_footer_values_give_the_bounds_pyarrows_converted_values_give(
     monkeypatch.setattr(stats_module, "_leaf", converted)
     assert _facts(read_footers(storage, paths, stats_columns=varied_stats_columns)) == _facts(raw)
     monkeypatch.setattr(stats_module, "_leaf", original)
-    monkeypatch.setattr(stats_module, "_Reader", None)  # pq.read_metadata instead
+    from airflow_delta_provider.core import parquet_compat
+
+    monkeypatch.setattr(parquet_compat, "_Reader", None)  # pq.read_metadata instead
     assert _facts(read_footers(storage, paths, stats_columns=varied_stats_columns)) == _facts(raw)
 
 
@@ -502,3 +579,32 @@ def test_local_tails_grow_to_the_footers_seen(tmp_path, monkeypatch):
     assert all(length >= footer + 8 for length in reads[8:])
     expected = [stats_module.footer_info(pq.read_metadata(p), columns) for p in paths]
     assert [i.stats for i in infos] == [e.stats for e in expected]
+
+
+def test_values_are_read_in_bounded_batches_with_the_same_stats(tmp_path, monkeypatch):
+    """However small the batches of column chunks held at once, the stats are the same."""
+    from airflow_delta_provider.core import stats as stats_module
+
+    paths = []
+    for index in range(5):
+        values = [index + 0.5, None, -index - 0.25] if index != 3 else [1.0, float("nan"), 2.0]
+        pq.write_table(pa.table({"i": [index] * 3, "f": values}), tmp_path / f"{index}.parquet")
+        paths.append(str(tmp_path / f"{index}.parquet"))
+    storage = open_store(str(tmp_path))
+    columns = [("i",), ("f",)]
+    whole = [f.stats for f in read_footers(storage, paths, stats_columns=columns)]
+    monkeypatch.setattr(stats_module, "VALUE_BATCH_BYTES", 1)
+    assert [f.stats for f in read_footers(storage, paths, stats_columns=columns)] == whole
+    assert ["minValues" in json.loads(s) for s in whole] == [True, True, True, False, True]
+
+
+def test_int96_pages_are_reduced_to_their_extremes():
+    from airflow_delta_provider.core.page_scan import DTYPES
+    from airflow_delta_provider.core.stats import _int96_bounds, _reduced
+
+    same_day = np.array([(5, 2_460_000), (1, 2_460_000), (9, 2_460_000)], DTYPES["INT96"])
+    spread = np.array([(9, 2_459_999), (1, 2_460_001), (0, 2_460_001), (7, 2_459_999)], DTYPES["INT96"])
+    for values in (same_day, spread):
+        assert _int96_bounds(_reduced(values, True)) == _int96_bounds(values)
+    assert _reduced(np.array([1.0, float("nan"), 2.0]), False).size == 1
+    assert _reduced(np.array([1.0, 2.0]), False).size == 0

@@ -35,7 +35,8 @@ COLUMN_CHOICES: dict[str, list[tuple[str, ...]]] = {
 
 def _extra_files() -> dict[str, bytes]:
     """Shapes the shared varied files lack: all-null and NaN-only columns, long strings only,
-    mixed row groups where one group holds only nulls, 40 columns (8 beyond the default 32)."""
+    mixed row groups where one group holds only nulls, 40 columns (8 beyond the default 32),
+    Arrow-written floats without NaN."""
     files: dict[str, bytes] = {}
 
     def write(name: str, table: pa.Table, **options: object) -> None:
@@ -71,6 +72,14 @@ def _extra_files() -> dict[str, bytes]:
     write(
         "wide.parquet",
         pa.table({f"c{k:02d}": pa.array([k, k + 1, None], pa.int64()) for k in range(40)}),
+    )
+    # Arrow-written floats without NaN: their bounds come from the footer once their values
+    # (two row groups, plain-encoded pages) are read and hold no NaN.
+    write(
+        "clean-floats.parquet",
+        pa.table({"f": [0.5, None, -2.0, 3.25], "n": [4, 3, 2, 1]}),
+        row_group_size=2,
+        use_dictionary=False,
     )
     return files
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -151,7 +152,8 @@ def test_vacuum_through_the_batch_path_deletes_what_it_planned(cloud):
     plan = table.vacuum(retention="0 hours", enforce_retention_duration=False, now=later, dry_run=True)
     result = table.vacuum(retention="0 hours", enforce_retention_duration=False, now=later, log_commits=False)
 
-    planned = {f.removeprefix(cloud["uri"] + "/") for f in plan.files}
+    # The files as URIs (a literal '%' escaped as '%25'): decoded, the names on storage.
+    planned = {unquote(f.removeprefix(cloud["uri"] + "/")) for f in plan.files}
     assert planned == {f"d v {v % 2}/part-{v}.parquet" for v in range(3)} | {f"orphans/{n}" for n in orphans}
     assert set(result.files) == set(plan.files) and result.num_deleted == len(planned)
     vacuum_info = "t/_delta_log/_last_vacuum_info"

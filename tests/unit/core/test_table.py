@@ -201,6 +201,7 @@ def test_time_travel_without_commit_files_is_a_version_not_found_error(tmp_path)
         (lambda t: t.cleanup_logs(retension=1), "cleanup_logs"),
         (lambda t: t.checkpoint(0, part=2), "checkpoint"),
         (lambda t: DeltaTable.create(t.uri, "{}", mdoe="ignore"), "create"),
+        (lambda t: t.restore(0, enforce_retention=False), "restore"),
     ],
 )
 def test_a_misspelt_argument_is_a_type_error_naming_it_and_changes_nothing(tmp_path, log_state, call, name):

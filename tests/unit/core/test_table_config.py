@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from datetime import timedelta
 
 import pytest
@@ -14,10 +15,13 @@ from airflow_delta_provider.core.table_config import (
     ENABLE_EXPIRED_LOG_CLEANUP,
     LOG_RETENTION,
     SET_TRANSACTION_RETENTION,
+    TARGET_FILE_SIZE,
     Setting,
     Source,
     TableConfig,
+    parse_byte_size,
     parse_interval,
+    to_byte_size,
     to_interval,
 )
 
@@ -199,6 +203,124 @@ def test_a_warning_when_files_outlive_the_log(caplog):
     with caplog.at_level(logging.WARNING, logger="airflow_delta_provider.core.table_config"):
         TableConfig({LOG_RETENTION: "interval 30 days"}).warn_on_incompatible_retentions()
     assert not caplog.records
+
+
+#: Intervals past the one range (365,000 days), in every form an interval takes.
+TOO_LONG = [
+    pytest.param(timedelta(days=3_000_000), id="timedelta"),
+    pytest.param(timedelta.max, id="timedelta-max"),
+    pytest.param(10**8, id="hours"),
+    pytest.param(1e300, id="hours-beyond-timedelta"),
+    pytest.param(float("inf"), id="infinite-hours"),
+    pytest.param("100000000", id="hours-string"),
+    pytest.param("interval 400000 days", id="interval-string"),
+    pytest.param("interval 100000000000 weeks", id="interval-beyond-timedelta"),
+]
+
+
+@pytest.mark.parametrize("value", TOO_LONG)
+def test_one_range_check_for_every_interval_form_and_source(value):
+    message = r"is too long an interval: at most 365000 days"
+    with pytest.raises(RetentionError, match=message):
+        TableConfig().resolve(DELETED_FILE_RETENTION, value)  # an argument
+    with pytest.raises(InvalidTablePropertyError, match=r"provider configuration .*" + message):
+        _ = TableConfig({}, {DELETED_FILE_RETENTION: value}).deleted_file_retention
+    if isinstance(value, str) and not value.isdigit():
+        with pytest.raises(InvalidTablePropertyError, match=r"table property .*" + message):
+            _ = TableConfig({LOG_RETENTION: value}).log_retention
+    assert to_interval(timedelta(days=365_000), name="retention") == timedelta(days=365_000)
+
+
+@pytest.mark.parametrize("value", TOO_LONG)
+@pytest.mark.parametrize("operation", ["vacuum", "cleanup_logs"])
+def test_a_too_long_retention_is_refused_and_the_table_is_unchanged(tmp_path, value, operation):
+    import os
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from airflow_delta_provider.core import DeltaTable
+
+    table = DeltaTable.create(str(tmp_path / "t"), pa.schema([("id", pa.int64())]))
+    pq.write_table(pa.table({"id": [1]}), tmp_path / "t" / "a.parquet")
+    table.commit_files(["a.parquet"])
+    pq.write_table(pa.table({"id": [2]}), tmp_path / "t" / "b.parquet")
+    table.commit_files(["b.parquet"], mode="overwrite")
+    before = (
+        table.version(),
+        table.snapshot().files().column("path").to_pylist(),
+        os.listdir(tmp_path / "t"),
+    )
+    log_before = sorted(os.listdir(tmp_path / "t" / "_delta_log"))
+
+    with pytest.raises(RetentionError, match="too long an interval"):
+        getattr(table, operation)(retention=value)
+
+    after = (table.version(), table.snapshot().files().column("path").to_pylist(), os.listdir(tmp_path / "t"))
+    assert after == before and sorted(os.listdir(tmp_path / "t" / "_delta_log")) == log_before
+
+
+#: Sizes as Spark's JavaUtils.byteStringAs reads them (tests/unit/operators/test_optimize.py checks
+#: the parser against Spark itself).
+SPARK_SIZES = {
+    "134217728": 134217728,
+    "1024b": 1024,
+    "1024B": 1024,
+    " 128mb ": 128 * 1024**2,
+    "128m": 128 * 1024**2,
+    "128MB": 128 * 1024**2,
+    "64k": 64 * 1024,
+    "64kb": 64 * 1024,
+    "1g": 1024**3,
+    "1gb": 1024**3,
+    "1t": 1024**4,
+    "1tb": 1024**4,
+    "1TB": 1024**4,
+    "2p": 2 * 1024**5,
+    "2pb": 2 * 1024**5,
+    "1kib": 1024,
+    "3Mi": 3 * 1024**2,
+    "1GiB": 1024**3,
+    "1tib": 1024**4,
+}
+NOT_SIZES = [
+    "1.5g",
+    "128 mb",
+    "1xb",
+    "mb",
+    "",
+    " ",
+    "-1",
+    "0",
+    "0mb",
+    "+5",
+    "1e9",
+    "8192p",
+    "9223372036854775808",
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), list(SPARK_SIZES.items()))
+def test_sizes_parse_with_sparks_units_in_every_source(text, expected):
+    assert parse_byte_size(text) == expected
+    assert TableConfig({TARGET_FILE_SIZE: text}).target_file_size.value == expected
+    assert TableConfig({}, {TARGET_FILE_SIZE: text}).target_file_size.value == expected
+    assert TableConfig().resolve(TARGET_FILE_SIZE, text).value == expected
+
+
+@pytest.mark.parametrize("text", NOT_SIZES)
+def test_what_spark_refuses_as_a_size_is_refused_naming_it(text):
+    with pytest.raises(RetentionError, match=re.escape(f"{TARGET_FILE_SIZE}={text!r}")):
+        parse_byte_size(text, name=TARGET_FILE_SIZE)
+    with pytest.raises(InvalidTablePropertyError, match=f"table property {TARGET_FILE_SIZE}"):
+        _ = TableConfig({TARGET_FILE_SIZE: text}).target_file_size
+
+
+@pytest.mark.parametrize("value", [0, -5, 2**63, True, 1.5, None, [1]])
+def test_size_arguments_that_are_not_positive_longs_are_refused(value):
+    with pytest.raises(RetentionError, match="target_file_size"):
+        to_byte_size(value, name="target_file_size")
+    assert to_byte_size(2**63 - 1, name="target_file_size") == 2**63 - 1
 
 
 def test_the_table_only_view_drops_the_provider_defaults_and_is_the_metadatas():

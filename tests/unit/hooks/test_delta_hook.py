@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from datetime import timedelta
 
 import pyarrow as pa
 import pytest
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.hooks.delta import DeltaTableHook
+from airflow_delta_provider.hooks.delta import DeltaTableHook, StorageConnectionError
 
 SCHEMA = pa.schema([("id", pa.int64())])
 
@@ -173,3 +174,92 @@ def test_credentials_in_the_uri_are_not_shown():
 def test_azure_container_at_account_is_kept():
     uri = "abfss://container@account.dfs.core.windows.net/events"
     assert DeltaTableHook(table_uri=uri).table_uri == uri
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        '{"key": "AKIAPLANTEDSECRET", "secret": "pl4nted"',  # truncated JSON
+        "AKIAPLANTEDSECRET:pl4nted",  # a secret pasted instead of JSON
+        '\'{"key": "AKIAPLANTEDSECRET"}\'',  # single-quoted
+        '["AKIAPLANTEDSECRET"]',  # JSON, but not an object
+        '"AKIAPLANTEDSECRET"',
+    ],
+    ids=["truncated", "not-json", "quoted", "list", "string"],
+)
+def test_a_malformed_storage_options_extra_names_the_field_never_its_content(tmp_path, monkeypatch, extra):
+    DeltaTable.create(str(tmp_path / "t"), SCHEMA)
+    log_before = sorted(os.listdir(tmp_path / "t" / "_delta_log"))
+    _conn(monkeypatch, "lake", conn_type="delta", host=str(tmp_path / "t"), extra={"storage_options": extra})
+    with pytest.raises(ValueError) as raised:
+        DeltaTableHook("lake").get_table()
+    message = str(raised.value)
+    assert "The storage_options extra of connection 'lake'" in message and "JSON object" in message
+    assert "AKIAPLANTED" not in message and "pl4nted" not in message
+    assert "AKIAPLANTED" not in repr(raised.value)
+    ok, tested = DeltaTableHook("lake").test_connection()
+    assert not ok and "storage_options extra of connection 'lake'" in tested and "AKIAPLANTED" not in tested
+    assert sorted(os.listdir(tmp_path / "t" / "_delta_log")) == log_before
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize(
+    ("service_config", "field", "kind"),
+    [
+        (None, "service_config", "null"),
+        ("http://127.0.0.1:1", "service_config", "a string"),
+        ([{"s3": {}}], "service_config", "a list"),
+        ({"s3": "http://127.0.0.1:1"}, "service_config.s3", "a string"),
+        ({"s3": None}, "service_config.s3", "null"),
+    ],
+    ids=["null", "string", "list", "s3-string", "s3-null"],
+)
+def test_an_aws_connection_with_a_malformed_service_config_is_refused_clearly(
+    s3_bucket, s3_storage_options, monkeypatch, service_config, field, kind
+):
+    uri = f"s3://{s3_bucket}/events"
+    table = DeltaTable.create(uri, SCHEMA, storage_options=s3_storage_options)
+    log_before = [f.name for f in table.storage.list_log()]
+    _conn(
+        monkeypatch,
+        "minio",
+        conn_type="aws",
+        login="testing",
+        password="pl4nted-secret",
+        extra={"service_config": service_config, "region_name": "us-east-1"},
+    )
+    with pytest.raises(StorageConnectionError) as raised:
+        DeltaTableHook(table_uri=uri, storage_conn_id="minio").get_table().version()
+    message = str(raised.value)
+    assert f"Connection 'minio' (aws): the {field} extra must be a JSON object" in message
+    assert f"got {kind}" in message and "pl4nted" not in message and "127.0.0.1" not in message
+    assert [f.name for f in DeltaTable(uri, s3_storage_options).storage.list_log()] == log_before
+
+
+@pytest.mark.s3
+def test_an_aws_connection_reads_the_endpoint_from_service_config(
+    s3_endpoint, s3_bucket, s3_storage_options, monkeypatch
+):
+    uri = f"s3://{s3_bucket}/events"
+    DeltaTable.create(uri, SCHEMA, storage_options=s3_storage_options)
+    _conn(
+        monkeypatch,
+        "minio",
+        conn_type="aws",
+        login="testing",
+        password="testing",
+        extra={"service_config": {"s3": {"endpoint_url": s3_endpoint}}, "region_name": "us-east-1"},
+    )
+    assert DeltaTableHook(table_uri=uri, storage_conn_id="minio").get_table().version() == 0
+
+
+def test_a_connection_whose_extra_is_no_json_object_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_LAKE",
+        json.dumps({"conn_type": "delta", "host": str(tmp_path / "t"), "extra": '["pl4nted"]'}),
+    )
+    with pytest.raises(
+        StorageConnectionError,
+        match=r"The extra of connection 'lake' \(delta\) must be a JSON object, got a list",
+    ):
+        DeltaTableHook("lake").get_table()

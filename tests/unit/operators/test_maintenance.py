@@ -131,10 +131,22 @@ def test_maintenance_operator_needs_tables() -> None:
             id="mode",
         ),
         pytest.param(
-            DeltaVacuumOperator, {"retention": -3}, "retention must not be negative, got -3", id="negative"
+            DeltaVacuumOperator, {"retention": -3}, r"retention=-3 \(hours\) is negative", id="negative"
         ),
         pytest.param(
             DeltaVacuumOperator, {"retention": [7]}, r"retention must be a timedelta.*got \[7\]", id="list"
+        ),
+        pytest.param(
+            DeltaVacuumOperator,
+            {"retention": timedelta(days=3_000_000)},
+            r"retention=datetime.timedelta\(days=3000000\) is too long an interval: at most 365000 days",
+            id="huge-timedelta",
+        ),
+        pytest.param(
+            DeltaLogCleanupOperator,
+            {"retention": 10**9},
+            r"retention=1000000000 \(hours\) is too long an interval",
+            id="huge-hours",
         ),
         pytest.param(
             DeltaVacuumOperator,
@@ -174,6 +186,19 @@ def test_bad_arguments_are_refused_at_init(cls: type, kwargs: dict[str, Any], ma
             {"vacuum_interval": "fortnightly"},
             "vacuum_interval='fortnightly' is not an interval",
             id="interval",
+        ),
+        pytest.param(
+            {"vacuum_interval": "interval 400000 days"},
+            r"vacuum_interval='interval 400000 days' is too long an interval",
+            id="huge-interval-string",
+        ),
+        pytest.param(
+            {"vacuum_retention": timedelta(days=3_000_000)},
+            r"vacuum_retention=datetime.timedelta\(days=3000000\) is too long an interval",
+            id="huge-retention",
+        ),
+        pytest.param(
+            {"log_retention": 10**9}, r"log_retention=1000000000 \(hours\) is too long", id="huge-hours"
         ),
         pytest.param({"vacuum_mode": "LITEST"}, "mode must be one of", id="mode"),
         pytest.param({"run_vacuum": "yes"}, "run_vacuum must be True or False", id="flag"),

@@ -84,5 +84,6 @@ def test_maintenance_optimize_dry_run_and_off_by_default(tmp_path: Path) -> None
 def test_bad_optimize_arguments_are_refused_at_init() -> None:
     with pytest.raises(ValueError, match="optimize_min_files"):
         DeltaMaintenanceOperator(task_id="m", tables="/x", optimize_min_files=0)
-    with pytest.raises(ValueError, match="optimize_target_file_size"):
-        DeltaMaintenanceOperator(task_id="m", tables="/x", optimize_target_file_size=1.5)
+    for bad in (1.5, "", "  ", "128 mb", "1.5g", 0, True):
+        with pytest.raises(ValueError, match="optimize_target_file_size"):
+            DeltaMaintenanceOperator(task_id="m", tables="/x", optimize_target_file_size=bad)

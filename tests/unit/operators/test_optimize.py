@@ -18,7 +18,7 @@ from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.commits import read_commit
 from airflow_delta_provider.core.deletion_vectors import inline_deletion_vector
-from airflow_delta_provider.core.errors import ConcurrentDeleteReadError
+from airflow_delta_provider.core.errors import ConcurrentDeleteReadError, OptimizeRewriteError
 from airflow_delta_provider.operators.optimize import DeltaOptimizeOperator
 
 if TYPE_CHECKING:
@@ -176,3 +176,148 @@ def test_a_concurrent_delete_of_an_input_fails_the_task_and_leaves_no_files(
     assert DeltaTable(str(root)).version() == 4
     assert rows(root) == [(9, "n9", "a")]
     assert not any(f.startswith("optimize/") for f in data_files(root))
+
+
+def table_state(root: Path) -> dict[str, Any]:
+    """The table, its log, and every file beside it (the root's parent directory)."""
+    table = DeltaTable(str(root))
+    return {
+        "version": table.version(),
+        "active": sorted(table.snapshot().files().column("path").to_pylist()),
+        "log": sorted(p.name for p in (root / "_delta_log").iterdir()),
+        "outside": sorted(str(p) for p in root.parent.rglob("*") if root not in p.parents and p != root),
+    }
+
+
+def two_partitions(root: Path) -> None:
+    table = DeltaTable.create(
+        str(root), SCHEMA, partition_by=["p"], properties={"delta.targetFileSize": "1mb"}
+    )
+    for n, partition in enumerate(["a", "a", "b", "b"]):
+        table.commit_files([write_file(root, f"p={partition}/f{n}.parquet", [n])])
+    write_file(root.parent, "beside.parquet", [100])
+
+
+def around_the_spark_rewrite(
+    monkeypatch: pytest.MonkeyPatch, before: Any = lambda: None, after: Any = lambda: None
+) -> None:
+    """Real faults around the real rewrite: ``before()`` once the core planned, ``after()`` once
+    Spark wrote its files."""
+    original = DeltaOptimizeOperator._rewrite_on_spark
+
+    def rewrite(self: Any, spark: Any, *args: Any) -> Any:
+        before()
+        written = original(self, spark, *args)
+        after()
+        return written
+
+    monkeypatch.setattr(DeltaOptimizeOperator, "_rewrite_on_spark", rewrite)
+
+
+def test_an_input_removed_from_storage_fails_the_spark_rewrite_clearly_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "lake" / "events"
+    two_partitions(root)
+    before = table_state(root)
+    around_the_spark_rewrite(monkeypatch, before=(root / "p=b" / "f3.parquet").unlink)
+    op = make(root)
+    with pytest.raises(OptimizeRewriteError, match="missing from storage") as info:
+        op.execute(context_for(op))
+    assert "Nothing was committed" in str(info.value) and "f3.parquet" in str(info.value)
+    assert table_state(root) == before
+    assert data_files(root) == ["p=a/f0.parquet", "p=a/f1.parquet", "p=b/f2.parquet"]
+
+
+def test_the_loser_of_two_spark_runs_with_the_same_app_id_removes_its_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "lake" / "events"
+    two_partitions(root)
+    before = table_state(root)
+    others: list[Any] = []
+
+    def the_other_run_commits() -> None:
+        others.append(DeltaTable(str(root)).optimize(app_id="nightly/optimize", app_version=1))
+
+    around_the_spark_rewrite(monkeypatch, after=the_other_run_commits)
+    op = make(root, app_id="nightly/optimize", app_version=1)
+    result = op.execute(context_for(op))
+
+    assert (result["committed"], result["reason"], result["version"]) == (False, "already_committed", 5)
+    assert others[0].committed
+    after = table_state(root)
+    assert after["version"] == before["version"] + 1 and after["outside"] == before["outside"]
+    # Only the other run's files are new; none of this attempt's stays.
+    assert not any(f.startswith("optimize/") for f in data_files(root))
+    assert all((root / p).exists() for p in after["active"])
+    assert sorted(r[0] for r in rows(root)) == [0, 1, 2, 3]
+
+
+def test_sizes_parse_as_spark_parses_them(local_spark: Any) -> None:
+    """The core's one size parser (delta.targetFileSize, target_file_size) against Spark's own
+    ``JavaUtils.byteStringAsBytes``: the same bytes wherever Spark reads a positive size, refused
+    wherever Spark refuses (or reads zero)."""
+    from airflow_delta_provider.core.errors import RetentionError
+    from airflow_delta_provider.core.table_config import parse_byte_size
+
+    java_utils = local_spark._jvm.org.apache.spark.network.util.JavaUtils
+    numbers = ["0", "1", "7", "128", "1024", "134217728"]
+    units = ["", "b", "B", "KB", "Mb", "GiB", "TB", "PB", "bytes", "e", "eb", "eib", "kibi"] + [
+        letter + suffix for letter in "kmgtp" for suffix in ("", "b", "i", "ib")
+    ]
+    odd = [
+        "1.5g",
+        "128 mb",
+        " 128mb ",
+        "1xb",
+        "mb",
+        "",
+        "-1",
+        "+5",
+        "1e9",
+        "0x10",
+        "8191p",
+        "8192p",
+        "9" * 20,
+    ]
+    for text in [n + u for n in numbers for u in units] + odd:
+        try:
+            spark: int | None = java_utils.byteStringAsBytes(text)
+        except Exception:  # py4j's error for Spark's NumberFormatException / ArithmeticException
+            spark = None
+        if spark is not None and spark > 0:
+            assert parse_byte_size(text) == spark, text
+        else:
+            with pytest.raises(RetentionError):
+                parse_byte_size(text)
+
+
+@pytest.mark.parametrize("value", ["", "  ", "1.5g", "128 mb", 0])
+def test_a_blank_or_bad_target_file_size_is_refused_not_read_as_the_default(value: Any) -> None:
+    with pytest.raises(ValueError, match="target_file_size"):
+        DeltaOptimizeOperator(task_id="o", table_uri="/tmp/never-read", target_file_size=value)
+
+
+def test_a_target_file_size_rendering_blank_fails_the_run_and_changes_nothing(tmp_path: Path) -> None:
+    root = tmp_path / "lake" / "events"
+    two_partitions(root)
+    before = table_state(root)
+    op = make(root, target_file_size="{{ params.size }}")
+    op.target_file_size = ""  # as rendered from a missing param
+    with pytest.raises(ValueError, match=r"target_file_size must be a size in bytes .*got ''"):
+        op.execute(context_for(op))
+    assert table_state(root) == before
+
+
+def test_a_table_whose_root_holds_a_space_and_a_percent_sign_is_optimized_on_spark(tmp_path: Path) -> None:
+    """The core decodes the URI, Hadoop takes paths literally: the operator hands Spark the literal root."""
+    root = tmp_path / "lake" / "a b%20c"
+    two_partitions(root)
+    uri = f"file://{tmp_path}/lake/a%20b%2520c"
+    assert DeltaTable(uri).storage.root == str(root)
+    op = DeltaOptimizeOperator(task_id="optimize", table_uri=uri, config_kwargs=dict(SPARK_CONF))
+    result = op.execute(context_for(op))
+    assert result["committed"] and result["table_uri"] == f"file://{tmp_path}/lake/a b%2520c"
+    assert sorted(r[0] for r in rows(root)) == [0, 1, 2, 3]
+    assert sorted(p.name for p in (tmp_path / "lake").iterdir()) == ["a b%20c", "beside.parquet"]

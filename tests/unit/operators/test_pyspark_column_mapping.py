@@ -130,3 +130,49 @@ def test_the_operator_writes_physical_names_and_field_ids_into_a_column_mapped_t
     assert sorted(map(str, theirs.select(ours.column_names).to_pylist())) == sorted(
         map(str, ours.to_pylist())
     )
+
+
+def test_generated_identity_and_constraints_on_a_column_mapped_table(tmp_path: Path) -> None:
+    """The operator generates the identity and generated columns and checks every row with Spark; the
+    core reads the written (physically named) files for the identity column's new high-water mark."""
+
+    def field(name: str, kind: Any, **metadata: Any) -> dict[str, Any]:
+        return {"name": name, "type": kind, "nullable": True, "metadata": metadata}
+
+    identity = {
+        "delta.identity.start": 1,
+        "delta.identity.step": 1,
+        "delta.identity.allowExplicitInsert": False,
+    }
+    info = {"type": "struct", "fields": [field("score", "double"), field("tag", "string")]}
+    fields = [
+        field("id", "long", **identity),
+        field("name", "string"),
+        field("lname", "string", **{"delta.generationExpression": "lower(name)"}),
+        field("info", info),
+    ]
+    for mode in ("name", "id"):
+        root = tmp_path / mode
+        DeltaTable.create(
+            str(root),
+            json.dumps({"type": "struct", "fields": fields}),
+            properties={"delta.columnMapping.mode": mode, "delta.constraints.named": "length(name) > 1"},
+        )
+
+        def rows(spark: Any = None, ds: str | None = None) -> Any:
+            data = [("Ab", (0.5, "x")), ("Cd", None)]
+            return spark.createDataFrame(data, "name STRING, info STRUCT<score: DOUBLE, tag: STRING>")
+
+        op = make(root, rows)
+        result = op.execute(context_for(op))
+        assert result["committed"] and result["rows"] == 2
+        snapshot = DeltaTable(str(root)).snapshot()
+        (id_field,) = [f for f in json.loads(snapshot.metadata.schema_string)["fields"] if f["name"] == "id"]
+        assert id_field["metadata"]["delta.identity.highWaterMark"] == 2
+        theirs = pa.table(
+            QueryBuilder().register("t", RsDeltaTable(str(root))).execute("select * from t").read_all()
+        )
+        assert sorted(theirs.to_pylist(), key=lambda r: r["name"]) == [
+            {"id": 1, "name": "Ab", "lname": "ab", "info": {"score": 0.5, "tag": "x"}},
+            {"id": 2, "name": "Cd", "lname": "cd", "info": None},
+        ]

@@ -63,3 +63,11 @@ def test_the_spellings_of_one_file_share_a_key() -> None:
     assert same_file_key("s3a://b/k.parquet", encoded=True) != same_file_key(
         "s3a://c/k.parquet", encoded=True
     )
+
+
+def test_a_literal_percent_of_the_table_uri_is_literal_for_hadoop() -> None:
+    table = TablePath.parse("/data/100%/t")
+    assert spark_path(table.uri) == "file:///data/100%/t"
+    assert spark_file_paths(table, ["a%2541.parquet"], spark_path(table.uri)) == [
+        "file:///data/100%/t/a%41.parquet"
+    ]

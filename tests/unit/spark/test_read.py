@@ -20,6 +20,7 @@ from spark_reads import ODD_VALUES, core_rows, odd_table, rows
 
 from airflow_delta_provider.core import DeltaError, DeltaTable
 from airflow_delta_provider.core.actions import AddFile
+from airflow_delta_provider.core.commit_plan import CommitPlan
 from airflow_delta_provider.core.predicate import PredicateError
 from airflow_delta_provider.core.transaction import OptimisticTransaction
 from airflow_delta_provider.spark import read_delta
@@ -183,10 +184,10 @@ def test_a_row_spark_names_differently_fails_the_query(
     """Rows are matched to their files by a prediction of ``_metadata.file_path``; were it wrong for
     some filesystem, the query fails naming the file, instead of dropping rows or deletion vectors.
     (The prediction is replaced here: the real one is right for every filesystem Spark runs on here.)"""
-    import airflow_delta_provider.spark.read as read_module
+    import airflow_delta_provider.spark.files as files_module
 
     table = odd_table(tmp_path / "t")
-    monkeypatch.setattr(read_module, "metadata_file_path", lambda path: "file:/elsewhere")
+    monkeypatch.setattr(files_module, "metadata_file_path", lambda path: "file:/elsewhere")
     with pytest.raises(Exception, match="names differently"):
         read_delta(spark, table).collect()
 
@@ -237,7 +238,9 @@ def test_a_file_spark_would_skip_is_refused(spark: Any, tmp_path: Path) -> None:
         modification_time=1,
         stats='{"numRecords": 1}',
     )
-    OptimisticTransaction(table.storage, read_snapshot=table.snapshot()).commit([hidden], operation="WRITE")
+    OptimisticTransaction(table.storage, read_snapshot=table.snapshot()).commit(
+        CommitPlan("WRITE", adds=(hidden,))
+    )
     assert table.snapshot().to_pyarrow_table().num_rows == 3
     with pytest.raises(DeltaError, match="left 1 active file"):
         read_delta(spark, table)

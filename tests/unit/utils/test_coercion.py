@@ -18,6 +18,7 @@ from airflow_delta_provider.utils.coercion import (
     is_deferred,
     is_none,
     to_bool,
+    to_byte_size,
     to_choice,
     to_int,
     to_interval,
@@ -248,17 +249,23 @@ def test_intervals(value: Any, expected: timedelta | None) -> None:
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        (-3, "retention must not be negative, got -3"),
-        ("-3", "retention must not be negative, got '-3'"),
-        (timedelta(hours=-1), "retention must not be negative"),
+        (-3, r"retention=-3 \(hours\) is negative"),
+        ("-3", r"retention='-3' \(hours\) is negative"),
+        (timedelta(hours=-1), r"retention=datetime.timedelta\(days=-1, seconds=82800\) is negative"),
         ([7], r"retention must be a timedelta.*got \[7\]"),
         (True, "retention must be a timedelta.*got True"),
         ("", "retention must be a timedelta.*got ''"),
         (" ", "retention must be a timedelta.*got ' '"),
-        (math.nan, "retention must be a finite number of hours"),
-        ("inf", "retention must be a finite number of hours"),
-        (1e20, "retention must be a duration timedelta can hold"),
+        (math.nan, r"retention=nan \(hours\) is not a number of hours"),
+        # Out of range, in every form: one range check (the core's), at most 365,000 days.
+        ("inf", r"retention='inf' \(hours\) is too long an interval: at most 365000 days"),
+        (1e20, r"retention=1e\+20 \(hours\) is too long an interval: at most 365000 days"),
+        (10**8, r"retention=100000000 \(hours\) is too long an interval"),
+        ("100000000", r"retention='100000000' \(hours\) is too long an interval"),
+        (timedelta(days=3_000_000), r"retention=datetime.timedelta\(days=3000000\) is too long an interval"),
+        (timedelta.max, r"retention=datetime.timedelta\(days=999999999, .*is too long an interval"),
         ("interval 100000000000 weeks", "retention='interval 100000000000 weeks' is too long an interval"),
+        ("interval 365001 days", "retention='interval 365001 days' is too long an interval"),
     ],
 )
 def test_bad_intervals_are_errors(value: Any, message: str) -> None:
@@ -318,3 +325,39 @@ def test_bad_values_are_shown_redacted() -> None:
     with pytest.raises(ValueError) as caught:
         to_bool("s3://KEY:sup3r-s3cret@bucket/t", "dry_run")
     assert "sup3r-s3cret" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (134217728, 134217728),
+        ("128mb", 128 * 1024**2),
+        (" 1TB ", 1024**4),
+        ("1g", 1024**3),
+        (None, None),
+        ("None", None),
+    ],
+)
+def test_sizes(value: Any, expected: int | None) -> None:
+    assert to_byte_size(value, "target_file_size") == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        # A blank value is what a template renders when it found nothing: never "the default".
+        ("", r"target_file_size must be a size in bytes .*got ''.*An empty value is never read as a default"),
+        ("   ", r"target_file_size must be a size in bytes .*got '   '"),
+        (True, r"target_file_size must be a size in bytes .*got True"),
+        (1.5, r"target_file_size must be a size in bytes .*got 1\.5"),
+        ("1.5g", r"target_file_size='1\.5g' is not a size in bytes \(fractions are not supported\)"),
+        ("128 mb", r"target_file_size='128 mb' is not a size in bytes"),
+        (0, r"target_file_size=0 is not a positive size"),
+        ("8192p", r"target_file_size='8192p' is larger than a Delta long"),
+    ],
+)
+def test_bad_sizes_are_errors(value: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        to_byte_size(value, "target_file_size")
+    with pytest.raises(ValueError, match="target_file_size"):
+        to_byte_size(value, "target_file_size", optional=False)

@@ -35,6 +35,12 @@ def fresh_secret() -> str:
         pytest.param("s3://KEY:abc/def@bucket/t", "s3://bucket/t", id="secret-with-slash"),
         pytest.param("file://user:pw@host/p", "file://host/p", id="file-userinfo"),
         pytest.param("s3://bucket/t", "s3://bucket/t", id="plain"),
+        pytest.param(
+            "abfss://c@a.dfs.core.windows.net/t?sv=2024&sig=s3cr3t",
+            "abfss://c@a.dfs.core.windows.net/t?sv=2024",
+            id="sas",
+        ),
+        pytest.param("s3://bucket/t?X-Amz-Signature=s3cr3t", "s3://bucket/t", id="presigned"),
         pytest.param("/data/a@b/t", "/data/a@b/t", id="local-path-with-at"),
         pytest.param(
             "abfss://container@acct.dfs.core.windows.net/t",
@@ -56,6 +62,10 @@ def test_reports_never_show_credentials_in_uris(uri: str, shown: str) -> None:
         "file://user:{secret}@localhost/tmp/t",
         "abfss://user:{secret}@acct.dfs.core.windows.net/t",
         "s3://AKIAPLANTED:{secret}@bucket/{{{{ ds }}}}",
+        "abfss://c@acct.dfs.core.windows.net/t?sv=2024-01-01&sp=rl&sig={secret}",
+        "s3://bucket/t?X-Amz-Credential=AKIA%2F1&X-Amz-Signature={secret}",
+        "gs://bucket/t?X-Goog-Signature={secret}",
+        "https://acct.blob.core.windows.net/c/t?token={secret}",
     ],
 )
 def test_locations_with_credentials_are_refused_without_showing_them(uri: str) -> None:
@@ -107,7 +117,9 @@ def test_secrets_from_options_connections_and_uris_are_registered_with_the_core_
 
     mask_connection(Connection())
     mask_uri(f"s3://AKIA:{from_uri}@bucket/t")
-    for secret in (from_option, from_password, from_extra, from_uri):
+    from_query = fresh_secret()
+    mask_uri(f"abfss://c@a.dfs.core.windows.net/t?sv=1&sig={from_query}")
+    for secret in (from_option, from_password, from_extra, from_uri, from_query):
         assert secret not in redact(f"text with {secret} in it")
         assert secret not in _secrets_masker().redact(f"log line with {secret}")
     assert "http://not-secret" in redact("http://not-secret")

@@ -1,17 +1,16 @@
-"""The Delta view's API, through FastAPI's TestClient on the plugin's own app.
+"""The Delta view's API (``plugins/app.py``), through FastAPI's TestClient on the plugin's own app.
 
-The app is mounted as the API server mounts it (``/delta``), beside Airflow's auth manager
-(SimpleAuthManager, subclassed so that one user may not see assets); the metadata DB is a real,
-migrated SQLite; the tables are real: written by the provider's commit operator (the run identity
-in commitInfo, an idempotent skip on a retry), vacuumed and checkpointed by the core, one on the
-moto S3 server whose credentials only a ``delta`` connection holds.
+The app is mounted as the API server mounts it, beside Airflow's auth manager (``conftest.py``);
+the tables are real: written by the provider's commit operator (the run identity in commitInfo,
+an idempotent skip on a retry), vacuumed and checkpointed by the core, one on the moto S3 server
+whose credentials only a ``delta`` connection holds, one on an S3 endpoint nothing listens on.
+Every response is checked for the planted secrets and for a traceback (``View.assert_clean``).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import sys
+import socket
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,41 +27,11 @@ if TYPE_CHECKING:
 
 SECRET = "ui-s3cr3t-" + uuid.uuid4().hex[:8]
 KEY = "AKIDUIVIEW"
-AUTH_MODULE = "delta_view_test_auth"
-_AUTH_SOURCE = '''
-from airflow.api_fastapi.auth.managers.simple.simple_auth_manager import SimpleAuthManager
-
-
-class DenyAssetsAuthManager(SimpleAuthManager):
-    """Airflow's simple auth manager, except that the user "noassets" may see no asset."""
-
-    def is_authorized_asset(self, *, method, user, details=None):
-        if user.get_name() == "noassets":
-            return False
-        return super().is_authorized_asset(method=method, user=user, details=details)
-'''
+#: The signature of a SAS token in a location (no connection registers it: its name is enough).
+SAS_SIGNATURE = "sAsS1g" + uuid.uuid4().hex[:10]
+SAS_LOCATION = f"abfss://lake@account.dfs.core.windows.net/t?sv=2024-01-01&sp=rl&sig={SAS_SIGNATURE}"
 
 ASSET_ROUTES = ("history", "health", "vacuum-dry-run", "maintenance")
-
-
-class View:
-    """What the tests use: the client, tokens per user, the tables and their ids."""
-
-    def __init__(self, client: Any, tokens: dict[str, str], root: Path) -> None:
-        self.client = client
-        self.tokens = tokens
-        self.root = root
-        self.ids: dict[str, str] = {}
-
-    def get(self, path: str, user: str | None = "admin", **params: Any) -> Any:
-        headers = {"Authorization": f"Bearer {self.tokens[user]}"} if user else {}
-        return self.client.get(f"/delta{path}", headers=headers, params=params)
-
-    def ok(self, path: str, user: str = "admin", **params: Any) -> dict[str, Any]:
-        response = self.get(path, user, **params)
-        assert response.status_code == 200, response.text
-        assert SECRET not in response.text and KEY not in response.text
-        return dict(response.json())
 
 
 def _parquet(root: Path, prefix: str, ids: list[int], day: str) -> None:
@@ -72,10 +41,8 @@ def _parquet(root: Path, prefix: str, ids: list[int], day: str) -> None:
     pq.write_table(table, directory / f"part-{uuid.uuid4().hex}.parquet")
 
 
-def _commit(root: Path, run_id: str, try_number: int, prefix: str, day: str, **kwargs: Any) -> dict[str, Any]:
+def _commit(root: Path, run_id: str, try_number: int, prefix: str, day: str) -> dict[str, Any]:
     """One try of the provider's commit operator (the run identity goes into commitInfo)."""
-    import uuid as _uuid
-
     from airflow.sdk.execution_time.context import OutletEventAccessors
     from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 
@@ -89,10 +56,9 @@ def _commit(root: Path, run_id: str, try_number: int, prefix: str, day: str, **k
         mode="overwrite",
         replace_where=f"ds = '{day}'",
         partition_by=["ds"],
-        **kwargs,
     )
     ti = RuntimeTaskInstance.model_construct(
-        id=_uuid.uuid4(),
+        id=uuid.uuid4(),
         dag_id="ingest_dag",
         task_id="ingest",
         run_id=run_id,
@@ -104,76 +70,23 @@ def _commit(root: Path, run_id: str, try_number: int, prefix: str, day: str, **k
     return dict(op.execute({"ti": ti, "task": op, "outlet_events": OutletEventAccessors()}))
 
 
-def _record_event(session: Any, uri: str, result: dict[str, Any], run_id: str, try_number: int) -> int:
-    """What Airflow records when the task succeeds: the asset and its event (with the task's try)."""
-    from airflow.models.asset import AssetEvent, AssetModel
-    from sqlalchemy import select
-
-    from airflow_delta_provider.assets.delta import asset_event_extra
-
-    asset = session.scalar(select(AssetModel).where(AssetModel.uri == uri))
-    if asset is None:
-        asset = AssetModel(name=uri, uri=uri, group="asset")
-        session.add(asset)
-        session.flush()
-    session.add(
-        AssetEvent(
-            asset_id=asset.id,
-            extra=asset_event_extra(result, uri),
-            source_dag_id="ingest_dag",
-            source_task_id="ingest",
-            source_run_id=run_id,
-            source_map_index=-1,
-        )
-    )
-    session.flush()
-    return int(asset.id)
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
-def view(tmp_path_factory: pytest.TempPathFactory, s3_endpoint: str) -> Iterator[View]:
-    from airflow.utils import db
-
-    auth_dir = tmp_path_factory.mktemp("auth")
-    (auth_dir / f"{AUTH_MODULE}.py").write_text(_AUTH_SOURCE)
-    sys.path.insert(0, str(auth_dir))
-    settings = {
-        "AIRFLOW__CORE__AUTH_MANAGER": f"{AUTH_MODULE}.DenyAssetsAuthManager",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer,noassets:admin",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(auth_dir / "passwords.json"),
-        "AIRFLOW__API_AUTH__JWT_SECRET": uuid.uuid4().hex * 2,
-        "AIRFLOW__API_AUTH__JWT_ISSUER": "delta-view-tests",
-    }
-    saved = {k: os.environ.get(k) for k in settings}
-    os.environ.update(settings)
-    try:
-        db.initdb()
-        yield _build(tmp_path_factory.mktemp("tables"), s3_endpoint)
-    finally:
-        from airflow.api_fastapi import app as api_app
-
-        api_app.purge_cached_app()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        sys.path.remove(str(auth_dir))
-
-
-def _build(root: Path, s3_endpoint: str) -> View:
+def view(delta_view: Any, tmp_path_factory: pytest.TempPathFactory, s3_endpoint: str) -> Iterator[Any]:
     import boto3
-    from airflow.api_fastapi.app import init_auth_manager
-    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
-    from airflow.models.connection import Connection
-    from airflow.utils.session import create_session
-    from fastapi import FastAPI
-    from fastapi.testclient import TestClient
 
-    from airflow_delta_provider.plugins.plugin import DeltaViewPlugin
+    root = tmp_path_factory.mktemp("tables")
+    delta_view.root = root
+    delta_view.secrets += [SECRET, KEY, SAS_SIGNATURE]
+    ids = delta_view.ids
 
-    # The tables. events: two runs commit, a retry of the second commits nothing, a third run's
-    # second try commits (its first try was lost before the commit), VACUUM and a checkpoint.
+    # events: two runs commit, a retry of the second commits nothing, a third run's second try
+    # commits (its first try was lost before the commit), VACUUM and a checkpoint.
     events = root / "events"
     _parquet(events, "p1", [1, 2, 3], "2026-11-01")
     first = _commit(events, "run_1", 1, "p1", "2026-11-01")
@@ -187,6 +100,11 @@ def _build(root: Path, s3_endpoint: str) -> View:
     table.vacuum(retention=0, enforce_retention_duration=False)
     table.checkpoint()
     uri = table.uri
+    ids["events"] = delta_view.asset(uri, first, "run_1")
+    delta_view.asset(uri, second, "run_2")
+    delta_view.asset(uri, skipped, "run_2")
+    delta_view.asset(uri, third, "run_3")
+    delta_view.connection("events_lake", host=str(events))
 
     # On S3: only the delta connection holds the credentials.
     bucket = f"ui-{uuid.uuid4().hex[:10]}"
@@ -200,6 +118,11 @@ def _build(root: Path, s3_endpoint: str) -> View:
     s3_uri = f"s3://{bucket}/lake"
     options = {"key": KEY, "secret": SECRET, "endpoint_url": s3_endpoint, "region_name": "us-east-1"}
     DeltaTable.create(s3_uri, pa.schema([("id", pa.int64())]), storage_options=options)
+    created = {"version": 0, "operation": "CREATE TABLE", "committed": True}
+    ids["s3"] = delta_view.asset(s3_uri, created)
+    extra = {"storage_options": {"endpoint_url": s3_endpoint, "region_name": "us-east-1"}}
+    secret_options = json.dumps({"key": KEY, "secret": SECRET})
+    delta_view.connection("s3_lake", host=s3_uri, password=secret_options, extra=json.dumps(extra))
 
     # A consumer's target: its cursor on events is a txn beside the task instance's own.
     from airflow_delta_provider.core.commit_plan import CursorAdvance
@@ -226,61 +149,50 @@ def _build(root: Path, s3_endpoint: str) -> View:
     _parquet(corrupt, "r", [3], "2026-11-01")
     DeltaTable(str(corrupt)).commit_files(prefix="r")
     (corrupt / "_delta_log" / f"{0:020d}.json").write_text("{not json\n")
+    ids["missing"] = delta_view.asset(f"file://{missing}", created)
+    ids["corrupt"] = delta_view.asset(f"file://{corrupt}", created)
+    delta_view.connection("missing_lake", host=str(missing))
 
-    ids: dict[str, str] = {}
-    with create_session() as session:
-        ids["events"] = str(_record_event(session, uri, first, "run_1", 1))
-        _record_event(session, uri, second, "run_2", 1)
-        _record_event(session, uri, skipped, "run_2", 2)
-        _record_event(session, uri, third, "run_3", 2)
-        s3_result = {"version": 0, "operation": "CREATE TABLE", "committed": True}
-        ids["s3"] = str(_record_event(session, s3_uri, s3_result, "run_1", 1))
-        ids["missing"] = str(_record_event(session, f"file://{missing}", s3_result, "run_1", 1))
-        ids["corrupt"] = str(_record_event(session, f"file://{corrupt}", s3_result, "run_1", 1))
-        ids["silver"] = str(_record_event(session, f"file://{silver}", s3_result, "run_1", 1))
-        from airflow.models.asset import AssetModel
+    ids["silver"] = delta_view.asset(f"file://{silver}", created)
 
-        other = AssetModel(name="not-delta", uri="file:///somewhere/else", group="asset")
-        session.add(other)
-        session.flush()
-        ids["other"] = str(other.id)
-        session.add(
-            Connection(
-                conn_id="s3_lake",
-                conn_type="delta",
-                host=s3_uri,
-                password=json.dumps({"key": KEY, "secret": SECRET}),
-                extra=json.dumps(
-                    {"storage_options": {"endpoint_url": s3_endpoint, "region_name": "us-east-1"}}
-                ),
-            )
-        )
-        session.add(Connection(conn_id="missing_lake", conn_type="delta", host=str(missing)))
-    # The TI of the skip: try 2 of run_2 (what Airflow's own table says).
-    server = FastAPI()
-    manager = init_auth_manager(server)
-    for plugin_app in DeltaViewPlugin.fastapi_apps:
-        server.mount(plugin_app["url_prefix"], plugin_app["app"])
-    tokens = {
-        name: manager.generate_jwt(SimpleAuthManagerUser(username=name, role=role))
-        for name, role in (("admin", "admin"), ("viewer", "viewer"), ("noassets", "admin"))
+    # Not the provider's: an asset no Delta commit emitted an event for.
+    ids["other"] = delta_view.asset("file:///somewhere/else", None)
+
+    # A location holding a SAS token: a connection's host and an asset's URI.
+    delta_view.connection("sas_lake", host=SAS_LOCATION)
+    forged = {"table_uri": SAS_LOCATION, "version": 0}  # an event posted through the REST API
+    ids["sas"] = delta_view.asset(SAS_LOCATION, created, name="sas table", extra=forged)
+
+    # A connection the user "partial" may not read.
+    private = root / "private"
+    DeltaTable.create(str(private), pa.schema([("id", pa.int64())]))
+    delta_view.connection("private_lake", host=str(private))
+
+    # An S3 endpoint nothing listens on (one attempt, so that the test does not wait for retries).
+    down = {
+        "storage_options": {
+            "endpoint_url": f"http://127.0.0.1:{_closed_port()}",
+            "region_name": "us-east-1",
+            "config_kwargs": {"retries": {"max_attempts": 1}, "connect_timeout": 2},
+        }
     }
-    built = View(TestClient(server), tokens, root)
-    built.ids = ids
-    return built
+    down_uri = f"s3://{bucket}-down/lake"
+    delta_view.connection("down_lake", host=down_uri, password=secret_options, extra=json.dumps(down))
+    ids["down"] = delta_view.asset(down_uri, created)
+    yield delta_view
 
 
 # --- auth ------------------------------------------------------------------------------------------
 
 
-def _all_paths(view: View) -> list[str]:
+def _all_paths(view: Any) -> list[str]:
     paths = ["/api/tables"]
     paths += [f"/api/assets/{view.ids['events']}/{r}" for r in ASSET_ROUTES]
     paths += [f"/api/connections/s3_lake/{r}" for r in ASSET_ROUTES]
     return paths
 
 
-def test_every_route_needs_a_login(view: View) -> None:
+def test_every_route_needs_a_login(view: Any) -> None:
     for path in _all_paths(view):
         response = view.get(path, user=None)
         assert response.status_code == 401, path
@@ -289,14 +201,14 @@ def test_every_route_needs_a_login(view: View) -> None:
     assert page.status_code == 200 and "events" not in page.text
 
 
-def test_a_user_who_may_not_see_assets_sees_no_table(view: View) -> None:
+def test_a_user_who_may_not_see_assets_sees_no_table(view: Any) -> None:
     for path in _all_paths(view):
         response = view.get(path, user="noassets")
         assert response.status_code == 403, path
         assert "events" not in response.text
 
 
-def test_connections_need_read_access_to_connections(view: View) -> None:
+def test_connections_need_read_access_to_connections(view: Any) -> None:
     listed = view.ok("/api/tables", user="viewer")["tables"]
     assert {t["kind"] for t in listed} == {"asset"}
     for route in ASSET_ROUTES:
@@ -305,7 +217,7 @@ def test_connections_need_read_access_to_connections(view: View) -> None:
     assert view.ok(f"/api/assets/{view.ids['events']}/health", user="viewer")["active_files"] == 2
 
 
-def test_the_page_and_its_chart_library_are_served_from_the_plugin(view: View) -> None:
+def test_the_page_and_its_chart_library_are_served_from_the_plugin(view: Any) -> None:
     page = view.get("/")
     assert page.status_code == 200 and "static/delta.js" in page.text
     for name in ("uPlot.iife.min.js", "uPlot.min.css", "uPlot.LICENSE", "delta.js", "delta.css"):
@@ -318,7 +230,7 @@ def test_the_page_and_its_chart_library_are_served_from_the_plugin(view: View) -
         assert "http://" not in text and "https://" not in text and "//cdn" not in text, name
 
 
-def test_nothing_in_the_api_can_modify_a_table(view: View) -> None:
+def test_nothing_in_the_api_can_modify_a_table(view: Any) -> None:
     from fastapi.routing import APIRoute
 
     from airflow_delta_provider.plugins.app import app
@@ -337,17 +249,17 @@ def test_nothing_in_the_api_can_modify_a_table(view: View) -> None:
 # --- the tables ------------------------------------------------------------------------------------
 
 
-def test_the_list_holds_the_provider_assets_and_the_delta_connections(view: View) -> None:
+def test_the_list_holds_the_provider_assets_and_the_delta_connections(view: Any) -> None:
     listed = view.ok("/api/tables")["tables"]
     assets = {t["id"]: t for t in listed if t["kind"] == "asset"}
     assert view.ids["events"] in assets and view.ids["s3"] in assets
     assert view.ids["other"] not in assets  # no event of a Delta commit: not the provider's
     connections = {t["id"]: t for t in listed if t["kind"] == "connection"}
-    assert set(connections) == {"s3_lake", "missing_lake"}
+    assert {"s3_lake", "missing_lake", "events_lake", "private_lake", "sas_lake"} <= set(connections)
     assert connections["s3_lake"]["uri"].startswith("s3://ui-")
 
 
-def test_history_shows_who_committed_the_retries_and_the_skip(view: View) -> None:
+def test_history_shows_who_committed_the_retries_and_the_skip(view: Any) -> None:
     page = view.ok(f"/api/assets/{view.ids['events']}/history")
     entries = {e["version"]: e for e in page["entries"]}
     latest = page["latest_version"]
@@ -376,7 +288,7 @@ def test_history_shows_who_committed_the_retries_and_the_skip(view: View) -> Non
     assert skip["version"] == 1 and skip["airflow"]["run_id"] == "run_2"
 
 
-def test_history_reads_only_the_commits_shown(view: View) -> None:
+def test_history_reads_only_the_commits_shown(view: Any) -> None:
     corrupt = view.ids["corrupt"]
     # Version 0's commit file is garbage: the newest page does not read it...
     page = view.ok(f"/api/assets/{corrupt}/history", limit=2)
@@ -388,7 +300,7 @@ def test_history_reads_only_the_commits_shown(view: View) -> None:
 
 
 @pytest.mark.parametrize("route", ["health", "maintenance", "vacuum-dry-run"])
-def test_a_corrupt_or_missing_table_gives_a_clear_message(view: View, route: str) -> None:
+def test_a_corrupt_or_missing_table_gives_a_clear_message(view: Any, route: str) -> None:
     response = view.get(f"/api/assets/{view.ids['corrupt']}/{route}")
     assert response.status_code == 422, response.text
     assert response.json()["detail"].startswith(
@@ -403,7 +315,7 @@ def test_a_corrupt_or_missing_table_gives_a_clear_message(view: View, route: str
     assert unknown.status_code == 404 and "no delta connection 'nope'" in unknown.json()["detail"]
 
 
-def test_health_counts_the_active_files_and_describes_the_protocol(view: View) -> None:
+def test_health_counts_the_active_files_and_describes_the_protocol(view: Any) -> None:
     health = view.ok(f"/api/assets/{view.ids['events']}/health")
     snapshot = DeltaTable(str(view.root / "events")).snapshot()
     sizes = snapshot.files().column("size").to_pylist()
@@ -423,7 +335,7 @@ def test_health_counts_the_active_files_and_describes_the_protocol(view: View) -
         assert list(feature["operations"]) == [op.value for op in Operation]
 
 
-def test_health_lists_the_cursors_of_the_consumers_committing_into_the_table(view: View) -> None:
+def test_health_lists_the_cursors_of_the_consumers_committing_into_the_table(view: Any) -> None:
     events_id = DeltaTable(str(view.root / "events")).snapshot().metadata.id
     (cursor,) = view.ok(f"/api/assets/{view.ids['silver']}/health")["consumers"]
     assert cursor["app_id"] == f"delta-source/{events_id}/airflow/silver_dag/silver"
@@ -437,7 +349,7 @@ def test_health_lists_the_cursors_of_the_consumers_committing_into_the_table(vie
     assert view.ok(f"/api/assets/{view.ids['events']}/health")["consumers"] == []
 
 
-def test_the_vacuum_dry_run_deletes_nothing(view: View) -> None:
+def test_the_vacuum_dry_run_deletes_nothing(view: Any) -> None:
     root = view.root / "events"
     _parquet(root, "orphan", [99], "2026-11-09")  # a file no version references
     before = sorted(str(p) for p in root.rglob("*"))
@@ -453,7 +365,7 @@ def test_the_vacuum_dry_run_deletes_nothing(view: View) -> None:
     assert DeltaTable(str(root)).version() == version
 
 
-def test_maintenance_names_the_last_checkpoint_vacuum_and_when_each_is_next_due(view: View) -> None:
+def test_maintenance_names_the_last_checkpoint_vacuum_and_when_each_is_next_due(view: Any) -> None:
     maintenance = view.ok(f"/api/assets/{view.ids['events']}/maintenance")
     latest = maintenance["version"]
     checkpoint = maintenance["checkpoint"]
@@ -470,14 +382,134 @@ def test_maintenance_names_the_last_checkpoint_vacuum_and_when_each_is_next_due(
     # Another VACUUM interval, from the page.
     daily = view.ok(f"/api/assets/{view.ids['events']}/maintenance", vacuum_interval="interval 1 hours")
     assert daily["vacuum"]["interval_seconds"] == 3600
-    bad = view.get(f"/api/assets/{view.ids['events']}/maintenance", vacuum_interval="soon")
-    assert bad.status_code == 400 and "soon" in bad.json()["detail"]
+    for hostile in ("soon", "interval 9999999999 weeks", "1e308", "nan", "inf", "-1", "\x00"):
+        bad = view.get(f"/api/assets/{view.ids['events']}/maintenance", vacuum_interval=hostile)
+        assert bad.status_code == 400, (hostile, bad.text)
+        assert bad.json()["detail"].startswith("vacuum_interval")
 
 
-def test_a_table_on_s3_is_read_with_its_connections_credentials_and_never_shows_them(view: View) -> None:
+def test_a_table_on_s3_is_read_with_its_connections_credentials_and_never_shows_them(view: Any) -> None:
     for route in ASSET_ROUTES:
         by_connection = view.ok(f"/api/connections/s3_lake/{route}")
         by_asset = view.ok(f"/api/assets/{view.ids['s3']}/{route}")
         assert by_connection["table"] == by_asset["table"]
         assert by_connection["table"].startswith("s3://ui-")
     assert view.ok("/api/connections/s3_lake/history")["entries"][0]["operation"] == "CREATE TABLE"
+
+
+# --- who sees what: per asset and per connection ------------------------------------------------------
+
+
+def test_the_list_holds_only_the_connections_and_assets_the_user_may_read(
+    view: Any, denied_assets: set[str]
+) -> None:
+    """ "partial" may read connections in general, but not the private_* ones, nor (here) one asset:
+    the auth manager is asked about each, as Airflow's own connection list and routes ask it."""
+    private_root = str(view.root / "private")
+    everything = view.get("/api/tables").text
+    assert "private_lake" in everything and private_root in everything
+
+    denied_assets.add(view.ids["events"])
+    response = view.get("/api/tables", user="partial")
+    assert response.status_code == 200
+    listed = response.json()["tables"]
+    assert "private_lake" not in response.text and private_root not in response.text
+    assert {t["id"] for t in listed if t["kind"] == "connection"} >= {"s3_lake", "events_lake"}
+    assets = {t["id"] for t in listed if t["kind"] == "asset"}
+    assert view.ids["s3"] in assets and view.ids["events"] not in assets
+    for route in ASSET_ROUTES:
+        assert view.get(f"/api/connections/private_lake/{route}", user="partial").status_code == 403
+        assert view.get(f"/api/assets/{view.ids['events']}/{route}", user="partial").status_code == 403
+    # The connection to the same table opens, without the skips recorded on the asset it may not read.
+    assert len(view.ok("/api/connections/events_lake/history")["skips"]) == 1
+    assert view.ok("/api/connections/events_lake/history", user="partial")["skips"] == []
+
+
+# --- secrets in locations --------------------------------------------------------------------------
+
+
+def test_a_sas_token_in_a_location_is_never_shown(view: Any) -> None:
+    """The signature is found by its parameter name: nothing registered it."""
+    listed = {(t["kind"], t["id"]): t for t in view.ok("/api/tables")["tables"]}
+    shown = "abfss://lake@account.dfs.core.windows.net/t?sv=2024-01-01&sp=rl"
+    assert listed["connection", "sas_lake"]["uri"] == shown
+    assert listed["asset", view.ids["sas"]]["uri"].endswith("&sig=***")
+    for route in ASSET_ROUTES:
+        for path in (f"/api/connections/sas_lake/{route}", f"/api/assets/{view.ids['sas']}/{route}"):
+            response = view.get(path)  # View.get asserts the signature appears nowhere
+            assert response.status_code == 422, response.text
+            assert "carries credentials" in response.json()["detail"]
+
+
+# --- every failure is a JSON message ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("asset_id", [0, -1, 2**31, 2**63, 10**30])
+def test_an_asset_id_no_database_holds_is_not_found(view: Any, asset_id: int) -> None:
+    response = view.get(f"/api/assets/{asset_id}/health")
+    assert response.status_code == 404
+    assert response.json()["detail"].startswith(
+        f"Asset {asset_id} is not a Delta table this deployment knows"
+    )
+
+
+@pytest.mark.parametrize("connection_id", ["x" * 300, "a\x00b", "tab\tid"])
+def test_a_connection_id_no_connection_can_have_is_not_found(view: Any, connection_id: str) -> None:
+    from urllib.parse import quote
+
+    for route in ASSET_ROUTES:
+        response = view.get(f"/api/connections/{quote(connection_id, safe='')}/{route}")
+        assert response.status_code == 404, response.text
+        assert "There is no delta connection" in response.json()["detail"]
+
+
+def test_history_pages_out_of_range_are_empty(view: Any) -> None:
+    for before in (-(10**30), 0, 10**30):
+        page = view.ok(f"/api/assets/{view.ids['events']}/history", before=before)
+        assert page["latest_version"] >= 0
+        assert page["entries"] == [] if before <= 0 else page["entries"]
+
+
+def test_an_unreachable_object_store_is_a_bad_gateway(view: Any) -> None:
+    for path in (
+        "/api/connections/down_lake/health",
+        "/api/connections/down_lake/history",
+        f"/api/assets/{view.ids['down']}/health",  # opened with down_lake, which names its location
+    ):
+        response = view.get(path)
+        assert response.status_code == 502, response.text
+        detail = response.json()["detail"]
+        assert detail.startswith("The storage of s3://ui-") and "-down/lake cannot be read" in detail
+        assert "127.0.0.1" in detail and "reachable" in detail
+
+
+# --- restore to before a run -----------------------------------------------------------------------
+
+
+def test_history_offers_each_runs_restore_target_and_the_api_finds_it(view: Any) -> None:
+    asset = view.ids["events"]
+    entries = view.ok(f"/api/assets/{asset}/history")["entries"]
+    offered = {e["version"]: e["restore_target"] for e in entries if "restore_target" in e}
+    # On each run's oldest commit on the page (run_3 committed once, at its second try).
+    assert offered == {
+        0: {"dag_id": "ingest_dag", "run_id": "run_1"},
+        1: {"dag_id": "ingest_dag", "run_id": "run_2"},
+        2: {"dag_id": "ingest_dag", "run_id": "run_3"},
+    }
+
+    found = view.ok(f"/api/assets/{asset}/restore-target", dag_id="ingest_dag", run_id="run_3")
+
+    assert (found["version_before"], found["first_version"], found["versions"]) == (1, 2, [2])
+    assert found["table"] == f"file://{view.root / 'events'}"
+    # A run that never wrote the table, or that created it, has no target: a clear message.
+    for run_id, fragment in (("run_9", "No commit"), ("run_1", "created the table")):
+        response = view.get(f"/api/assets/{asset}/restore-target", dag_id="ingest_dag", run_id=run_id)
+        assert response.status_code == 422 and fragment in response.json()["detail"]
+
+
+def test_the_restore_target_route_needs_the_same_access_as_the_history(view: Any) -> None:
+    params = {"dag_id": "ingest_dag", "run_id": "run_2"}
+    path = f"/api/assets/{view.ids['events']}/restore-target"
+    assert view.get(path, user=None, **params).status_code == 401
+    assert view.get(path, user="noassets", **params).status_code == 403
+    assert view.get("/api/connections/s3_lake/restore-target", user="viewer", **params).status_code == 403

@@ -1,0 +1,657 @@
+"""The few rows of a checkpoint's small action columns, decoded from the pages that hold them.
+
+delta-rs and Spark put a checkpoint's protocol, metaData and txn rows among up to millions of
+add rows in one row group, often at its end. pyarrow decodes a column a whole row group at a
+time: tens of milliseconds per million rows for these nested columns, to find a handful of
+values. Both writers also write each column chunk's offset index (where each page starts and
+its first row), so :class:`CheckpointPages` reads instead: the definition levels of one
+non-repeated leaf of the action (pages of nulls, a few bytes each) to find the rows holding it,
+then for every leaf the dictionary and the one page holding each such row; the rows are
+assembled as pyarrow's ``to_pylist(maps_as_pydicts="lossy")`` gives them.
+
+Anything else (no offset index, an encoding, type or nesting not handled here, a damaged page)
+gives None, and the caller decodes the column with pyarrow as before: this is a shortcut, never
+a second opinion. The rows are found by the field every action of the kind has (:data:`KEYS`):
+an action whose key is null (a corrupt checkpoint; it names nothing) is not seen here, where
+the pyarrow route refuses the checkpoint.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from airflow_delta_provider.core.page_scan import (
+    codec_of,
+    decompressed,
+    read_page_header,
+    read_struct,
+    varint,
+)
+
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
+
+    from airflow_delta_provider.core.storage import LogStore
+
+# parquet.thrift: physical types, repetitions, converted types, page types, encodings.
+_BOOLEAN, _INT32, _INT64, _FLOAT, _DOUBLE, _BYTE_ARRAY = 0, 1, 2, 4, 5, 6
+_REQUIRED, _OPTIONAL, _REPEATED = 0, 1, 2
+_UTF8, _MAP, _MAP_KEY_VALUE, _LIST = 0, 1, 2, 3
+_DATA_PAGE, _DICTIONARY_PAGE, _DATA_PAGE_V2 = 0, 2, 3
+_PLAIN, _PLAIN_DICTIONARY, _RLE, _RLE_DICTIONARY = 0, 2, 3, 8
+#: LogicalType union members (field ids) read as plain strings / maps / lists / integers.
+_LOGICAL_STRING, _LOGICAL_MAP, _LOGICAL_LIST, _LOGICAL_INT = 1, 2, 3, 10
+_NUMPY = {_INT32: "<i4", _INT64: "<i8", _FLOAT: "<f4", _DOUBLE: "<f8"}
+#: What of the footer is read: the schema (2) and, per row group (4), its columns' (1) offset index
+#: locations (ColumnChunk fields 4 and 5); the rest is skipped.
+_FOOTER_SPEC: dict[int, Any] = {2: None, 4: {1: {4: None, 5: None, 6: None, 7: None}}}
+#: Where a column chunk's offset index and column index are: (offset, length) or None.
+_Locations = tuple[tuple[int, int] | None, tuple[int, int] | None]
+_Footer = tuple["_Node", list[list[_Locations]]]
+#: Footers parsed, by (path, size): checkpoint files are never rewritten under their name.
+_FOOTERS: dict[tuple[str, int], _Footer] = {}
+_FOOTERS_KEPT = 16
+
+
+#: Ranges closer than this are read as one span.
+_GAP = 64 * 1024
+
+
+class Unreadable(Exception):
+    """A page or layout this reader does not handle (the caller falls back to pyarrow)."""
+
+
+@dataclass
+class _Node:
+    name: str
+    repetition: int
+    physical: int | None = None
+    converted: int | None = None
+    logical: dict[int, Any] | None = None
+    children: list[_Node] = field(default_factory=list)
+    column: int = -1  # leaf: its column index
+    max_definition: int = 0
+    max_repetition: int = 0
+
+
+class CheckpointPages:
+    """Reads the rows of small action columns of one checkpoint file page by page.
+
+    :param storage: the table's storage; ``path`` the checkpoint's path in it.
+    :param parquet: the file opened by pyarrow (its footer parsed).
+    """
+
+    def __init__(self, storage: LogStore, path: str, parquet: pq.ParquetFile) -> None:
+        self._storage = storage
+        self._path = path
+        self._metadata = parquet.metadata
+        self._parsed: _Footer | None = None
+
+    def action_rows(self, name: str, group: int) -> list[tuple[int, Any]] | None:
+        """(0-based row in the row group, value) of every row of ``group`` holding action ``name``,
+        or None when this reader cannot tell (the caller reads the column with pyarrow)."""
+        try:
+            return self._action_rows(name, group)
+        except (Unreadable, IndexError, ValueError, KeyError, TypeError, OverflowError, pa.ArrowException):
+            return None
+
+    def _action_rows(self, name: str, group: int) -> list[tuple[int, Any]]:
+        root, indexes = self._footer()
+        top = next((child for child in root.children if child.name == name), None)
+        if top is None or top.repetition == _REPEATED or not top.children:
+            raise Unreadable(name)
+        leaves = list(_leaves(top))
+        locations = [indexes[group][leaf.column][0] for leaf in leaves]
+        probe = _probe(top, leaves)
+        column_index = indexes[group][leaves[probe].column][1]
+        # The probe names the action (Delta requires it in every such action): its column index
+        # says which pages hold the action at all.
+        required = column_index is not None
+        wanted = [*locations, column_index] if required else locations
+        if any(location is None for location in wanted):
+            raise Unreadable("no offset index")
+        pages = self._read([loc for loc in wanted if loc is not None])
+        offset_indexes = [_page_locations(data) for data in pages[: len(leaves)]]
+        null_pages = _null_pages(pages[-1]) if required else None
+        rows = self._present_rows(group, leaves[probe], offset_indexes[probe], top.max_definition, null_pages)
+        if not rows:
+            return []
+        entries = self._leaf_entries(group, leaves, offset_indexes, rows)
+        return [(row, _assemble(top, entries, row)) for row in rows]
+
+    # --- footer ----------------------------------------------------------------------------
+
+    def _footer(self) -> _Footer:
+        """The schema tree and each column chunk's page index locations (parsed once per file)."""
+        if self._parsed is None:
+            size = self._size()
+            key = (self._path, size)
+            parsed = _FOOTERS.get(key)
+            if parsed is None:
+                parsed = _FOOTERS[key] = self._parse_footer(size)
+                while len(_FOOTERS) > _FOOTERS_KEPT:
+                    del _FOOTERS[next(iter(_FOOTERS))]
+            self._parsed = parsed
+        return self._parsed
+
+    def _parse_footer(self, size: int) -> _Footer:
+        [tail] = self._read([(size - 8, 8)])
+        if tail[4:] != b"PAR1":
+            raise Unreadable("no Parquet trailer")
+        length = int.from_bytes(tail[:4], "little")
+        [footer] = self._read([(size - 8 - length, length)])
+        meta, _ = read_struct(footer, 0, _FOOTER_SPEC)
+        indexes = [
+            [(_location(chunk, 4, 5), _location(chunk, 6, 7)) for chunk in row_group[1]]
+            for row_group in meta[4]
+        ]
+        return _schema_tree(meta[2]), indexes
+
+    def _size(self) -> int:
+        info = self._storage.info(self._path)
+        if info is None:
+            raise Unreadable("gone")
+        return info.size
+
+    def _read(self, ranges: list[tuple[int, int]]) -> list[bytes]:
+        """The byte ranges, read as few spans as ranges closer than :data:`_GAP` allow (the
+        pieces of the small action columns and their page indexes lie close together)."""
+        spans: list[list[int]] = []  # [start, end]
+        for start, length in sorted(ranges):
+            if spans and start - spans[-1][1] <= _GAP:
+                spans[-1][1] = max(spans[-1][1], start + length)
+            else:
+                spans.append([start, start + length])
+        got = self._storage.read_ranges(
+            [self._path] * len(spans),
+            [span[0] for span in spans],
+            [span[1] - span[0] for span in spans],
+            max_workers=1 if self._storage.is_local else 16,
+        )
+        starts = [span[0] for span in spans]
+        found: list[bytes] = []
+        for start, length in ranges:
+            at = bisect.bisect_right(starts, start) - 1
+            data = got[at]
+            if not isinstance(data, bytes) or len(data) != spans[at][1] - spans[at][0]:
+                raise Unreadable("short read")
+            found.append(data[start - starts[at] : start - starts[at] + length])
+        return found
+
+    # --- rows --------------------------------------------------------------------------------
+
+    def _present_rows(
+        self,
+        group: int,
+        leaf: _Node,
+        pages: list[tuple[int, int, int]],
+        present_at: int,
+        null_pages: np.ndarray | None,
+    ) -> list[int]:
+        """Rows of the row group whose definition level on ``leaf`` reaches ``present_at``,
+        from the pages the column index does not say are all null (every page without one)."""
+        if null_pages is not None:
+            if len(null_pages) != len(pages):
+                raise Unreadable("offset and column index disagree")
+            pages = [page for page, empty in zip(pages, null_pages.tolist(), strict=True) if not empty]
+            if not pages:
+                return []
+        chunk = self._metadata.row_group(group).column(leaf.column)
+        start = pages[0][0]
+        end = pages[-1][0] + pages[-1][1]
+        [data] = self._read([(start, end - start)])
+        codec = _codec(chunk.compression)
+        rows: list[int] = []
+        for offset, size, first in pages:
+            body = memoryview(data)[offset - start : offset - start + size]
+            header, position = read_page_header(body, 0)
+            levels = _levels(header, body[position:], leaf, codec)
+            rows.extend((first + np.flatnonzero(levels[1] >= present_at)).tolist())
+        return rows
+
+    def _leaf_entries(
+        self,
+        group: int,
+        leaves: list[_Node],
+        offset_indexes: list[list[tuple[int, int, int]]],
+        rows: list[int],
+    ) -> dict[int, dict[int, list[tuple[int, Any]]]]:
+        """Per leaf column, per row: its (definition level, value) entries."""
+        wanted: list[tuple[int, int]] = []  # (leaf number, page number)
+        for number, pages in enumerate(offset_indexes):
+            firsts = [first for _, _, first in pages]
+            for page in sorted({bisect.bisect_right(firsts, row) - 1 for row in rows}):
+                wanted.append((number, page))
+        ranges: list[tuple[int, int]] = []
+        for number, page in wanted:
+            offset, size, _ = offset_indexes[number][page]
+            ranges.append((offset, size))
+        dictionaries = self._dictionaries(group, leaves, offset_indexes)
+        data = self._read(ranges)
+        entries: dict[int, dict[int, list[tuple[int, Any]]]] = {leaf.column: {} for leaf in leaves}
+        for (number, page), body in zip(wanted, data, strict=True):
+            leaf = leaves[number]
+            chunk = self._metadata.row_group(group).column(leaf.column)
+            view = memoryview(body)
+            header, position = read_page_header(view, 0)
+            repetition, definition, values = _page(
+                header, view[position:], leaf, _codec(chunk.compression), dictionaries[number]
+            )
+            first = offset_indexes[number][page][2]
+            _split_rows(entries[leaf.column], leaf, repetition, definition, values, first, rows)
+        return entries
+
+    def _dictionaries(
+        self, group: int, leaves: list[_Node], offset_indexes: list[list[tuple[int, int, int]]]
+    ) -> list[list[Any] | None]:
+        ranges: list[tuple[int, int]] = []
+        which: list[int] = []
+        for number, leaf in enumerate(leaves):
+            chunk = self._metadata.row_group(group).column(leaf.column)
+            first_page = offset_indexes[number][0][0]
+            if chunk.has_dictionary_page and 0 <= chunk.dictionary_page_offset < first_page:
+                ranges.append((chunk.dictionary_page_offset, first_page - chunk.dictionary_page_offset))
+                which.append(number)
+        found: list[list[Any] | None] = [None] * len(leaves)
+        for number, data in zip(which, self._read(ranges), strict=True):
+            leaf = leaves[number]
+            codec = _codec(self._metadata.row_group(group).column(leaf.column).compression)
+            view = memoryview(data)
+            header, position = read_page_header(view, 0)
+            if header.get(1) != _DICTIONARY_PAGE:
+                raise Unreadable("no dictionary page")
+            page = header.get(7, {})
+            if page.get(2, _PLAIN) not in (_PLAIN, _PLAIN_DICTIONARY):
+                raise Unreadable("dictionary encoding")
+            size = header[3]
+            body = decompressed(view[position : position + size], header[2], codec)
+            found[number] = _plain(body, leaf, page[1])
+        return found
+
+
+# --- footer pieces ------------------------------------------------------------------------------
+
+
+def _schema_tree(elements: list[dict[int, Any]]) -> _Node:
+    """The schema's node tree from its flattened SchemaElements, leaves numbered as columns."""
+    position = 0
+    column = 0
+
+    def node(definition: int, repetition: int) -> _Node:
+        nonlocal position, column
+        element = elements[position]
+        position += 1
+        kind = element.get(3, _REQUIRED)
+        current = _Node(
+            name=element[4].decode(),
+            repetition=kind,
+            physical=element.get(1),
+            converted=element.get(6),
+            logical=element.get(10),
+        )
+        definition += kind != _REQUIRED
+        repetition += kind == _REPEATED
+        current.max_definition, current.max_repetition = definition, repetition
+        children = element.get(5)
+        if children:
+            current.children = [node(definition, repetition) for _ in range(children)]
+        else:
+            current.column = column
+            column += 1
+        return current
+
+    first = elements[0]
+    position = 1
+    root = _Node(name=first[4].decode(), repetition=_REQUIRED)
+    root.children = [node(0, 0) for _ in range(first.get(5, 0))]
+    return root
+
+
+def _leaves(node: _Node) -> list[_Node]:
+    if not node.children:
+        return [node]
+    return [leaf for child in node.children for leaf in _leaves(child)]
+
+
+def _location(chunk: dict[int, Any], offset_field: int, length_field: int) -> tuple[int, int] | None:
+    offset, length = chunk.get(offset_field), chunk.get(length_field)
+    return (offset, length) if isinstance(offset, int) and isinstance(length, int) and length > 0 else None
+
+
+#: Per action, the field every action of its kind has (PROTOCOL.md): where it is null, there is
+#: no action, or one that names nothing (the pyarrow route would refuse that row; this one does not
+#: see it).
+KEYS = {
+    "protocol": "minReaderVersion",
+    "metaData": "id",
+    "txn": "appId",
+    "domainMetadata": "domain",
+    "sidecar": "path",
+    "checkpointMetadata": "version",
+}
+
+
+def _probe(top: _Node, leaves: list[_Node]) -> int:
+    """The leaf whose definition levels tell where the action is: its key field (directly in the
+    action, not repeated)."""
+    key = KEYS.get(top.name)
+    for index, leaf in enumerate(leaves):
+        if leaf.name == key and leaf.max_repetition == 0 and any(child is leaf for child in top.children):
+            return index
+    raise Unreadable("no key field")
+
+
+def _page_locations(data: bytes) -> list[tuple[int, int, int]]:
+    """An OffsetIndex: (offset, compressed size, first row) of each data page.
+
+    Its ``PageLocation`` structs (three varints each) are read in one loop, not as generic
+    structs: a checkpoint of a million rows has ~50 pages per column, ~20 columns to look at.
+    """
+    if len(data) < 2 or data[0] != 0x19:  # field 1, a list
+        return _page_locations_slowly(data)
+    header = data[1]
+    count, position = header >> 4, 2
+    if count == 15:
+        count, position = varint(memoryview(data), 2)
+    if header & 0x0F != 12:  # of structs
+        raise Unreadable("offset index")
+    locations: list[tuple[int, int, int]] = []
+    for _ in range(count):
+        if data[position] != 0x16:  # not exactly (offset, size, first row): read it generically
+            return _page_locations_slowly(data)
+        position += 1
+        fields = []
+        for follows in (0x15, 0x16, 0x00):
+            raw, position = varint(data, position)
+            fields.append((raw >> 1) ^ -(raw & 1))
+            if data[position] != follows:
+                return _page_locations_slowly(data)
+            position += 1
+        locations.append((fields[0], fields[1], fields[2]))
+    if not locations:
+        raise Unreadable("empty offset index")
+    return locations
+
+
+def _page_locations_slowly(data: bytes) -> list[tuple[int, int, int]]:
+    index, _ = read_struct(data, 0, {1: None})
+    locations = [(loc[1], loc[2], loc[3]) for loc in index[1]]
+    if not locations:
+        raise Unreadable("empty offset index")
+    return locations
+
+
+def _null_pages(data: bytes) -> np.ndarray:
+    """A ColumnIndex's ``null_pages`` (its first field): whether each page holds only nulls."""
+    if len(data) < 2 or data[0] != 0x19 or data[1] & 0x0F not in (1, 2):  # a list of booleans
+        raise Unreadable("column index")
+    count, position = data[1] >> 4, 2
+    if count == 15:
+        count, position = varint(memoryview(data), 2)
+    flags = np.frombuffer(data, np.uint8, count, position)
+    if not np.isin(flags, (0, 1, 2)).all():
+        raise Unreadable("column index")
+    empty: np.ndarray = flags == 1
+    return empty
+
+
+def _codec(compression: str) -> pa.Codec | None:
+    if compression == "UNCOMPRESSED":
+        return None
+    codec = codec_of(compression)
+    if codec is None:
+        raise Unreadable(compression)
+    return codec
+
+
+# --- pages --------------------------------------------------------------------------------------
+
+
+def _levels(
+    header: dict[int, Any], body: memoryview, leaf: _Node, codec: pa.Codec | None
+) -> tuple[np.ndarray, np.ndarray, memoryview, int]:
+    """A data page's repetition and definition levels, its values' bytes and their encoding."""
+    kind = header.get(1)
+    if kind == _DATA_PAGE:
+        page = header[5]
+        count, encoding = page[1], page[2]
+        data = decompressed(body[: header[3]], header[2], codec)
+        repetition, data = _v1_levels(data, leaf.max_repetition, count, page.get(4, _RLE))
+        definition, data = _v1_levels(data, leaf.max_definition, count, page.get(3, _RLE))
+        return repetition, definition, data, encoding
+    if kind == _DATA_PAGE_V2:
+        page = header[8]
+        count, encoding = page[1], page[4]
+        definition_size, repetition_size = page[5], page[6]
+        body = body[: header[3]]
+        repetition = _hybrid(body[:repetition_size], _width(leaf.max_repetition), count)
+        definition = _hybrid(
+            body[repetition_size : repetition_size + definition_size], _width(leaf.max_definition), count
+        )
+        values = body[repetition_size + definition_size :]
+        if page.get(7, True):
+            values = decompressed(values, header[2] - repetition_size - definition_size, codec)
+        return repetition, definition, values, encoding
+    raise Unreadable(f"page type {kind}")
+
+
+def _v1_levels(data: memoryview, maximum: int, count: int, encoding: int) -> tuple[np.ndarray, memoryview]:
+    if not maximum:
+        return np.zeros(count, np.int32), data
+    if encoding != _RLE:
+        raise Unreadable("bit-packed levels")
+    length = int.from_bytes(data[:4], "little")
+    if 4 + length > len(data):
+        raise Unreadable("levels past the page")
+    return _hybrid(data[4 : 4 + length], _width(maximum), count), data[4 + length :]
+
+
+def _width(maximum: int) -> int:
+    return int(maximum).bit_length()
+
+
+def _hybrid(data: memoryview, width: int, count: int) -> np.ndarray:
+    """The RLE / bit-packed hybrid encoding: ``count`` unsigned values of ``width`` bits."""
+    if width == 0 or count == 0:
+        return np.zeros(count, np.int32)
+    parts: list[np.ndarray] = []
+    total = 0
+    position = 0
+    value_bytes = (width + 7) // 8
+    while total < count:
+        header, position = varint(data, position)
+        if header & 1:  # bit-packed: groups of 8 values
+            groups = header >> 1
+            size = groups * width
+            if position + size > len(data):
+                raise Unreadable("bit-packed run past the end")
+            bits = np.unpackbits(np.frombuffer(data[position : position + size], np.uint8), bitorder="little")
+            values = bits.reshape(-1, width) @ (1 << np.arange(width, dtype=np.int64))
+            position += size
+        else:
+            run = header >> 1
+            if position + value_bytes > len(data) or run == 0:
+                raise Unreadable("RLE run past the end")
+            value = int.from_bytes(data[position : position + value_bytes], "little")
+            position += value_bytes
+            if not parts and run >= count:  # one run covers the page (a page of nulls)
+                return np.full(count, value, np.int32)
+            values = np.full(run, value, np.int64)
+        parts.append(values)
+        total += len(values)
+    return np.concatenate(parts)[:count].astype(np.int32)
+
+
+def _page(
+    header: dict[int, Any],
+    body: memoryview,
+    leaf: _Node,
+    codec: pa.Codec | None,
+    dictionary: list[Any] | None,
+) -> tuple[np.ndarray, np.ndarray, list[Any]]:
+    """A data page's levels and its non-null values, in order."""
+    repetition, definition, data, encoding = _levels(header, body, leaf, codec)
+    count = int(np.count_nonzero(definition == leaf.max_definition))
+    if encoding == _PLAIN:
+        values = _plain(data, leaf, count)
+    elif encoding == _RLE and leaf.physical == _BOOLEAN:  # data page v2's booleans
+        length = int.from_bytes(data[:4], "little")
+        if 4 + length > len(data):
+            raise Unreadable("values past the page")
+        values = [bool(b) for b in _hybrid(data[4 : 4 + length], 1, count).tolist()]
+    elif encoding in (_RLE_DICTIONARY, _PLAIN_DICTIONARY):
+        if dictionary is None:
+            raise Unreadable("dictionary indices without a dictionary")
+        width = data[0] if len(data) else 0
+        indexes = _hybrid(data[1:], width, count) if count else np.zeros(0, np.int32)
+        values = [dictionary[i] for i in indexes.tolist()]
+    else:
+        raise Unreadable(f"encoding {encoding}")
+    return repetition, definition, values
+
+
+def _plain(data: memoryview, leaf: _Node, count: int) -> list[Any]:
+    """``count`` PLAIN-encoded values of the leaf as pyarrow gives them."""
+    physical = leaf.physical
+    _check_annotation(leaf)
+    if physical in _NUMPY:
+        width = np.dtype(_NUMPY[physical]).itemsize
+        if count * width > len(data):
+            raise Unreadable("values past the page")
+        numbers: list[Any] = np.frombuffer(data[: count * width], _NUMPY[physical]).tolist()
+        return numbers
+    if physical == _BOOLEAN:
+        if (count + 7) // 8 > len(data):
+            raise Unreadable("values past the page")
+        bits = np.unpackbits(np.frombuffer(data[: (count + 7) // 8], np.uint8), bitorder="little")
+        return [bool(b) for b in bits[:count].tolist()]
+    if physical == _BYTE_ARRAY:
+        text = leaf.converted == _UTF8 or (leaf.logical is not None and _LOGICAL_STRING in leaf.logical)
+        values: list[Any] = []
+        position = 0
+        raw = bytes(data)
+        for _ in range(count):
+            length = int.from_bytes(raw[position : position + 4], "little")
+            position += 4
+            if position + length > len(raw):
+                raise Unreadable("a value past the page")
+            value = raw[position : position + length]
+            values.append(value.decode() if text else value)
+            position += length
+        return values
+    raise Unreadable(f"physical type {physical}")
+
+
+def _check_annotation(leaf: _Node) -> None:
+    """Only plain integers, strings and booleans: any other annotation changes what pyarrow gives."""
+    logical = leaf.logical or {}
+    if any(key not in (_LOGICAL_STRING, _LOGICAL_INT) for key in logical):
+        raise Unreadable("annotated type")
+    if leaf.converted not in (None, _UTF8) and not 15 <= (leaf.converted or 0) <= 18:  # INT_8..INT_64
+        raise Unreadable("converted type")
+    if _LOGICAL_INT in logical:
+        spec = logical[_LOGICAL_INT]
+        if not spec.get(2, True):  # unsigned: pyarrow gives unsigned integers, as here only when small
+            raise Unreadable("unsigned integer")
+
+
+def _split_rows(
+    into: dict[int, list[tuple[int, Any]]],
+    leaf: _Node,
+    repetition: np.ndarray,
+    definition: np.ndarray,
+    values: list[Any],
+    first: int,
+    rows: list[int],
+) -> None:
+    """Per wanted row of the page: its (definition level, value or None) entries; a value is
+    stored only where the definition level is the leaf's maximum."""
+    stored = definition == leaf.max_definition
+    if int(np.count_nonzero(stored)) != len(values):
+        raise Unreadable("values and levels disagree")
+    # Where each row's entries begin (every entry, without repetition).
+    begins = np.flatnonzero(repetition == 0) if leaf.max_repetition else None
+    count = len(begins) if begins is not None else len(definition)
+    for row in rows:
+        k = row - first
+        if not 0 <= k < count:
+            continue
+        if begins is None:
+            start, end = k, k + 1
+        else:
+            start = int(begins[k])
+            end = int(begins[k + 1]) if k + 1 < count else len(definition)
+        before = int(np.count_nonzero(stored[:start]))
+        entries = into.setdefault(row, [])
+        for level in definition[start:end].tolist():
+            if level == leaf.max_definition:
+                entries.append((level, values[before]))
+                before += 1
+            else:
+                entries.append((level, None))
+
+
+# --- rows as pyarrow gives them -----------------------------------------------------------------
+
+
+def _assemble(node: _Node, entries: dict[int, dict[int, list[tuple[int, Any]]]], row: int) -> Any:
+    """The value of ``node`` in ``row`` (``to_pylist(maps_as_pydicts="lossy")``'s form)."""
+    first = _first_leaf(node)
+    row_entries = entries[first.column].get(row)
+    if not row_entries:
+        raise Unreadable("no entry for a row")
+    if row_entries[0][0] < node.max_definition:
+        return None  # the node (or an ancestor) is null in this row
+    kind = _kind(node)
+    if kind == "leaf":
+        return row_entries[0][1]
+    if kind == "struct":
+        return {child.name: _assemble(child, entries, row) for child in node.children}
+    repeated = node.children[0]
+    present = [e for e in row_entries if e[0] >= repeated.max_definition]  # one per element
+    if kind == "list":
+        element = repeated.children[0] if repeated.children else repeated
+        if element.children:
+            raise Unreadable("a list of groups")
+        return [value if level >= element.max_definition else None for level, value in present]
+    # a map: the key and value leaves of its repeated key_value group
+    if len(repeated.children) != 2 or any(c.children for c in repeated.children):
+        raise Unreadable("a map of groups")
+    key, item = repeated.children
+    keys = [v for level, v in (entries[key.column].get(row) or []) if level >= repeated.max_definition]
+    values = [
+        v if level >= item.max_definition else None
+        for level, v in (entries[item.column].get(row) or [])
+        if level >= repeated.max_definition
+    ]
+    if len(keys) != len(present) or len(values) != len(keys):
+        raise Unreadable("map keys and values disagree")
+    return dict(zip(keys, values, strict=True))
+
+
+def _kind(node: _Node) -> str:
+    if not node.children:
+        return "leaf"
+    logical = node.logical or {}
+    if node.converted == _LIST or _LOGICAL_LIST in logical:
+        if len(node.children) != 1 or node.children[0].repetition != _REPEATED:
+            raise Unreadable("an unusual list")
+        return "list"
+    if node.converted in (_MAP, _MAP_KEY_VALUE) or _LOGICAL_MAP in logical:
+        if len(node.children) != 1 or node.children[0].repetition != _REPEATED:
+            raise Unreadable("an unusual map")
+        return "map"
+    if node.repetition == _REPEATED or any(c.repetition == _REPEATED for c in node.children):
+        raise Unreadable("a repeated group without a list or map annotation")
+    return "struct"
+
+
+def _first_leaf(node: _Node) -> _Node:
+    while node.children:
+        node = node.children[0]
+    return node

@@ -1,0 +1,120 @@
+"""Reading a fixed-width column chunk's values from its pages, checked against pyarrow's reader."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_delta_provider.core.page_scan import chunk_range, chunk_values
+
+VALUES = [1.0, float("nan"), None, -2.5, 0.0, float("inf")] * 300
+
+
+def _parquet(table: pa.Table, **options: object) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(table, sink, **options)
+    return sink.getvalue()
+
+
+def _chunks_values(data: bytes, column: str) -> np.ndarray | None:
+    """chunk_values of every row group's chunk of ``column`` (a dotted path), concatenated."""
+    metadata = pq.read_metadata(pa.BufferReader(data))
+    index = [metadata.schema.column(i).path for i in range(metadata.num_columns)].index(column)
+    schema = metadata.schema.column(index)
+    found = []
+    for group in range(metadata.num_row_groups):
+        chunk = metadata.row_group(group).column(index)
+        start, length = chunk_range(chunk)
+        values = chunk_values(
+            data[start : start + length],
+            chunk.physical_type,
+            chunk.compression,
+            schema.max_definition_level,
+            schema.max_repetition_level,
+        )
+        if values is None:
+            return None
+        found.extend(values)
+    return np.concatenate(found) if found else np.empty(0)
+
+
+def _as_set(values: np.ndarray) -> set:
+    return {"nan" if v != v else float(v) for v in values.tolist()}
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"compression": "zstd"},
+        {"compression": "gzip"},
+        {"compression": "brotli"},
+        {"compression": "none"},
+        {"use_dictionary": False},
+        {"use_dictionary": False, "data_page_version": "2.0"},
+        {"data_page_version": "2.0", "compression": "zstd"},
+        {"use_dictionary": False, "use_byte_stream_split": True},
+        {"use_dictionary": False, "data_page_size": 256, "row_group_size": 500},  # many pages and groups
+        {"dictionary_pagesize_limit": 64},  # the dictionary overflows: later pages fall back to PLAIN
+    ],
+    ids=lambda options: ",".join(f"{k}={v}" for k, v in options.items()) or "defaults",
+)
+@pytest.mark.parametrize("arrow_type", [pa.float64(), pa.float32()], ids=["double", "float"])
+def test_float_values_are_those_pyarrow_reads(options, arrow_type):
+    table = pa.table({"x": pa.array(VALUES, arrow_type)})
+    data = _parquet(table, **options)
+    values = _chunks_values(data, "x")
+    assert values is not None
+    expected = pq.read_table(pa.BufferReader(data)).column("x").drop_null().to_numpy()
+    if options.get("use_dictionary", True):
+        # Dictionary pages hold each distinct value once; their data pages only point into them.
+        assert _as_set(values) == _as_set(expected)
+    else:
+        np.testing.assert_array_equal(values, expected)
+
+
+def test_a_float_inside_a_struct_skips_the_definition_levels():
+    table = pa.table({"s": pa.array([{"a": 1.5}, None, {"a": None}, {"a": -3.0}])})
+    values = _chunks_values(_parquet(table, use_dictionary=False), "s.a")
+    assert values is not None and values.tolist() == [1.5, -3.0]
+
+
+def test_int96_values_are_julian_days_and_nanoseconds():
+    moments = [dt.datetime(2024, 1, 1, 12), None, dt.datetime(1900, 1, 1), dt.datetime(2262, 4, 1)]
+    table = pa.table({"t": pa.array(moments, pa.timestamp("us"))})
+    for dictionary in (True, False):
+        data = _parquet(table, use_deprecated_int96_timestamps=True, use_dictionary=dictionary)
+        values = _chunks_values(data, "t")
+        assert values is not None
+        got = sorted(
+            dt.datetime(1970, 1, 1)
+            + dt.timedelta(days=int(days) - 2_440_588, microseconds=int(nanos) // 1000)
+            for nanos, days in values.tolist()
+        )
+        assert got == sorted(m for m in moments if m is not None)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["lz4", "truncated", "header-garbage", "length-past-the-end", "not-fixed-width"],
+)
+def test_what_cannot_be_read_gives_none(damage):
+    """None, never a wrong answer or an exception: the caller then keeps no bounds."""
+    table = pa.table({"x": pa.array(VALUES, pa.float64()), "s": ["a", "b", "c", "d", "e", "f"] * 300})
+    data = _parquet(table, compression="lz4" if damage == "lz4" else "snappy", use_dictionary=False)
+    metadata = pq.read_metadata(pa.BufferReader(data))
+    column = metadata.row_group(0).column(1 if damage == "not-fixed-width" else 0)
+    start, length = chunk_range(column)
+    chunk = data[start : start + length]
+    if damage == "truncated":
+        chunk = chunk[: length // 2]
+    elif damage == "header-garbage":
+        chunk = b"\xff" * 16 + chunk
+    elif damage == "length-past-the-end":
+        chunk = chunk[:40]
+    assert chunk_values(chunk, column.physical_type, column.compression, 1, 0) is None
