@@ -10,7 +10,6 @@ works on the log's schema JSON, as Delta's compares Spark types.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.core.column_mapping import configured_mode, delta_physical_name
@@ -82,6 +81,7 @@ def check_no_reserved_columns(metadata: Metadata, version: int) -> None:
 
     :param version: the version whose schema the changes would be read with.
     """
+    _ = metadata.schema  # a schema at all (columns differing only in case, unknown types): SchemaError
     reserved = reserved_columns(metadata)
     if reserved:
         raise ChangeDataSchemaError(
@@ -94,8 +94,7 @@ def check_no_reserved_columns(metadata: Metadata, version: int) -> None:
 
 
 def _struct(metadata: Metadata) -> dict[str, Any]:
-    parsed: dict[str, Any] = json.loads(metadata.schema_string)
-    return parsed
+    return metadata.schema_json
 
 
 # --- column mapping: DeltaColumnMapping.hasNoColumnMappingSchemaChanges ---------------------------

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.commit_plan import ReadSet
     from airflow_delta_provider.core.commits import CommitActions
     from airflow_delta_provider.core.paths import TablePath
+    from airflow_delta_provider.core.predicate import Predicate
 
 log = get_logger(__name__)
 
@@ -229,4 +230,14 @@ class ConflictChecker:
         except DeltaError:
             return True  # unparseable partition values: assume the worst
         values = pa.Table.from_arrays(struct.flatten(), names=partition_columns)
-        return any(p.mask(values).to_numpy(zero_copy_only=False).any() for p in self.read.predicates)
+        return any(self._may_match(p, values) for p in self.read.predicates)
+
+    def _may_match(self, predicate: Predicate, values: pa.Table) -> bool:
+        """Whether files with these partition values may hold rows ``predicate`` selects (a DELETE's
+        condition on data columns may select any row of a file its partition part allows)."""
+        if predicate.columns <= set(values.column_names):
+            return bool(predicate.mask(values).to_numpy(zero_copy_only=False).any())
+        # Imported here: skipping's module constants import pandas, which no append should pay.
+        from airflow_delta_provider.core.skipping import partitions_may_match
+
+        return bool(partitions_may_match(predicate, self.metadata.schema, values).any())

@@ -37,9 +37,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from airflow_delta_provider.core.action_checks import shorten
 from airflow_delta_provider.core.column_mapping import logical_file_data, physical_path
 from airflow_delta_provider.core.errors import (
     ConstraintViolationError,
+    CorruptLogError,
     SchemaError,
     UnsupportedExpressionError,
 )
@@ -94,11 +96,12 @@ class Constraint:
     column: str | None = None
 
     def describe(self) -> str:
+        expression = shorten(self.expression, 200)
         if self.kind == "check":
-            return f"CHECK constraint {self.name} ({self.expression})"
+            return f"CHECK constraint {self.name} ({expression})"
         if self.kind == "generated":
-            return f"generated column {self.column!r} = {self.expression}"
-        return f"invariant of column {self.column!r} ({self.expression})"
+            return f"generated column {self.column!r} = {expression}"
+        return f"invariant of column {self.column!r} ({expression})"
 
 
 @dataclass(frozen=True)
@@ -128,8 +131,8 @@ class IdentityColumn:
 
 def _fields(metadata: Metadata) -> list[dict[str, Any]]:
     try:
-        fields = json.loads(metadata.schema_string).get("fields") or []
-    except ValueError:
+        fields = metadata.schema_json.get("fields") or []
+    except CorruptLogError:
         return []
     return [f for f in fields if isinstance(f, dict)]
 
@@ -252,7 +255,7 @@ def _refuse(expression: str, why: str, what: str) -> UnsupportedExpressionError:
         f"Cannot check {what} on files committed without Spark: {why}. Spark SQL and the core's SQL "
         f"engine could evaluate it differently, so the core does not guess. Write to this table through "
         f"DeltaPySparkOperator (it checks every row with its Spark session), or with Spark and Delta Lake.",
-        feature=f"expression {expression!r}",
+        feature=f"expression {shorten(expression, 200)!r}",
         operation="write",
     )
 
@@ -277,12 +280,13 @@ def nested_column(path: Sequence[str]) -> str:
 def _translated(constraint: Constraint, schema: pa.Schema) -> tuple[str, set[tuple[str, ...]]]:
     """The engine's SQL, and the struct field paths it reads."""
     text, what = constraint.expression, constraint.describe()
+    significant = [t for t in _TOKEN.finditer(text) if t.lastgroup != "space"]
+    _check_size(significant, text, what)
     pieces: list[str] = []
     kinds: list[str] = []  # per piece: column:<type kind>, literal:<kind>, a keyword or operator
     referenced: list[pa.Field] = []
     nested: set[tuple[str, ...]] = set()
     date_parts: list[int] = []  # open date-part calls: parenthesis depth inside each
-    significant = [t for t in _TOKEN.finditer(text) if t.lastgroup != "space"]
     skip = 0
     for index, token in enumerate(significant):
         if skip:  # the rest of a struct field reference
@@ -360,6 +364,35 @@ def _translated(constraint: Constraint, schema: pa.Schema) -> tuple[str, set[tup
         raise _refuse(text, "an empty expression", what)
     _check_types(text, what, kinds, referenced)
     return " ".join(pieces), nested
+
+
+#: The most operators (AND, OR, NOT, comparisons) and the deepest nesting of parentheses an
+#: expression may have. The engine parses and plans an expression recursively: a longer chain
+#: exhausts the stack of the thread that checks it, which crashes the process instead of raising
+#: (500 ORs do on a 512 KiB thread stack); deeper parentheses than its parser's limit of 50 fail.
+MAX_OPERATORS = 100
+MAX_NESTING = 32
+_COUNTED = {"and", "or", "not", "<=>", "<>", "!=", "<=", ">=", "==", "=", "<", ">"}
+
+
+def _check_size(tokens: Sequence[re.Match[str]], text: str, what: str) -> None:
+    operators = depth = deepest = 0
+    for token in tokens:
+        value = token.group()
+        if value.lower() in _COUNTED and token.lastgroup in ("word", "op"):
+            operators += 1
+        elif value == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif value == ")":
+            depth -= 1
+    if operators > MAX_OPERATORS or deepest > MAX_NESTING:
+        raise _refuse(
+            text,
+            f"it has {operators} operators and parentheses nested {deepest} deep, more than the "
+            f"{MAX_OPERATORS} operators and {MAX_NESTING} levels the engine evaluates safely",
+            what,
+        )
 
 
 def _reference(

@@ -234,8 +234,11 @@ def _replacement(snapshot: Snapshot, create: CommitPlan) -> CommitPlan:
     )
 
 
-def remove_actions(files: pa.Table, now: int) -> list[RemoveFile]:
-    """Tombstones for active files (from :meth:`Snapshot.files`), carrying their deletion vectors."""
+def remove_actions(files: pa.Table, now: int, *, stats: bool = False) -> list[RemoveFile]:
+    """Tombstones for active files (from :meth:`Snapshot.files`), carrying their deletion vectors.
+
+    :param stats: carry the files' statistics too (Delta's ``removeWithTimestamp`` for a DELETE).
+    """
     columns = files.select(
         [
             c
@@ -247,6 +250,7 @@ def remove_actions(files: pa.Table, now: int) -> list[RemoveFile]:
                 "deletion_vector",
                 "base_row_id",
                 "default_row_commit_version",
+                *(("stats",) if stats else ()),
             )
             if c in files.column_names
         ]
@@ -265,6 +269,7 @@ def remove_actions(files: pa.Table, now: int) -> list[RemoveFile]:
                 deletion_vector=_drop_nulls(row.get("deletion_vector")),
                 base_row_id=row.get("base_row_id"),
                 default_row_commit_version=row.get("default_row_commit_version"),
+                stats=row.get("stats"),
             )
         )
     return removes

@@ -32,7 +32,9 @@ __all__ = [
     "Feature",
     "Operation",
     "Support",
+    "change_data_feed_enabled",
     "check_supported",
+    "deletion_vectors_writable",
     "feature_table_markdown",
     "features_in_use",
     "merge_protocols",
@@ -57,6 +59,10 @@ class Operation(enum.Enum):
     VACUUM = "vacuum"
     #: Compaction: a commit (it refuses what a write refuses) that also rewrites existing rows.
     OPTIMIZE = "optimize"
+    #: DELETE of whole files or with deletion vectors: every remaining row stays where it is.
+    DELETE = "delete"
+    #: DELETE that rewrites the files holding deleted rows (tables without deletion vectors).
+    COPY_ON_WRITE_DELETE = "copy-on-write delete"
 
 
 class Support(enum.Enum):
@@ -76,13 +82,14 @@ _ALL = dict.fromkeys(Operation, Support.YES)
 def _support(**overrides: Support) -> dict[Operation, Support]:
     """Support for every operation: YES except the named ones (``write=Support.NO``).
 
-    OPTIMIZE commits like a write, so it refuses what a write refuses unless it is named too.
+    OPTIMIZE and DELETE commit like a write, so they refuse what a write refuses unless named too.
     """
     table = dict(_ALL)
     for name, value in overrides.items():
         table[Operation[name.upper()]] = value
-    if "optimize" not in overrides:
-        table[Operation.OPTIMIZE] = table[Operation.WRITE]
+    for follower in (Operation.OPTIMIZE, Operation.DELETE, Operation.COPY_ON_WRITE_DELETE):
+        if follower.name.lower() not in overrides:
+            table[follower] = table[Operation.WRITE]
     return table
 
 
@@ -222,9 +229,13 @@ FEATURES: dict[str, Feature] = {
             ),
         ),
         Feature(
-            "deletionVectors",  # read: row masks applied; write: never writes DVs, removes carry them
+            "deletionVectors",
             reader=True,
             enabled_by=_flag("delta.enableDeletionVectors"),
+            note=(
+                "reads apply them; DELETE writes them where delta.enableDeletionVectors is true (a "
+                "second delete merges into a file's vector); removes and OPTIMIZE carry them"
+            ),
         ),
         Feature("timestampNtz", reader=True),
         Feature(
@@ -257,16 +268,20 @@ FEATURES: dict[str, Feature] = {
         ),
         Feature(
             "rowTracking",  # commits assign baseRowId / defaultRowCommitVersion (core/row_tracking.py)
-            support=_support(optimize=Support.NO),
+            support=_support(optimize=Support.NO, copy_on_write_delete=Support.UNLESS_USED),
+            in_use=lambda metadata: metadata.config.flag("delta.enableRowTracking"),
+            in_use_reason="delta.enableRowTracking is true",
             enabled_by=_flag("delta.enableRowTracking"),
             requires=("domainMetadata",),
             note=(
                 "commits assign baseRowId and defaultRowCommitVersion above the delta.rowTracking "
-                "high-water mark and move it, again on every retry"
+                "high-water mark and move it, again on every retry; deletion-vector deletes keep "
+                "every row's id"
             ),
             refusal=(
-                "OPTIMIZE must carry every row's id and commit version into the rewritten files, "
-                "which it does not do yet"
+                "a rewrite (OPTIMIZE, a DELETE without deletion vectors) must carry every row's id and "
+                "commit version into the rewritten files, which it does not do yet; on a table with "
+                "deletion vectors (delta.enableDeletionVectors) DELETE keeps each row in place"
             ),
         ),
         Feature(
@@ -526,6 +541,21 @@ def check_supported(protocol: Protocol, metadata: Metadata | None, operation: Op
             feature=blocking[0],
             operation=operation.value,
         )
+
+
+def deletion_vectors_writable(protocol: Protocol, metadata: Metadata) -> bool:
+    """Whether an operation that deletes rows writes deletion vectors (Delta's
+    ``DeletionVectorUtils.deletionVectorsWritable``): the protocol lists ``deletionVectors`` as a
+    reader and writer feature and ``delta.enableDeletionVectors`` is true."""
+    name = "deletionVectors"
+    listed = name in reader_features(protocol) and name in writer_features(protocol)
+    return listed and metadata.config.flag("delta.enableDeletionVectors")
+
+
+def change_data_feed_enabled(metadata: Metadata) -> bool:
+    """Whether a commit that rewrites rows records them in ``cdc`` files: ``delta.enableChangeDataFeed``
+    is true (Delta's ``CDCReader.isCDCEnabledOnTable``)."""
+    return metadata.config.flag("delta.enableChangeDataFeed")
 
 
 # --- new tables -------------------------------------------------------------------------------

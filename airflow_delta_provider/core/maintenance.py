@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from airflow_delta_provider.core.history import info_object
 from airflow_delta_provider.core.optimize import OptimizeOptions, plan_optimize
 from airflow_delta_provider.core.table_config import ENABLE_EXPIRED_LOG_CLEANUP, Setting, TableConfig
 from airflow_delta_provider.core.vacuum.record import LAST_VACUUM_INFO, VACUUM_END
@@ -240,7 +241,8 @@ def last_vacuum(table: DeltaTable, since: datetime) -> LastVacuum | None:
     for entry in table.history(limit=recent) if recent else []:
         if entry.get("operation") != VACUUM_END or entry.get("timestamp", 0) < since_ms:
             continue
-        status = str((entry.get("operationParameters") or {}).get("status", "COMPLETED")).strip('"')
+        parameters = info_object(entry.get("operationParameters")) or {}
+        status = str(parameters.get("status", "COMPLETED")).strip('"')
         if status.upper() == "COMPLETED":
             stamp = datetime.fromtimestamp(entry["timestamp"] / 1000, tz=UTC)
             return LastVacuum(

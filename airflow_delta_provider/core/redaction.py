@@ -39,6 +39,7 @@ __all__ = [
     "is_credential_parameter",
     "is_sensitive_option",
     "location_secrets",
+    "masked_options",
     "redact",
     "register_secret",
     "register_secrets_in",
@@ -259,6 +260,20 @@ def sensitive_options(options: Mapping[str, Any] | None, prefix: str = "") -> It
             yield from sensitive_options(value, f"{prefix}{name}.")
         elif is_sensitive_option(name) and value not in (None, ""):
             yield f"{prefix}{name}", value
+
+
+def masked_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` with the value of every option named like a secret (:func:`is_sensitive_option`,
+    nested mappings too) replaced by :data:`REDACTED`: for showing a mapping that may hold
+    credentials nobody registered (table properties, a commit's operation parameters)."""
+    return {
+        name: masked_options(value)
+        if isinstance(value, Mapping)
+        else REDACTED
+        if is_sensitive_option(name) and value not in (None, "")
+        else value
+        for name, value in options.items()
+    }
 
 
 def register_secrets_in(options: Mapping[str, Any] | None) -> None:

@@ -12,6 +12,7 @@ from airflow_delta_provider.core.checkpoint import CheckpointOptions, should_che
 from airflow_delta_provider.core.cleanup import CleanupOptions, cleanup_logs
 from airflow_delta_provider.core.commit_plan import CommitProperties
 from airflow_delta_provider.core.create import CreateOptions, create_table
+from airflow_delta_provider.core.delete import DeleteOptions, delete
 from airflow_delta_provider.core.errors import (
     TableNotFoundError,
 )
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.checkpoint import CheckpointResult
     from airflow_delta_provider.core.cleanup import CleanupResult
     from airflow_delta_provider.core.commit_plan import CommitResult
+    from airflow_delta_provider.core.delete import DeleteResult, RowMatcher
     from airflow_delta_provider.core.optimize import OptimizeResult, Rewriter
     from airflow_delta_provider.core.restore import RestoreResult, TaggedCommits
     from airflow_delta_provider.core.table_config import TableConfig
@@ -113,6 +115,13 @@ class _OptimizeArguments(OptimizeOptions):
     """What :meth:`DeltaTable.optimize` takes: the options, and the engine of the rewrite."""
 
     rewrite: Rewriter | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _DeleteArguments(DeleteOptions):
+    """What :meth:`DeltaTable.delete` takes: the options, and the engine finding the rows."""
+
+    match_rows: RowMatcher | None = field(default=None, compare=False, repr=False)
 
 
 class DeltaTable:
@@ -377,6 +386,36 @@ class DeltaTable:
             return False
         cleanup_logs(self.snapshot())
         return True
+
+    @_takes(_DeleteArguments)
+    def delete(self, options: _DeleteArguments) -> DeleteResult:
+        """Delete the rows ``predicate`` selects (every row without one) in one ``DELETE`` commit,
+        as Delta's DELETE does (see ``docs/lifecycle.md``).
+
+        A predicate on partition columns only removes whole files without reading them; a
+        condition on data columns reads the files whose partition values and statistics allow a
+        match and marks the matching rows in deletion vectors (tables with
+        ``delta.enableDeletionVectors``) or rewrites the files that hold them (with ``cdc`` files
+        of the deleted rows when ``delta.enableChangeDataFeed`` is on). The commit records Delta's
+        metrics (``numDeletedRows``, ``numRemovedFiles`` ...) and ``operationParameters.predicate``.
+
+        :param predicate: a SQL condition (the subset :class:`~.predicate.Predicate` parses); None
+            deletes every row; an empty or blank string is refused.
+        :param match_rows: another engine finding the matching rows (the Airflow operator's Spark);
+            default: pyarrow in this process.
+        :param options: the keyword arguments of :class:`~airflow_delta_provider.core.delete.DeleteOptions`
+            (``max_workers``) and of the :class:`~airflow_delta_provider.core.commit_plan.CommitProperties`
+            every commit takes (``app_id``/``app_version``, ``user_metadata``, ``tags`` ...).
+        :raises PredicateError: the predicate is blank, does not parse, names an unknown column or a
+            value that does not fit its column (nothing is written).
+        :raises AppendOnlyViolationError: the table only allows appends (``delta.appendOnly``).
+        :raises ConcurrentAppendError: a concurrent commit added files the predicate may select.
+        :raises ConcurrentDeleteReadError: a concurrent commit removed a file this DELETE read.
+        :raises ConcurrentDeleteDeleteError: a concurrent commit removed a file this DELETE removes.
+        :raises UnsupportedFeatureError: the table uses a feature this DELETE cannot honour.
+        """
+        hooks = self._post_commit_hooks(options)
+        return delete(self.snapshot(), options, hooks, match_rows=options.match_rows)
 
     # --- maintenance ---------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from airflow_delta_provider.core.features import (
     Operation,
     Support,
     check_supported,
+    deletion_vectors_writable,
     reader_features,
     writer_features,
 )
@@ -78,6 +79,9 @@ def writer_only(*features: str) -> Protocol:
     return Protocol(1, 7, None, frozenset(features))
 
 
+DELETES = (Operation.DELETE, Operation.COPY_ON_WRITE_DELETE)
+
+
 @pytest.mark.parametrize("operation", list(Operation))
 def test_every_feature_states_what_every_operation_does(operation):
     for feature in FEATURES.values():
@@ -90,12 +94,12 @@ def test_every_feature_states_what_every_operation_does(operation):
         ("appendOnly", set()),
         ("deletionVectors", set()),
         ("rowTracking", {Operation.OPTIMIZE}),
-        ("allowColumnDefaults", {Operation.WRITE, Operation.OPTIMIZE}),
-        ("icebergCompatV2", {Operation.WRITE, Operation.VACUUM, Operation.OPTIMIZE}),
+        ("allowColumnDefaults", {Operation.WRITE, Operation.OPTIMIZE, *DELETES}),
+        ("icebergCompatV2", {Operation.WRITE, Operation.VACUUM, Operation.OPTIMIZE, *DELETES}),
         ("columnMapping", set()),
         ("typeWidening", set()),
         ("clustering", set()),
-        ("liquid", {Operation.WRITE, Operation.OPTIMIZE}),
+        ("liquid", {Operation.WRITE, Operation.OPTIMIZE, *DELETES}),
         ("geospatial", set(Operation) - {Operation.READ}),
         ("someFutureFeature", set(Operation) - {Operation.READ}),
     ],
@@ -155,6 +159,44 @@ def test_optimize_refuses_everything_a_write_refuses():
     for feature in FEATURES.values():
         if feature.support[Operation.WRITE] is not Support.YES:
             assert feature.support[Operation.OPTIMIZE] is not Support.YES, feature.name
+
+
+def test_deletes_refuse_everything_a_write_refuses():
+    for feature in FEATURES.values():
+        if feature.support[Operation.WRITE] is not Support.YES:
+            for operation in DELETES:
+                assert feature.support[operation] is not Support.YES, (feature.name, operation)
+
+
+def test_a_copy_on_write_delete_is_refused_only_where_row_tracking_is_enabled():
+    """Deletion vectors keep every row (and its id) in place; a rewrite would give copied rows new
+    ids, which a table that enables row tracking promises never happens."""
+    protocol = writer_only("rowTracking", "domainMetadata")
+    enabled = metadata({"delta.enableRowTracking": "true"})
+    check_supported(protocol, metadata(), Operation.COPY_ON_WRITE_DELETE)  # supported, not enabled
+    check_supported(protocol, enabled, Operation.DELETE)
+    with pytest.raises(UnsupportedFeatureError) as info:
+        check_supported(protocol, enabled, Operation.COPY_ON_WRITE_DELETE)
+    assert (info.value.feature, info.value.operation) == ("rowTracking", "copy-on-write delete")
+    assert "delta.enableRowTracking is true" in str(info.value)
+    assert "delta.enableDeletionVectors" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("protocol", "properties", "writable"),
+    [
+        (Protocol(3, 7, frozenset({"deletionVectors"}), frozenset({"deletionVectors"})), "true", True),
+        (Protocol(3, 7, frozenset({"deletionVectors"}), frozenset({"deletionVectors"})), "false", False),
+        (Protocol(3, 7, frozenset({"deletionVectors"}), frozenset({"deletionVectors"})), None, False),
+        (Protocol(1, 7, None, frozenset({"deletionVectors"})), "true", False),  # not readable: not listed
+        (Protocol(1, 2), "true", False),  # the property without the feature
+    ],
+)
+def test_deletion_vectors_are_written_only_where_the_feature_and_the_property_say(
+    protocol, properties, writable
+):
+    config = {} if properties is None else {"delta.enableDeletionVectors": properties}
+    assert deletion_vectors_writable(protocol, metadata(config)) is writable
 
 
 # --- what enables a feature: the table's configuration, read once --------------------------
