@@ -25,11 +25,13 @@ from airflow_delta_provider.core.changes_bounds import (
 )
 from airflow_delta_provider.core.changes_derive import CommitContext, FileChange, commit_changes
 from airflow_delta_provider.core.changes_read import CDC_FIELDS, DeletionVectors, RowScan, read_rows
-from airflow_delta_provider.core.changes_schema import CDC_COLUMNS, check_read_compatible, reserved_columns
+from airflow_delta_provider.core.changes_schema import (
+    check_no_reserved_columns,
+    check_read_compatible,
+)
 from airflow_delta_provider.core.column_mapping import column_mapping_mode, configured_mode
 from airflow_delta_provider.core.commits import read_commit_files
 from airflow_delta_provider.core.errors import (
-    ChangeDataSchemaError,
     CommitsCleanedUpError,
     VersionGapError,
     VersionNotFoundError,
@@ -369,16 +371,7 @@ def _read_metadata(
 def _check_schemas(
     read: Metadata, read_version: int, metadata: dict[int, Metadata], versions: ChangeRange
 ) -> None:
-    _ = read.schema  # a schema at all (columns differing only in case, unknown types): SchemaError
-    reserved = reserved_columns(read)
-    if reserved:
-        raise ChangeDataSchemaError(
-            f"The table has column(s) {', '.join(reserved)}, whose names the change feed uses for its own "
-            f"columns ({', '.join(CDC_COLUMNS)}) (DELTA_TABLE_ALREADY_CONTAINS_CDC_COLUMNS). Rename them to "
-            f"read the table's changes.",
-            version=read_version,
-            delta_error_class="DELTA_TABLE_ALREADY_CONTAINS_CDC_COLUMNS",
-        )
+    check_no_reserved_columns(read, read_version)
     previous = metadata[versions.start]
     for version in versions.versions[1:]:
         if metadata[version] is not previous:

@@ -75,6 +75,24 @@ def reserved_columns(metadata: Metadata) -> list[str]:
     return [c for c in CDC_COLUMNS if c in names]
 
 
+def check_no_reserved_columns(metadata: Metadata, version: int) -> None:
+    """Refuse to read changes of a table with a column a change feed names (Delta's
+    ``DELTA_TABLE_ALREADY_CONTAINS_CDC_COLUMNS``).
+
+    :param version: the version whose schema the changes would be read with.
+    """
+    _ = metadata.schema  # a schema at all (columns differing only in case, unknown types): SchemaError
+    reserved = reserved_columns(metadata)
+    if reserved:
+        raise ChangeDataSchemaError(
+            f"The table has column(s) {', '.join(reserved)}, whose names the change feed uses for its own "
+            f"columns ({', '.join(CDC_COLUMNS)}) (DELTA_TABLE_ALREADY_CONTAINS_CDC_COLUMNS). Rename them to "
+            f"read the table's changes.",
+            version=version,
+            delta_error_class="DELTA_TABLE_ALREADY_CONTAINS_CDC_COLUMNS",
+        )
+
+
 def _struct(metadata: Metadata) -> dict[str, Any]:
     return metadata.schema_json
 

@@ -24,7 +24,7 @@ from airflow_delta_provider.core.arguments import check_bool, check_positive_int
 from airflow_delta_provider.core.features import Operation
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable, Mapping, Sequence
 
     from airflow_delta_provider.core.predicate import Predicate
 
@@ -36,6 +36,7 @@ __all__ = [
     "CommitPlan",
     "CommitProperties",
     "CommitResult",
+    "CursorAdvance",
     "ReadSet",
     "check_app_arguments",
 ]
@@ -66,6 +67,31 @@ def check_app_arguments(app_id: str | None, app_version: int | None) -> None:
         Transaction(app_id, app_version).validate()
 
 
+@dataclass(frozen=True)
+class CursorAdvance:
+    """An application transaction the commit moves from the version the application read to a new
+    one: a consumer's cursor on another table, recorded in the same commit as what it produced.
+
+    A compare-and-set: the commit is refused (``ConcurrentTransactionError``) unless the table
+    still holds ``expected`` for ``app_id`` (None: no ``txn`` of it), at the version the commit is
+    built on and in every concurrent winner, so that two consumers that read the same cursor never
+    both commit past it. ``version`` may equal ``expected`` (the cursor recorded again).
+
+    :param app_id: the application (``txnAppId``).
+    :param version: the version to record (``txnVersion``), a non-negative long.
+    :param expected: the version the application read from the table, None when it had none.
+    """
+
+    app_id: str
+    version: int
+    expected: int | None = None
+
+    def __post_init__(self) -> None:
+        Transaction(self.app_id, self.version).validate()
+        if self.expected is not None:
+            Transaction(self.app_id, self.expected).validate()
+
+
 @dataclass(frozen=True, kw_only=True)
 class CommitProperties:
     """What every commit takes beside what it changes (delta-rs's ``CommitProperties`` and
@@ -82,6 +108,9 @@ class CommitProperties:
         ``delta.checkpointInterval`` versions, default 10), then expired-log cleanup, as Spark does.
     :param cleanup_expired_logs: whether that cleanup runs after such a checkpoint; None (default):
         as the table's ``delta.enableExpiredLogCleanup`` says.
+    :param cursors: application transactions the commit advances beside its own ``app_id`` (a
+        consumer's cursor on the table it read), each checked as a compare-and-set
+        (:class:`CursorAdvance`) and written as a ``txn`` of the commit.
     """
 
     app_id: str | None = None
@@ -91,6 +120,7 @@ class CommitProperties:
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     auto_checkpoint: bool = True
     cleanup_expired_logs: bool | None = None
+    cursors: Sequence[CursorAdvance] = ()
 
     def __post_init__(self) -> None:
         check_positive_int("max_attempts", self.max_attempts, optional=False)
@@ -98,6 +128,16 @@ class CommitProperties:
         if self.cleanup_expired_logs is not None:
             check_bool("cleanup_expired_logs", self.cleanup_expired_logs)
         check_app_arguments(self.app_id, self.app_version)
+        if isinstance(self.cursors, CursorAdvance) or not all(
+            isinstance(c, CursorAdvance) for c in self.cursors
+        ):
+            raise ValueError(f"cursors must be a sequence of CursorAdvance, got {self.cursors!r}.")
+        apps = [c.app_id for c in self.cursors]
+        if len(set(apps)) != len(apps) or self.app_id in apps:
+            raise ValueError(
+                f"Each application may have one txn per commit; cursors {apps} repeat an application "
+                f"(or the commit's own app_id {self.app_id!r})."
+            )
 
     @property
     def app_transaction(self) -> tuple[str, int] | None:

@@ -3,9 +3,10 @@
 
 1. protocol changes (``ProtocolChangedError``),
 2. metadata changes (``MetadataChangedError``),
-3. the same application transaction id (Delta raises ``ConcurrentTransactionException``;
-   here the loser re-checks instead: if the winner already recorded our ``appId`` at our
-   version or later, our commit is done and nothing is written),
+3. an application transaction id the commit read or writes (Delta's
+   ``ConcurrentTransactionException``: reading an appId marks it as read, so a winner that
+   records it conflicts); one exception: a winner that recorded one of *our* appIds at our
+   version or later did our work already, so our commit is done and nothing is written,
 4. the same domain metadata (``ConcurrentTransactionError``; the row-tracking domain excepted,
    the transaction renumbers above the winner's mark),
 5. files added that match what we read (``ConcurrentAppendError``),
@@ -148,11 +149,14 @@ class ConflictChecker:
                     app.version,
                 )
                 return winner.version
-            if ours is None and app.app_id in self.read.app_ids:
+            # Ours at a lower version too (Delta conflicts on every read appId): committing over
+            # it would redo what the winner did, e.g. consume a source version twice.
+            if ours is not None or app.app_id in self.read.app_ids:
                 raise ConcurrentTransactionError(
                     f"This error occurs when multiple streaming queries are using the same checkpoint "
                     f"to write into this table: application {app.app_id!r} was committed concurrently "
-                    f"({operation}, {where}).",
+                    f"at version {app.version} ({operation}, {where}). Read the table again and redo "
+                    f"the work from there.",
                     version=winner.version,
                     operation=operation,
                 )

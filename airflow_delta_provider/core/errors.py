@@ -31,6 +31,7 @@ __all__ = [
     "ConcurrentTransactionError",
     "ConcurrentWriteError",
     "ConstraintViolationError",
+    "ConsumerCursorError",
     "CorruptLogError",
     "DeleteFilesError",
     "DeletionVectorError",
@@ -251,6 +252,12 @@ class ChangeDataNotRecordedError(ChangeDataError):
         super().__init__(message)
         self.version = version
         self.operation = operation
+
+
+class ConsumerCursorError(ChangeDataError):
+    """A consumer of a table's changes cannot start or go on from the cursor its target holds (see
+    :mod:`~airflow_delta_provider.core.consumer`): it has none but the target holds data, or it
+    has one on another table."""
 
 
 class ChangeDataSchemaError(ChangeDataError, SchemaError):

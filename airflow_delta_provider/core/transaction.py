@@ -49,6 +49,7 @@ from airflow_delta_provider.core.errors import (
     AppendOnlyViolationError,
     CommitError,
     CommitFileExistsError,
+    ConcurrentTransactionError,
     DeltaError,
     MaxCommitAttemptsExceededError,
 )
@@ -255,6 +256,24 @@ class OptimisticTransaction:
             return None
         return already_committed_result(self.snapshot, app[0], app[1], current, operation)
 
+    def _check_cursors(self) -> None:
+        """Each cursor the properties advance still holds the version its application read (the
+        reads are recorded, so a winner that records one of them conflicts too).
+
+        :raises ConcurrentTransactionError: the table holds another version (another consumer
+            moved the cursor since it was read).
+        """
+        for cursor in self.properties.cursors:
+            current = self.app_transaction_version(cursor.app_id)
+            if current != cursor.expected:
+                raise ConcurrentTransactionError(
+                    f"Application {cursor.app_id!r} read version {cursor.expected} of its txn, but "
+                    f"{self.store.root_uri} now holds {current} (version {self.read_version} of the "
+                    f"table): another writer with the same application id committed since. Read it "
+                    f"again and redo the work from there.",
+                    version=self.read_version,
+                )
+
     # --- commit -----------------------------------------------------------------------
 
     def commit(self, plan: CommitPlan) -> CommitResult:
@@ -272,6 +291,7 @@ class OptimisticTransaction:
         done = self.already_committed(plan.operation)
         if done is not None:
             return done
+        self._check_cursors()
         prepared = self._prepare(plan)
         landed = self._land(prepared)
         if isinstance(landed, CommitResult):
@@ -289,7 +309,11 @@ class OptimisticTransaction:
         """Validate ``plan`` and fix what every attempt writes (all before anything is written)."""
         properties = self.properties
         app = properties.app_transaction
-        own = Transaction(app[0], app[1], last_updated=int(time.time() * 1000)) if app else None
+        now = int(time.time() * 1000)
+        own = Transaction(app[0], app[1], last_updated=now) if app else None
+        cursors = tuple(Transaction(c.app_id, c.version, last_updated=now) for c in properties.cursors)
+        if cursors:
+            plan = dataclasses.replace(plan, txns=(*cursors, *plan.txns))
         actions = plan.actions(own)
         protocol = plan.protocol or self.snapshot.protocol
         metadata = plan.metadata or self.snapshot.metadata
@@ -531,7 +555,7 @@ class OptimisticTransaction:
 
     def _result(self, version: int, commit: _Commit, attempts: int, *, committed: bool) -> CommitResult:
         actions, metrics = commit.actions, commit.metrics
-        app = next((a for a in actions if isinstance(a, Transaction)), None)
+        app = self.properties.app_transaction  # the commit's own, not the cursors it advances
         adds = [a for a in actions if isinstance(a, AddFile)]
         removes = [a for a in actions if isinstance(a, RemoveFile)]
         return CommitResult(
@@ -540,8 +564,8 @@ class OptimisticTransaction:
             operation=commit.plan.operation,
             read_version=None if self.new_table else self.read_version,
             attempts=attempts,
-            app_id=app.app_id if app else None,
-            app_version=app.version if app else None,
+            app_id=app[0] if app else None,
+            app_version=app[1] if app else None,
             num_added_files=len(adds) if committed else 0,
             num_removed_files=len(removes) if committed else 0,
             num_output_rows=int(metrics.get("numOutputRows", 0)) if committed else 0,

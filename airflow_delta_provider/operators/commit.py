@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from airflow.sdk import Context
 
-    from airflow_delta_provider.core.commit_plan import CommitResult
+    from airflow_delta_provider.core.commit_plan import CommitResult, CursorAdvance
     from airflow_delta_provider.core.snapshot import Snapshot
     from airflow_delta_provider.core.table import DeltaTable
     from airflow_delta_provider.core.write import WriteMode
@@ -395,12 +395,14 @@ class DeltaCommitMixin(DeltaTableMixin):
         partition_values: Mapping[str, str | None] | None = None,
         constraints_checked: bool = False,
         identity_generated: Sequence[str] = (),
+        cursors: Sequence[CursorAdvance] = (),
     ) -> CommitResult:
         """Commit the files with the core, recording the txn and the run identity.
 
         :param constraints_checked: the rows were checked against the table's constraints with
             Spark (the PySpark operator); the core does not read the files to check them again.
         :param identity_generated: identity columns whose values the writer generated.
+        :param cursors: consumer cursors the commit advances (the PySpark operator's ``source``).
         """
         tags = {**(self.commit_tags or {}), **identity.tags()}
         # The core refuses an overwrite that removes data and adds nothing unless this is set.
@@ -422,6 +424,7 @@ class DeltaCommitMixin(DeltaTableMixin):
             allow_empty_overwrite=self.allow_empty_overwrite,
             constraints_checked=constraints_checked,
             identity_generated=list(identity_generated),
+            cursors=list(cursors),
         )
 
     def _report(
@@ -431,6 +434,7 @@ class DeltaCommitMixin(DeltaTableMixin):
         identity: RunIdentity,
         *,
         note: str = "",
+        event_extra: Mapping[str, Any] | None = None,
         **more: Any,
     ) -> dict[str, Any]:
         """Log the outcome, emit the asset event and build the XCom value.
@@ -439,6 +443,7 @@ class DeltaCommitMixin(DeltaTableMixin):
         (its operation, files, rows and bytes), read from its commitInfo.
 
         :param note: a sentence added to the log line of a skipped commit.
+        :param event_extra: keys added to the asset event's extra.
         """
         uri = self.hook.table_uri  # normalised, never with credentials
         if result.already_committed:
@@ -491,18 +496,22 @@ class DeltaCommitMixin(DeltaTableMixin):
             "removed_bytes": result.num_removed_bytes,
             **more,
         }
-        self._emit_asset_event(context, result, uri)
+        self._emit_asset_event(context, result, uri, event_extra)
         self._lineage_result = value
         return value
 
     def _emit_asset_event(
-        self, context: Context | Mapping[str, Any], result: CommitResult | Mapping[str, Any], uri: str
+        self,
+        context: Context | Mapping[str, Any],
+        result: CommitResult | Mapping[str, Any],
+        uri: str,
+        more: Mapping[str, Any] | None = None,
     ) -> None:
         """Attach the commit to the table's asset event (or to an alias naming the rendered table)."""
         events = context.get("outlet_events")
         if events is None:
             return
-        extra = asset_event_extra(result, uri)
+        extra = {**asset_event_extra(result, uri), **(more or {})}
         outlets = getattr(self, "outlets", None) or []
         asset_uri = table_asset_uri(uri)
         for outlet in outlets:

@@ -1,4 +1,5 @@
-"""What the Delta view shows of one table: history, health and maintenance, read through the core.
+"""What the Delta view shows of one table: history, health (with the cursors of the consumers that
+commit into it) and maintenance, read through the core.
 
 Every function here only reads: listings of ``_delta_log``, the commit files shown, the latest
 snapshot's file state (a checkpoint plus the commits after it) and, on request, a VACUUM dry
@@ -18,6 +19,7 @@ import math
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from airflow_delta_provider.core.consumer import parse_consumer_app_id
 from airflow_delta_provider.core.features import (
     FEATURES,
     Operation,
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_HISTORY",
+    "consumer_cursors",
     "free_text",
     "restore_target",
     "table_health",
@@ -283,7 +286,28 @@ def table_health(table: DeltaTable) -> dict[str, Any]:
         "features": _features(snapshot),
         # Properties are anyone's text: a credential put there is shown masked, like any secret.
         "properties": masked_options(dict(sorted(snapshot.properties.items()))),
+        "consumers": consumer_cursors(snapshot),
     }
+
+
+def consumer_cursors(snapshot: Snapshot) -> list[dict[str, Any]]:
+    """The cursors of the consumers that commit into the table (``txn`` actions named as
+    :mod:`~airflow_delta_provider.core.consumer` names them): who consumes which source table, up
+    to which version, last moved when."""
+    found = []
+    for app_id, txn in sorted(snapshot.transactions.items()):
+        parsed = parse_consumer_app_id(app_id)
+        if parsed is not None:
+            found.append(
+                {
+                    "app_id": app_id,
+                    "source_table_id": parsed[0],
+                    "consumer": parsed[1],
+                    "version": txn.version,
+                    "last_updated": _iso(txn.last_updated),
+                }
+            )
+    return found
 
 
 def vacuum_dry_run(table: DeltaTable) -> dict[str, Any]:

@@ -191,6 +191,11 @@ async function showHealth(content) {
     card(`versions retained (from v${h.earliest_version})`, h.versions_retained, "versions-retained"),
     card("log size", bytes(h.log_bytes), "log-bytes"),
   ));
+  if (h.consumers.length) {
+    content.append(el("h2", {}, "Consumer cursors"), el("table", { class: "grid", id: "consumers" },
+      el("tr", {}, el("th", {}, "consumer"), el("th", {}, "source table id"), el("th", {}, "consumed up to version"), el("th", {}, "last moved")),
+      h.consumers.map((c) => el("tr", {}, el("td", {}, c.consumer), el("td", {}, c.source_table_id), el("td", {}, c.version), el("td", {}, c.last_updated || "?")))));
+  }
   const chart = el("div", { class: "chart", id: "size-chart" });
   content.append(el("h2", {}, "File sizes"), chart);
   barsChart(chart, `Files per size (target ${bytes(target.value)})`, h.histogram.map((b) => "<" + bytes(b.to)), [

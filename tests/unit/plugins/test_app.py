@@ -124,6 +124,21 @@ def view(delta_view: Any, tmp_path_factory: pytest.TempPathFactory, s3_endpoint:
     secret_options = json.dumps({"key": KEY, "secret": SECRET})
     delta_view.connection("s3_lake", host=s3_uri, password=secret_options, extra=json.dumps(extra))
 
+    # A consumer's target: its cursor on events is a txn beside the task instance's own.
+    from airflow_delta_provider.core.commit_plan import CursorAdvance
+    from airflow_delta_provider.core.consumer import consumer_app_id
+
+    silver = root / "silver"
+    _parquet(silver, "s", [1], "2026-11-01")
+    cursor = CursorAdvance(consumer_app_id(table.snapshot().metadata.id, "airflow/silver_dag/silver"), 4)
+    DeltaTable(str(silver)).commit_files(
+        prefix="s",
+        partition_by=["ds"],
+        app_id="airflow/silver_dag/silver/run_1",
+        app_version=0,
+        cursors=[cursor],
+    )
+
     # Missing and corrupt tables.
     missing = root / "missing"
     corrupt = root / "corrupt"
@@ -137,6 +152,8 @@ def view(delta_view: Any, tmp_path_factory: pytest.TempPathFactory, s3_endpoint:
     ids["missing"] = delta_view.asset(f"file://{missing}", created)
     ids["corrupt"] = delta_view.asset(f"file://{corrupt}", created)
     delta_view.connection("missing_lake", host=str(missing))
+
+    ids["silver"] = delta_view.asset(f"file://{silver}", created)
 
     # Not the provider's: an asset no Delta commit emitted an event for.
     ids["other"] = delta_view.asset("file:///somewhere/else", None)
@@ -316,6 +333,20 @@ def test_health_counts_the_active_files_and_describes_the_protocol(view: Any) ->
     assert health["protocol"]["min_reader_version"] == snapshot.protocol.min_reader_version
     for feature in health["features"]:
         assert list(feature["operations"]) == [op.value for op in Operation]
+
+
+def test_health_lists_the_cursors_of_the_consumers_committing_into_the_table(view: Any) -> None:
+    events_id = DeltaTable(str(view.root / "events")).snapshot().metadata.id
+    (cursor,) = view.ok(f"/api/assets/{view.ids['silver']}/health")["consumers"]
+    assert cursor["app_id"] == f"delta-source/{events_id}/airflow/silver_dag/silver"
+    assert (cursor["source_table_id"], cursor["consumer"], cursor["version"]) == (
+        events_id,
+        "airflow/silver_dag/silver",
+        4,
+    )
+    assert cursor["last_updated"].startswith("20")
+    # The task instances' own txns are no cursors.
+    assert view.ok(f"/api/assets/{view.ids['events']}/health")["consumers"] == []
 
 
 def test_the_vacuum_dry_run_deletes_nothing(view: Any) -> None:

@@ -107,23 +107,12 @@ def test_a_provider_table_without_the_feed(spark: Any, tmp_path: Path) -> None:
             "size": first["size"],
             "stats": first["stats"],
         }
+        remove = RemoveFile(first["path"], deletion_timestamp=1, deletion_vector=_descriptor(first), **common)
+        add = AddFile(
+            first["path"], modification_time=1, deletion_vector=inline_deletion_vector(deleted), **common
+        )
         OptimisticTransaction(table.storage, read_snapshot=snapshot).commit(
-            CommitPlan(
-                "DELETE",
-                removes=(
-                    RemoveFile(
-                        first["path"], deletion_timestamp=1, deletion_vector=_descriptor(first), **common
-                    ),
-                ),
-                adds=(
-                    AddFile(
-                        first["path"],
-                        modification_time=1,
-                        deletion_vector=inline_deletion_vector(deleted),
-                        **common,
-                    ),
-                ),
-            )
+            CommitPlan("DELETE", removes=(remove,), adds=(add,))
         )
     latest = table.version()
     assert latest == 5
@@ -137,3 +126,30 @@ def test_a_provider_table_without_the_feed(spark: Any, tmp_path: Path) -> None:
 def _descriptor(add: dict[str, Any]) -> dict[str, Any] | None:
     dv = add["deletion_vector"]
     return None if dv is None else {k: v for k, v in dv.items() if v is not None}
+
+
+@pytest.mark.parametrize("table_root", CDF_TABLES)
+def test_a_snapshot_as_change_feed_inserts(spark: Any, table_root: str) -> None:
+    """A consumer's first read (Delta's streaming source starts with the snapshot): the snapshot's
+    rows, each an insert at the snapshot's version and commit time; and the empty frame of
+    "nothing new" has the same columns and types as the changes."""
+    import datetime as dt
+
+    from airflow_delta_provider.core.consumer import commit_time
+    from airflow_delta_provider.spark.changes import empty_changes, read_snapshot_changes
+
+    snapshot = DeltaTable(str(CORPUS / "tables" / table_root)).snapshot()
+    committed_at = commit_time(snapshot)
+    got = read_snapshot_changes(spark, snapshot, committed_at).toArrow()
+    expected = snapshot.to_pyarrow_table()
+    count = expected.num_rows
+    when = dt.datetime.fromtimestamp(committed_at / 1000, dt.UTC)
+    expected = (
+        expected.append_column("_change_type", pa.array(["insert"] * count))
+        .append_column("_commit_version", pa.array([snapshot.version] * count, pa.int64()))
+        .append_column("_commit_timestamp", pa.array([when] * count, pa.timestamp("us", tz="UTC")))
+    )
+    assert normalised(got, timestamps=True) == normalised(expected, timestamps=True)
+    changes = read_changes(spark, snapshot.storage.root_uri, snapshot.version)
+    empty = empty_changes(spark, snapshot)
+    assert empty.count() == 0 and empty.schema == changes.schema
