@@ -1,25 +1,13 @@
 """DELETE: remove the rows a predicate selects in one commit, as Delta's ``DeleteCommand`` does.
 
-The plan is one of three, chosen as Delta chooses:
-
-1. **No predicate, or one on partition columns only**: the files it selects are removed whole
-   (``remove`` actions with their partition values, size, statistics and deletion vector); no
-   data is read, and the deleted rows are counted from the statistics.
-2. **A condition on data columns, on a table that writes deletion vectors**
-   (:func:`~.features.deletion_vectors_writable`): the files that partition values and statistics
-   cannot rule out (:mod:`.skipping`) are read, and the matching rows of each are added to its
-   deletion vector (the file's existing one merged in); the vectors go into one
-   ``deletion_vector_<uuid>.bin`` per commit. A file that keeps rows is removed (with its old
-   vector) and added again (same path and ``numRecords``, the new vector, statistics marked as no
-   longer tight); a file with no row left is only removed, keeping its old vector.
-3. **Otherwise, copy-on-write**: each file holding a matching row is removed and its other rows
-   written to a new file beside it (statistics from its footer); with the change data feed on,
-   the deleted rows are also written as ``cdc`` files under ``_change_data``.
-
-The predicate is the SQL subset of :class:`~.predicate.Predicate`, evaluated by it on the rows
-(:func:`~.delete_rows.match_rows_locally`); another engine may find the matching rows instead
-(``match_rows``: the Airflow operator's Spark), the plan and the commit stay here. Files the plan
-wrote are deleted again, by VACUUM's confinement rules, when the commit is refused.
+Three plans, chosen as Delta chooses (docs/lifecycle.md has the actions of each): no predicate or
+one on partition columns only removes whole files without reading data; a condition on data
+columns adds the matching rows to deletion vectors on a table that writes them
+(:func:`~.features.deletion_vectors_writable`); otherwise copy-on-write rewrites each file holding
+a matching row (with ``cdc`` files when the change data feed is on). The predicate is evaluated
+by :class:`~.predicate.Predicate` (:func:`~.delete_rows.match_rows_locally`), or by another
+engine through ``match_rows``; the plan and the commit stay here. Files the plan wrote are
+deleted again, by VACUUM's confinement rules, when the commit is refused.
 """
 
 from __future__ import annotations

@@ -1,24 +1,12 @@
 """Idempotent commits of Parquet output into Delta tables, keyed on the Airflow run identity.
 
-Every commit carries a Delta ``txn`` action (``txnAppId`` / ``txnVersion``). By default:
-
-* ``app_id`` is the task instance: ``airflow/<dag_id>/<task_id>/<run>[/<map_index>]``, where
-  ``<run>`` is the run's logical date (a DAG has one run per logical date, and a run deleted and
-  created again for the same date is the same run) or, for runs without one, the run id. Each
-  run and each mapped instance has its own, so runs in any order, overlapping runs and
-  backfills each commit exactly once.
-* ``app_version`` says which executions count as "the same":
-
-  - ``append``: always ``0``. Any re-execution of a task instance that already committed
-    (a retry at any try, or a clear) commits nothing: appending twice would duplicate rows.
-  - ``overwrite`` / ``replace_where``: the first try number of the current clear generation,
-    ``max_tries - retries + 1``, as Airflow computes it. Retries share it, so a retry after the
-    commit landed commits nothing; a clear raises ``max_tries`` and so the version, so the
-    re-run replaces its slice again.
-
-Users with their own sequencing pass ``app_id`` / ``app_version`` (templated). The run identity
-(dag, task, run, map index, try) goes into commitInfo ``tags`` and ``userMetadata``. See
-``docs/idempotency.md``.
+Every commit carries a Delta ``txn`` action. By default ``app_id`` is the task instance
+(``airflow/<dag_id>/<task_id>/<run>[/<map_index>]``, the run by its logical date, else its run id)
+and ``app_version`` says which executions count as the same: always ``0`` for ``append`` (any
+re-execution that finds it commits nothing), the first try of the current clear generation for
+``overwrite`` / ``replace_where`` (a retry after the commit commits nothing, a clear replaces the
+slice again). Users with their own sequencing pass ``app_id`` / ``app_version`` (templated). The
+run identity goes into commitInfo ``tags`` and ``userMetadata``. See docs/idempotency.md.
 """
 
 from __future__ import annotations

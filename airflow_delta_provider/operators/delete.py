@@ -1,19 +1,11 @@
 """DELETE from a Delta table, exactly once per task instance (``DeltaTable.delete`` in a task).
 
-One execution:
-
-1. renders and checks the predicate (a blank one is refused: a template that rendered nothing must
-   never empty a table; only ``predicate=None`` written in the DAG deletes every row);
-2. works out its idempotency key as OPTIMIZE does (``app_id`` = the task instance, ``app_version``
-   equal across retries and raised by a clear) and, when the table already holds it, reports the
-   recorded commit without reading a data file or starting Spark;
-3. deletes with the core: whole files for a partition predicate, deletion vectors where the table
-   enables them, else copy-on-write (with change data when the feed is on). With
-   ``evaluate_on_spark`` the rows are matched on Spark (a session opened as
-   :class:`~airflow_delta_provider.operators.pyspark.DeltaPySparkOperator` opens it), which returns
-   only the matching rows' positions; the deletion vectors, rewrites and the commit stay the core's.
-
-The table's asset event and OpenLineage output are those of the commit operators.
+The rendered predicate is checked first (a blank one is refused: a template that rendered nothing
+must never empty a table; only ``predicate=None`` written in the DAG deletes every row). The
+idempotency key is OPTIMIZE's; a table that already holds it reports the recorded commit without
+reading data or starting Spark. The core deletes (whole files, deletion vectors or copy-on-write);
+with ``evaluate_on_spark`` the rows are matched on Spark, which returns only their positions. The
+asset event and OpenLineage output are the commit operators'. See docs/operators.md.
 """
 
 from __future__ import annotations

@@ -1,22 +1,13 @@
 """Run a PySpark callable and commit the DataFrame it returns into a Delta table, idempotently.
 
-Built on the spark provider's :class:`~airflow.providers.apache.spark.operators.spark_pyspark.PySparkOperator`
-(``local[*]`` by default, a ``spark`` connection for a cluster, a ``spark_connect`` connection for
-Spark Connect). One execution:
-
-1. works out its idempotency key (see :mod:`airflow_delta_provider.operators.commit`) and, when
-   the table already holds it, reports the version holding it **without starting Spark**;
-2. runs the callable, which receives ``spark`` and returns a DataFrame;
-3. writes the DataFrame as Parquet to a fresh, non-hidden directory under the table root, one
-   per attempt (``<root>/airflow/<dag>__<task>/<run>__try<n>__<uuid>/<col=value>/part-...``),
-   in the table's partition layout, and removes Spark's hidden litter (``_SUCCESS``, ``.crc``);
-4. commits exactly those files with the core, with the txn of step 1.
-
-With ``source=`` the callable also receives another table's changes since the last source version
-this task consumed, and the commit records the consumed version (:mod:`.spark_source`).
-
-Files an attempt wrote but did not commit (it failed before the commit) are deleted when the
-attempt can tell; otherwise VACUUM removes them once they are older than the retention.
+Built on the spark provider's ``PySparkOperator`` (``local[*]`` by default, a ``spark`` connection
+for a cluster, ``spark_connect`` for Spark Connect). A task instance whose idempotency key the
+table already holds reports that version without starting Spark; otherwise the DataFrame is
+written as Parquet to a fresh directory per attempt under the table root
+(:mod:`.spark_attempt`) and exactly those files are committed with the txn. With ``source=`` the
+callable also receives another table's changes since this task's cursor (:mod:`.spark_source`).
+Files of an attempt that did not commit are deleted when it can tell, else by VACUUM later.
+See docs/operators.md.
 """
 
 from __future__ import annotations
