@@ -17,7 +17,17 @@ import numpy as np
 import pyarrow as pa
 
 from airflow_delta_provider.core.parquet_footer import unreadable
-from airflow_delta_provider.core.thrift import read_struct
+from airflow_delta_provider.core.thrift import (
+    T_FALSE,
+    T_I16,
+    T_I64,
+    T_STOP,
+    T_STRUCT,
+    T_TRUE,
+    read_struct,
+    skip_compact,
+    varint,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -45,6 +55,18 @@ def chunk_range(column: Any) -> tuple[int, int]:
     if column.has_dictionary_page and 0 < column.dictionary_page_offset < start:
         start = column.dictionary_page_offset
     return start, column.total_compressed_size
+
+
+def value_chunks_start(metadata: pq.FileMetaData, leaves: Sequence[tuple[int, ValueLeaf]]) -> int | None:
+    """Where the first of the leaves' column chunks starts in the file (None: it has none)."""
+    return min(
+        (
+            chunk_range(metadata.row_group(group).column(leaf.index))[0]
+            for group in range(metadata.num_row_groups)
+            for _, leaf in leaves
+        ),
+        default=None,
+    )
 
 
 def chunk_values(
@@ -182,8 +204,55 @@ _PAGE_HEADER: dict[int, Any] = {
 
 
 def read_page_header(data: bytes | memoryview, position: int) -> tuple[dict[int, Any], int]:
-    """A ``PageHeader`` as ``{field id: value}`` (:func:`read_struct`), without statistics."""
-    return read_struct(data, position, _PAGE_HEADER)
+    """A ``PageHeader`` as ``{field id: value}`` (:func:`read_struct`), without statistics.
+
+    Page headers as every writer lays them out (ascending short field ids, integers, the one
+    page header struct) are read in one loop; anything else by :func:`read_struct`.
+    """
+    try:
+        return _usual_page_header(data, position)
+    except _Unusual:
+        return read_struct(data, position, _PAGE_HEADER)
+
+
+class _Unusual(Exception):
+    """A page header laid out otherwise than :func:`_usual_page_header` reads."""
+
+
+def _usual_page_header(data: bytes | memoryview, position: int) -> tuple[dict[int, Any], int]:
+    """:func:`read_struct` of a ``PageHeader`` with :data:`_PAGE_HEADER`, in one loop: the page
+    type's header struct read in place, one-byte integers inline; :class:`_Unusual` for any
+    layout it does not read the same way (long field ids, other value types)."""
+    header: dict[int, Any] = {}
+    fields, wanted, field, outer = header, _PAGE_HEADER, 0, 0
+    while True:
+        byte = data[position]
+        position += 1
+        if byte == T_STOP:
+            if fields is header:
+                return header, position
+            fields, wanted, field = header, _PAGE_HEADER, outer
+            continue
+        if not byte >> 4:
+            raise _Unusual
+        field += byte >> 4
+        kind = byte & 0x0F
+        if field not in wanted:
+            position = skip_compact(data, position, kind, 1)
+        elif T_I16 <= kind <= T_I64:
+            value = data[position]
+            if value < 0x80:
+                position += 1
+            else:
+                value, position = varint(data, position)
+            fields[field] = (value >> 1) ^ -(value & 1)
+        elif kind in (T_TRUE, T_FALSE):
+            fields[field] = kind == T_TRUE
+        elif kind == T_STRUCT and fields is header and wanted[field] is not None:
+            outer, wanted, field = field, wanted[field], 0
+            fields = header[outer] = {}
+        else:
+            raise _Unusual
 
 
 # --- the values of many files' chunks ------------------------------------------------------
@@ -289,6 +358,9 @@ def _reduced(values: np.ndarray, int96: bool) -> np.ndarray:
     """What the bounds need of a page's values: a NaN if it holds one (floats); its least and
     greatest value (INT96: by day, then nanosecond)."""
     if not int96:
+        # min() is NaN when any value is: one pass, no mask, for the usual page without NaN.
+        if not len(values) or not np.isnan(values.min()):
+            return values[:0]
         nan: np.ndarray = values[np.isnan(values)][:1]
         return nan
     days, nanos = values["days"], values["nanos"]

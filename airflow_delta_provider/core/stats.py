@@ -11,6 +11,7 @@ get statistics follows ``delta.dataSkippingStatsColumns`` or the first
 
 from __future__ import annotations
 
+import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_delta_provider.core.errors import SchemaError
-from airflow_delta_provider.core.page_scan import read_leaf_values
+from airflow_delta_provider.core.page_scan import read_leaf_values, value_chunks_start
 from airflow_delta_provider.core.parquet_footer import (
     LOCAL_TAIL_BYTES,
     LOCAL_TAIL_STEP,
@@ -38,7 +39,7 @@ from airflow_delta_provider.core.stats_encoding import (
     NONE,
     Key,
     Leaf,
-    bound_json,
+    bounds_json,
     flat_object_json,
     int96_bounds,
     leaf_of,
@@ -234,10 +235,20 @@ def read_footers(
         if any(wanted):
             tails = list(zip(offsets, footers, strict=True))
             values = read_leaf_values(storage, paths[low:high], parsed, wanted, workers, tails)
-        done.extend(
-            plan.footer_info(metadata, float_bounds=nan, values=values[index] if values else None)
-            for index, (plan, metadata, nan) in enumerate(zip(plans, parsed, nan_bounds, strict=True))
-        )
+            if not remote:  # the next window's tails hold these chunks too, when they are near the end
+                nonlocal tail
+                tail = max(tail, _local_value_tail(parsed, wanted, tails))
+        infos: list[FooterInfo | None] = [None] * len(parsed)
+        for plan in dict.fromkeys(plans):  # files of one schema together: one plan, usually
+            files = [index for index, other in enumerate(plans) if other is plan]
+            found = plan.footer_infos(
+                [parsed[i] for i in files],
+                [nan_bounds[i] for i in files],
+                [values[i] if values else None for i in files],
+            )
+            for index, info in zip(files, found, strict=True):
+                infos[index] = info
+        done.extend(info for info in infos if info is not None)
         if len(paths) >= FOOTER_WINDOW:
             log.info("Read %d of %d Parquet footers.", len(done), len(paths))
 
@@ -254,6 +265,25 @@ def read_footers(
                 pending = reader.submit(fetch, windows[index + 1])
             build(window, fetched)
     return done
+
+
+def _local_value_tail(
+    parsed: list[pq.FileMetaData],
+    wanted: list[list[tuple[int, Leaf]]],
+    tails: list[tuple[int | None, bytes]],
+) -> int:
+    """A local tail size that holds the wanted chunks of files like these (whole
+    :data:`LOCAL_TAIL_STEP`), or 0 when no file's fit in :data:`TAIL_BYTES`: one read of a
+    few more kilobytes costs less than a second read of the file."""
+    longest = 0
+    for metadata, leaves, (offset, tail) in zip(parsed, wanted, tails, strict=True):
+        start = value_chunks_start(metadata, leaves) if leaves and offset is not None else None
+        if start is None or offset is None:
+            continue
+        span = offset + len(tail) - start
+        if longest < span <= TAIL_BYTES:
+            longest = span
+    return -(-longest // LOCAL_TAIL_STEP) * LOCAL_TAIL_STEP
 
 
 def _nan_in_bounds(created_by: str | None) -> bool:
@@ -275,9 +305,9 @@ class _StatsBuilder:
 
     def info(self, metadata: pq.FileMetaData) -> FooterInfo:
         """A footer's stats from the footer alone (no values read)."""
-        return self.plan(metadata, None).footer_info(
-            metadata, float_bounds=_nan_in_bounds(metadata.created_by)
-        )
+        return self.plan(metadata, None).footer_infos(
+            [metadata], [_nan_in_bounds(metadata.created_by)], [None]
+        )[0]
 
     def plan(self, metadata: pq.FileMetaData, footer: bytes | None) -> _SchemaPlan:
         """The plan of the footer's schema.
@@ -398,49 +428,48 @@ class _SchemaPlan:
                 trusted.add(position)
         return trusted, int96
 
-    def footer_info(
+    def footer_infos(
+        self,
+        files: Sequence[pq.FileMetaData],
+        float_bounds: Sequence[bool],
+        values: Sequence[Mapping[int, list[np.ndarray] | None] | None],
+    ) -> list[FooterInfo]:
+        """The stats of many files of this schema: each footer aggregated, then each stats
+        column's bounds turned into Delta's JSON for all the files at once (:func:`bounds_json`).
+
+        :param float_bounds: per file, whether its writer puts NaN into float bounds.
+        :param values: per file, per leaf position of :meth:`value_leaves`, the values read
+            (None: unread).
+        """
+        aggregates = [
+            self._aggregate(metadata, nan, found)
+            for metadata, nan, found in zip(files, float_bounds, values, strict=True)
+        ]
+        converted = self._converted_bounds(aggregates)
+        return [self._info(aggregate, converted, index) for index, aggregate in enumerate(aggregates)]
+
+    def _aggregate(
         self,
         metadata: pq.FileMetaData,
-        *,
         float_bounds: bool,
-        values: Mapping[int, list[np.ndarray] | None] | None = None,
-    ) -> FooterInfo:
-        """:param values: per leaf position of :meth:`value_leaves`, the values read (None: unread)."""
-        num_records = metadata.num_rows
-        bounded = self._bounded[float_bounds].copy()
-        trusted, int96 = self._value_bounds(values) if values else (set(), {})
-        for position in trusted:
-            bounded[position] = True
-        aggregate = self._aggregate(metadata, bounded)
-        # Bounds are all-or-none per file: a column with values and no usable bounds settles it
-        # before any value is converted.
-        exact = all(
-            (bounded[at] and aggregate.lows[at] is not None)
-            or (int96.get(at) is not None and aggregate.null_counts[at] is not None)
-            or aggregate.null_counts[at] == num_records
-            or not boundable
-            for at, boundable in self._target_leaves
-        )
-        entries = self._entries(num_records, aggregate, bounded, int96, exact=exact)
-        object_json = flat_object_json if self._flat else nested_object_json
-        stats = f'{{"numRecords":{num_records}'
-        if entries.min_values and entries.exact:
-            low, high = object_json(entries.min_values), object_json(entries.max_values)
-            stats += f',"minValues":{low},"maxValues":{high}'
-        if entries.null_count:
-            stats += f',"nullCount":{object_json(entries.null_count)}'
-        return FooterInfo(num_records, self._view(aggregate.null_counts), stats + "}")
-
-    def _aggregate(self, metadata: pq.FileMetaData, bounded: list[bool]) -> _Aggregate:
-        """Every leaf's null count and, where ``bounded``, its min and max over the row groups;
-        ``bounded`` is cleared where a row group holding values has no usable bounds.
+        values: Mapping[int, list[np.ndarray] | None] | None,
+    ) -> _Aggregate:
+        """A file's null count per leaf and, for the stats leaves whose footer bounds hold, their
+        min and max over the row groups; whether its bounds can all be exact.
 
         The hot loop: one statistics object per column chunk, each property read once
         (``null_count`` / ``min_raw`` are None when the footer has none); min/max only for stats
         columns, null counts for every leaf (the Delta view's nullability needs them).
         """
         count = len(self.leaves)
-        found = _Aggregate([0 if self.mapped else None] * count, [None] * count, [None] * count)
+        bounded = self._bounded[float_bounds].copy()
+        trusted, int96 = self._value_bounds(values) if values else (set(), {})
+        for position in trusted:
+            bounded[position] = True
+        found = _Aggregate(
+            metadata.num_rows, [0 if self.mapped else None] * count, [None] * count, [None] * count
+        )
+        found.bounded, found.int96 = bounded, int96
         null_counts, lows, highs = found.null_counts, found.lows, found.highs
         for group in range(metadata.num_row_groups if self.mapped else 0):
             row_group = metadata.row_group(group)
@@ -467,54 +496,86 @@ class _SchemaPlan:
                         bounded[position] = False
                         continue
                     if kind == DECIMAL_BYTES:
-                        low, high = (
-                            int.from_bytes(low, "big", signed=True),
-                            int.from_bytes(high, "big", signed=True),
-                        )
+                        low = int.from_bytes(low, "big", signed=True)
+                        high = int.from_bytes(high, "big", signed=True)
                     current = lows[position]
                     lows[position] = low if current is None else min(current, low)
                     current = highs[position]
                     highs[position] = high if current is None else max(current, high)
                 except (ValueError, OverflowError, TypeError, pa.ArrowException):
                     bounded[position] = False  # values Python cannot hold (a date in year 0): no bounds
+        # Bounds are all-or-none per file: a column with values and no usable bounds settles it
+        # before any value is converted.
+        found.exact = all(
+            (bounded[at] and lows[at] is not None)
+            or (int96.get(at) is not None and null_counts[at] is not None)
+            or null_counts[at] == found.num_records
+            or not boundable
+            for at, boundable in self._target_leaves
+        )
         return found
 
-    def _entries(
-        self,
-        num_records: int,
-        aggregate: _Aggregate,
-        bounded: list[bool],
-        int96: dict[int, tuple[str, str] | None],
-        *,
-        exact: bool,
-    ) -> _Entries:
-        """The stats columns' JSON values: null counts, and bounds while they are all exact."""
-        entries = _Entries([], [], [], exact)
+    def _converted_bounds(self, aggregates: list[_Aggregate]) -> dict[int, list[tuple[str, str] | None]]:
+        """Per stats leaf, per file, its footer min/max as Delta's JSON (None: none, or not needed)."""
+        converted: dict[int, list[tuple[str, str] | None]] = {}
+        for at in dict.fromkeys(at for at, _ in self._target_leaves):
+            files = [
+                index
+                for index, found in enumerate(aggregates)
+                if found.exact
+                and found.bounded[at]
+                and found.lows[at] is not None
+                and found.highs[at] is not None
+            ]
+            if not files:
+                continue
+            column = bounds_json(
+                self.leaves[at],
+                [aggregates[i].lows[at] for i in files],
+                [aggregates[i].highs[at] for i in files],
+            )
+            bounds: list[tuple[str, str] | None] = [None] * len(aggregates)
+            converted[at] = bounds
+            for index, bound in zip(files, column, strict=True):
+                bounds[index] = bound
+        return converted
+
+    def _info(
+        self, found: _Aggregate, converted: dict[int, list[tuple[str, str] | None]], index: int
+    ) -> FooterInfo:
+        """One file's stats JSON (bounds while they are all exact) and its Delta schema."""
+        num_records = found.num_records
+        min_values: list[tuple[Key, str]] = []
+        max_values: list[tuple[Key, str]] = []
+        null_count: list[tuple[Key, str]] = []
+        exact = found.exact
         for key, at, present in self.targets:
             if at is None:
                 if not present:
                     # Delta: a column missing from the file is null in every row of it.
-                    entries.null_count.append((key, str(num_records)))
+                    null_count.append((key, str(num_records)))
                 continue
-            column_nulls = aggregate.null_counts[at]
+            column_nulls = found.null_counts[at]
             if column_nulls is not None:
-                entries.null_count.append((key, str(column_nulls)))
-            if not entries.exact:
+                null_count.append((key, str(column_nulls)))
+            if not exact:
                 continue
             # Bounds only with a null count: delta-rs 1.6 reads bounds without one as "no nulls".
-            bound = int96.get(at) if column_nulls is not None else None
-            low, high = aggregate.lows[at], aggregate.highs[at]
-            if bound is None and bounded[at] and low is not None and high is not None:
-                try:
-                    bound = bound_json(self.leaves[at], low, high)
-                except (ValueError, OverflowError, ArithmeticError, TypeError):
-                    bound = None
+            bound = found.int96.get(at) if column_nulls is not None else None
+            if bound is None and at in converted:
+                bound = converted[at][index]
             if bound is not None:
-                entries.min_values.append((key, bound[0]))
-                entries.max_values.append((key, bound[1]))
+                min_values.append((key, bound[0]))
+                max_values.append((key, bound[1]))
             elif column_nulls != num_records and self.leaves[at].boundable:
-                entries.exact = False  # values without exact bounds (or an unknown null count)
-        return entries
+                exact = False  # values without exact bounds (or an unknown null count)
+        object_json = flat_object_json if self._flat else nested_object_json
+        stats = f'{{"numRecords":{num_records}'
+        if min_values and exact:
+            stats += f',"minValues":{object_json(min_values)},"maxValues":{object_json(max_values)}'
+        if null_count:
+            stats += f',"nullCount":{object_json(null_count)}'
+        return FooterInfo(num_records, self._view(found.null_counts), stats + "}")
 
     def _view(self, null_counts: list[int | None]) -> pa.Schema:
         """The file's schema as Delta sees it, one per pattern of columns without nulls."""
@@ -531,21 +592,17 @@ class _SchemaPlan:
 
 @dataclass
 class _Aggregate:
-    """Per leaf of a file: its null count (None: unknown) and its min and max over row groups."""
+    """What one file's footer (and the values read) say, per leaf: its null count (None:
+    unknown), its min and max over the row groups where ``bounded``, INT96 bounds from values."""
 
+    num_records: int
     null_counts: list[int | None]
     lows: list[Any]
     highs: list[Any]
-
-
-@dataclass
-class _Entries:
-    """A file's stats values as JSON, by stats column, and whether its bounds are all exact."""
-
-    min_values: list[tuple[Key, str]]
-    max_values: list[tuple[Key, str]]
-    null_count: list[tuple[Key, str]]
-    exact: bool
+    bounded: list[bool] = dataclasses.field(default_factory=list)
+    int96: dict[int, tuple[str, str] | None] = dataclasses.field(default_factory=dict)
+    #: whether every stats column with values can get an exact bound
+    exact: bool = True
 
 
 def _parquet_leaves(

@@ -9,17 +9,17 @@ value that has no exact bound gives None: the file then keeps no bounds at all (
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import numpy as np
 import pyarrow as pa
-
-if TYPE_CHECKING:
-    import numpy as np
 
 #: Delta's ``spark.databricks.delta.stats.truncateStringLength``.
 STRING_PREFIX_LENGTH = 32
@@ -165,6 +165,108 @@ def bound_json(leaf: Leaf, low: Any, high: Any) -> tuple[str, str] | None:
     return (stats_json(bounds[0]), stats_json(bounds[1])) if bounds is not None else None
 
 
+def bounds_json(leaf: Leaf, lows: Sequence[Any], highs: Sequence[Any]) -> list[tuple[str, str] | None]:
+    """:func:`bound_json` of one column in many files at once: the usual kinds as whole columns
+    (numpy, Arrow), any value they cannot take (out of range, to be truncated, to be escaped)
+    one by one."""
+    kind = leaf.kind
+    if kind == INT:
+        return [(str(int(low)), str(int(high))) for low, high in zip(lows, highs, strict=True)]
+    if kind == FLOAT:
+        return [_float_bounds(low, high) for low, high in zip(lows, highs, strict=True)]
+    if kind == TIMESTAMP:
+        texts = _millis_texts(_floor_div(lows, leaf.divisor), _ceil_div(highs, leaf.divisor))
+        suffix = 'Z"' if leaf.utc else '"'
+        return [None if t is None else (f'"{t[0]}{suffix}', f'"{t[1]}{suffix}') for t in texts]
+    if kind == DATE:
+        return _date_bounds(lows, highs)
+    if kind == STRING:
+        short = _short_text_bounds(lows, highs)
+        if short is not None:
+            return list(short)
+    return [_one_bound(leaf, low, high) for low, high in zip(lows, highs, strict=True)]
+
+
+def _one_bound(leaf: Leaf, low: Any, high: Any) -> tuple[str, str] | None:
+    try:
+        return bound_json(leaf, low, high)
+    except (ValueError, OverflowError, ArithmeticError, TypeError):
+        return None  # a value Python cannot hold or Delta cannot write: no exact bound
+
+
+def _float_bounds(low: float, high: float) -> tuple[str, str] | None:
+    # Only for writers that put NaN into min/max: finite bounds mean no NaN. (``json.dumps`` of a
+    # finite float is its ``repr``.)
+    low, high = float(low), float(high)
+    return (repr(low), repr(high)) if math.isfinite(low) and math.isfinite(high) else None
+
+
+#: Milliseconds of 0001-01-01 and of the last of 9999-12-31: the years Delta's JSON writes.
+_FIRST_MS = -62_135_596_800_000
+_LAST_MS = 253_402_300_799_999
+_FIRST_DAY, _LAST_DAY = _FIRST_MS // 86_400_000, _LAST_MS // 86_400_000
+
+
+def _floor_div(values: Sequence[int], divisor: int) -> np.ndarray:
+    array = np.array(values, dtype=np.int64)
+    return array // divisor if divisor != 1 else array
+
+
+def _ceil_div(values: Sequence[int], divisor: int) -> np.ndarray:
+    """``values / divisor`` rounded up, without the overflow of ``-(-x // d)`` at the int64 minimum."""
+    array = np.array(values, dtype=np.int64)
+    if divisor == 1:
+        return array
+    quotient: np.ndarray = array // divisor
+    rounded: np.ndarray = quotient + (array - quotient * divisor != 0)
+    return rounded
+
+
+def _millis_texts(lows: np.ndarray, highs: np.ndarray) -> list[tuple[str, str] | None]:
+    """ISO texts of millisecond instants (``YYYY-MM-DDTHH:MM:SS.mmm``), None outside years 1-9999."""
+    inside = (lows >= _FIRST_MS) & (highs <= _LAST_MS) & (lows <= _LAST_MS) & (highs >= _FIRST_MS)
+    low_texts = np.datetime_as_string(np.where(inside, lows, 0).astype("datetime64[ms]"), unit="ms")
+    high_texts = np.datetime_as_string(np.where(inside, highs, 0).astype("datetime64[ms]"), unit="ms")
+    return [
+        (str(low), str(high)) if ok else None
+        for low, high, ok in zip(low_texts.tolist(), high_texts.tolist(), inside.tolist(), strict=True)
+    ]
+
+
+def _date_bounds(lows: Sequence[int], highs: Sequence[int]) -> list[tuple[str, str] | None]:
+    low_days, high_days = np.array(lows, dtype=np.int64), np.array(highs, dtype=np.int64)
+    inside = (low_days >= _FIRST_DAY) & (high_days <= _LAST_DAY) & (low_days <= _LAST_DAY)
+    inside &= high_days >= _FIRST_DAY
+    low_texts = np.datetime_as_string(np.where(inside, low_days, 0).astype("datetime64[D]"))
+    high_texts = np.datetime_as_string(np.where(inside, high_days, 0).astype("datetime64[D]"))
+    return [
+        (f'"{low}"', f'"{high}"') if ok else None
+        for low, high, ok in zip(low_texts.tolist(), high_texts.tolist(), inside.tolist(), strict=True)
+    ]
+
+
+#: Bytes a JSON string must escape: control characters, the quote and the backslash.
+_ESCAPED = re.compile(rb'[\x00-\x1f"\\]')
+
+
+def _short_text_bounds(lows: Sequence[Any], highs: Sequence[Any]) -> list[tuple[str, str]] | None:
+    """String bounds needing neither truncation nor escapes (at most :data:`STRING_PREFIX_LENGTH`
+    bytes, none to escape, valid UTF-8), quoted as they are; None when any needs either."""
+    if not all(type(value) is bytes for value in itertools.chain(lows, highs)):
+        return None
+    if max(map(len, itertools.chain(lows, highs)), default=0) > STRING_PREFIX_LENGTH:
+        return None
+    joined = b"".join(itertools.chain(lows, highs))
+    if _ESCAPED.search(joined):
+        return None
+    try:
+        joined.decode()
+    except UnicodeDecodeError:
+        return None
+    # A valid UTF-8 text is a sequence of valid UTF-8 values: each decodes.
+    return [(f'"{low.decode()}"', f'"{high.decode()}"') for low, high in zip(lows, highs, strict=True)]
+
+
 def boundable(arrow_type: pa.DataType) -> bool:
     """Whether readers may expect bounds for a column of this type (all but binaries)."""
     types = pa.types
@@ -187,14 +289,8 @@ def _millis_json(millis: int, utc: bool) -> str:
 
 #: Spark's marker of INT96 values rebased to the Julian calendar (``LEGACY`` rebase mode).
 LEGACY_INT96 = b"org.apache.spark.legacyINT96"
-
-
 _JULIAN_EPOCH_DAY = 2_440_588  # the Julian day number of 1970-01-01
-
-
 _DAY_MS = 86_400_000
-
-
 _DAY_NS = 86_400_000_000_000
 
 

@@ -167,6 +167,10 @@ def skip_compact(data: bytes | memoryview, position: int, kind: int, depth: int)
                 while data[position] & 0x80:
                     position += 1
                 position += 1
+            elif field_kind == T_BINARY and data[position] < 0x80:  # a short string: inline
+                position += 1 + data[position]
+                if position > len(data):
+                    raise ValueError("binary past the end")
             elif field_kind not in (T_TRUE, T_FALSE):
                 position = skip_compact(data, position, field_kind, depth + 1)
     raise ValueError(f"unknown compact type {kind}")

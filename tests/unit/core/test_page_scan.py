@@ -16,6 +16,7 @@ from airflow_delta_provider.core.page_scan import DTYPES, _reduced, chunk_range,
 from airflow_delta_provider.core.stats import read_footers
 from airflow_delta_provider.core.stats_encoding import int96_bounds
 from airflow_delta_provider.core.storage import open_store
+from airflow_delta_provider.core.thrift import read_struct
 
 VALUES = [1.0, float("nan"), None, -2.5, 0.0, float("inf")] * 300
 
@@ -148,3 +149,53 @@ def test_int96_pages_are_reduced_to_their_extremes():
         assert int96_bounds(_reduced(values, True)) == int96_bounds(values)
     assert _reduced(np.array([1.0, float("nan"), 2.0]), False).size == 1
     assert _reduced(np.array([1.0, 2.0]), False).size == 0
+
+
+def _page_headers(data: bytes) -> list[tuple[bytes, int]]:
+    """(chunk, position) of every page header of every column chunk of a file."""
+    metadata = pq.read_metadata(pa.BufferReader(data))
+    found = []
+    for group in range(metadata.num_row_groups):
+        for index in range(metadata.num_columns):
+            start, length = chunk_range(metadata.row_group(group).column(index))
+            chunk, position = data[start : start + length], 0
+            while position < len(chunk):
+                found.append((chunk, position))
+                header, position = read_struct(chunk, position, page_scan._PAGE_HEADER)
+                position += header[3]
+    return found
+
+
+def _either(read, data: bytes, position: int) -> object:
+    try:
+        return read(data, position)
+    except (IndexError, ValueError) as err:
+        return type(err)
+
+
+def test_page_headers_read_in_one_loop_are_those_read_field_by_field(varied_parquet):
+    """Every page header of varied files (dictionary, v1 and v2 data pages, page statistics,
+    CRCs, each codec), and each with one byte damaged: the same fields, or the same error."""
+    table = pa.table({"f": VALUES, "s": [str(v) for v in VALUES], "l": [[1, None]] * len(VALUES)})
+    files = [
+        *varied_parquet.values(),
+        _parquet(table, data_page_version="2.0", compression="zstd", write_page_checksum=True),
+        _parquet(table, use_dictionary=False, compression="gzip", data_page_size=512),
+        _parquet(table, column_encoding={"f": "BYTE_STREAM_SPLIT", "s": "PLAIN"}, use_dictionary=False),
+    ]
+    headers = [found for data in files for found in _page_headers(data)]
+    assert len(headers) > 100
+
+    def reference(data: bytes, position: int) -> object:
+        return read_struct(data, position, page_scan._PAGE_HEADER)
+
+    for chunk, position in headers:
+        # pyarrow's headers all take the one loop, without falling back.
+        assert page_scan._usual_page_header(chunk, position) == reference(chunk, position)
+        end = reference(chunk, position)[1]
+        for at in range(position, end):
+            for byte in (0x00, 0x15, 0x1C, 0x26, 0x7F, 0x80, 0xFF):
+                damaged = chunk[:at] + bytes([byte]) + chunk[at + 1 : end]
+                assert _either(page_scan.read_page_header, damaged, position) == _either(
+                    reference, damaged, position
+                )

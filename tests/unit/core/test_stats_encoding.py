@@ -6,10 +6,19 @@ import datetime as dt
 from decimal import Decimal
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from airflow_delta_provider.core.page_scan import DTYPES
 from airflow_delta_provider.core.stats_encoding import (
+    DATE,
+    FLOAT,
+    INT,
+    STRING,
+    TIMESTAMP,
+    Leaf,
+    bound_json,
+    bounds_json,
     int96_bounds,
     stats_json,
     truncate_max_string,
@@ -67,3 +76,110 @@ def test_int96_bounds_come_from_julian_days_and_nanoseconds(values, bounds):
 
 def test_stats_json_writes_decimals_without_exponent():
     assert stats_json({"a": {"b": Decimal("1E-7")}, "n": 1}) == '{"a":{"b":0.0000001},"n":1}'
+
+
+# --- one column of many files at once, as each file alone --------------------------------
+
+_MS = {"milliseconds": 1, "microseconds": 1000, "nanoseconds": 1_000_000}
+#: Raw footer values at and past the edges of what Delta's JSON can write, per kind.
+_EDGE_INTS = [
+    0,
+    1,
+    -1,
+    999,
+    -999,
+    1000,
+    -1001,
+    1_704_067_200_123_456,
+    -62_135_596_800_000_001,  # just before year 1 in microseconds
+    -62_135_596_800_000_000,
+    253_402_300_799_999_999,  # the last microsecond of year 9999
+    253_402_300_800_000_000,
+    -62_135_596_800_000,  # milliseconds
+    253_402_300_799_999,
+    253_402_300_800_000,
+    2**63 - 1,
+    -(2**63),
+]
+_EDGE_DAYS = [0, -1, 19_723, -719_162, -719_163, 2_932_896, 2_932_897, -365_000, 2**31 - 1, -(2**31)]
+_EDGE_STRINGS = [
+    b"",
+    b"a",
+    b"name-000005999",
+    b"x" * 32,
+    b"x" * 33,
+    b'quote " inside',
+    b"back\\slash",
+    b"tab\tnew\nline\x00nul\x1f",
+    "é".encode() * 16,  # 32 bytes, 16 characters
+    "é".encode() * 17,  # 34 bytes, 17 characters: no truncation needed either
+    ("x" * 32 + "é" + "y").encode(),
+    ("x" * 32 + "\U0010ffff" * 33).encode(),  # no bound within twice the prefix
+    "\U0010ffff".encode(),
+    "\u2028 line separator \x7f".encode(),
+    b"\xff\xfe not UTF-8",
+    b"\xed\xa0\x80",  # an encoded surrogate: not UTF-8 either
+]
+_EDGE_FLOATS = [0.0, -0.0, 1.5, -2.25, 1e300, -1e-300, 5e-324, float("inf"), float("-inf"), float("nan"), 0.1]
+
+
+def _leaf(kind: int, **fields: object) -> Leaf:
+    leaf = Leaf(0, ("c",), pa.int64(), int96=False, kind=kind, floating=kind == FLOAT, boundable=True)
+    for name, value in fields.items():
+        setattr(leaf, name, value)
+    return leaf
+
+
+def _one_by_one(leaf: Leaf, lows: list, highs: list) -> list:
+    """What the per-file route wrote: :func:`bound_json` per file, None where it raised."""
+    out = []
+    for low, high in zip(lows, highs, strict=True):
+        try:
+            out.append(bound_json(leaf, low, high))
+        except (ValueError, OverflowError, ArithmeticError, TypeError):
+            out.append(None)
+    return out
+
+
+def _pairs(values: list) -> tuple[list, list]:
+    """Every ordered pair of the values, as lows and highs (one file each)."""
+    lows = [low for low in values for _ in values]
+    highs = [high for _ in values for high in values]
+    return lows, highs
+
+
+@pytest.mark.parametrize(
+    "leaf",
+    [
+        _leaf(INT),
+        _leaf(FLOAT),
+        _leaf(DATE),
+        _leaf(STRING),
+        *[_leaf(TIMESTAMP, divisor=_MS[unit], utc=utc) for unit in _MS for utc in (False, True)],
+    ],
+    ids=lambda leaf: f"kind{leaf.kind}-div{leaf.divisor}-utc{leaf.utc}",
+)
+def test_bounds_of_many_files_are_those_of_each_file_alone(leaf):
+    values = {
+        INT: _EDGE_INTS,
+        FLOAT: _EDGE_FLOATS,
+        DATE: _EDGE_DAYS,
+        STRING: _EDGE_STRINGS,
+        TIMESTAMP: _EDGE_INTS,
+    }[leaf.kind]
+    lows, highs = _pairs(values)
+    expected = _one_by_one(leaf, lows, highs)
+    assert bounds_json(leaf, lows, highs) == expected
+    # A column whose values all take the whole-column route (short, plain strings; in range).
+    plain = [i for i, bound in enumerate(expected) if bound is not None]
+    found = bounds_json(leaf, [lows[i] for i in plain], [highs[i] for i in plain])
+    assert found == [expected[i] for i in plain]
+    assert bounds_json(leaf, [], []) == []
+
+
+def test_string_bounds_of_short_plain_strings_are_quoted_as_they_are():
+    leaf = _leaf(STRING)
+    assert bounds_json(leaf, [b"a", "é".encode()], [b"b", b"z" * 32]) == [
+        ('"a"', '"b"'),
+        ('"é"', '"' + "z" * 32 + '"'),
+    ]
