@@ -57,18 +57,6 @@ def chunk_range(column: Any) -> tuple[int, int]:
     return start, column.total_compressed_size
 
 
-def value_chunks_start(metadata: pq.FileMetaData, leaves: Sequence[tuple[int, ValueLeaf]]) -> int | None:
-    """Where the first of the leaves' column chunks starts in the file (None: it has none)."""
-    return min(
-        (
-            chunk_range(metadata.row_group(group).column(leaf.index))[0]
-            for group in range(metadata.num_row_groups)
-            for _, leaf in leaves
-        ),
-        default=None,
-    )
-
-
 def chunk_values(
     chunk: bytes, physical_type: str, compression: str, max_definition: int, max_repetition: int
 ) -> list[np.ndarray] | None:
@@ -274,12 +262,16 @@ def read_leaf_values(
     wanted: Sequence[Sequence[tuple[int, ValueLeaf]]],
     workers: int,
     tails: list[tuple[int | None, bytes]],
+    missed: list[int] | None = None,
 ) -> list[dict[int, list[np.ndarray] | None]]:
     """Per file, the values of the wanted leaves (by leaf position) as arrays, one per page that
     holds any, from their column chunks: taken from the file's tail already read (``tails``:
     where it starts in the file, and its bytes) when it holds them, else one ranged read per
     chunk, all of a window's at once; None where a page cannot be read
-    (:func:`chunk_values`). Fixed-width values only: floats and INT96."""
+    (:func:`chunk_values`). Fixed-width values only: floats and INT96.
+
+    :param missed: if given, gets for each chunk read separately from a tail that ends the
+        file how many bytes from its start to the end of the file it is."""
     requests: list[tuple[int, int, ValueLeaf, str]] = []  # (file, position, leaf, codec)
     starts: list[int] = []
     lengths: list[int] = []
@@ -298,6 +290,8 @@ def read_leaf_values(
                     chunks.append(tail[start - offset : start - offset + length])
                 else:
                     chunks.append(None)
+                    if missed is not None and offset is not None:
+                        missed.append(offset + len(tail) - start)
     found: list[dict[int, list[np.ndarray] | None]] = [{at: [] for at, _ in leaves} for leaves in wanted]
     # Read in batches of at most VALUE_BATCH_BYTES, each chunk reduced to what the bounds need as
     # soon as it is decoded: large files' float columns are never all held at once.

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_delta_provider.core.errors import SchemaError
-from airflow_delta_provider.core.page_scan import read_leaf_values, value_chunks_start
+from airflow_delta_provider.core.page_scan import read_leaf_values
 from airflow_delta_provider.core.parquet_footer import (
     LOCAL_TAIL_BYTES,
     LOCAL_TAIL_STEP,
@@ -234,10 +234,11 @@ def read_footers(
         values = None
         if any(wanted):
             tails = list(zip(offsets, footers, strict=True))
-            values = read_leaf_values(storage, paths[low:high], parsed, wanted, workers, tails)
-            if not remote:  # the next window's tails hold these chunks too, when they are near the end
+            missed: list[int] = []
+            values = read_leaf_values(storage, paths[low:high], parsed, wanted, workers, tails, missed)
+            if not remote:  # the next window's tails hold such chunks too, when they are near the end
                 nonlocal tail
-                tail = max(tail, _local_value_tail(parsed, wanted, tails))
+                tail = max(tail, _local_value_tail(missed))
         infos: list[FooterInfo | None] = [None] * len(parsed)
         for plan in dict.fromkeys(plans):  # files of one schema together: one plan, usually
             files = [index for index, other in enumerate(plans) if other is plan]
@@ -267,22 +268,11 @@ def read_footers(
     return done
 
 
-def _local_value_tail(
-    parsed: list[pq.FileMetaData],
-    wanted: list[list[tuple[int, Leaf]]],
-    tails: list[tuple[int | None, bytes]],
-) -> int:
-    """A local tail size that holds the wanted chunks of files like these (whole
-    :data:`LOCAL_TAIL_STEP`), or 0 when no file's fit in :data:`TAIL_BYTES`: one read of a
-    few more kilobytes costs less than a second read of the file."""
-    longest = 0
-    for metadata, leaves, (offset, tail) in zip(parsed, wanted, tails, strict=True):
-        start = value_chunks_start(metadata, leaves) if leaves and offset is not None else None
-        if start is None or offset is None:
-            continue
-        span = offset + len(tail) - start
-        if longest < span <= TAIL_BYTES:
-            longest = span
+def _local_value_tail(missed: list[int]) -> int:
+    """A local tail size (whole :data:`LOCAL_TAIL_STEP`) that holds the chunks read apart from
+    their tails, as many as fit in :data:`TAIL_BYTES`: one read of a few more kilobytes costs
+    less than a second read of the file."""
+    longest = max((span for span in missed if span <= TAIL_BYTES), default=0)
     return -(-longest // LOCAL_TAIL_STEP) * LOCAL_TAIL_STEP
 
 

@@ -497,3 +497,33 @@ def test_local_tails_grow_to_the_footers_seen(tmp_path, monkeypatch):
     assert all(length >= footer + 8 for length in reads[8:])
     expected = [stats_module.footer_info(pq.read_metadata(p), columns) for p in paths]
     assert [i.stats for i in infos] == [e.stats for e in expected]
+
+
+def test_local_tails_grow_to_hold_the_float_chunks_of_files_like_the_first(tmp_path, monkeypatch):
+    """Files of one write lie alike: once a window had to read its float chunks apart, later
+    windows' tails hold them (one read per file), unless they lie further from the end than an
+    object store's tail; the stats are those of reading each chunk apart."""
+    from airflow_delta_provider.core import stats as stats_module
+
+    paths = []
+    for n, rows in enumerate([3_000] * 8 + [60_000] * 4):
+        table = pa.table({"f": [k + 0.5 for k in range(rows)], "s": [f"s{k:08d}" for k in range(rows)]})
+        pq.write_table(table, tmp_path / f"p{n:02d}.parquet", use_dictionary=False, compression="none")
+        paths.append(str(tmp_path / f"p{n:02d}.parquet"))
+    storage = open_store(str(tmp_path))
+    reads: list[str] = []
+    original = type(storage).read_range
+
+    def counted(self, path, start, length):
+        reads.append(path)
+        return original(self, path, start, length)
+
+    monkeypatch.setattr(type(storage), "read_range", counted)
+    monkeypatch.setattr(stats_module, "FOOTER_WINDOW", 4)
+    infos = read_footers(storage, paths, stats_columns=[("f",), ("s",)])
+    # The first window: tail and chunk per file; the second: the tail alone; the third's float
+    # chunks (~480 KB before the end) are beyond any tail: read apart again.
+    assert [reads.count(p) for p in paths] == [2] * 4 + [1] * 4 + [2] * 4
+    alone = [read_footers(storage, [path], stats_columns=[("f",), ("s",)])[0] for path in paths]
+    assert [i.stats for i in infos] == [i.stats for i in alone]  # each chunk read apart
+    assert all('"maxValues"' in i.stats for i in infos)
