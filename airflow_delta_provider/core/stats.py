@@ -181,8 +181,9 @@ def read_footers(
     """:func:`read_footer` for many files: their tails read concurrently, the stats built from them.
 
     Each file costs one ranged read of its tail (:data:`TAIL_BYTES` on object stores; on local
-    disks :data:`LOCAL_TAIL_BYTES`, then as much as the largest footer read so far; a second,
-    exact read when its footer is larger),
+    disks :data:`LOCAL_TAIL_BYTES`, then as much as the largest footer read so far, or as the
+    float chunks a window had to read apart when they lie within :data:`TAIL_BYTES` of the end;
+    a second, exact read when its footer is larger),
     at most ``max_workers`` at a time. On object stores the next :data:`FOOTER_WINDOW` files
     are read (in a thread that only waits for the network) while the footers already read are
     parsed and turned into stats. Local files are read, parsed and turned into stats in the
