@@ -10,6 +10,7 @@ gives None and the caller decodes the column with pyarrow: a shortcut, never a s
 from __future__ import annotations
 
 import bisect
+import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -39,9 +40,8 @@ _FOOTER_SPEC: dict[int, Any] = {2: None, 4: {1: {4: None, 5: None, 6: None, 7: N
 #: Where a column chunk's offset index and column index are: (offset, length) or None.
 _Locations = tuple[tuple[int, int] | None, tuple[int, int] | None]
 _Footer = tuple["_Node", list[list[_Locations]]]
-#: Footers parsed, by (path, size): checkpoint files are never rewritten under their name.
-_FOOTERS: dict[tuple[str, int], _Footer] = {}
-_FOOTERS_KEPT = 16
+#: Bytes read from a file's end at first: its footer and trailer, most often in one read.
+_TAIL = 64 * 1024
 
 
 #: Ranges closer than this are read as one span.
@@ -113,30 +113,17 @@ class CheckpointPages:
     # --- footer ----------------------------------------------------------------------------
 
     def _footer(self) -> _Footer:
-        """The schema tree and each column chunk's page index locations (parsed once per file)."""
+        """The schema tree and each column chunk's page index locations."""
         if self._parsed is None:
             size = self._size()
-            key = (self._path, size)
-            parsed = _FOOTERS.get(key)
-            if parsed is None:
-                parsed = _FOOTERS[key] = self._parse_footer(size)
-                while len(_FOOTERS) > _FOOTERS_KEPT:
-                    del _FOOTERS[next(iter(_FOOTERS))]
-            self._parsed = parsed
+            [tail] = self._read([(max(size - _TAIL, 0), min(size, _TAIL))])
+            if len(tail) < 8 or tail[-4:] != b"PAR1":
+                raise Unreadable("no Parquet trailer")
+            length = int.from_bytes(tail[-8:-4], "little")
+            if length + 8 > len(tail):
+                [tail] = self._read([(size - 8 - length, length + 8)])
+            self._parsed = _parsed_footer(bytes(tail[len(tail) - 8 - length : -8]))
         return self._parsed
-
-    def _parse_footer(self, size: int) -> _Footer:
-        [tail] = self._read([(size - 8, 8)])
-        if tail[4:] != b"PAR1":
-            raise Unreadable("no Parquet trailer")
-        length = int.from_bytes(tail[:4], "little")
-        [footer] = self._read([(size - 8 - length, length)])
-        meta, _ = read_struct(footer, 0, _FOOTER_SPEC)
-        indexes = [
-            [(_location(chunk, 4, 5), _location(chunk, 6, 7)) for chunk in row_group[1]]
-            for row_group in meta[4]
-        ]
-        return _schema_tree(meta[2]), indexes
 
     def _size(self) -> int:
         info = self._storage.info(self._path)
@@ -263,6 +250,18 @@ class CheckpointPages:
 # --- footer pieces ------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=16)
+def _parsed_footer(footer: bytes) -> _Footer:
+    """The footer's schema tree and page index locations, parsed once per footer content: the
+    same bytes parse the same (the checkpoints of a table, read snapshot after snapshot, or a copy
+    of one, do not parse again). Callers do not change what it returns."""
+    meta, _ = read_struct(footer, 0, _FOOTER_SPEC)
+    indexes = [
+        [(_location(chunk, 4, 5), _location(chunk, 6, 7)) for chunk in row_group[1]] for row_group in meta[4]
+    ]
+    return _schema_tree(meta[2]), indexes
+
+
 def _schema_tree(elements: list[dict[int, Any]]) -> _Node:
     """The schema's node tree from its flattened SchemaElements, leaves numbered as columns."""
     position = 0
@@ -332,6 +331,7 @@ def _probe(top: _Node, leaves: list[_Node]) -> int:
     raise Unreadable("no key field")
 
 
+@functools.lru_cache(maxsize=256)
 def _page_locations(data: bytes) -> list[tuple[int, int, int]]:
     """An OffsetIndex: (offset, compressed size, first row) of each data page.
 
