@@ -380,7 +380,7 @@ def _null_pages(data: bytes) -> np.ndarray:
     if count == 15:
         count, position = varint(memoryview(data), 2)
     flags = np.frombuffer(data, np.uint8, count, position)
-    if not np.isin(flags, (0, 1, 2)).all():
+    if (flags > 2).any():  # a compact boolean is 1 (true) or 2 (false); 0 as some writers do
         raise Unreadable("column index")
     empty: np.ndarray = flags == 1
     return empty
@@ -445,6 +445,8 @@ def _hybrid(data: memoryview, width: int, count: int) -> np.ndarray:
     """The RLE / bit-packed hybrid encoding: ``count`` unsigned values of ``width`` bits."""
     if width == 0 or count == 0:
         return np.zeros(count, np.int32)
+    if width > 31:
+        raise Unreadable("values wider than 31 bits")
     parts: list[np.ndarray] = []
     total = 0
     position = 0
@@ -452,12 +454,13 @@ def _hybrid(data: memoryview, width: int, count: int) -> np.ndarray:
     while total < count:
         header, position = varint(data, position)
         if header & 1:  # bit-packed: groups of 8 values
-            groups = header >> 1
-            size = groups * width
+            size = (header >> 1) * width
             if position + size > len(data):
                 raise Unreadable("bit-packed run past the end")
-            bits = np.unpackbits(np.frombuffer(data[position : position + size], np.uint8), bitorder="little")
-            values = bits.reshape(-1, width) @ (1 << np.arange(width, dtype=np.int64))
+            bits = np.unpackbits(np.frombuffer(data, np.uint8, size, position), bitorder="little")
+            if width > 1:
+                bits = bits.reshape(-1, width) @ (1 << np.arange(width, dtype=np.int64))
+            values = bits.astype(np.int32)
             position += size
         else:
             run = header >> 1
@@ -465,12 +468,13 @@ def _hybrid(data: memoryview, width: int, count: int) -> np.ndarray:
                 raise Unreadable("RLE run past the end")
             value = int.from_bytes(data[position : position + value_bytes], "little")
             position += value_bytes
-            if not parts and run >= count:  # one run covers the page (a page of nulls)
-                return np.full(count, value, np.int32)
-            values = np.full(run, value, np.int64)
+            if value >> width:
+                raise Unreadable("an RLE value wider than its bit width")
+            values = np.full(min(run, count - total), value, np.int32)
         parts.append(values)
         total += len(values)
-    return np.concatenate(parts)[:count].astype(np.int32)
+    levels = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    return levels[:count]
 
 
 def _page(
