@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from airflow_delta_provider.core.page_index import clear_page_locations, null_pages, page_locations
 from airflow_delta_provider.core.page_scan import codec_of, decompressed, read_page_header
 from airflow_delta_provider.core.thrift import read_struct, varint
 
@@ -102,9 +103,11 @@ class CheckpointPages:
         if any(location is None for location in wanted):
             raise Unreadable("no offset index")
         pages = self._read([loc for loc in wanted if loc is not None])
-        offset_indexes = [_page_locations(data) for data in pages[: len(leaves)]]
-        null_pages = _null_pages(pages[-1]) if required else None
-        rows = self._present_rows(group, leaves[probe], offset_indexes[probe], top.max_definition, null_pages)
+        offset_indexes = page_locations(pages[: len(leaves)])
+        empty_pages = null_pages(pages[-1]) if required else None
+        rows = self._present_rows(
+            group, leaves[probe], offset_indexes[probe], top.max_definition, empty_pages
+        )
         if not rows:
             return []
         entries = self._leaf_entries(group, leaves, offset_indexes, rows)
@@ -250,6 +253,13 @@ class CheckpointPages:
 # --- footer pieces ------------------------------------------------------------------------------
 
 
+def clear_caches() -> None:
+    """Forget every footer and offset index parsed (they are kept by content, never stale: for
+    benchmarks of a first read, and to free their memory)."""
+    _parsed_footer.cache_clear()
+    clear_page_locations()
+
+
 @functools.lru_cache(maxsize=16)
 def _parsed_footer(footer: bytes) -> _Footer:
     """The footer's schema tree and page index locations, parsed once per footer content: the
@@ -329,61 +339,6 @@ def _probe(top: _Node, leaves: list[_Node]) -> int:
         if leaf.name == key and leaf.max_repetition == 0 and any(child is leaf for child in top.children):
             return index
     raise Unreadable("no key field")
-
-
-@functools.lru_cache(maxsize=256)
-def _page_locations(data: bytes) -> list[tuple[int, int, int]]:
-    """An OffsetIndex: (offset, compressed size, first row) of each data page.
-
-    Its ``PageLocation`` structs (three varints each) are read in one loop, not as generic
-    structs: a checkpoint of a million rows has ~50 pages per column, ~20 columns to look at.
-    """
-    if len(data) < 2 or data[0] != 0x19:  # field 1, a list
-        return _page_locations_slowly(data)
-    header = data[1]
-    count, position = header >> 4, 2
-    if count == 15:
-        count, position = varint(memoryview(data), 2)
-    if header & 0x0F != 12:  # of structs
-        raise Unreadable("offset index")
-    locations: list[tuple[int, int, int]] = []
-    for _ in range(count):
-        if data[position] != 0x16:  # not exactly (offset, size, first row): read it generically
-            return _page_locations_slowly(data)
-        position += 1
-        fields = []
-        for follows in (0x15, 0x16, 0x00):
-            raw, position = varint(data, position)
-            fields.append((raw >> 1) ^ -(raw & 1))
-            if data[position] != follows:
-                return _page_locations_slowly(data)
-            position += 1
-        locations.append((fields[0], fields[1], fields[2]))
-    if not locations:
-        raise Unreadable("empty offset index")
-    return locations
-
-
-def _page_locations_slowly(data: bytes) -> list[tuple[int, int, int]]:
-    index, _ = read_struct(data, 0, {1: None})
-    locations = [(loc[1], loc[2], loc[3]) for loc in index[1]]
-    if not locations:
-        raise Unreadable("empty offset index")
-    return locations
-
-
-def _null_pages(data: bytes) -> np.ndarray:
-    """A ColumnIndex's ``null_pages`` (its first field): whether each page holds only nulls."""
-    if len(data) < 2 or data[0] != 0x19 or data[1] & 0x0F not in (1, 2):  # a list of booleans
-        raise Unreadable("column index")
-    count, position = data[1] >> 4, 2
-    if count == 15:
-        count, position = varint(memoryview(data), 2)
-    flags = np.frombuffer(data, np.uint8, count, position)
-    if (flags > 2).any():  # a compact boolean is 1 (true) or 2 (false); 0 as some writers do
-        raise Unreadable("column index")
-    empty: np.ndarray = flags == 1
-    return empty
 
 
 def _codec(compression: str) -> pa.Codec | None:
