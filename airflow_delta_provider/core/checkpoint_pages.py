@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from airflow_delta_provider.core.page_index import clear_page_locations, null_pages, page_locations
 from airflow_delta_provider.core.page_scan import codec_of, decompressed, read_page_header
+from airflow_delta_provider.core.parquet_footer import TAIL_BYTES
 from airflow_delta_provider.core.thrift import read_struct, varint
 
 if TYPE_CHECKING:
@@ -41,8 +42,6 @@ _FOOTER_SPEC: dict[int, Any] = {2: None, 4: {1: {4: None, 5: None, 6: None, 7: N
 #: Where a column chunk's offset index and column index are: (offset, length) or None.
 _Locations = tuple[tuple[int, int] | None, tuple[int, int] | None]
 _Footer = tuple["_Node", list[list[_Locations]]]
-#: Bytes read from a file's end at first: its footer and trailer, most often in one read.
-_TAIL = 64 * 1024
 
 
 #: Ranges closer than this are read as one span.
@@ -119,7 +118,7 @@ class CheckpointPages:
         """The schema tree and each column chunk's page index locations."""
         if self._parsed is None:
             size = self._size()
-            [tail] = self._read([(max(size - _TAIL, 0), min(size, _TAIL))])
+            [tail] = self._read([(max(size - TAIL_BYTES, 0), min(size, TAIL_BYTES))])
             if len(tail) < 8 or tail[-4:] != b"PAR1":
                 raise Unreadable("no Parquet trailer")
             length = int.from_bytes(tail[-8:-4], "little")
