@@ -8,6 +8,7 @@ few array operations, not varint by varint, and kept by content (the same bytes 
 from __future__ import annotations
 
 import itertools
+import threading
 
 import numpy as np
 
@@ -19,6 +20,7 @@ PageLocations = list[tuple[int, int, int]]
 #: Offset indexes decoded, by their bytes.
 _DECODED: dict[bytes, PageLocations] = {}
 _DECODED_KEPT = 256
+_LOCK = threading.Lock()
 #: A PageLocation as every writer lays it out: field 1 (i64), field 2 (i32), field 3 (i64), stop.
 _HEADERS = np.array([0x16, 0x15, 0x16, 0x00], np.uint64)
 #: Bytes of the longest varint read in place (63 bits).
@@ -31,24 +33,27 @@ class PageIndexError(ValueError):
 
 def page_locations(indexes: list[bytes]) -> list[PageLocations]:
     """Each OffsetIndex's page locations (the caller does not change them: they are shared)."""
-    missing = list({data for data in indexes if data not in _DECODED})
+    found = {data: _DECODED.get(data) for data in indexes}
+    missing = [data for data, locations in found.items() if locations is None]
     if missing:
         try:
             decoded = _decode_together(missing)
         except PageIndexError:
             decoded = [_decode_slowly(data) for data in missing]
-        for data, locations in zip(missing, decoded, strict=True):
-            if not locations:
-                raise PageIndexError("an offset index without pages")
-            _DECODED[data] = locations
-        while len(_DECODED) > _DECODED_KEPT:
-            del _DECODED[next(iter(_DECODED))]
-    return [_DECODED[data] for data in indexes]
+        if not all(decoded):
+            raise PageIndexError("an offset index without pages")
+        found.update(zip(missing, decoded, strict=True))
+        with _LOCK:
+            _DECODED.update(zip(missing, decoded, strict=True))
+            for data in list(_DECODED)[: max(len(_DECODED) - _DECODED_KEPT, 0)]:
+                del _DECODED[data]
+    return [found[data] or [] for data in indexes]
 
 
 def clear_page_locations() -> None:
     """Forget the offset indexes decoded (never stale: they are kept by content)."""
-    _DECODED.clear()
+    with _LOCK:
+        _DECODED.clear()
 
 
 def _decode_together(indexes: list[bytes]) -> list[PageLocations]:
