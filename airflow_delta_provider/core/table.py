@@ -24,6 +24,7 @@ from airflow_delta_provider.core.history import (
 )
 from airflow_delta_provider.core.idempotency import already_committed
 from airflow_delta_provider.core.optimize import OptimizeOptions, optimize
+from airflow_delta_provider.core.purge import PurgeOptions, purge
 from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.restore import RestoreOptions, find_tagged_commits
 from airflow_delta_provider.core.restore import restore as restore_table
@@ -113,6 +114,13 @@ class _CheckpointArguments(CheckpointOptions):
 @dataclass(frozen=True, kw_only=True)
 class _OptimizeArguments(OptimizeOptions):
     """What :meth:`DeltaTable.optimize` takes: the options, and the engine of the rewrite."""
+
+    rewrite: Rewriter | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _PurgeArguments(PurgeOptions):
+    """What :meth:`DeltaTable.purge` takes: the options, and the engine of the rewrite."""
 
     rewrite: Rewriter | None = field(default=None, compare=False, repr=False)
 
@@ -470,6 +478,31 @@ class DeltaTable:
         """
         hooks = self._post_commit_hooks(options)
         return optimize(self.snapshot(), options, hooks, rewrite=options.rewrite)
+
+    @_takes(_PurgeArguments)
+    def purge(self, options: _PurgeArguments) -> OptimizeResult:
+        """Rewrite every file whose rows a deletion vector deletes without those rows, in one
+        ``dataChange=false`` ``REORG`` commit (Delta's ``REORG TABLE ... APPLY (PURGE)``), so that
+        the next VACUUM, once the files are older than the retention, removes the deleted rows'
+        bytes (see ``docs/lifecycle.md``, PURGE and the erasure sequence).
+
+        Files with a deletion vector but no row count, and files holding columns dropped under
+        column mapping, are rewritten too, as Delta does; readers see the same rows before and
+        after. ``result.metrics`` are Delta's (OPTIMIZE's set, ``numDeletionVectorsRemoved``
+        among them).
+
+        :param rewrite: the engine writing each bin (default: pyarrow in this process; the
+            Airflow layer's ``DeltaOptimizeOperator(purge=True)`` rewrites on Spark).
+        :param options: the keyword arguments of :class:`~airflow_delta_provider.core.purge.PurgeOptions`
+            (``partition_filter``, ``target_file_size``, ``dry_run``) and of the commit's
+            :class:`~airflow_delta_provider.core.commit_plan.CommitProperties`
+            (``app_id``/``app_version``, ``user_metadata``, ``tags`` ...).
+        :raises ConcurrentDeleteReadError: a concurrent commit (a DELETE) removed a file the purge
+            rewrote; nothing is committed, run it again.
+        :raises ConcurrentDeleteDeleteError: a concurrent rewrite removed the same files.
+        """
+        hooks = self._post_commit_hooks(options)
+        return purge(self.snapshot(), options, hooks, rewrite=options.rewrite)
 
     @_takes(VacuumOptions)
     def vacuum(self, options: VacuumOptions) -> VacuumResult:
