@@ -82,6 +82,7 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
             "vacuum.retention",
             "optimize",
             "optimize_outputs",
+            "purge",
             "restore",
             "vacuum.distributed",
             "vacuum.discard",
