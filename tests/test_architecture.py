@@ -94,6 +94,7 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
             "delete",
             "delete_plan",
             "delete_rows",
+            "data_retention",
         },
     ),
     ("facade", {"table", "__init__"}),

@@ -32,6 +32,8 @@ __all__ = [
     "ConcurrentWriteError",
     "ConstraintViolationError",
     "CorruptLogError",
+    "DataRetentionError",
+    "DataRetentionLimitError",
     "DeleteFilesError",
     "DeletionVectorError",
     "DeltaError",
@@ -431,6 +433,16 @@ class VacuumRetentionTooShortError(RetentionError):
 
 class VacuumRetentionNegativeError(RetentionError):
     delta_error_class = "DELTA_VACUUM_RETENTION_PERIOD_NEGATIVE"
+
+
+class DataRetentionError(RetentionError):
+    """A data retention policy that cannot apply to the table (an unknown column, a column that
+    holds no time, values that are no dates); nothing was deleted."""
+
+
+class DataRetentionLimitError(DataRetentionError):
+    """A data retention run would delete more of the table's rows than its ``max_deleted_fraction``
+    allows (a typo in the policy must never empty a table); nothing was deleted."""
 
 
 class OptimizeRewriteError(DeltaError):

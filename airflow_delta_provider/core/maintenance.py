@@ -2,7 +2,9 @@
 
 Scheduled maintenance (the Airflow layer's ``DeltaMaintenanceOperator``, the UI) asks these
 questions; the answers are typed decisions, one dataclass per step, with the setting each
-rests on and where its value came from. Nothing here writes or deletes.
+rests on and where its value came from, and typed reports of what a step did. Nothing here
+writes or deletes. The data retention step's decision and report are defined beside the run that
+acts on them (:mod:`.data_retention`, a layer below) and exported here with the others.
 """
 
 from __future__ import annotations
@@ -11,6 +13,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from airflow_delta_provider.core.data_retention import (
+    DataRetentionDecision,
+    DataRetentionResult,
+    data_retention_due,
+)
 from airflow_delta_provider.core.optimize import OptimizeOptions, plan_optimize
 from airflow_delta_provider.core.table_config import ENABLE_EXPIRED_LOG_CLEANUP, Setting, TableConfig
 from airflow_delta_provider.core.vacuum.record import LAST_VACUUM_INFO, VACUUM_END
@@ -24,11 +31,14 @@ __all__ = [
     "DEFAULT_VACUUM_INTERVAL",
     "CheckpointDecision",
     "CleanupDecision",
+    "DataRetentionDecision",
+    "DataRetentionResult",
     "LastVacuum",
     "OptimizeDecision",
     "VacuumDecision",
     "checkpoint_due",
     "cleanup_due",
+    "data_retention_due",
     "last_vacuum",
     "optimize_due",
     "vacuum_due",

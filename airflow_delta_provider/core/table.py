@@ -12,6 +12,7 @@ from airflow_delta_provider.core.checkpoint import CheckpointOptions, should_che
 from airflow_delta_provider.core.cleanup import CleanupOptions, cleanup_logs
 from airflow_delta_provider.core.commit_plan import CommitProperties
 from airflow_delta_provider.core.create import CreateOptions, create_table
+from airflow_delta_provider.core.data_retention import DataRetentionOptions, apply_data_retention
 from airflow_delta_provider.core.delete import DeleteOptions, delete
 from airflow_delta_provider.core.errors import (
     TableNotFoundError,
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.checkpoint import CheckpointResult
     from airflow_delta_provider.core.cleanup import CleanupResult
     from airflow_delta_provider.core.commit_plan import CommitResult
+    from airflow_delta_provider.core.data_retention import DataRetentionResult
     from airflow_delta_provider.core.delete import DeleteResult, RowMatcher
     from airflow_delta_provider.core.optimize import OptimizeResult, Rewriter
     from airflow_delta_provider.core.restore import RestoreResult, TaggedCommits
@@ -424,6 +426,27 @@ class DeltaTable:
         """
         hooks = self._post_commit_hooks(options)
         return delete(self.snapshot(), options, hooks, match_rows=options.match_rows)
+
+    @_takes(DataRetentionOptions)
+    def apply_data_retention(self, options: DataRetentionOptions) -> DataRetentionResult:
+        """Delete the rows older than a retention policy's cutoff (``now - keep``) in one ``DELETE``
+        commit tagged ``airflow.dataRetention`` (see ``docs/lifecycle.md``, data retention).
+
+        The policy is ``policy`` or the table's ``airflow.dataRetention`` property. On a partition
+        column (or a date partition generated from the column) whole files go and none is read.
+        A run that would delete more than the policy's ``max_deleted_fraction`` (default 0.5) of
+        the rows is refused, dry run included.
+
+        :param options: the keyword arguments of
+            :class:`~airflow_delta_provider.core.data_retention.DataRetentionOptions` (``policy``,
+            ``dry_run``, ``now``) and of the commit's
+            :class:`~airflow_delta_provider.core.commit_plan.CommitProperties`.
+        :raises RetentionError: the policy is malformed (an unknown key, an interval without a
+            unit, a blank column); ``InvalidTablePropertyError`` when it is the table's.
+        :raises DataRetentionError: the column is not the table's, or holds no time.
+        :raises DataRetentionLimitError: the run would delete more than ``max_deleted_fraction``.
+        """
+        return apply_data_retention(self.snapshot(), options, self._post_commit_hooks(options))
 
     # --- maintenance ---------------------------------------------------------------------
 
