@@ -8,8 +8,7 @@ from __future__ import annotations
 import json
 import os
 from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import deltalake
 import pyarrow as pa
@@ -29,6 +28,9 @@ from airflow_delta_provider.core.errors import (
 )
 from airflow_delta_provider.core.table_config import DATA_RETENTION
 from airflow_delta_provider.core.transaction import OptimisticTransaction
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 NOW = datetime(2026, 4, 11, 12, 0, tzinfo=UTC)
 FIRST = date(2026, 1, 1)
@@ -320,6 +322,6 @@ def test_a_string_data_column_and_a_partition_of_other_formats_are_refused(tmp_p
     before = state(table)
     with pytest.raises(DataRetentionError, match="'01/02/2026', which is no ISO date"):
         table.apply_data_retention(policy={"column": "ds", "keep": "interval 1 days"}, now=NOW)
-    with pytest.raises(DataRetentionError, match="'day' .* is string"):
+    with pytest.raises(DataRetentionError, match=r"'day' .* is string"):
         table.apply_data_retention(policy={"column": "day", "keep": "interval 1 days"}, now=NOW)
     assert state(table) == before

@@ -6,19 +6,22 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.parquet as pq
 import pytest
 from delete_support import DV_PROPERTIES, core_rows, ids, make_table, rs_rows
 
-from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.commit_plan import CommitPlan, CommitProperties
 from airflow_delta_provider.core.commits import read_commit
 from airflow_delta_provider.core.schema import physical_name
 from airflow_delta_provider.core.transaction import OptimisticTransaction
 from airflow_delta_provider.operators.optimize import DeltaOptimizeOperator
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from airflow_delta_provider.core import DeltaTable
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("local_spark")]
 pytest.importorskip("pyspark")
