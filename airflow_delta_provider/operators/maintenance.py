@@ -9,6 +9,7 @@ Every rule about what may be deleted lives in the core; nothing here decides it 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, is_dataclass
 from datetime import datetime, timedelta
@@ -25,6 +26,7 @@ from airflow_delta_provider.core.maintenance import (
     checkpoint_due,
     cleanup_due,
     optimize_due,
+    purge_due,
     vacuum_due,
 )
 from airflow_delta_provider.core.optimize import OptimizeOptions
@@ -32,9 +34,11 @@ from airflow_delta_provider.hooks.mixins import build_hook
 from airflow_delta_provider.operators.base import DeltaBaseOperator, delta_template_fields
 from airflow_delta_provider.utils.coercion import (
     is_deferred,
+    is_deferred_inside,
     to_bool,
     to_byte_size,
     to_choice,
+    to_data_retention,
     to_int,
     to_interval,
     to_list,
@@ -47,6 +51,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_delta_provider.core.table import DeltaTable
+    from airflow_delta_provider.core.table_config import DataRetentionPolicy
     from airflow_delta_provider.core.vacuum import VacuumEngine
     from airflow_delta_provider.hooks.delta import DeltaTableHook
 
@@ -408,9 +413,19 @@ def _log_paths(logger: Any, files: Sequence[str]) -> None:
 class DeltaMaintenanceOperator(BaseOperator):
     """Run the maintenance policy over one or many Delta tables.
 
-    For each table, in Delta's order (OPTIMIZE first, so the checkpoint covers its commit;
-    checkpoint before cleanup; VACUUM last because it is the destructive one):
+    For each table, in Delta's order (the rows' retention first, then the rewrites, so the
+    checkpoint covers their commits; checkpoint before cleanup; VACUUM last because it is the
+    destructive one):
 
+    - **data retention** (when the table has a policy: ``data_retention``, else its
+      ``airflow.dataRetention`` property): the rows older than ``now - keep`` are deleted through
+      DELETE (whole files for a partition column or a date partition generated from the column);
+      a run that would delete more than the policy's ``max_deleted_fraction`` (default 0.5) of the
+      rows fails the table, nothing deleted;
+    - **PURGE** (off unless ``run_purge=True``) when a file's deletion vector deletes rows: those
+      files are rewritten without them (Delta's REORG PURGE), so that this run's VACUUM, once they
+      are older than the retention, removes the deleted rows' bytes: the erasure sequence
+      (``docs/lifecycle.md``) as one policy step;
     0. **OPTIMIZE** (off unless ``run_optimize=True``) when due: its plan would rewrite at least
        ``optimize_min_files`` small files (bins of files under ``delta.targetFileSize``, and files
        with deletion vectors). The rewrite runs in the worker with pyarrow, one bin at a time;
@@ -432,6 +447,11 @@ class DeltaMaintenanceOperator(BaseOperator):
     :param delta_conn_ids: ``delta`` connections naming further tables. (templated)
     :param storage_conn_id: an Airflow storage connection for the URIs in ``tables``. (templated)
     :param storage_options: fsspec options for the URIs in ``tables``.
+    :param data_retention: a data retention policy for every table, ``{"column": "ds", "keep":
+        "interval 90 days"}`` (optionally ``"max_deleted_fraction": 0.5``), or its JSON; None: each
+        table's ``airflow.dataRetention`` property, if any. (templated)
+    :param run_data_retention: apply the policy where there is one (default True).
+    :param run_purge: consider PURGE (default False).
     :param run_optimize: consider OPTIMIZE (default False).
     :param optimize_min_files: small files before OPTIMIZE is due (default 50, Delta's
         auto-compaction ``minNumFiles``). (templated)
@@ -464,6 +484,7 @@ class DeltaMaintenanceOperator(BaseOperator):
         "dry_run",
         "optimize_target_file_size",
         "optimize_min_files",
+        "data_retention",
     )
     ui_color = "#e8fde8"
 
@@ -474,6 +495,9 @@ class DeltaMaintenanceOperator(BaseOperator):
         delta_conn_ids: str | Sequence[str] = (),
         storage_conn_id: str | None = None,
         storage_options: Mapping[str, Any] | None = None,
+        data_retention: Mapping[str, Any] | str | None = None,
+        run_data_retention: bool = True,
+        run_purge: bool = False,
         run_optimize: bool = False,
         optimize_min_files: int | str = DEFAULT_OPTIMIZE_MIN_FILES,
         optimize_target_file_size: int | str | None = None,
@@ -512,6 +536,11 @@ class DeltaMaintenanceOperator(BaseOperator):
         self.delta_conn_ids = delta_conn_ids
         self.storage_conn_id = storage_conn_id
         self.storage_options = dict(storage_options) if storage_options else None
+        if not is_deferred_inside(data_retention):
+            to_data_retention(data_retention, "data_retention")
+        self.data_retention = data_retention
+        self.run_data_retention = to_bool(run_data_retention, "run_data_retention", strings=False)
+        self.run_purge = to_bool(run_purge, "run_purge", strings=False)
         self.run_optimize = to_bool(run_optimize, "run_optimize", strings=False)
         validate(optimize_min_files, to_int, "optimize_min_files", minimum=1, optional=False)
         self.optimize_min_files = optimize_min_files
@@ -561,15 +590,25 @@ class DeltaMaintenanceOperator(BaseOperator):
                 self.optimize_min_files, "optimize_min_files", minimum=1, optional=False
             )
             or 1,
+            data_retention=to_data_retention(self.data_retention, "data_retention"),
         )
         targets: list[tuple[str, dict[str, str]]] = [
             (credential_free(uri), {"table_uri": uri}) for uri in uris
         ]
         targets += [(f"connection {conn_id!r}", {"delta_conn_id": conn_id}) for conn_id in conn_ids]
         self.log.info(
-            "Maintaining %s%s: OPTIMIZE %s, checkpoint %s, log cleanup %s, VACUUM %s.",
+            "Maintaining %s%s: data retention %s, PURGE %s, OPTIMIZE %s, checkpoint %s, log cleanup %s, "
+            "VACUUM %s.",
             count(len(targets), "Delta table"),
             " (dry run)" if dry_run else "",
+            (
+                "off"
+                if not self.run_data_retention
+                else json.dumps(settings.data_retention.to_dict())
+                if settings.data_retention is not None
+                else "by each table's airflow.dataRetention"
+            ),
+            "when due" if self.run_purge else "off",
             f"from {count(settings.optimize_min_files, 'small file')}" if self.run_optimize else "off",
             "when due" if self.run_checkpoint else "off",
             "when due" if self.run_cleanup else "off",
@@ -599,6 +638,7 @@ class DeltaMaintenanceOperator(BaseOperator):
                     "log_bytes_removed",
                     "files_compacted",
                     "files_written",
+                    *_LIFECYCLE_TOTALS,
                 )
             },
         }
@@ -631,12 +671,15 @@ class DeltaMaintenanceOperator(BaseOperator):
             "log_bytes_removed": 0,
             "files_compacted": 0,
             "files_written": 0,
+            **dict.fromkeys(_LIFECYCLE_TOTALS, 0),
             "earliest_retained_version": None,
             "versions_retained": None,
             "error": None,
         }
         steps: dict[str, dict[str, Any]] = report["steps"]  # StepReport.to_dict() per step
         planned = [
+            ("data_retention", self.run_data_retention, _data_retention),
+            ("purge", self.run_purge, _purge),
             ("optimize", self.run_optimize, self._optimize),
             ("checkpoint", self.run_checkpoint, self._checkpoint),
             ("cleanup", self.run_cleanup, self._cleanup),
@@ -705,6 +748,7 @@ class DeltaMaintenanceOperator(BaseOperator):
         report["files_removed"] = int(vacuum.get("num_files") or 0)
         report["bytes_removed"] = int(vacuum.get("num_bytes") or 0)
         report["earliest_retained_version"] = cleanup.get("earliest_retained_version")
+        _summarise_lifecycle(report)
 
     def _optimize(self, table: DeltaTable, settings: _Settings) -> StepReport:
         options = OptimizeOptions(target_file_size=settings.optimize_target_file_size)
@@ -792,3 +836,59 @@ class _Settings:
     vacuum_mode: str
     optimize_target_file_size: int | None = None
     optimize_min_files: int = 50
+    data_retention: DataRetentionPolicy | None = None
+
+
+# --- the rows' lifecycle: data retention and PURGE ----------------------------------------
+
+#: The report's counts of the lifecycle steps, per table and summed over the tables.
+_LIFECYCLE_TOTALS = ("rows_deleted", "files_purged")
+
+
+def _data_retention(table: DeltaTable, settings: _Settings) -> StepReport:
+    """Delete the rows older than the policy's cutoff (the argument's policy, else the table's)."""
+    result = table.apply_data_retention(policy=settings.data_retention, dry_run=settings.dry_run)
+    decision = result.decision
+    if decision.policy.value is None:
+        return StepReport(StepStatus.DISABLED, decision.reason, decision.to_dict())
+    if not decision.due:
+        return StepReport(StepStatus.NOT_DUE, decision.reason, decision.to_dict())
+    if settings.dry_run:
+        return StepReport(StepStatus.DUE, f"{decision.reason}; dry run, nothing deleted", decision.to_dict())
+    summary = _jsonable(result.to_dict())
+    summary.pop("decision", None)
+    deleted = count(result.num_deleted_rows or 0, "row")
+    reason = f"{decision.reason}; deleted {deleted} at version {summary['version']}"
+    return StepReport(StepStatus.RAN, reason, decision.to_dict(), summary)
+
+
+def _purge(table: DeltaTable, settings: _Settings) -> StepReport:
+    """Rewrite the files whose deletion vectors delete rows (REORG PURGE)."""
+    decision = purge_due(table.snapshot())
+    if not decision.due:
+        return StepReport(StepStatus.NOT_DUE, decision.reason, decision.to_dict())
+    if settings.dry_run:
+        return StepReport(
+            StepStatus.DUE, f"{decision.reason}; dry run, nothing rewritten", decision.to_dict()
+        )
+    result = table.purge()
+    summary = _jsonable(result.to_dict())
+    summary.pop("commit", None)
+    summary["written"] = summary.get("written", [])[:MAX_XCOM_FILES]
+    metrics = result.metrics
+    reason = (
+        f"{decision.reason}; rewrote {count(metrics.get('numRemovedFiles', 0), 'file')} "
+        f"({count(metrics.get('numDeletionVectorsRemoved', 0), 'deletion vector')}) at version "
+        f"{result.version}"
+        if result.committed
+        else f"{decision.reason}; nothing committed ({result.reason})"
+    )
+    return StepReport(StepStatus.RAN, reason, decision.to_dict(), summary)
+
+
+def _summarise_lifecycle(report: dict[str, Any]) -> None:
+    steps = report["steps"]
+    retention = (steps.get("data_retention") or {}).get("result") or {}
+    purge = ((steps.get("purge") or {}).get("result") or {}).get("metrics") or {}
+    report["rows_deleted"] = int(retention.get("num_deleted_rows") or 0)
+    report["files_purged"] = int(purge.get("numRemovedFiles") or 0)
