@@ -188,6 +188,23 @@ def test_the_table_property_is_the_policy(tmp_path: Path) -> None:
     assert other.decision.policy.to_dict()["source"] == "argument" and other.decision.num_rows_to_delete == 3
 
 
+def test_the_property_travels_with_the_table_through_delta_rs_commits(tmp_path: Path) -> None:
+    """delta-rs keeps the provider's property through its own commits (an append, a property of its
+    own set), and the policy still applies; delta-rs then reads what the run left."""
+    table = events(tmp_path / "t", {DATA_RETENTION: json.dumps(KEEP_75)})
+    late = pa.table({"id": [100], "ts": [NOW], "ds": [NOW.date().isoformat()]}, schema=SCHEMA)
+    deltalake.write_deltalake(table.uri, late, mode="append")
+    deltalake.DeltaTable(table.uri).alter.set_table_properties(
+        {"delta.logRetentionDuration": "interval 60 days"}
+    )
+    assert json.loads(deltalake.DeltaTable(table.uri).metadata().configuration[DATA_RETENTION]) == KEEP_75
+
+    result = table.apply_data_retention(now=NOW)
+
+    assert result.decision.policy.to_dict()["source"] == "table property" and result.num_deleted_rows == 9
+    assert ids(table) == [*range(9, 30), 100] == rs_ids(table)
+
+
 def test_without_a_policy_nothing_is_due(tmp_path: Path) -> None:
     table = events(tmp_path / "t")
     before = state(table)
