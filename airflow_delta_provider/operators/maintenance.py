@@ -48,8 +48,12 @@ from airflow_delta_provider.utils.secrets import credential_free, describe_error
 from airflow_delta_provider.utils.wording import count, human_duration
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from airflow.sdk import Context
 
+    from airflow_delta_provider.core.maintenance import OptimizeDecision, PurgeDecision
+    from airflow_delta_provider.core.optimize import OptimizeResult
     from airflow_delta_provider.core.table import DeltaTable
     from airflow_delta_provider.core.table_config import DataRetentionPolicy
     from airflow_delta_provider.core.vacuum import VacuumEngine
@@ -753,24 +757,15 @@ class DeltaMaintenanceOperator(BaseOperator):
     def _optimize(self, table: DeltaTable, settings: _Settings) -> StepReport:
         options = OptimizeOptions(target_file_size=settings.optimize_target_file_size)
         decision = optimize_due(table.snapshot(), min_files=settings.optimize_min_files, options=options)
-        if not decision.due:
-            return StepReport(StepStatus.NOT_DUE, decision.reason, decision.to_dict())
-        if settings.dry_run:
-            return StepReport(
-                StepStatus.DUE, f"{decision.reason}; dry run, nothing rewritten", decision.to_dict()
-            )
-        result = table.optimize(target_file_size=settings.optimize_target_file_size)
-        summary = _jsonable(result.to_dict())
-        summary.pop("commit", None)
-        summary["written"] = summary.get("written", [])[:MAX_XCOM_FILES]
-        metrics = result.metrics
-        reason = (
-            f"{decision.reason}; rewrote {count(metrics.get('numRemovedFiles', 0), 'file')} into "
-            f"{metrics.get('numAddedFiles', 0)} at version {summary.get('version')}"
-            if result.committed
-            else f"{decision.reason}; nothing committed ({result.reason})"
+        return _rewrite_step(
+            decision,
+            settings,
+            lambda: table.optimize(target_file_size=settings.optimize_target_file_size),
+            lambda metrics: (
+                f"rewrote {count(metrics.get('numRemovedFiles', 0), 'file')} into "
+                f"{metrics.get('numAddedFiles', 0)}"
+            ),
         )
-        return StepReport(StepStatus.RAN, reason, decision.to_dict(), summary)
 
     def _checkpoint(self, table: DeltaTable, settings: _Settings) -> StepReport:
         decision = checkpoint_due(table.snapshot())
@@ -864,22 +859,37 @@ def _data_retention(table: DeltaTable, settings: _Settings) -> StepReport:
 
 def _purge(table: DeltaTable, settings: _Settings) -> StepReport:
     """Rewrite the files whose deletion vectors delete rows (REORG PURGE)."""
-    decision = purge_due(table.snapshot())
+    return _rewrite_step(
+        purge_due(table.snapshot()),
+        settings,
+        table.purge,
+        lambda metrics: (
+            f"rewrote {count(metrics.get('numRemovedFiles', 0), 'file')} "
+            f"({count(metrics.get('numDeletionVectorsRemoved', 0), 'deletion vector')})"
+        ),
+    )
+
+
+def _rewrite_step(
+    decision: OptimizeDecision | PurgeDecision,
+    settings: _Settings,
+    rewrite: Callable[[], OptimizeResult],
+    rewrote: Callable[[Mapping[str, int]], str],
+) -> StepReport:
+    """A step on OPTIMIZE's machinery (OPTIMIZE, PURGE): not due, due in a dry run, else the
+    rewrite's commit, ``rewrote`` saying what its metrics count."""
     if not decision.due:
         return StepReport(StepStatus.NOT_DUE, decision.reason, decision.to_dict())
     if settings.dry_run:
         return StepReport(
             StepStatus.DUE, f"{decision.reason}; dry run, nothing rewritten", decision.to_dict()
         )
-    result = table.purge()
+    result = rewrite()
     summary = _jsonable(result.to_dict())
     summary.pop("commit", None)
     summary["written"] = summary.get("written", [])[:MAX_XCOM_FILES]
-    metrics = result.metrics
     reason = (
-        f"{decision.reason}; rewrote {count(metrics.get('numRemovedFiles', 0), 'file')} "
-        f"({count(metrics.get('numDeletionVectorsRemoved', 0), 'deletion vector')}) at version "
-        f"{result.version}"
+        f"{decision.reason}; {rewrote(result.metrics)} at version {result.version}"
         if result.committed
         else f"{decision.reason}; nothing committed ({result.reason})"
     )

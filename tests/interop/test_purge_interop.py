@@ -6,43 +6,17 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import deltalake
 import pyarrow as pa
 import pytest
+from delete_support import CORPUS, DV_TABLES, core_column_rows, rs_column_rows
 
 from airflow_delta_provider.core import DeltaTable
 
-CORPUS = Path(__file__).resolve().parents[1] / "conformance" / "corpus" / "tables"
-
-#: Spark-written tables with deletion vectors (and one delta-rs table), and an integer column.
-DV_TABLES = {
-    "delta-rs/table_with_deletion_logs": "id",
-    "delta-kernel-rs/table-with-dv-small": "value",
-    "delta-kernel-rs/dv-partitioned-with-checkpoint/delta": "col1",
-    "delta-kernel-rs/dv-with-columnmapping/delta": "col1",
-    "delta-kernel-rs/log-replay-dv-key-cases/delta": "id",
-    "delta/basic-dv-with-checkpoint": "id",
-}
-
-
-def rs_rows(uri: str, columns: list[str]) -> list[tuple[Any, ...]]:
-    rs = deltalake.DeltaTable(uri)
-    names = ", ".join(f'"{c}"' for c in columns)
-    data = pa.table(deltalake.QueryBuilder().register("t", rs).execute(f"select {names} from t").read_all())
-    values = []
-    for column in data.columns:
-        if pa.types.is_string_view(column.type) or pa.types.is_large_string(column.type):
-            column = column.cast(pa.string())
-        values.append(column.to_pylist())
-    return sorted(zip(*values, strict=True), key=repr)
-
-
-def core_rows(table: DeltaTable, columns: list[str]) -> list[tuple[Any, ...]]:
-    data = table.snapshot().to_pyarrow_table(columns)
-    return sorted(zip(*(data.column(c).to_pylist() for c in columns), strict=True), key=repr)
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 @pytest.mark.parametrize("name", sorted(DV_TABLES))
@@ -53,10 +27,10 @@ def test_purging_spark_written_deletion_vector_tables(tmp_path: Path, name: str)
     columns = table.snapshot().schema.names
     # A delete of our own first, so that every table has rows deleted by vectors (theirs and ours).
     column = DV_TABLES[name]
-    values = sorted({r[columns.index(column)] for r in core_rows(table, columns)} - {None})
+    values = sorted({r[columns.index(column)] for r in core_column_rows(table, columns)} - {None})
     table.delete(f"{column} IN ({', '.join(str(v) for v in values[::4])})")
-    before = core_rows(table, columns)
-    assert before == rs_rows(str(root), columns)
+    before = core_column_rows(table, columns)
+    assert before == rs_column_rows(str(root), columns)
     files = table.snapshot().files()
     vectors = files.column("deletion_vector").to_pylist()
     expected = sum(1 for v in vectors if v is not None and v["cardinality"])
@@ -64,7 +38,7 @@ def test_purging_spark_written_deletion_vector_tables(tmp_path: Path, name: str)
     result = table.purge()
 
     assert result.committed and result.metrics["numDeletionVectorsRemoved"] == expected
-    assert core_rows(table, columns) == before == rs_rows(str(root), columns)
+    assert core_column_rows(table, columns) == before == rs_column_rows(str(root), columns)
     assert all(v is None for v in table.snapshot().files().column("deletion_vector").to_pylist())
     info = table.history(limit=1)[0]
     assert info["operation"] == "REORG"

@@ -6,31 +6,27 @@ table whole, and a second run deletes nothing."""
 from __future__ import annotations
 
 import json
-import os
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import deltalake
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
-from delete_support import state
+from delete_support import events_by_day, state
 
-from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.table_config import DATA_RETENTION
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from types import ModuleType
 
+    from airflow_delta_provider.core import DeltaTable
+
 pytestmark = pytest.mark.system
 
 DAG_ID = "delta_nightly_maintenance"
 #: (``dag.test`` keeps the last run's conf in the DAG's params: each run says what it is.)
 REAL_RUN = {"dry_run": False}
-#: One partition a day: today and 10, 20, ... 90 days ago, three rows each.
-AGES = range(0, 100, 10)
 
 
 @pytest.fixture(scope="module")
@@ -39,19 +35,8 @@ def maintenance_dag(load_example: Callable[[str], ModuleType]) -> ModuleType:
 
 
 def events(root: Path, keep: str) -> DeltaTable:
-    """A table partitioned by ``ds`` whose policy keeps ``keep`` of it (its table property)."""
-    policy = json.dumps({"column": "ds", "keep": keep})
-    schema = pa.schema([("id", pa.int64()), ("ds", pa.string())])
-    table = DeltaTable.create(str(root), schema, partition_by=["ds"], properties={DATA_RETENTION: policy})
-    today = datetime.now(UTC).date()
-    files = []
-    for n, age in enumerate(AGES):
-        day = (today - timedelta(days=age)).isoformat()
-        os.makedirs(root / f"ds={day}", exist_ok=True)
-        pq.write_table(pa.table({"id": [3 * n, 3 * n + 1, 3 * n + 2]}), root / f"ds={day}/part-{n}.parquet")
-        files.append(f"ds={day}/part-{n}.parquet")
-    table.commit_files(files)
-    return table
+    """A table of days (today and 10 ... 90 days ago, 30 rows) whose policy keeps ``keep`` of it."""
+    return events_by_day(root, {DATA_RETENTION: json.dumps({"column": "ds", "keep": keep})})
 
 
 def ids(table: DeltaTable) -> list[int]:

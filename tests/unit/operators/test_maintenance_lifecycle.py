@@ -6,16 +6,14 @@ and the erasure sequence (DELETE, then PURGE and VACUUM in one run) leaving no e
 from __future__ import annotations
 
 import json
-import os
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from delete_support import DV_PROPERTIES, make_table, state
+from delete_support import events_by_day as events
 
-from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.errors import RetentionError
 from airflow_delta_provider.core.table_config import DATA_RETENTION
 from airflow_delta_provider.operators.maintenance import DeltaMaintenanceError, DeltaMaintenanceOperator
@@ -23,23 +21,10 @@ from airflow_delta_provider.operators.maintenance import DeltaMaintenanceError, 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from airflow_delta_provider.core import DeltaTable
+
 TODAY = datetime.now(UTC).date()
-#: Days of events, one partition each: today and 10, 20, ... 90 days ago; three rows per day.
-AGES = list(range(0, 100, 10))
 ONLY_ROWS = {"run_checkpoint": False, "run_cleanup": False, "run_vacuum": False}
-
-
-def events(root: Path, properties: dict[str, str] | None = None) -> DeltaTable:
-    schema = pa.schema([("id", pa.int64()), ("ds", pa.string())])
-    table = DeltaTable.create(str(root), schema, partition_by=["ds"], properties=properties or {})
-    files = []
-    for n, age in enumerate(AGES):
-        day = (TODAY - timedelta(days=age)).isoformat()
-        os.makedirs(root / f"ds={day}", exist_ok=True)
-        pq.write_table(pa.table({"id": [3 * n, 3 * n + 1, 3 * n + 2]}), root / f"ds={day}/part-{n}.parquet")
-        files.append(f"ds={day}/part-{n}.parquet")
-    table.commit_files(files)
-    return table
 
 
 def ids(table: DeltaTable) -> list[int]:
