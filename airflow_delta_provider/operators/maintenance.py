@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, is_dataclass
+from datetime import datetime, timedelta
+from enum import Enum, StrEnum
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
@@ -23,23 +26,12 @@ from airflow_delta_provider.core.maintenance import (
     checkpoint_due,
     cleanup_due,
     optimize_due,
+    purge_due,
     vacuum_due,
 )
 from airflow_delta_provider.core.optimize import OptimizeOptions
 from airflow_delta_provider.hooks.mixins import build_hook
 from airflow_delta_provider.operators.base import DeltaBaseOperator, delta_template_fields
-from airflow_delta_provider.operators.maintenance_steps import (
-    LIFECYCLE_TOTALS,
-    Settings,
-    StepReport,
-    StepStatus,
-    cap_files,
-    data_retention_step,
-    jsonable,
-    purge_step,
-    rewrite_step,
-    summarise_lifecycle,
-)
 from airflow_delta_provider.utils.coercion import (
     is_deferred,
     is_deferred_inside,
@@ -56,11 +48,14 @@ from airflow_delta_provider.utils.secrets import credential_free, describe_error
 from airflow_delta_provider.utils.wording import count, human_duration
 
 if TYPE_CHECKING:
-    from datetime import timedelta
+    from collections.abc import Callable
 
     from airflow.sdk import Context
 
+    from airflow_delta_provider.core.maintenance import OptimizeDecision, PurgeDecision
+    from airflow_delta_provider.core.optimize import OptimizeResult
     from airflow_delta_provider.core.table import DeltaTable
+    from airflow_delta_provider.core.table_config import DataRetentionPolicy
     from airflow_delta_provider.core.vacuum import VacuumEngine
     from airflow_delta_provider.hooks.delta import DeltaTableHook
 
@@ -74,6 +69,9 @@ __all__ = [
 
 #: VACUUM modes the core implements (Delta's VACUUM FULL and VACUUM LITE).
 VACUUM_MODES = ("full", "lite")
+#: At most this many file paths go into an XCom; a VACUUM of 100,000 files would otherwise
+#: push megabytes into the metadata database. The counts are always complete.
+MAX_XCOM_FILES = 1000
 #: Log at most this many paths of a dry run; the rest is summarised.
 MAX_LOGGED_FILES = 50
 
@@ -99,6 +97,73 @@ def _to_mode(value: Any) -> str:
 
 def _to_vacuum_mode(value: Any) -> str:
     return to_choice(value, "vacuum_mode", VACUUM_MODES)
+
+
+def _jsonable(value: Any) -> Any:
+    """A JSON-native copy of a core result (datetimes as ISO-8601, timedeltas as seconds)."""
+    if is_dataclass(value) and not isinstance(value, type):
+        value = value.to_dict() if hasattr(value, "to_dict") else asdict(value)
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, Enum):
+        return value.value
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)
+
+
+def _cap_files(result: dict[str, Any]) -> dict[str, Any]:
+    """Keep at most :data:`MAX_XCOM_FILES` paths per list (``files``, ``directories``); say when cut."""
+    for key in ("files", "directories"):
+        paths = result.get(key)
+        if isinstance(paths, list) and len(paths) > MAX_XCOM_FILES:
+            result[key] = paths[:MAX_XCOM_FILES]
+            result[f"{key}_truncated"] = True
+    return result
+
+
+class StepStatus(StrEnum):
+    """What happened to one maintenance step of one table."""
+
+    RAN = "ran"
+    #: due, but a dry run did nothing
+    DUE = "due"
+    NOT_DUE = "not due"
+    DISABLED = "disabled"
+    FAILED = "failed"
+    #: an earlier step of the table failed
+    SKIPPED = "skipped"
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """One maintenance step of one table: its status, why, the core's decision and its result.
+
+    :param status: what happened.
+    :param reason: why, in words.
+    :param decision: the core's decision (``CheckpointDecision``, ``CleanupDecision``,
+        ``VacuumDecision``) as JSON, when one was taken.
+    :param result: what the step did (the core's result as JSON, paths capped), when it ran.
+    """
+
+    status: StepStatus
+    reason: str
+    decision: dict[str, Any] | None = None
+    result: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"status": self.status.value, "reason": self.reason}
+        if self.decision is not None:
+            out["decision"] = self.decision
+        if self.result is not None:
+            out["result"] = self.result
+        return out
 
 
 # --- single-table operators --------------------------------------------------------------
@@ -169,7 +234,7 @@ class DeltaCheckpointOperator(_DeltaTableOperator):
             count(result.num_add_files, "live data file"),
             count(result.size_in_bytes, "byte"),
         )
-        return {"table_uri": uri, "written": True, **jsonable(result)}
+        return {"table_uri": uri, "written": True, **_jsonable(result)}
 
 
 class DeltaLogCleanupOperator(_DeltaTableOperator):
@@ -218,9 +283,9 @@ class DeltaLogCleanupOperator(_DeltaTableOperator):
             retention=retention,
             dry_run=dry_run,
         )
-        summary = jsonable(result)
+        summary = _jsonable(result)
         _log_cleanup(self.log, uri, summary)
-        return cap_files({"table_uri": uri, **summary})
+        return _cap_files({"table_uri": uri, **summary})
 
 
 class DeltaVacuumOperator(_DeltaTableOperator):
@@ -299,9 +364,9 @@ class DeltaVacuumOperator(_DeltaTableOperator):
             max_workers=self.max_workers,
             engine=self.vacuum_engine(),
         )
-        summary = jsonable(result)
+        summary = _jsonable(result)
         _log_vacuum(self.log, uri, summary)
-        return cap_files({"table_uri": uri, **summary})
+        return _cap_files({"table_uri": uri, **summary})
 
 
 def _log_cleanup(logger: Any, uri: str, summary: Mapping[str, Any]) -> None:
@@ -516,7 +581,7 @@ class DeltaMaintenanceOperator(BaseOperator):
                 f"delta_conn_ids to {self.delta_conn_ids!r}; give at least one table."
             )
         dry_run = to_bool(self.dry_run, "dry_run")
-        settings = Settings(
+        settings = _Settings(
             dry_run=dry_run,
             log_retention=to_interval(self.log_retention, "log_retention"),
             vacuum_retention=to_interval(self.vacuum_retention, "vacuum_retention"),
@@ -577,7 +642,7 @@ class DeltaMaintenanceOperator(BaseOperator):
                     "log_bytes_removed",
                     "files_compacted",
                     "files_written",
-                    *LIFECYCLE_TOTALS,
+                    *_LIFECYCLE_TOTALS,
                 )
             },
         }
@@ -597,7 +662,7 @@ class DeltaMaintenanceOperator(BaseOperator):
             )
         return report
 
-    def _maintain(self, label: str, target: Mapping[str, str], settings: Settings) -> dict[str, Any]:
+    def _maintain(self, label: str, target: Mapping[str, str], settings: _Settings) -> dict[str, Any]:
         report: dict[str, Any] = {
             "table": label,
             "status": "success",
@@ -610,15 +675,15 @@ class DeltaMaintenanceOperator(BaseOperator):
             "log_bytes_removed": 0,
             "files_compacted": 0,
             "files_written": 0,
-            **dict.fromkeys(LIFECYCLE_TOTALS, 0),
+            **dict.fromkeys(_LIFECYCLE_TOTALS, 0),
             "earliest_retained_version": None,
             "versions_retained": None,
             "error": None,
         }
         steps: dict[str, dict[str, Any]] = report["steps"]  # StepReport.to_dict() per step
         planned = [
-            ("data_retention", self.run_data_retention, data_retention_step),
-            ("purge", self.run_purge, purge_step),
+            ("data_retention", self.run_data_retention, _data_retention),
+            ("purge", self.run_purge, _purge),
             ("optimize", self.run_optimize, self._optimize),
             ("checkpoint", self.run_checkpoint, self._checkpoint),
             ("cleanup", self.run_cleanup, self._cleanup),
@@ -687,12 +752,12 @@ class DeltaMaintenanceOperator(BaseOperator):
         report["files_removed"] = int(vacuum.get("num_files") or 0)
         report["bytes_removed"] = int(vacuum.get("num_bytes") or 0)
         report["earliest_retained_version"] = cleanup.get("earliest_retained_version")
-        summarise_lifecycle(report)
+        _summarise_lifecycle(report)
 
-    def _optimize(self, table: DeltaTable, settings: Settings) -> StepReport:
+    def _optimize(self, table: DeltaTable, settings: _Settings) -> StepReport:
         options = OptimizeOptions(target_file_size=settings.optimize_target_file_size)
         decision = optimize_due(table.snapshot(), min_files=settings.optimize_min_files, options=options)
-        return rewrite_step(
+        return _rewrite_step(
             decision,
             settings,
             lambda: table.optimize(target_file_size=settings.optimize_target_file_size),
@@ -702,7 +767,7 @@ class DeltaMaintenanceOperator(BaseOperator):
             ),
         )
 
-    def _checkpoint(self, table: DeltaTable, settings: Settings) -> StepReport:
+    def _checkpoint(self, table: DeltaTable, settings: _Settings) -> StepReport:
         decision = checkpoint_due(table.snapshot())
         if not decision.due:
             return StepReport(StepStatus.NOT_DUE, decision.reason, decision.to_dict())
@@ -710,17 +775,17 @@ class DeltaMaintenanceOperator(BaseOperator):
             return StepReport(
                 StepStatus.DUE, f"{decision.reason}; dry run, nothing written", decision.to_dict()
             )
-        result = cap_files(jsonable(table.checkpoint()))
+        result = _cap_files(_jsonable(table.checkpoint()))
         return StepReport(StepStatus.RAN, decision.reason, decision.to_dict(), result)
 
-    def _cleanup(self, table: DeltaTable, settings: Settings) -> StepReport:
+    def _cleanup(self, table: DeltaTable, settings: _Settings) -> StepReport:
         decision = cleanup_due(table.snapshot().config)
         if not decision.due:
             # Delta's property gates automatic cleanup; a scheduled policy is automatic. An explicit
             # DeltaLogCleanupOperator still cleans such a table.
             return StepReport(StepStatus.DISABLED, decision.reason, decision.to_dict())
-        result = cap_files(
-            jsonable(table.cleanup_logs(retention=settings.log_retention, dry_run=settings.dry_run))
+        result = _cap_files(
+            _jsonable(table.cleanup_logs(retention=settings.log_retention, dry_run=settings.dry_run))
         )
         if result.get("num_files"):
             verb = "would delete" if settings.dry_run else "deleted"
@@ -733,12 +798,12 @@ class DeltaMaintenanceOperator(BaseOperator):
         reason = result.get("skipped_reason") or f"no expired log files before {result.get('cutoff')}"
         return StepReport(StepStatus.NOT_DUE, reason, decision.to_dict(), result)
 
-    def _vacuum(self, table: DeltaTable, settings: Settings) -> StepReport:
+    def _vacuum(self, table: DeltaTable, settings: _Settings) -> StepReport:
         decision = vacuum_due(table, settings.vacuum_interval)
         if not decision.due:
             return StepReport(StepStatus.NOT_DUE, decision.reason, decision.to_dict())
-        result = cap_files(
-            jsonable(
+        result = _cap_files(
+            _jsonable(
                 table.vacuum(
                     retention=settings.vacuum_retention,
                     dry_run=settings.dry_run,
@@ -753,3 +818,87 @@ class DeltaMaintenanceOperator(BaseOperator):
         reason = f"{decision.reason}; {verb} {removed}"
         status = StepStatus.DUE if settings.dry_run else StepStatus.RAN
         return StepReport(status, reason, decision.to_dict(), result)
+
+
+@dataclass(frozen=True, slots=True)
+class _Settings:
+    """The rendered, validated policy of one :class:`DeltaMaintenanceOperator` run."""
+
+    dry_run: bool
+    log_retention: timedelta | None
+    vacuum_retention: timedelta | None
+    vacuum_interval: timedelta | None
+    vacuum_mode: str
+    optimize_target_file_size: int | None = None
+    optimize_min_files: int = 50
+    data_retention: DataRetentionPolicy | None = None
+
+
+# --- the rows' lifecycle: data retention and PURGE ----------------------------------------
+
+#: The report's counts of the lifecycle steps, per table and summed over the tables.
+_LIFECYCLE_TOTALS = ("rows_deleted", "files_purged")
+
+
+def _data_retention(table: DeltaTable, settings: _Settings) -> StepReport:
+    """Delete the rows older than the policy's cutoff (the argument's policy, else the table's)."""
+    result = table.apply_data_retention(policy=settings.data_retention, dry_run=settings.dry_run)
+    decision = result.decision
+    if decision.policy.value is None:
+        return StepReport(StepStatus.DISABLED, decision.reason, decision.to_dict())
+    if not decision.due:
+        return StepReport(StepStatus.NOT_DUE, decision.reason, decision.to_dict())
+    if settings.dry_run:
+        return StepReport(StepStatus.DUE, f"{decision.reason}; dry run, nothing deleted", decision.to_dict())
+    summary = _jsonable(result.to_dict())
+    summary.pop("decision", None)
+    deleted = count(result.num_deleted_rows or 0, "row")
+    reason = f"{decision.reason}; deleted {deleted} at version {summary['version']}"
+    return StepReport(StepStatus.RAN, reason, decision.to_dict(), summary)
+
+
+def _purge(table: DeltaTable, settings: _Settings) -> StepReport:
+    """Rewrite the files whose deletion vectors delete rows (REORG PURGE)."""
+    return _rewrite_step(
+        purge_due(table.snapshot()),
+        settings,
+        table.purge,
+        lambda metrics: (
+            f"rewrote {count(metrics.get('numRemovedFiles', 0), 'file')} "
+            f"({count(metrics.get('numDeletionVectorsRemoved', 0), 'deletion vector')})"
+        ),
+    )
+
+
+def _rewrite_step(
+    decision: OptimizeDecision | PurgeDecision,
+    settings: _Settings,
+    rewrite: Callable[[], OptimizeResult],
+    rewrote: Callable[[Mapping[str, int]], str],
+) -> StepReport:
+    """A step on OPTIMIZE's machinery (OPTIMIZE, PURGE): not due, due in a dry run, else the
+    rewrite's commit, ``rewrote`` saying what its metrics count."""
+    if not decision.due:
+        return StepReport(StepStatus.NOT_DUE, decision.reason, decision.to_dict())
+    if settings.dry_run:
+        return StepReport(
+            StepStatus.DUE, f"{decision.reason}; dry run, nothing rewritten", decision.to_dict()
+        )
+    result = rewrite()
+    summary = _jsonable(result.to_dict())
+    summary.pop("commit", None)
+    summary["written"] = summary.get("written", [])[:MAX_XCOM_FILES]
+    reason = (
+        f"{decision.reason}; {rewrote(result.metrics)} at version {result.version}"
+        if result.committed
+        else f"{decision.reason}; nothing committed ({result.reason})"
+    )
+    return StepReport(StepStatus.RAN, reason, decision.to_dict(), summary)
+
+
+def _summarise_lifecycle(report: dict[str, Any]) -> None:
+    steps = report["steps"]
+    retention = (steps.get("data_retention") or {}).get("result") or {}
+    purge = ((steps.get("purge") or {}).get("result") or {}).get("metrics") or {}
+    report["rows_deleted"] = int(retention.get("num_deleted_rows") or 0)
+    report["files_purged"] = int(purge.get("numRemovedFiles") or 0)

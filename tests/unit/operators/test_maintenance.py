@@ -743,8 +743,7 @@ def test_last_vacuum_falls_back_to_last_vacuum_info(tmp_path: Path) -> None:
 
 
 def test_xcom_path_lists_are_capped_but_counts_stay_complete() -> None:
-    from airflow_delta_provider.operators.maintenance_steps import MAX_XCOM_FILES
-    from airflow_delta_provider.operators.maintenance_steps import cap_files as _cap_files
+    from airflow_delta_provider.operators.maintenance import MAX_XCOM_FILES, _cap_files
 
     paths = [f"s3://b/t/part-{i}.parquet" for i in range(MAX_XCOM_FILES + 5)]
     capped = _cap_files({"files": list(paths), "num_files": len(paths), "directories": ["s3://b/t/x"]})
