@@ -40,6 +40,7 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
             "delta_types",
             "action_checks",
             "schema",
+            "schema_json",
             "column_mapping",
             "partitions",
             "actions",
@@ -50,15 +51,32 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
             "table_config",
             "predicate",
             "datafiles",
+            "file_actions",
             "stats",
+            "stats_encoding",
+            "stats_parsed",
+            "parquet_footer",
             "parquet_compat",
             "page_scan",
+            "thrift",
             "row_tracking",
             "sql_engine",
             "constraints",
         },
     ),
-    ("log", {"segment", "commits", "replay", "checkpoint_pages", "checksum", "scan"}),
+    (
+        "log",
+        {
+            "segment",
+            "commits",
+            "reconcile",
+            "replay",
+            "checkpoint_reader",
+            "checkpoint_pages",
+            "checksum",
+            "scan",
+        },
+    ),
     ("snapshot", {"snapshot", "history", "skipping"}),
     (
         "operations",
@@ -360,12 +378,12 @@ def test_private_apis_of_dependencies_are_imported_only_in_compat_modules() -> N
     assert imports == []
 
 
-#: Modules still over the size limit, each to be split (checkpoint reading out of replay, the
-#: Thrift footer parser out of stats). The list only shrinks: a module that fits is taken off it.
-OVERSIZED_MODULES = {f"{ROOT}.core.replay", f"{ROOT}.core.stats"}
+#: Modules still over the size limit, each to be split. The list only shrinks: a module that fits
+#: is taken off it.
+OVERSIZED_MODULES: set[str] = set()
 MAX_MODULE_LINES = 800
-#: Core functions still over the size limit (``replay`` and ``stats`` are being split, see above).
-LONG_CORE_FUNCTIONS = {f"{ROOT}.core.replay._columnar_file_actions", f"{ROOT}.core.stats.footer_info"}
+#: Core functions still over the size limit, each to be cut into named steps (the list only shrinks).
+LONG_CORE_FUNCTIONS: set[str] = set()
 MAX_FUNCTION_LINES = 100
 
 
@@ -388,6 +406,41 @@ def test_no_core_function_is_over_100_lines() -> None:
     assert {n for n, size in lengths.items() if size > MAX_FUNCTION_LINES} - LONG_CORE_FUNCTIONS == set()
     fitting = {n for n in LONG_CORE_FUNCTIONS if lengths.get(n, 0) <= MAX_FUNCTION_LINES}
     assert fitting == set(), "these fit now: take them off LONG_CORE_FUNCTIONS"
+
+
+#: Module docstrings say what and why in a few lines; history, figures and rule-by-rule detail
+#: belong in ``docs/`` and ``benchmarks/``. Still over the limit (the list only shrinks): ``replay``
+#: and ``stats`` (being split), the commit and PySpark operators and DELETE's two modules (being
+#: reshaped by other changes).
+LONG_MODULE_DOCSTRINGS = {
+    f"{ROOT}.core.delete",
+    f"{ROOT}.operators.commit",
+    f"{ROOT}.operators.delete",
+    f"{ROOT}.operators.pyspark",
+}
+MAX_MODULE_DOCSTRING_LINES = 15
+
+
+def _module_docstring_lines(tree: ast.Module) -> int:
+    """How many source lines the module's docstring spans (0 without one)."""
+    first = tree.body[0] if tree.body else None
+    if not (
+        isinstance(first, ast.Expr)
+        and isinstance(first.value, ast.Constant)
+        and isinstance(first.value.value, str)
+    ):
+        return 0
+    assert first.end_lineno is not None
+    return first.end_lineno - first.lineno + 1
+
+
+def test_module_docstrings_are_a_few_lines() -> None:
+    lengths = {name: _module_docstring_lines(ast.parse(path.read_text())) for name, path in MODULES.items()}
+    assert {
+        n for n, lines in lengths.items() if lines > MAX_MODULE_DOCSTRING_LINES
+    } - LONG_MODULE_DOCSTRINGS == set()
+    fitting = {n for n in LONG_MODULE_DOCSTRINGS if lengths.get(n, 0) <= MAX_MODULE_DOCSTRING_LINES}
+    assert fitting == set(), "these fit now: take them off LONG_MODULE_DOCSTRINGS"
 
 
 #: The Airflow layer's packages, bottom up: a package imports its own or lower ones (and the core).
@@ -428,3 +481,6 @@ def test_the_checks_see_what_they_check() -> None:
     assert _is_compat(PACKAGE / "core" / "parquet_compat.py")
     assert any(_private(part) for part in ["pyarrow", "_parquet"])
     assert _airflow_layer(f"{ROOT}.utils.coercion") == 0 and _airflow_layer(f"{ROOT}.hooks.delta") == 1
+    long_docstring = ast.parse('"""What.\n' + "detail\n" * (MAX_MODULE_DOCSTRING_LINES - 1) + '"""\nx = 1\n')
+    assert _module_docstring_lines(long_docstring) == MAX_MODULE_DOCSTRING_LINES + 1
+    assert _module_docstring_lines(ast.parse("x = 1\n")) == 0

@@ -197,7 +197,8 @@ def _check_export(words: list[str], environment: dict[str, str]) -> None:
     from airflow.models.connection import Connection
 
     from airflow_delta_provider.get_provider_info import get_provider_info
-    from airflow_delta_provider.hooks.delta import _CONNECTION_PROTOCOLS, DeltaTableHook
+    from airflow_delta_provider.hooks.delta import DeltaTableHook
+    from airflow_delta_provider.hooks.storage_connections import CONNECTION_PROTOCOLS
 
     for assignment in words[1:]:
         name, _, value = assignment.partition("=")
@@ -207,7 +208,7 @@ def _check_export(words: list[str], environment: dict[str, str]) -> None:
                 conn = Connection.from_json(value, conn_id=conn_id)
             else:
                 conn = Connection(conn_id=conn_id, uri=value)
-            known = {DeltaTableHook.conn_type, *_CONNECTION_PROTOCOLS, "spark", "spark_connect"}
+            known = {DeltaTableHook.conn_type, *CONNECTION_PROTOCOLS, "spark", "spark_connect"}
             assert conn.conn_type in known, f"{name}: connection type {conn.conn_type!r} is none of {known}"
         elif name.startswith("AIRFLOW__DELTA__"):
             options = get_provider_info()["config"]["delta"]["options"]

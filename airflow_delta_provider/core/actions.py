@@ -23,7 +23,8 @@ from airflow_delta_provider.core.delta_types import (
     check_string,
     show_value,
 )
-from airflow_delta_provider.core.errors import CorruptLogError, InvalidLogValueError
+from airflow_delta_provider.core.errors import CorruptLogError, InvalidLogValueError, SchemaError
+from airflow_delta_provider.core.schema_json import parse_schema_string
 from airflow_delta_provider.core.table_config import TableConfig
 
 if TYPE_CHECKING:
@@ -180,28 +181,41 @@ class Metadata:
         return TableConfig(self.configuration)
 
     @cached_property
-    def schema(self) -> pa.Schema:
-        """The logical table schema as pyarrow.
+    def schema_json(self) -> dict[str, Any]:
+        """``schemaString`` parsed, once: the struct type's JSON object (not to be modified).
 
-        :raises CorruptLogError: ``schemaString`` is not the JSON of a struct type (naming where
-            the action was read, when known).
-        :raises SchemaError: the schema uses a type this core does not support.
+        :raises CorruptLogError: it is not the JSON of a struct type (naming where the action was
+            read, when known).
+        :raises SchemaError: its types nest deeper than :data:`~.schema_json.MAX_SCHEMA_DEPTH`.
         """
-        from airflow_delta_provider.core.schema import schema_from_delta
-
         try:
-            parsed = json.loads(self.schema_string)
+            parsed = parse_schema_string(self.schema_string)
+        except SchemaError:
+            raise
         except ValueError as err:
             problem = f"is not valid JSON ({err})"
         else:
             if isinstance(parsed, dict) and parsed.get("type") == "struct":
-                return schema_from_delta(parsed)
+                return parsed
             problem = "is not the JSON of a struct type"
         where = f" ({self.origin})" if self.origin else ""
         raise CorruptLogError(
             f"The metaData action{where} is malformed: its schemaString {problem}: "
             f"{shorten(repr(self.schema_string))}. The log is corrupt."
         )
+
+    @cached_property
+    def schema(self) -> pa.Schema:
+        """The logical table schema as pyarrow.
+
+        :raises CorruptLogError: ``schemaString`` is not the JSON of a struct type (naming where
+            the action was read, when known).
+        :raises SchemaError: the schema uses a type this core does not support, or nests deeper
+            than :data:`~.schema_json.MAX_SCHEMA_DEPTH`.
+        """
+        from airflow_delta_provider.core.schema import schema_from_delta
+
+        return schema_from_delta(self.schema_json)
 
 
 @dataclass(frozen=True, slots=True)

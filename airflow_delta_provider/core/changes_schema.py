@@ -10,7 +10,6 @@ works on the log's schema JSON, as Delta's compares Spark types.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.core.column_mapping import configured_mode, delta_physical_name
@@ -77,8 +76,7 @@ def reserved_columns(metadata: Metadata) -> list[str]:
 
 
 def _struct(metadata: Metadata) -> dict[str, Any]:
-    parsed: dict[str, Any] = json.loads(metadata.schema_string)
-    return parsed
+    return metadata.schema_json
 
 
 # --- column mapping: DeltaColumnMapping.hasNoColumnMappingSchemaChanges ---------------------------

@@ -1,22 +1,12 @@
 """Data retention as a policy: delete the rows older than ``now - keep`` through the core's DELETE.
 
-A policy (:class:`~.table_config.DataRetentionPolicy`: a column, how long rows are kept, the
-largest share of the table one run may delete) comes from the caller or from the table's
-``airflow.dataRetention`` property, so that it travels with the table. A run:
-
-1. **checks the policy against the table**: the column must exist (a typo is refused, naming the
-   columns), hold a date or a timestamp (or be a partition column of ISO dates, ``ds``);
-2. **builds the DELETE's predicate**: on the column itself when it is a partition column; on a
-   date partition column generated from it (``CAST(col AS DATE)``, ``to_date(col)``) when there
-   is one, the cutoff then falling on a day boundary, a day earlier for a timestamp with a time
-   zone (Spark casts in its session's zone); both delete whole files and read none. Otherwise a
-   row-level condition on the column;
-3. **counts** the table's rows and those the predicate selects (statistics, footers where they
-   are missing, and for a row-level condition the column of the files statistics cannot rule
-   out), and refuses a run above ``max_deleted_fraction`` (:class:`DataRetentionLimitError`);
-4. **deletes** with :func:`~.delete.delete` on the snapshot it decided on (the rows it counted are
-   handed over, not read again), tagging the commit ``airflow.dataRetention`` with the policy and
-   the cutoff. A dry run stops after step 3.
+A policy (:class:`~.table_config.DataRetentionPolicy`) comes from the caller or from the table's
+``airflow.dataRetention`` property, so that it travels with the table. A run checks the column
+against the table, builds the DELETE's predicate (on the partition column itself, or on a date
+partition generated from the column: whole files, none read; else row-level), counts the rows it
+selects and refuses a run above ``max_deleted_fraction``, then deletes on the snapshot it decided
+on, handing over the rows it counted, in one ``DELETE`` tagged ``airflow.dataRetention``.
+docs/lifecycle.md (data retention) has the rules.
 """
 
 from __future__ import annotations
@@ -38,7 +28,8 @@ from airflow_delta_provider.core.delete_rows import Candidates, FileReader, matc
 from airflow_delta_provider.core.errors import DataRetentionError, DataRetentionLimitError
 from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.skipping import files_matching
-from airflow_delta_provider.core.stats import parse_stats, read_footers, stats_parsed_type
+from airflow_delta_provider.core.stats import read_footers
+from airflow_delta_provider.core.stats_parsed import parse_stats, stats_parsed_type
 from airflow_delta_provider.core.table_config import (
     DATA_RETENTION,
     DataRetentionPolicy,

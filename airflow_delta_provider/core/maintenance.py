@@ -18,6 +18,7 @@ from airflow_delta_provider.core.data_retention import (
     DataRetentionResult,
     data_retention_due,
 )
+from airflow_delta_provider.core.history import info_object
 from airflow_delta_provider.core.optimize import OptimizeOptions, plan_optimize
 from airflow_delta_provider.core.purge import plan_purge
 from airflow_delta_provider.core.table_config import ENABLE_EXPIRED_LOG_CLEANUP, Setting, TableConfig
@@ -293,7 +294,8 @@ def last_vacuum(table: DeltaTable, since: datetime) -> LastVacuum | None:
     for entry in table.history(limit=recent) if recent else []:
         if entry.get("operation") != VACUUM_END or entry.get("timestamp", 0) < since_ms:
             continue
-        status = str((entry.get("operationParameters") or {}).get("status", "COMPLETED")).strip('"')
+        parameters = info_object(entry.get("operationParameters")) or {}
+        status = str(parameters.get("status", "COMPLETED")).strip('"')
         if status.upper() == "COMPLETED":
             stamp = datetime.fromtimestamp(entry["timestamp"] / 1000, tz=UTC)
             return LastVacuum(

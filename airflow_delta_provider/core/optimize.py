@@ -1,39 +1,11 @@
 """OPTIMIZE (bin-packing compaction): the plan, and the commit of what an engine rewrote.
 
-As Delta's ``OptimizeExecutor``:
-
-1. **Candidates**: the active files (of the partitions ``partition_filter`` selects) smaller
-   than ``min_file_size`` (default: the target size), and every file with a deletion vector
-   (rewriting it drops its deleted rows for good; Delta does so above a 5 % deleted-rows ratio,
-   this core whenever there is one).
-2. **Bins**, per partition: candidates sorted by size are packed into bins of at most
-   ``target_file_size`` bytes (``delta.targetFileSize``, default 1 GiB, Delta's
-   ``optimize.maxFileSize``). A bin of one file is skipped unless that file has a deletion
-   vector: rewriting it alone would change nothing.
-3. **Rewrite**: an engine reads each bin's rows (deletion vectors applied) and writes them as
-   one new file under the table root. The Airflow layer's ``DeltaOptimizeOperator`` does this
-   on Spark; :func:`rewrite_locally` does it with pyarrow in this process (small tables, tests).
-4. **Commit** (:func:`commit_optimize`): ``remove`` of every input (``dataChange=false``, its
-   deletion vector, partition values and size kept) and ``add`` of every output
-   (``dataChange=false``, statistics from its Parquet footer) in one ``OPTIMIZE`` commit with
-   Delta's parameters and metrics. The transaction reads exactly the inputs
-   (``ReadSet.files``): a concurrent append never conflicts (a commit that changes no data
-   runs at snapshot isolation), a concurrent commit that removed an input does
-   (``ConcurrentDeleteReadError`` / ``ConcurrentDeleteDeleteError`` naming the file), and then
-   nothing is committed.
-
-Nothing of a failed attempt stays, and nothing else is touched: the files a rewrite reports are
-checked before the commit (:func:`check_outputs`: new files under the root, not hidden, not in
-``_delta_log``, none of them an active file), and when the rewrite fails midway, reports a file it
-may not commit, or its commit is refused or loses to a concurrent run of the same ``app_id``, the
-files it wrote, and only those, are deleted by VACUUM's rules
-(:func:`~airflow_delta_provider.core.vacuum.discard.discard_uncommitted`: confined to the root,
-never a file the latest version references). What a crash leaves behind VACUUM removes once it is
-older than the retention.
-
-Retries are idempotent through ``app_id`` / ``app_version`` (a ``txn`` in the same commit),
-as every commit of this core; without them a rerun finds the compacted files big enough and
-plans nothing.
+As Delta's ``OptimizeExecutor``: small files and files with deletion vectors are packed into bins
+of at most ``delta.targetFileSize``, an engine rewrites each bin into one file (:func:`rewrite_locally`
+with pyarrow here, Spark in the Airflow layer), and :func:`commit_optimize` commits the swap with
+``dataChange=false`` under the inputs as its read set. What a rewrite reports is checked before the
+commit (:func:`check_outputs`), and the files of an attempt that does not land, and only those,
+are deleted by VACUUM's rules. docs/maintenance.md ("OPTIMIZE") has the rules.
 """
 
 from __future__ import annotations

@@ -1,27 +1,13 @@
 """REORG TABLE ... APPLY (PURGE): rewrite the files whose rows deletion vectors delete, so that a
 later VACUUM can remove the deleted rows' bytes.
 
-As Delta's ``DeltaReorgTableCommand``, a purge is OPTIMIZE with another file selection: the bins,
-the rewrite engines, the checks of what they wrote and the commit are OPTIMIZE's
-(:mod:`.optimize`), only the choice of files and the commit's name differ:
-
-1. **Selection** (Delta's ``DeltaPurgeOperation``), among the active files of the partitions
-   ``partition_filter`` selects: files whose deletion vector deletes rows, files with a deletion
-   vector but no ``numRecords`` statistic, and files holding physical columns the schema no longer
-   has (dropped under column mapping). Telling the last needs the files' footers; they are read
-   only where a column can have been dropped (:func:`~.column_mapping.column_dropped`), so a purge
-   reads no file without a deletion vector on other tables.
-2. **Bins** per partition up to the target size, as OPTIMIZE packs them, except that a bin of one
-   file is rewritten too.
-3. **Rewrite** by an engine (pyarrow here, Spark in the Airflow operator): deletion vectors
-   applied, dropped columns left out, physical names and field ids kept.
-4. **Commit**: ``remove`` of every input (``dataChange=false``, its deletion vector kept) and
-   ``add`` of every output (``dataChange=false``, no vector) in one ``REORG`` commit with
-   ``operationParameters`` ``predicate`` and ``applyPurge=true`` and OPTIMIZE's metrics
-   (``numDeletionVectorsRemoved`` among them). The commit reads exactly the files it rewrote:
-   one that a concurrent commit removed (a DELETE that gave it a new deletion vector, another
-   rewrite) refuses it, and every other concurrent commit is retried past: Delta's rule "retry
-   while every rewritten (path, deletion vector) is still live".
+As Delta's ``DeltaReorgTableCommand``, a purge is OPTIMIZE with another file selection (Delta's
+``DeltaPurgeOperation``): files whose deletion vector deletes rows, files with a vector but no
+``numRecords``, and files holding columns dropped under column mapping (footers read only where a
+column can have been dropped). The bins (single files included), the rewrite engines, the checks
+of what they wrote and the commit are OPTIMIZE's (:mod:`.optimize`); the commit is a ``REORG``
+with ``applyPurge=true``, ``dataChange=false``, refused when a concurrent commit removed a file it
+rewrote. docs/lifecycle.md (PURGE) has the rules.
 """
 
 from __future__ import annotations
@@ -45,7 +31,8 @@ from airflow_delta_provider.core.optimize import (
 )
 from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.schema import physical_schema
-from airflow_delta_provider.core.stats import parse_stats, read_footers, stats_parsed_type
+from airflow_delta_provider.core.stats import read_footers
+from airflow_delta_provider.core.stats_parsed import parse_stats, stats_parsed_type
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

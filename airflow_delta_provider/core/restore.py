@@ -1,27 +1,10 @@
 """RESTORE: a table back to an earlier version in one commit (Delta's ``RESTORE TABLE``).
 
-As Delta's ``RestoreTableCommand``:
-
-1. **Target**: a version, or a timestamp (the last commit at or before it), with Delta's
-   ``DELTA_CANNOT_RESTORE_*`` errors outside the history. Restoring the current version commits
-   nothing. A target committed before ``delta.deletedFileRetentionDuration`` is refused (Delta
-   4.1+): VACUUM may have deleted its files.
-2. **Diff** on the logical file key ``(path, deletion-vector id)``, the key of log replay: the
-   target's files the table no longer has are added back as the target had them (statistics,
-   deletion vector, row ids) with ``dataChange=true``; the table's files the target did not have
-   are removed (``dataChange=true``, with partition values, size, statistics and deletion vector).
-   A file whose deletion vector changed is both, so change-data readers see its rows come back.
-3. **Files checked**: every file to add back and its deletion-vector file must exist, else the
-   restore is refused naming them: never a table that points at missing files.
-4. **Commit**: the target's ``metaData`` (identity high-water marks kept from the current table),
-   the merge of both protocols (never a downgrade), the clustering domain as Delta handles it, the
-   adds and removes, ``operation=RESTORE`` with Delta's parameters and metrics. As Delta's
-   ``commitLarge`` there is no conflict resolution: a concurrent commit that changed what the
-   restore read refuses it (:class:`~.errors.ConcurrentWriteError`); one that changed nothing it
-   read (a VACUUM record, another application's txn) is retried past.
-
-:func:`find_tagged_commits` finds the commits that carry given commitInfo tags (an Airflow run's
-identity) and so the version before the first of them: "restore to before run X".
+As Delta's ``RestoreTableCommand``: compared on ``(path, deletion-vector id)``, the target's files
+the table no longer has are added back as the target had them and the table's other files removed;
+the target's metadata and the merged protocol are committed without conflict resolution (Delta's
+``commitLarge``). Every file to add back, and its deletion-vector file, must exist.
+:func:`find_tagged_commits` finds "the version before run X". docs/lifecycle.md has the rules.
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
 """Which active files of a snapshot may hold rows a predicate selects (partition pruning and data skipping).
 
-A read's filter (:class:`~.predicate.Predicate`, in negation normal form) is evaluated per file:
-exactly on partition values (every row of a file has its partition values), and as a necessary
-condition on the log's statistics (``minValues``, ``maxValues``, ``nullCount``, ``numRecords``)
-for data columns. A file is skipped only when no row of it can match; missing or unreadable
-statistics keep it. The rows themselves are still filtered by the engine afterwards.
-
-Statistics are trusted as Delta's data skipping trusts them (``DataSkippingReader``), with these
-exceptions, where a bound may not hold for every row a reader sees:
-
-- timestamp maxima are truncated to milliseconds, so a maximum stands for anything up to 999
-  microseconds above it;
-- ``!=`` never skips (a truncated string bound may equal the literal while the values do not);
-- floating-point columns are never skipped on (writers differ on whether NaN is in the bounds,
-  and Spark orders NaN above every number);
-- columns whose type was widened (``delta.typeChanges``) are never skipped on, their older files'
-  statistics being of the old type.
+A read's filter is evaluated per file, exactly on partition values and as a necessary condition on
+the log's statistics: a file is skipped only when no row of it can match. Statistics are trusted as
+Delta's ``DataSkippingReader`` trusts them, except where a bound may not hold for every row a reader
+sees: a timestamp maximum stands for up to 999 microseconds more (Delta truncates it to
+milliseconds), and ``!=``, floating-point columns and type-widened columns never skip.
 """
 
 from __future__ import annotations
@@ -28,7 +17,7 @@ import pyarrow.compute as pc
 
 from airflow_delta_provider.core.predicate import Comparison, Junction
 from airflow_delta_provider.core.schema import TYPE_CHANGES_KEY, physical_name
-from airflow_delta_provider.core.stats import parse_stats, stats_parsed_type
+from airflow_delta_provider.core.stats_parsed import parse_stats, stats_parsed_type
 
 if TYPE_CHECKING:
     import numpy.typing as npt

@@ -369,7 +369,9 @@ class Snapshot:
         if mode == "none":
             return self.schema
         from airflow_delta_provider.core.schema import physical_schema
+        from airflow_delta_provider.core.validation import check_column_mapping
 
+        check_column_mapping(self.metadata)  # two columns of one physical name: refused, not misread
         return physical_schema(self.schema, mode)
 
     @property

@@ -1,20 +1,10 @@
 """TableConfig: a table's properties, typed, parsed once, each with where its value came from.
 
-As delta-kernel-rs ``TableProperties`` and pyiceberg's ``TableProperties``: every property
-the core acts on is declared once (its Delta name, the ``[delta]`` provider option that may
-default it, its type and Delta's default), and every operation reads it from here. A
-value is resolved in one order and described in one vocabulary:
-
-``argument`` (the caller's explicit value) > ``table property`` > ``provider config`` (the
-provider-wide defaults the Airflow layer passes in; the core never reads Airflow
-configuration) > ``default`` (Delta's).
-
-Intervals accept the same units everywhere: a ``timedelta``, a number of hours, or a Delta
-interval string (``interval 7 days``, ``168 hours``). A table property must carry its unit
-(Delta stores intervals as strings); a bare number is hours only where a caller chose it.
-A bad value raises :class:`InvalidTablePropertyError` (from a property or the provider
-config) or :class:`RetentionError` (from an argument), naming the key, the value and its
-source. Values are parsed on first use, so a bad property only stops what reads it.
+As delta-kernel-rs and pyiceberg's ``TableProperties``: every property the core acts on is declared
+once (its Delta name, the ``[delta]`` option that may default it, its type and Delta's default), and
+resolved in one order: ``argument`` > ``table property`` > ``provider config`` (passed in; the core
+never reads Airflow configuration) > ``default``. Values are parsed on first use, and a bad one
+raises an error naming the key, the value and its source (docs/maintenance.md, "Retention policies").
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """The one transaction: a :class:`~.commit_plan.CommitPlan` committed atomically, checked against
 concurrent winners, retried.
 
-A commit is a put-if-absent of ``_delta_log/%020d.json``. When another writer got that
-version first, the winners' commits are read and checked with Delta's ConflictChecker rules
-(:mod:`.conflicts`) and, when none applies, the commit is retried at the next free version.
-Like Delta, the commit carries a unique ``txnId`` in its commitInfo, so a writer whose put
-succeeded but whose response was lost (an S3 retry answered 412) recognises its own commit.
-
-Before the first attempt every action is checked against its Delta types
-(:func:`~.validation.validate_actions`): nothing that a reader or a checkpoint could not read
-back ever reaches the log. Once the commit file is in place the commit has happened: the
-post-commit work (the ``.crc`` checksum, the checkpoint Delta's policy asks for, log cleanup
-after it) runs through :func:`run_post_commit_hooks`, which logs a failure as a warning and
-returns it on :attr:`CommitResult.post_commit_errors`, never raising, as Delta treats its
-post-commit hooks.
+A commit is a put-if-absent of ``_delta_log/%020d.json``; a lost race is checked with Delta's
+ConflictChecker rules (:mod:`.conflicts`) and retried at the next free version, and a ``txnId`` lets
+a writer whose response was lost recognise its own commit. Every action is validated before the
+first attempt. Once the commit file is in place the commit has happened: post-commit work
+(checksum, checkpoint, log cleanup) reports failures on :attr:`CommitResult.post_commit_errors`.
 """
 
 from __future__ import annotations

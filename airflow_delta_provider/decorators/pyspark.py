@@ -1,19 +1,8 @@
 """``@task.delta_pyspark``: a PySpark task whose returned DataFrame is committed to a Delta table.
 
-.. code-block:: python
-
-    @task.delta_pyspark(
-        table_uri="s3://lake/events",
-        partition_by=["ds"],
-        mode="overwrite",
-        replace_where="ds = '{{ ds }}'",
-    )
-    def ingest(spark, ds=None):
-        return spark.read.json(f"s3a://landing/{ds}/").withColumn("ds", F.lit(ds))
-
-The task takes every argument of
-:class:`~airflow_delta_provider.operators.pyspark.DeltaPySparkOperator`; its XCom is the commit
-report (``version``, ``files``, ``rows``, ``bytes``, ``skipped``...), not the DataFrame.
+The task takes every argument of :class:`~airflow_delta_provider.operators.pyspark.DeltaPySparkOperator`
+(``@task.delta_pyspark(table_uri=..., partition_by=[...], mode=...)``, the function receiving
+``spark``); its XCom is the commit report, not the DataFrame. See docs/operators.md.
 """
 
 from __future__ import annotations

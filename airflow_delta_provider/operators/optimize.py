@@ -1,29 +1,12 @@
 """OPTIMIZE (bin-packing compaction) of a Delta table, or its REORG PURGE, the rewrite running on Spark.
 
 The core decides what to rewrite and commits it (:mod:`airflow_delta_provider.core.optimize`, and
-:mod:`airflow_delta_provider.core.purge` with ``purge=True``: the same bins, rewrite and commit,
-Delta's purge selection and a ``REORG`` commit); Spark does the data work. One execution:
-
-1. works out its idempotency key (``app_id`` = the task instance, ``app_version`` as for an
-   overwrite: equal across retries, raised by a clear) and, when the table already holds it,
-   returns the version holding it **without starting Spark**; it also returns without Spark when
-   the plan finds nothing to compact (or on a dry run);
-2. opens the Spark session as :class:`~airflow_delta_provider.operators.pyspark.DeltaPySparkOperator`
-   does (``local[*]``, a ``spark`` or a ``spark_connect`` connection; Spark's output logged at its
-   levels) and reads every bin's files with the table's schema (physical names and field ids under
-   column mapping, so the files written keep them). Deletion vectors are applied on the
-   executors: the core decodes each file's DV on the driver, and the file's rows are anti-joined
-   with those row indexes on ``_metadata.row_index`` (broadcast), so no row goes through the driver;
-5. writes all bins in one job, one file per bin, to a fresh directory per attempt
-   (``<root>/<write_subdir>/<dag>__<task>/<run>__try<n>__<uuid>/optimize_bin=<n>/part-...``),
-   then commits through the core: ``remove`` + ``add`` with ``dataChange=false``, ``OPTIMIZE`` (or
-   ``REORG``) commitInfo with Delta's metrics, and the txn of step 1.
-
-When the commit is refused (a concurrent commit removed one of the inputs:
-``ConcurrentDeleteReadError`` naming the file), a concurrent run of the same task instance committed
-first, or the job fails (an input missing from storage: ``OptimizeRewriteError``), the attempt's
-files are deleted, by the core's rules (never outside the root, never a file the table references);
-the table is unchanged.
+:mod:`airflow_delta_provider.core.purge` with ``purge=True``: Delta's purge selection and a ``REORG``
+commit); Spark reads each bin (deletion vectors applied on the executors, physical names and field
+ids kept under column mapping) and writes one file per bin into a fresh directory per attempt. A
+retry of a landed commit, an empty plan and a dry run return without starting Spark; an attempt
+that does not land has its files deleted by the core's rules. docs/maintenance-operators.md
+("DeltaOptimizeOperator") has the steps.
 """
 
 from __future__ import annotations

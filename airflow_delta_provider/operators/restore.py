@@ -1,18 +1,9 @@
 """Restore a Delta table to an earlier version from Airflow (Delta's ``RESTORE TABLE``), exactly once.
 
-The core decides everything (:mod:`airflow_delta_provider.core.restore`): the target, the
-files, the refusals. Three ways to name the version:
-
-* ``version``;
-* ``timestamp``: the last version committed at or before it;
-* ``before_run_id`` (and ``before_dag_id``): the version before the first commit of that Airflow
-  run, found by the run identity every commit operator of the provider records in commitInfo
-  ``tags`` (the Delta view's history shows it per run). The search reads only the commits since
-  the run's logical date.
-
-The restore is idempotent per task instance like an overwrite (``app_id`` = the task instance,
-``app_version`` equal across retries and raised by a clear): a retry after the restore landed
-commits nothing and reports the restore that did, without reading the table's files.
+The core decides everything (:mod:`airflow_delta_provider.core.restore`). The version is named by
+``version``, ``timestamp`` or ``before_run_id`` (the version before that Airflow run's first
+commit). The restore is idempotent per task instance like an overwrite: a retry after it landed
+commits nothing and reports the restore that did.
 """
 
 from __future__ import annotations

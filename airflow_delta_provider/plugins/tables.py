@@ -27,9 +27,16 @@ from airflow_delta_provider.core.features import (
     supports,
     writer_features,
 )
-from airflow_delta_provider.core.history import commit_counts, commit_timestamps, history
+from airflow_delta_provider.core.history import (
+    commit_counts,
+    commit_timestamps,
+    history,
+    info_integer,
+    info_object,
+)
 from airflow_delta_provider.core.logfiles import LogFileKind
 from airflow_delta_provider.core.maintenance import checkpoint_due, cleanup_due, vacuum_due
+from airflow_delta_provider.core.redaction import masked_options
 from airflow_delta_provider.core.segment import complete_checkpoints, list_log_files
 from airflow_delta_provider.core.table_config import DATA_RETENTION, to_interval
 from airflow_delta_provider.core.vacuum.record import read_last_vacuum_info
@@ -41,7 +48,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_HISTORY",
-    "free_int",
     "free_text",
     "restore_target",
     "table_health",
@@ -64,30 +70,13 @@ _DEPTH_LIMIT = 8
 
 def _iso(ms: Any) -> str | None:
     """An epoch-milliseconds timestamp as ISO text; None when it is no date a calendar holds."""
-    millis = free_int(ms)
+    millis = info_integer(ms)
     if millis is None:
         return None
     try:
         return datetime.fromtimestamp(millis / 1000, tz=UTC).isoformat(timespec="seconds")
     except (OverflowError, ValueError, OSError):
         return None
-
-
-def free_int(value: Any) -> int | None:
-    """A free-form integer (a metric, an event's version), written as a number or as (quoted)
-    text; None for anything else."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return int(value) if value.is_integer() else None
-    if isinstance(value, str) and len(value) <= 40:
-        try:
-            return int(value.strip().strip('"'))
-        except ValueError:
-            return None
-    return None
 
 
 def _bounded(value: Any, depth: int = 0) -> Any:
@@ -113,14 +102,8 @@ def free_text(value: Any) -> str | None:
 
 
 def _object(value: Any) -> dict[str, Any]:
-    """A commitInfo field that should be a JSON object, also when written as a JSON text (as some
-    engines write ``tags`` and ``operationParameters``); {} when it is neither."""
-    if isinstance(value, str) and value.lstrip().startswith("{"):
-        try:
-            value = json.loads(value)
-        except (ValueError, RecursionError):
-            return {}
-    return value if isinstance(value, dict) else {}
+    """A commitInfo field that should be a JSON object, by the core's reading; {} when it is none."""
+    return info_object(value) or {}
 
 
 def run_identity(info: dict[str, Any]) -> dict[str, Any] | None:
@@ -132,21 +115,29 @@ def run_identity(info: dict[str, Any]) -> dict[str, Any] | None:
     names = {key: free_text(found.get(key)) for key in ("dag_id", "task_id", "run_id")}
     if not all(names.values()):
         return None
-    map_index = free_int(found.get("map_index"))
+    map_index = info_integer(found.get("map_index"))
     return {
         **names,
         "logical_date": free_text(found.get("logical_date")),
         "map_index": -1 if map_index is None else map_index,
-        "try_number": max(free_int(found.get("try_number")) or 1, 1),
+        "try_number": max(info_integer(found.get("try_number")) or 1, 1),
     }
 
 
 def _parameters(value: Any) -> dict[str, str]:
-    """``operationParameters`` as text per name (Delta writes each value JSON-encoded)."""
+    """``operationParameters`` as text per name (Delta writes each value JSON-encoded), the values of
+    options named like secrets masked, also inside a value that is an object (CREATE TABLE's
+    ``properties``, Delta's JSON text of the table's properties)."""
     parameters = _object(value)
     if not parameters and value not in (None, "", {}):
         return {"value": free_text(value) or ""}
-    return {k: (free_text(v) or "").strip('"') for k, v in parameters.items()}
+    shown = {}
+    for name, item in masked_options(parameters).items():
+        inner = info_object(item)
+        if inner and masked_options(inner) != inner:
+            item = masked_options(inner)
+        shown[name] = (free_text(item) or "").strip('"')
+    return shown
 
 
 def _entry(info: dict[str, Any], storage: LogStore) -> dict[str, Any]:
@@ -291,7 +282,8 @@ def table_health(table: DeltaTable) -> dict[str, Any]:
             "writer_features": sorted(protocol.writer_features or ()),
         },
         "features": _features(snapshot),
-        "properties": dict(sorted(snapshot.properties.items())),
+        # Properties are anyone's text: a credential put there is shown masked, like any secret.
+        "properties": masked_options(dict(sorted(snapshot.properties.items()))),
     }
 
 
@@ -399,13 +391,13 @@ def _data_retention(snapshot: Snapshot, commits: list[dict[str, Any]], storage: 
                 **_removed(info, storage),
                 "cutoff": free_text(applied.get("cutoff")),
                 "policy": {k: free_text(applied.get(k)) for k in ("column", "keep", "max_deleted_fraction")},
-                "deleted_rows": free_int(_object(info.get("operationMetrics")).get("numDeletedRows")),
+                "deleted_rows": info_integer(_object(info.get("operationMetrics")).get("numDeletedRows")),
             }
         if last_purge is None and operation == "REORG":
             metrics = _object(info.get("operationMetrics"))
             last_purge = {
                 **_removed(info, storage),
-                "deletion_vectors_removed": free_int(metrics.get("numDeletionVectorsRemoved")),
+                "deletion_vectors_removed": info_integer(metrics.get("numDeletionVectorsRemoved")),
             }
     return {
         "property": DATA_RETENTION,

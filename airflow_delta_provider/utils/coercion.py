@@ -1,41 +1,10 @@
 """Argument coercion: one set of rules for every operator, sensor and trigger of the provider.
 
-Arguments come from DAG authors as Python values, and from rendered templates as strings
-(``"{{ params.dry_run }}"`` renders ``"True"``; a template that finds nothing renders ``""``
-or ``"None"``). Each function here turns one kind of argument into its value, or raises a
-:class:`ValueError` that names the argument, shows the bad value (redacted) and says what to
-pass instead. The rules:
-
-* A **deferred** value (a Jinja template string, an ``XComArg``) is known only when the task
-  runs: :func:`validate` skips it at DAG-parse time, and the operator coerces it after rendering.
-* A **blank string** (``""``, ``"  "``) is never a value: it is what a template renders when it
-  found nothing, so reading it as False, zero or "the default" could run a destructive task
-  the author did not ask for. It is an error for every argument.
-* **None**, or the string ``"None"`` (any case; what Jinja renders for a missing value), means
-  "not given" for optional arguments: the argument's documented default applies. For required
-  arguments it is an error. Lists, free text that is data (a predicate) and booleans never
-  take ``"None"`` as "not given".
-* **Booleans**: ``True``/``False``, or the strings ``true``/``false``, ``yes``/``no``,
-  ``on``/``off``, ``1``/``0`` in any case with surrounding spaces ignored (the words of Python's
-  ``configparser``). These are unambiguous; anything else, ``""``, ``"None"`` and numbers
-  included, is an error. Arguments that are not templated take only ``True``/``False``.
-* **Integers**: an ``int``, an integral ``float`` or a string of one, within the argument's
-  bounds; every integer is also at most ``2**63 - 1`` (:data:`LONG_MAX`), because Delta stores
-  versions, txn versions and timestamps as signed 64-bit longs.
-* **Lists of strings**: a list (or tuple), one string, or a string holding a JSON list (render
-  it with ``| tojson``); items are non-empty strings, stripped.
-* **Intervals**: a ``timedelta``, a number of hours (as delta-rs' ``retention_hours`` and
-  Spark's ``RETAIN n HOURS``), or a Delta interval string such as ``"interval 7 days"``, parsed
-  and range-checked (zero to 365,000 days) by the core's one interval parser
-  (:func:`airflow_delta_provider.core.table_config.to_interval`), as table properties are.
-* **Sizes**: an ``int`` of bytes, or a string in Spark's units (``"134217728"``, ``"128mb"``,
-  ``"1g"``, ``"1tb"``), parsed by the core's one size parser
-  (:func:`airflow_delta_provider.core.table_config.parse_byte_size`), as ``delta.targetFileSize`` is.
-* **Timestamps**: a ``datetime`` (naive = UTC), an ISO-8601 string or milliseconds since the epoch.
-* **Data retention policies**: a mapping ``{"column": ..., "keep": ..., "max_deleted_fraction": ...}``
-  or its JSON (render it with ``| tojson``), parsed strictly by the core's one policy parser
-  (:func:`airflow_delta_provider.core.table_config.parse_data_retention`), as the table's
-  ``airflow.dataRetention`` property is: ``keep`` through the one interval parser, with its unit.
+Arguments come as Python values or as strings rendered by templates (``""`` or ``"None"`` when a
+template found nothing). Each function turns one kind of argument into its value, or raises a
+:class:`ValueError` that names the argument, shows the (redacted) value and says what to pass. A
+blank string is never a value, so a template that rendered nothing cannot run a destructive task
+as if given a default. The rules per kind are in docs/operators.md ("Templated arguments").
 """
 
 from __future__ import annotations

@@ -19,13 +19,13 @@ from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.actions import AddFile
 from airflow_delta_provider.core.commit_plan import CommitPlan
 from airflow_delta_provider.core.errors import (
+    InvalidDataFileError,
     InvalidPathError,
     SchemaMismatchError,
     TableAlreadyExistsError,
     TableNotFoundError,
 )
 from airflow_delta_provider.core.logfiles import commit_name
-from airflow_delta_provider.core.stats import InvalidDataFileError
 from airflow_delta_provider.core.transaction import OptimisticTransaction
 
 pytestmark = pytest.mark.s3

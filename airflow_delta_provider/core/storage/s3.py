@@ -1,20 +1,10 @@
 """S3 (and S3-compatible stores) through s3fs's botocore client.
 
-Listing from a key uses ``StartAfter``; put-if-absent is a conditional ``PUT`` with
-``If-None-Match: *``; deletions are ``DeleteObjects`` requests of up to 1,000 keys, keys
-used verbatim (no glob expansion), :data:`DELETE_CONCURRENCY` at a time on s3fs's event loop.
-
-VACUUM's tree listing (:meth:`S3Store.list_tree`) runs every prefix listing concurrently on
-s3fs's event loop (:data:`LIST_CONCURRENCY` requests at a time) and reads each page's
-``<Contents>`` from the response body itself: botocore's parser builds a dict and parses a
-timestamp with dateutil per object (~0.1 ms each, 100 s for 1M objects), the raw body gives
-key, size and time with three regular expressions per page. botocore still signs, sends,
-retries and parses the rest of the page (truncation, continuation token, common prefixes).
-
-Before its first commit to a bucket, a process checks that the store really honours the
-condition (S3-compatible stores that ignore it would let two writers both "win" a version):
-a second conditional PUT of a new hidden key under ``_delta_log`` must fail. A store that
-fails the check is refused for commits, with the reason.
+Put-if-absent is a conditional ``PUT`` with ``If-None-Match: *``; before its first commit to a bucket
+a process checks that the store honours it and refuses commits when it does not (docs/storage.md).
+Deletions are ``DeleteObjects`` of up to 1,000 keys. VACUUM's tree listing runs every prefix listing
+concurrently on s3fs's event loop and reads each page's ``<Contents>`` from the raw response body,
+which costs a fraction of botocore's per-object parsing (benchmarks/vacuum.md).
 """
 
 from __future__ import annotations

@@ -1,44 +1,10 @@
 """VACUUM: delete the files a Delta table no longer needs, the way Delta (Spark) does.
 
-Follows ``VacuumCommand.gc`` of delta-spark (``S/commands/VacuumCommand.scala``):
-
-- **Retention.** Files are kept for ``delta.deletedFileRetentionDuration`` (default one week)
-  after they stopped being part of the table: ``deleteBefore = now - retention``. A retention
-  shorter than the table's is refused with Delta's explanation unless the caller switches the
-  safety check off; a negative one always is.
-- **Protected ("valid") paths.** Every live ``add``, every tombstone (``remove``) whose
-  ``deletionTimestamp >= deleteBefore``, each one's parent directories and its deletion-vector
-  file. Absolute paths outside the table root are neither protected nor deleted.
-- **FULL** (default) lists the table root recursively, skipping hidden names (``_`` or ``.``
-  prefix at any level) except ``_delta_index*``, ``_change_data*`` and ``<partitionCol>=*``;
-  candidates are files older than ``deleteBefore`` that are not protected, plus empty
-  directories. Untracked files younger than the retention (a writer's uncommitted output)
-  are never candidates.
-- **LITE** reads the ``remove`` and ``cdc`` actions of the commits between the last VACUUM
-  (``_delta_log/_last_vacuum_info``) and the latest commit at or before ``deleteBefore``; it
-  lists nothing, so it cannot find files no commit ever named. When the log no longer holds
-  those commits it refuses with Delta's ``DELTA_CANNOT_VACUUM_LITE``.
-- **Real runs** commit an empty ``VACUUM START`` (parameters and metrics as Delta writes
-  them), delete in parallel (batched ``DeleteObjects`` on S3), then commit ``VACUUM END``
-  with ``COMPLETED``, or ``FAILED`` before re-raising the error that stopped the deletion.
-  Delta writes these two commits only on some storage schemes (not S3); ``log_commits``
-  overrides that.
-
-Nothing outside the table root is ever deleted: every candidate is checked to lie strictly
-under the root before the first deletion, and the whole run is refused otherwise.
-
-Deliberate differences from Spark (each safer or more exact, none deletes more):
-
-- a directory is a candidate only when nothing at all is left under it; Spark lists every
-  directory without old files and lets the non-recursive delete of the non-empty ones fail;
-- absolute (``p``) deletion-vector paths under the root are protected too (Spark protects
-  only ``u`` ones);
-- LITE also skips hidden paths, and deletes no directories (it lists none);
-- FULL records the latest commit outside the retention window in ``_last_vacuum_info`` (Spark
-  records nothing after FULL, which makes every later LITE on a table whose early commits
-  were cleaned fail), and the recorded version never moves back;
-- an explicit retention other than 0 is honoured (Spark >= 4.1 ignores it by default and
-  uses the table property).
+Follows delta-spark's ``VacuumCommand.gc``: a file stays while it is live or was removed within
+``delta.deletedFileRetentionDuration``; FULL lists the table root for candidates, LITE reads the
+removes of the commits since the last VACUUM; a real run commits ``VACUUM START`` and ``END``.
+Every candidate is checked to lie strictly under the table root before the first deletion. The
+rules, and where this core deliberately keeps more than Spark, are in docs/maintenance.md.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.checksum import read_checksum
 from airflow_delta_provider.core.errors import (
     AppendOnlyViolationError,
+    InvalidDataFileError,
     InvalidPartitionValueError,
     InvalidPathError,
     SchemaMismatchError,
@@ -23,7 +24,6 @@ from airflow_delta_provider.core.errors import (
 )
 from airflow_delta_provider.core.features import minimum_protocol
 from airflow_delta_provider.core.predicate import PredicateError
-from airflow_delta_provider.core.stats import InvalidDataFileError
 
 SCHEMA = pa.schema([("id", pa.int64()), ("value", pa.string()), ("ds", pa.string())])
 

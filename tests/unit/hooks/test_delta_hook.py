@@ -253,7 +253,20 @@ def test_an_aws_connection_reads_the_endpoint_from_service_config(
     assert DeltaTableHook(table_uri=uri, storage_conn_id="minio").get_table().version() == 0
 
 
+def _airflow_refuses_a_list_extra() -> bool:
+    """Airflow before 3.2 refuses such a connection itself, before the hook sees it."""
+    from airflow.models.connection import Connection
+
+    try:
+        Connection(conn_id="probe", conn_type="delta", extra='["x"]')
+    except ValueError:
+        return True
+    return False
+
+
 def test_a_connection_whose_extra_is_no_json_object_is_refused(tmp_path, monkeypatch):
+    if _airflow_refuses_a_list_extra():
+        pytest.skip("this Airflow refuses a connection whose extra is not a JSON object itself")
     monkeypatch.setenv(
         "AIRFLOW_CONN_LAKE",
         json.dumps({"conn_type": "delta", "host": str(tmp_path / "t"), "extra": '["pl4nted"]'}),

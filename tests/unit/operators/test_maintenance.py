@@ -742,18 +742,6 @@ def test_last_vacuum_falls_back_to_last_vacuum_info(tmp_path: Path) -> None:
     assert last_vacuum(DeltaTable(root), datetime.now(UTC) - timedelta(days=7)) is None
 
 
-def test_xcom_path_lists_are_capped_but_counts_stay_complete() -> None:
-    from airflow_delta_provider.operators.maintenance import MAX_XCOM_FILES, _cap_files
-
-    paths = [f"s3://b/t/part-{i}.parquet" for i in range(MAX_XCOM_FILES + 5)]
-    capped = _cap_files({"files": list(paths), "num_files": len(paths), "directories": ["s3://b/t/x"]})
-    assert capped["files"] == paths[:MAX_XCOM_FILES]
-    assert capped["files_truncated"] is True
-    assert capped["num_files"] == MAX_XCOM_FILES + 5
-    assert capped["directories"] == ["s3://b/t/x"]
-    assert "directories_truncated" not in capped
-
-
 # --- tables from `delta` connections --------------------------------------------------------------
 
 

@@ -410,6 +410,64 @@ def test_a_sas_token_in_a_location_is_never_shown(view: Any) -> None:
             assert "carries credentials" in response.json()["detail"]
 
 
+# --- what the view opens -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "location",
+    ["http://169.254.169.254/latest/meta-data", "file:///etc", "s3://someone-elses-bucket/lake", "a table"],
+)
+def test_an_event_posted_through_the_rest_api_never_makes_an_asset_a_table(view: Any, location: str) -> None:
+    """Anyone allowed to post asset events could otherwise have the API server open any asset's
+    location: a metadata endpoint, its own disk, a bucket through a delta connection's credentials,
+    a real table no task of the deployment wrote."""
+    uri = location
+    if location == "a table":
+        uri = DeltaTable.create(
+            str(view.root / f"posted-{uuid.uuid4().hex[:6]}"), pa.schema([("id", pa.int64())])
+        ).uri
+    forged = {"table_uri": uri, "version": 0, "operation": "CREATE TABLE"}
+    asset_id = view.asset(uri, None, name=f"posted {uuid.uuid4().hex[:6]}", extra=forged, api=True)
+    listed = {(t["kind"], t["id"]) for t in view.ok("/api/tables")["tables"]}
+    assert ("asset", asset_id) not in listed
+    for route in ASSET_ROUTES:
+        response = view.get(f"/api/assets/{asset_id}/{route}")
+        assert response.status_code == 404, response.text
+        assert "is not a Delta table this deployment knows" in response.json()["detail"]
+
+
+@pytest.mark.parametrize("storage_conn_id", ["no_such_connection", 5])
+def test_a_storage_connection_that_does_not_exist_is_a_clear_422(view: Any, storage_conn_id: Any) -> None:
+    name = f"dangling_{uuid.uuid4().hex[:6]}"
+    extra = json.dumps({"storage_conn_id": storage_conn_id})
+    view.connection(name, host=f"s3://bucket-{uuid.uuid4().hex[:6]}/lake", extra=extra)
+    for route in ASSET_ROUTES:
+        response = view.get(f"/api/connections/{name}/{route}")
+        assert response.status_code == 422, response.text
+        detail = response.json()["detail"]
+        assert "a connection it needs does not exist" in detail and f"{storage_conn_id}" in detail
+
+
+def test_credentials_in_table_properties_and_parameters_are_masked(view: Any) -> None:
+    """Table properties are anyone's text: one named like a credential is shown masked in health,
+    and in the history's CREATE TABLE parameters (Delta writes the properties there as JSON text)."""
+    secret = "pr0p-" + uuid.uuid4().hex
+    view.secrets.append(secret)
+    root = view.root / f"props-{uuid.uuid4().hex[:6]}"
+    properties = {"fs.azure.sas.token": secret, "my.password": secret, "delta.appendOnly": "false"}
+    table = DeltaTable.create(str(root), pa.schema([("id", pa.int64())]), properties=properties)
+    created = {"version": 0, "operation": "CREATE TABLE", "committed": True}
+    asset_id = view.asset(table.uri, created)
+    health = view.ok(f"/api/assets/{asset_id}/health")  # View.get asserts the secret appears nowhere
+    assert health["properties"] == {
+        "delta.appendOnly": "false",
+        "fs.azure.sas.token": "***",
+        "my.password": "***",
+    }
+    (entry,) = view.ok(f"/api/assets/{asset_id}/history")["entries"]
+    assert json.loads(entry["parameters"]["properties"]) == health["properties"]
+
+
 # --- every failure is a JSON message ----------------------------------------------------------------
 
 
