@@ -21,7 +21,8 @@ PageLocations = list[tuple[int, int, int]]
 _DECODED: dict[bytes, PageLocations] = {}
 _DECODED_KEPT = 256
 _LOCK = threading.Lock()
-#: A PageLocation as every writer lays it out: field 1 (i64), field 2 (i32), field 3 (i64), stop.
+#: A PageLocation as arrow C++ (pyarrow) and arrow-rs (delta-rs) lay it out: fields 1 (i64), 2 (i32),
+#: 3 (i64), stop; any other layout is read the generic way.
 _HEADERS = np.array([0x16, 0x15, 0x16, 0x00], np.uint64)
 #: Bytes of the longest varint read in place (63 bits).
 _VARINT_BYTES = 9
