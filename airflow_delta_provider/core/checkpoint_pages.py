@@ -10,6 +10,7 @@ gives None and the caller decodes the column with pyarrow: a shortcut, never a s
 from __future__ import annotations
 
 import bisect
+import contextlib
 import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -17,7 +18,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from airflow_delta_provider.core.page_index import clear_page_locations, null_pages, page_locations
+from airflow_delta_provider.core.page_index import (
+    PageIndexError,
+    PageLocations,
+    clear_page_locations,
+    null_pages,
+    page_locations,
+)
 from airflow_delta_provider.core.page_scan import codec_of, decompressed, read_page_header
 from airflow_delta_provider.core.parquet_footer import TAIL_BYTES
 from airflow_delta_provider.core.thrift import read_struct, varint
@@ -42,6 +49,8 @@ _FOOTER_SPEC: dict[int, Any] = {2: None, 4: {1: {4: None, 5: None, 6: None, 7: N
 #: Where a column chunk's offset index and column index are: (offset, length) or None.
 _Locations = tuple[tuple[int, int] | None, tuple[int, int] | None]
 _Footer = tuple["_Node", list[list[_Locations]]]
+#: Per column of a row group: its offset index decoded, and its column index's bytes.
+_GroupIndexes = tuple[dict[int, "PageLocations"], dict[int, bytes]]
 
 
 #: Ranges closer than this are read as one span.
@@ -77,6 +86,7 @@ class CheckpointPages:
         self._path = path
         self._metadata = parquet.metadata
         self._parsed: _Footer | None = None
+        self._indexes: dict[int, _GroupIndexes] = {}
 
     def action_rows(self, name: str, group: int) -> list[tuple[int, Any]] | None:
         """(0-based row in the row group, value) of every row of ``group`` holding action ``name``,
@@ -87,23 +97,20 @@ class CheckpointPages:
             return None
 
     def _action_rows(self, name: str, group: int) -> list[tuple[int, Any]]:
-        root, indexes = self._footer()
+        root, _ = self._footer()
         top = next((child for child in root.children if child.name == name), None)
         if top is None or top.repetition == _REPEATED or not top.children:
             raise Unreadable(name)
         leaves = list(_leaves(top))
-        locations = [indexes[group][leaf.column][0] for leaf in leaves]
         probe = _probe(top, leaves)
-        column_index = indexes[group][leaves[probe].column][1]
+        offsets, column_indexes = self._group_indexes(group)
+        if any(leaf.column not in offsets for leaf in leaves):
+            raise Unreadable("no offset index")
+        offset_indexes = [offsets[leaf.column] for leaf in leaves]
         # The probe names the action (Delta requires it in every such action): its column index
         # says which pages hold the action at all.
-        required = column_index is not None
-        wanted = [*locations, column_index] if required else locations
-        if any(location is None for location in wanted):
-            raise Unreadable("no offset index")
-        pages = self._read([loc for loc in wanted if loc is not None])
-        offset_indexes = page_locations(pages[: len(leaves)])
-        empty_pages = null_pages(pages[-1]) if required else None
+        column_index = column_indexes.get(leaves[probe].column)
+        empty_pages = null_pages(column_index) if column_index is not None else None
         rows = self._present_rows(
             group, leaves[probe], offset_indexes[probe], top.max_definition, empty_pages
         )
@@ -111,6 +118,41 @@ class CheckpointPages:
             return []
         entries = self._leaf_entries(group, leaves, offset_indexes, rows)
         return [(row, _assemble(top, entries, row)) for row in rows]
+
+    def _group_indexes(self, group: int) -> _GroupIndexes:
+        """The offset index of every leaf of the small actions in ``group``, and the column index
+        of each action's key field: read and decoded together at the first action asked for
+        (they lie side by side, and decoding them as one batch costs little more than one)."""
+        found = self._indexes.get(group)
+        if found is not None:
+            return found
+        root, indexes = self._footer()
+        columns: dict[int, tuple[int, int]] = {}  # leaf column: its offset index's range
+        keys: dict[int, tuple[int, int]] = {}  # key field's column: its column index's range
+        for top in root.children:
+            if top.name not in KEYS or not top.children:
+                continue
+            leaves = _leaves(top)
+            for leaf in leaves:
+                offset_index = indexes[group][leaf.column][0]
+                if offset_index is not None:
+                    columns[leaf.column] = offset_index
+            with contextlib.suppress(Unreadable):
+                key = leaves[_probe(top, leaves)].column
+                column_index = indexes[group][key][1]
+                if column_index is not None:
+                    keys[key] = column_index
+        data = self._read([*columns.values(), *keys.values()])
+        offset_data = data[: len(columns)]
+        try:
+            offsets = dict(zip(columns, page_locations(offset_data), strict=True))
+        except PageIndexError:  # one unreadable index: the others still serve their actions
+            offsets = {}
+            for column, one in zip(columns, offset_data, strict=True):
+                with contextlib.suppress(PageIndexError):
+                    [offsets[column]] = page_locations([one])
+        found = self._indexes[group] = (offsets, dict(zip(keys, data[len(columns) :], strict=True)))
+        return found
 
     # --- footer ----------------------------------------------------------------------------
 
