@@ -13,6 +13,7 @@ import pytest
 from airflow_delta_provider.core import checkpoint_reader as reader
 from airflow_delta_provider.core.checkpoint_pages import CheckpointPages
 from airflow_delta_provider.core.storage import open_store
+from airflow_delta_provider.core.thrift import read_struct
 
 _MAP = pa.map_(pa.string(), pa.string())
 PROTOCOL = pa.struct(
@@ -276,3 +277,24 @@ def test_a_file_replaced_under_its_name_is_read_anew(tmp_path):
         [(2_990, {"appId": "app-1", "version": 1, "lastUpdated": None})],
         [(2_990, {"appId": "app-2", "version": 1, "lastUpdated": None})],
     ]
+
+
+def test_an_unreadable_offset_index_costs_only_its_action_the_page_route(tmp_path):
+    """The offset indexes of a row group are decoded together; one that cannot be read (here
+    overwritten) leaves its action to pyarrow and the others to the pages."""
+    path = tmp_path / "c.parquet"
+    _checkpoint(path, 3_000, LAYOUTS["at-the-end"], max_rows_per_page=100)
+    parquet = pq.ParquetFile(path)
+    data = bytearray(path.read_bytes())
+    footer_length = int.from_bytes(data[-8:-4], "little")
+    meta, _ = read_struct(bytes(data[-8 - footer_length : -8]), 0, {4: {1: {4: None, 5: None}}})
+    txn_version = next(
+        i for i in range(parquet.metadata.num_columns) if parquet.schema.column(i).path == "txn.version"
+    )
+    chunk = meta[4][0][1][txn_version]
+    data[chunk[4] : chunk[4] + chunk[5]] = b"\x19\x2c" + b"\x80" * (chunk[5] - 2)
+    path.write_bytes(bytes(data))
+    pages = CheckpointPages(open_store(str(tmp_path)), str(path), pq.ParquetFile(path))
+    assert pages.action_rows("txn", 0) is None
+    for name in ("protocol", "metaData"):
+        assert pages.action_rows(name, 0) == _by_pyarrow(parquet, name), name
