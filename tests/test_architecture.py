@@ -59,6 +59,7 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
             "parquet_compat",
             "page_scan",
             "thrift",
+            "page_index",
             "row_tracking",
             "sql_engine",
             "constraints",
