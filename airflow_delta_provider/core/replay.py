@@ -66,6 +66,7 @@ from airflow_delta_provider.core.deletion_vectors import deletion_vector_unique_
 from airflow_delta_provider.core.errors import CorruptLogError, DeltaError
 from airflow_delta_provider.core.features import reader_features
 from airflow_delta_provider.core.logfiles import SIDECAR_DIR
+from airflow_delta_provider.core.memory import READ_POOL
 from airflow_delta_provider.core.paths import TablePath, escapes_root, has_scheme
 from airflow_delta_provider.core.table_config import TableConfig
 
@@ -1141,12 +1142,6 @@ def _json_file_schema(partition_columns: Sequence[str]) -> pa.Schema:
     return pa.schema([("add", add), ("remove", remove)])
 
 
-#: The JSON reader's buffers live only while the columns are checked and the winners taken,
-#: and the system allocator hands them back; the default pool (mimalloc) kept ~10-14 MB more
-#: resident per load of a 10,000-line tail (peak RSS of a 1,000-file table: 66 -> 52 MB).
-_JSON_POOL = pa.system_memory_pool()
-
-
 def _columnar_file_actions(
     root: TablePath, commits: list[CommitActions], partition_columns: Sequence[str]
 ) -> tuple[pa.Table, pa.Table, TouchedKeys] | None:
@@ -1191,7 +1186,7 @@ def _columnar_file_actions(
             parse_options=pa_json.ParseOptions(
                 explicit_schema=_json_declared_schema(schema), unexpected_field_behavior="infer"
             ),
-            memory_pool=_JSON_POOL,
+            memory_pool=READ_POOL,
         )
     except (pa.ArrowException, ValueError):
         return None
