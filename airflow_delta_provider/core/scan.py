@@ -126,7 +126,8 @@ def runs(values: pa.Array | pa.ChunkedArray, lengths: npt.NDArray[np.int64]) -> 
     width = _byte_width(values.type)
     if width and values.null_count == 0 and len(values):
         # Fixed-width values without nulls: repeated in numpy, one pass, no per-value dispatch.
-        data = np.frombuffer(values.buffers()[1], dtype=f"V{width}")[values.offset :][: len(values)]
+        dtype = f"<i{width}" if width <= 8 else f"V{width}"  # (numpy repeats void items one by one)
+        data = np.frombuffer(values.buffers()[1], dtype=dtype)[values.offset :][: len(values)]
         repeated = np.repeat(data, lengths)
         return pa.Array.from_buffers(values.type, len(repeated), [None, pa.py_buffer(repeated)])
     present = lengths > 0  # a run end must pass the one before it
