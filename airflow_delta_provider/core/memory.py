@@ -2,7 +2,7 @@
 
 pyarrow's default pool on Linux is mimalloc, which commits its arenas eagerly and marks them for
 transparent huge pages; a fresh process that reads a few hundred megabytes then spends most of its
-time in the kernel making those pages resident (see docs/read-api.md, "Memory pool"). The core's
+time in the kernel making those pages resident (docs/read-api.md, "Cold processes"). The core's
 reads ask for :data:`READ_POOL` instead: the system allocator, unless the process chose a pool
 itself with ``ARROW_DEFAULT_MEMORY_POOL`` (then that one). The choice is made once, here, and
 passed to each read; the process's default pool (``pa.set_memory_pool``) is left alone, since it
