@@ -1,25 +1,28 @@
 """The provider-wide ``[delta]`` configuration section.
 
 Values here are defaults for every table; a table's own properties and a task's explicit
-arguments take precedence (see :mod:`airflow_delta_provider.core.table_config`). The core
-never reads Airflow configuration: the Airflow layer passes these values in.
+arguments take precedence (see :mod:`airflow_delta_provider.core.table_config`, which declares
+each property and its ``[delta]`` option once). The core never reads Airflow configuration:
+the Airflow layer passes these values in.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+from airflow_delta_provider.core.commit_plan import DEFAULT_MAX_ATTEMPTS
+from airflow_delta_provider.core.table_config import PROVIDER_OPTIONS, SET_TRANSACTION_RETENTION
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 SECTION = "delta"
 
-#: Delta property -> ``[delta]`` option holding the provider-wide default.
-RETENTION_OPTIONS = {
-    "delta.logRetentionDuration": "log_retention_duration",
-    "delta.deletedFileRetentionDuration": "deleted_file_retention_duration",
-    "delta.setTransactionRetentionDuration": "set_transaction_retention_duration",
-    "delta.checkpointInterval": "checkpoint_interval",
-}
-
 DEFAULT_POLL_INTERVAL = 60.0
+#: What the tables the provider creates get when ``[delta] set_transaction_retention_duration``
+#: is unset: Delta keeps no expiry by default, so every task instance's txn would stay forever.
 DEFAULT_SET_TRANSACTION_RETENTION = "interval 90 days"
-DEFAULT_MAX_COMMIT_ATTEMPTS = 100
+DEFAULT_MAX_COMMIT_ATTEMPTS = DEFAULT_MAX_ATTEMPTS
 
 
 def _get(option: str, fallback: str = "") -> str:
@@ -58,12 +61,28 @@ def retention_defaults() -> dict[str, str]:
     """Provider-wide defaults keyed by Delta property, only for the options that are set.
 
     ``delta.setTransactionRetentionDuration`` always has a value (default
-    ``interval 90 days``): it is written on the tables the provider creates.
+    :data:`DEFAULT_SET_TRANSACTION_RETENTION`): it is written on the tables the provider creates.
     """
     values = {}
-    for prop, option in RETENTION_OPTIONS.items():
-        fallback = DEFAULT_SET_TRANSACTION_RETENTION if option == "set_transaction_retention_duration" else ""
+    for prop, option in PROVIDER_OPTIONS.items():
+        fallback = DEFAULT_SET_TRANSACTION_RETENTION if prop == SET_TRANSACTION_RETENTION else ""
         value = _get(option, fallback)
         if value:
             values[prop] = value
     return values
+
+
+def provider_table_properties(properties: Mapping[str, Any] | None) -> dict[str, str]:
+    """Properties of a table the provider creates: the user's, plus a bounded txn retention.
+
+    ``delta.setTransactionRetentionDuration`` comes from ``[delta] set_transaction_retention_duration``
+    (default :data:`DEFAULT_SET_TRANSACTION_RETENTION`) unless the user set it; without it every
+    task instance's txn would stay in the table's state forever.
+    """
+    result = {
+        str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in (properties or {}).items()
+    }
+    if SET_TRANSACTION_RETENTION not in result:
+        configured = retention_defaults().get(SET_TRANSACTION_RETENTION)
+        result[SET_TRANSACTION_RETENTION] = configured or DEFAULT_SET_TRANSACTION_RETENTION
+    return result

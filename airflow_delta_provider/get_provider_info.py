@@ -38,6 +38,7 @@ def get_provider_info() -> dict[str, Any]:
                     "/docs/operators.md",
                     "/docs/sensors-and-triggers.md",
                     "/docs/maintenance.md",
+                    "/docs/lifecycle.md",
                 ],
                 "tags": ["software"],
             }
@@ -50,7 +51,9 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_delta_provider.operators.pyspark",
                     "airflow_delta_provider.operators.maintenance",
                     "airflow_delta_provider.operators.optimize",
+                    "airflow_delta_provider.operators.delete",
                     "airflow_delta_provider.operators.spark_vacuum",
+                    "airflow_delta_provider.operators.restore",
                 ],
             }
         ],

@@ -1,22 +1,9 @@
 """OpenLineage for Delta commits (optional: needs ``apache-airflow-providers-openlineage``).
 
-The output dataset is named by OpenLineage's storage conventions (``spec/Naming.md``), the
-same names Airflow's asset converters and OpenLineage-Spark give the table, so lineage from
-Airflow and from Spark jobs writing the same table meets in one node:
-
-========  ==============================================  ===================
-storage   namespace                                       name
-========  ==============================================  ===================
-local     ``file``                                        ``/abs/path``
-S3        ``s3://{bucket}``                               ``{key}``
-GCS       ``gs://{bucket}``                               ``{key}``
-ABFSS     ``abfss://{container}@{account}.dfs...``        ``{path}``
-other     ``{scheme}://{authority}``                      ``{path}``
-========  ==============================================  ===================
-
-Facets: ``storage`` (``delta`` / ``parquet``, as OpenLineage-Spark's DeltaHandler),
-``version`` (the Delta table version), ``schema``, and the ``outputStatistics`` of the commit.
-Nothing here imports OpenLineage at module level; without it the functions return None.
+The output dataset is named by OpenLineage's storage conventions (``spec/Naming.md``), as Airflow's
+asset converters and OpenLineage-Spark name the table, so lineage from Airflow and from Spark jobs
+writing the same table meets in one node; its facets are ``storage``, ``version``, ``schema`` and the
+commit's ``outputStatistics``. Nothing here imports OpenLineage at module level.
 """
 
 from __future__ import annotations
@@ -41,6 +28,7 @@ _LIFECYCLE = {
     "CREATE TABLE AS SELECT": "CREATE",
     "CREATE TABLE": "CREATE",
     "CREATE OR REPLACE TABLE": "OVERWRITE",
+    "RESTORE": "OVERWRITE",  # the table's content replaced by an earlier version's
 }
 
 

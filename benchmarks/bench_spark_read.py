@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.actions import AddFile, RemoveFile
+from airflow_delta_provider.core.commit_plan import CommitPlan
 from airflow_delta_provider.core.deletion_vectors import (
     deletion_vector_file,
     encode_deletion_vector_file_id,
@@ -75,7 +76,8 @@ def build(root: Path, files: int, rows: int, deleted: float) -> tuple[str, str]:
     for table in tables.values():
         table.commit_files(names)
     snapshot = tables["dv"].snapshot()
-    actions: list[Any] = []
+    removes: list[RemoveFile] = []
+    adds: list[AddFile] = []
     for add in snapshot.files().to_pylist():
         victims = np.sort(rng.choice(rows, size=int(rows * deleted), replace=False)).astype(np.uint64)
         bitmap = serialize_deletion_vector(victims)
@@ -89,9 +91,11 @@ def build(root: Path, files: int, rows: int, deleted: float) -> tuple[str, str]:
             "cardinality": len(victims),
         }
         common = {"partition_values": {}, "size": add["size"], "stats": add["stats"]}
-        actions.append(RemoveFile(add["path"], deletion_timestamp=1, **common))
-        actions.append(AddFile(add["path"], modification_time=1, deletion_vector=descriptor, **common))
-    OptimisticTransaction(tables["dv"].storage, read_snapshot=snapshot).commit(actions, operation="DELETE")
+        removes.append(RemoveFile(add["path"], deletion_timestamp=1, **common))
+        adds.append(AddFile(add["path"], modification_time=1, deletion_vector=descriptor, **common))
+    OptimisticTransaction(tables["dv"].storage, read_snapshot=snapshot).commit(
+        CommitPlan("DELETE", removes=tuple(removes), adds=tuple(adds))
+    )
     return str(plain), str(dv)
 
 

@@ -5,7 +5,9 @@
    the table *at that version*, so it reports exactly what triggered it.
 2. ``delta_events_wait_for_version`` waits with ``DeltaTableVersionSensor`` in deferrable mode (the
    wait runs in the triggerer, no worker slot) for a commit newer than ``params.after_version``,
-   whoever wrote it (Spark jobs outside Airflow included), then summarises the new version.
+   whoever wrote it (Spark jobs outside Airflow included), then summarises the new version. The
+   sensor announces what it found as an event of the table's asset, so the DAGs scheduled on it
+   (``silver.py``) run for versions written outside Airflow too.
 """
 
 from __future__ import annotations
@@ -99,6 +101,9 @@ with DAG(
         deferrable=True,
         poke_interval=5,
         timeout=60 * 60,
+        # The table's asset event then says which versions were found (from_version, to_version),
+        # which schedules the DAGs on the asset (silver.py) for versions written outside Airflow.
+        outlets=[EVENTS],
     )
 
     @task

@@ -8,16 +8,21 @@ Run it with ``make demo``. Everything lives under ``.demo/`` in the repository: 
    fourth day whose task fails *after* its commit, so Airflow retries it (the retry commits
    nothing and does not start Spark);
 2. runs ``delta_events_downstream`` (scheduled on the table's asset), which reads the version
-   the last commit produced, and ``delta_events_wait_for_version`` (the deferrable version sensor)
-   waiting for a version that does not exist yet: it defers, its trigger polls, and another
-   writer (delta-rs, in a thread) commits a fifth day a few seconds later, which resumes it;
-3. runs ``delta_nightly_maintenance`` over the tables under ``.demo/`` (checkpoint and log
+   the last commit produced, and ``delta_events_silver`` (``silver.py``, ``source=`` the events
+   table), which consumes every version so far (the table's snapshot on its first run); its
+   re-run consumes nothing again;
+3. runs ``delta_events_wait_for_version`` (the deferrable version sensor) waiting for a version that
+   does not exist yet: it defers, its trigger polls, and another writer (delta-rs, in a thread)
+   commits a fifth day a few seconds later, which resumes it; ``delta_events_silver`` then consumes
+   exactly that version, in a run whose first try fails after its commit (the retry consumes
+   nothing), and the silver table's totals equal the events table's;
+4. runs ``delta_nightly_maintenance`` over the tables under ``.demo/`` (checkpoint and log
    cleanup when due, VACUUM when due), then the same steps with the demo's clock moved forward
    (31 days for the log retention, 8 for VACUUM's 7) on a copy of the table: a checkpoint is
    written, the expired log files before it are deleted, and the data files the clear and the
    retry replaced or left behind are removed. The table itself keeps every commit, so the History
    view the demo points at shows the runs, the retry and the other writer;
-4. prints the table's history and its rows per day, and where to see it all in Airflow's UI
+5. prints the table's history and its rows per day, and where to see it all in Airflow's UI
    (the provider's Delta view, docs/ui.md).
 """
 
@@ -37,6 +42,7 @@ DEMO = REPO / ".demo"
 EXAMPLES = REPO / "dags_examples"
 DAYS = [datetime(2026, 11, d, tzinfo=UTC) for d in (1, 2, 3)]
 FAILING_DAY = datetime(2026, 11, 4, tzinfo=UTC)
+SILVER_RUNS = [datetime(2026, 11, 4, h, tzinfo=UTC) for h in (12, 18)]
 
 
 def prepare_environment() -> None:
@@ -87,6 +93,44 @@ def describe(result: dict[str, Any] | None) -> str:
         f"committed version {result['version']} ({result['operation']}): {count(result['rows'], 'row')} in "
         f"{count(result['files'], 'file')}, {count(result['removed_files'], 'file')} replaced"
     )
+
+
+def consumed(result: dict[str, Any] | None) -> str:
+    """What a run of the incremental task consumed, from its XCom."""
+    if not result:
+        return "no result"
+    if result.get("reason") == "already_committed":
+        return (
+            f"nothing consumed again: silver version {result['version']} already holds this task "
+            f"instance's commit"
+        )
+    source = result.get("source") or {}
+    versions = source.get("versions")
+    if versions is None:
+        return "nothing new: nothing committed"
+    first = " (the table's snapshot: the first run)" if source.get("previous_cursor") is None else ""
+    return (
+        f"consumed events versions {versions[0]} to {versions[1]}{first}, committed as silver version "
+        f"{result['version']} ({result['rows']} rows) with the cursor at {source['cursor']}"
+    )
+
+
+def run_failing_after_commit(dag: Any, logical_date: datetime) -> tuple[Any, list[int]]:
+    """A run of ``dag``'s single task whose first try fails right after its commit landed."""
+    (task,) = dag.tasks
+    failures: list[int] = []
+
+    def fail_after_commit(context: Any, result: Any) -> None:
+        if context["ti"].try_number == 1:
+            failures.append(result["version"])
+            raise RuntimeError("simulated worker loss after the commit")
+
+    saved = (task._post_execute_hook, task.retry_delay)
+    task._post_execute_hook, task.retry_delay = fail_after_commit, timedelta(0)
+    try:
+        return dag.test(logical_date=logical_date), failures
+    finally:
+        task._post_execute_hook, task.retry_delay = saved
 
 
 def foreign_commit(table_uri: str, day: str) -> None:
@@ -186,21 +230,8 @@ def main() -> None:
         dag_run = ingest.dag.test(logical_date=day)
         print(f"  {day.date()}: run {dag_run.state}; {describe(return_value(dag_run, 'ingest_events'))}")
 
-    (task,) = ingest.dag.tasks
-    failures: list[int] = []
-
-    def fail_after_commit(context: Any, result: Any) -> None:
-        if context["ti"].try_number == 1:
-            failures.append(result["version"])
-            raise RuntimeError("simulated worker loss after the commit")
-
     print(f"  {FAILING_DAY.date()}: the task will fail after its commit (the traceback below is expected)")
-    saved = (task._post_execute_hook, task.retry_delay)
-    task._post_execute_hook, task.retry_delay = fail_after_commit, timedelta(0)
-    try:
-        dag_run = ingest.dag.test(logical_date=FAILING_DAY)
-    finally:
-        task._post_execute_hook, task.retry_delay = saved
+    dag_run, failures = run_failing_after_commit(ingest.dag, FAILING_DAY)
     print(
         f"  {FAILING_DAY.date()}: try 1 committed version {failures[0] if failures else '?'} and then "
         f"failed; the retry: {describe(return_value(dag_run, 'ingest_events'))}; run {dag_run.state}"
@@ -211,6 +242,12 @@ def main() -> None:
     dag_run = downstream.downstream_dag.test()
     summary = return_value(dag_run, "report_new_version") or {}
     print(f"  run {dag_run.state}; saw version {summary.get('version')} with {summary.get('rows')} rows")
+
+    print("\n== delta_events_silver (source=events: each new version consumed exactly once) ==")
+    silver = load("silver.py")
+    for label in ("first run", "the same run again"):
+        dag_run = silver.dag.test(logical_date=SILVER_RUNS[0])
+        print(f"  {label}: run {dag_run.state}; {consumed(return_value(dag_run, 'build_silver'))}")
 
     print("\n== delta_events_wait_for_version (deferrable DeltaTableVersionSensor) ==")
     from airflow_delta_provider.core import DeltaTable
@@ -226,8 +263,9 @@ def main() -> None:
     print(
         f"  the sensor deferred, its trigger polled, and it resumed after "
         f"{time.monotonic() - started:.0f} s: run {dag_run.state}; found version {found.get('version')} "
-        f"({found.get('rows')} rows)"
+        f"({found.get('rows')} rows), announced as an event of the events asset"
     )
+    silver_after_sensor(silver)
 
     print("\n== delta_nightly_maintenance ==")
     try:
@@ -261,6 +299,37 @@ def main() -> None:
     where_to_look(table.uri)
 
 
+def silver_after_sensor(silver: Any) -> None:
+    """The silver DAG on the version delta-rs wrote: consumed once, though its first try fails after
+    the commit; then the silver totals against the events table's."""
+    print("\n== delta_events_silver on the version the sensor found ==")
+    print("  the task will fail after its commit on try 1 (the traceback below is expected)")
+    dag_run, failures = run_failing_after_commit(silver.dag, SILVER_RUNS[1])
+    print(
+        f"  try 1 committed silver version {failures[0] if failures else '?'} and then failed; the retry: "
+        f"{consumed(return_value(dag_run, 'build_silver'))}; run {dag_run.state}"
+    )
+    from airflow_delta_provider.core import DeltaTable
+    from airflow_delta_provider.plugins.tables import consumer_cursors
+
+    for cursor in consumer_cursors(DeltaTable(silver.SILVER_TABLE).snapshot()):
+        print(
+            f"  cursor in the silver table's log (a txn): {cursor['consumer']} consumed events up to "
+            f"version {cursor['version']} (appId {cursor['app_id']})"
+        )
+    expected, found = (
+        silver.totals(silver.EVENTS_TABLE, signed=False),
+        silver.totals(silver.SILVER_TABLE, signed=True),
+    )
+    print(
+        f"  silver totals per day and user {'equal' if found == expected else 'DIFFER FROM'} the events "
+        f"table's ({len(found)} day-user pairs, {sum(e for e, _ in found.values())} events, "
+        f"{sum(c for _, c in found.values())} clicks): each version consumed exactly once"
+    )
+    if found != expected:
+        raise SystemExit(f"silver {found} != events {expected}")
+
+
 def where_to_look(table_uri: str) -> None:
     """The last lines: how to see the same history, health and maintenance in Airflow's UI."""
     home = DEMO / "airflow"
@@ -271,7 +340,8 @@ def where_to_look(table_uri: str) -> None:
         f"{home / 'simple_auth_manager_passwords.json.generated'})\n"
         f"  and pick the asset {table_uri}: History (each version, the run and try that wrote it, "
         f"the skipped re-run), Health (files, sizes, VACUUM dry run), Maintenance (checkpoint, "
-        f"cleanup, VACUUM and when each is next due)."
+        f"cleanup, VACUUM and when each is next due); the asset of events_silver shows, under Health, "
+        f"its consumer cursor on the events table."
     )
 
 

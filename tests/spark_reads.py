@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.actions import AddFile, RemoveFile
+from airflow_delta_provider.core.commit_plan import CommitPlan
 from airflow_delta_provider.core.deletion_vectors import inline_deletion_vector
 from airflow_delta_provider.core.partitions import partition_path
 from airflow_delta_provider.core.predicate import Predicate
@@ -97,12 +98,17 @@ def odd_table(root: Path) -> DeltaTable:
         "stats": first["stats"],
     }
     OptimisticTransaction(table.storage, read_snapshot=snapshot).commit(
-        [
-            RemoveFile(first["path"], deletion_timestamp=1, **common),
-            AddFile(
-                first["path"], modification_time=1, deletion_vector=inline_deletion_vector([0, 2]), **common
+        CommitPlan(
+            "DELETE",
+            removes=(RemoveFile(first["path"], deletion_timestamp=1, **common),),
+            adds=(
+                AddFile(
+                    first["path"],
+                    modification_time=1,
+                    deletion_vector=inline_deletion_vector([0, 2]),
+                    **common,
+                ),
             ),
-        ],
-        operation="DELETE",
+        )
     )
     return table

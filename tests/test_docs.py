@@ -197,7 +197,8 @@ def _check_export(words: list[str], environment: dict[str, str]) -> None:
     from airflow.models.connection import Connection
 
     from airflow_delta_provider.get_provider_info import get_provider_info
-    from airflow_delta_provider.hooks.delta import _CONNECTION_PROTOCOLS, DeltaTableHook
+    from airflow_delta_provider.hooks.delta import DeltaTableHook
+    from airflow_delta_provider.hooks.storage_connections import CONNECTION_PROTOCOLS
 
     for assignment in words[1:]:
         name, _, value = assignment.partition("=")
@@ -207,7 +208,7 @@ def _check_export(words: list[str], environment: dict[str, str]) -> None:
                 conn = Connection.from_json(value, conn_id=conn_id)
             else:
                 conn = Connection(conn_id=conn_id, uri=value)
-            known = {DeltaTableHook.conn_type, *_CONNECTION_PROTOCOLS, "spark", "spark_connect"}
+            known = {DeltaTableHook.conn_type, *CONNECTION_PROTOCOLS, "spark", "spark_connect"}
             assert conn.conn_type in known, f"{name}: connection type {conn.conn_type!r} is none of {known}"
         elif name.startswith("AIRFLOW__DELTA__"):
             options = get_provider_info()["config"]["delta"]["options"]
@@ -404,8 +405,37 @@ def _reading_did_what_it_says(namespace: dict[str, Any]) -> None:
     assert namespace["changed"].count() == namespace["inserted"].count() == 6
 
 
+def _lifecycle_run(world: World) -> None:
+    """A run of ``ingest_events`` committed to ``s3://lake/events`` (version 5), with the run identity
+    the provider's commit operators record."""
+    from airflow_delta_provider.core import DeltaTable
+    from airflow_delta_provider.operators.commit import RunIdentity
+
+    world.write("s3://lake/events/ds=2026-11-20/part-run.parquet", {"id": [99], "payload": ["bad"]})
+    identity = RunIdentity(
+        "ingest_events", "load", "scheduled__2026-11-20T00:00:00+00:00", -1, 1, 1, "2026-11-20T00:00:00+00:00"
+    )
+    DeltaTable("s3://lake/events").commit_files(["ds=2026-11-20/part-run.parquet"], tags=identity.tags())
+
+
+def _lifecycle_did_what_it_says(namespace: dict[str, Any]) -> None:
+    table = namespace["table"]  # restored to 2 (version 6), to 3 (7), to before the run (8)
+    assert namespace["found"].version_before == 4 and [c.version for c in namespace["found"].commits] == [5]
+    assert [h["operation"] for h in table.history(3)] == ["RESTORE"] * 3
+    assert table.snapshot().files().num_rows == table.snapshot(4).files().num_rows == 4
+    # PURGE: the DELETE example's vector-hidden row rewritten away; retention: one old day deleted.
+    orders = namespace["orders"].snapshot()
+    assert namespace["purged"].committed and orders.files().column("deletion_vector").null_count == 1
+    assert namespace["retained"].num_deleted_rows == 1
+    assert sorted(namespace["clicks"].snapshot().partition_values().column("ds").to_pylist()) == [
+        "2026-09-01",
+        "2026-10-01",
+        "2026-11-01",
+    ]
+
+
 #: What a document needs beyond the world every document gets, run before its blocks.
-SETUP: dict[str, Callable[[World], None]] = {"README.md": _readme_table}
+SETUP: dict[str, Callable[[World], None]] = {"README.md": _readme_table, "docs/lifecycle.md": _lifecycle_run}
 #: What a document's blocks must have done, asked of their namespace afterwards.
 CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
     "README.md": _readme_did_what_it_says,
@@ -413,6 +443,7 @@ CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
     "docs/maintenance.md": _maintenance_did_what_it_says,
     "docs/maintenance-operators.md": _maintenance_operators_did_what_they_say,
     "docs/reading.md": _reading_did_what_it_says,
+    "docs/lifecycle.md": _lifecycle_did_what_it_says,
 }
 
 

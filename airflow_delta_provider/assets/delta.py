@@ -8,6 +8,7 @@ provider's operators or watched by :class:`~airflow_delta_provider.triggers.delt
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Asset
@@ -16,11 +17,9 @@ from airflow_delta_provider.utils.coercion import is_deferred
 from airflow_delta_provider.utils.secrets import public_location
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from airflow_delta_provider.core.commit_plan import CommitResult
 
-    from airflow_delta_provider.core.transaction import CommitResult
-
-__all__ = ["asset_event_extra", "delta_table_asset", "table_asset_uri"]
+__all__ = ["asset_event_extra", "delta_table_asset", "event_version_range", "table_asset_uri"]
 
 #: The metrics of a commit that go into an asset event's extra (the commit's XCom has them all).
 _EVENT_METRICS = (
@@ -81,6 +80,9 @@ def asset_event_extra(result: CommitResult | Mapping[str, Any], table_uri: str) 
     extra: dict[str, Any] = {
         "table_uri": table_asset_uri(table_uri),
         "version": data["version"],
+        # The range the event covers (one commit), as the sensor's and the trigger's events say it.
+        "from_version": data["version"],
+        "to_version": data["version"],
         "operation": data.get("operation"),
         "committed": bool(data.get("committed", not data.get("skipped", False))),
         "skipped": bool(data.get("skipped", not data.get("committed", True))),
@@ -91,3 +93,21 @@ def asset_event_extra(result: CommitResult | Mapping[str, Any], table_uri: str) 
             extra[key] = data[key]
     extra["metrics"] = {key: int(data.get(key) or 0) for key in _EVENT_METRICS}
     return extra
+
+
+def event_version_range(extra: Mapping[str, Any] | None) -> tuple[int, int] | None:
+    """``(from_version, to_version)`` of a Delta table's asset event: a commit operator's or the
+    sensor's (in the extra), or an ``AssetWatcher``'s (in the trigger's ``payload``); events written
+    before the range was recorded give ``(version, version)``. None for an extra without a version.
+    """
+    if not isinstance(extra, Mapping):
+        return None
+    payload = extra.get("payload")
+    data: Mapping[str, Any] = payload if isinstance(payload, Mapping) else extra
+    to_version = data.get("to_version", data.get("version"))
+    if not isinstance(to_version, int) or isinstance(to_version, bool):
+        return None
+    from_version = data.get("from_version")
+    if not isinstance(from_version, int) or isinstance(from_version, bool):
+        from_version = to_version
+    return from_version, to_version

@@ -23,7 +23,9 @@ from airflow_delta_provider.core.delta_types import (
     check_string,
     show_value,
 )
-from airflow_delta_provider.core.errors import CorruptLogError, InvalidLogValueError
+from airflow_delta_provider.core.errors import CorruptLogError, InvalidLogValueError, SchemaError
+from airflow_delta_provider.core.schema_json import parse_schema_string
+from airflow_delta_provider.core.table_config import TableConfig
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -173,28 +175,47 @@ class Metadata:
             check_integer("metaData.createdTime", self.created_time)
 
     @cached_property
-    def schema(self) -> pa.Schema:
-        """The logical table schema as pyarrow.
+    def config(self) -> TableConfig:
+        """The table's own properties, typed: Delta's view, without provider defaults
+        (``Snapshot.config`` adds them; ``TableConfig.table_only`` comes back here)."""
+        return TableConfig(self.configuration)
 
-        :raises CorruptLogError: ``schemaString`` is not the JSON of a struct type (naming where
-            the action was read, when known).
-        :raises SchemaError: the schema uses a type this core does not support.
+    @cached_property
+    def schema_json(self) -> dict[str, Any]:
+        """``schemaString`` parsed, once: the struct type's JSON object (not to be modified).
+
+        :raises CorruptLogError: it is not the JSON of a struct type (naming where the action was
+            read, when known).
+        :raises SchemaError: its types nest deeper than :data:`~.schema_json.MAX_SCHEMA_DEPTH`.
         """
-        from airflow_delta_provider.core.schema import schema_from_delta
-
         try:
-            parsed = json.loads(self.schema_string)
+            parsed = parse_schema_string(self.schema_string)
+        except SchemaError:
+            raise
         except ValueError as err:
             problem = f"is not valid JSON ({err})"
         else:
             if isinstance(parsed, dict) and parsed.get("type") == "struct":
-                return schema_from_delta(parsed)
+                return parsed
             problem = "is not the JSON of a struct type"
         where = f" ({self.origin})" if self.origin else ""
         raise CorruptLogError(
             f"The metaData action{where} is malformed: its schemaString {problem}: "
             f"{shorten(repr(self.schema_string))}. The log is corrupt."
         )
+
+    @cached_property
+    def schema(self) -> pa.Schema:
+        """The logical table schema as pyarrow.
+
+        :raises CorruptLogError: ``schemaString`` is not the JSON of a struct type (naming where
+            the action was read, when known).
+        :raises SchemaError: the schema uses a type this core does not support, or nests deeper
+            than :data:`~.schema_json.MAX_SCHEMA_DEPTH`.
+        """
+        from airflow_delta_provider.core.schema import schema_from_delta
+
+        return schema_from_delta(self.schema_json)
 
 
 @dataclass(frozen=True, slots=True)
@@ -378,6 +399,33 @@ class RemoveFile:
         _check_file_numbers(
             "remove", where, self.deletion_vector, self.base_row_id, self.default_row_commit_version
         )
+
+
+@dataclass(frozen=True)
+class AddCDCFile:
+    """A ``cdc`` action: a file of change rows (Change Data Feed) a data-changing commit wrote
+    beside its adds and removes. It never changes the table's data (``dataChange`` is false)."""
+
+    path: str
+    partition_values: Mapping[str, str | None]
+    size: int
+    tags: Mapping[str, str] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "path": self.path,
+            "partitionValues": dict(self.partition_values),
+            "size": self.size,
+            "dataChange": False,
+        }
+        if self.tags:
+            out["tags"] = dict(self.tags)
+        return out
+
+    def validate(self) -> None:
+        """Refuse values that do not fit the cdc action's types."""
+        check_string("cdc.path", self.path)
+        check_integer(f"cdc.size of {self.path!r}", self.size, 0)
 
 
 def _check_file_numbers(

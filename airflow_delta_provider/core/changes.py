@@ -17,23 +17,31 @@ import pyarrow as pa
 
 import airflow_delta_provider.core.arrays as arrays
 from airflow_delta_provider.core.actions import Metadata, Protocol
-from airflow_delta_provider.core.changes_bounds import ChangeRange, range_commit_files, resolve_range
+from airflow_delta_provider.core.changes_bounds import (
+    ChangeRange,
+    commit_time,
+    range_commit_files,
+    resolve_range,
+)
 from airflow_delta_provider.core.changes_derive import CommitContext, FileChange, commit_changes
 from airflow_delta_provider.core.changes_read import CDC_FIELDS, DeletionVectors, RowScan, read_rows
-from airflow_delta_provider.core.changes_schema import CDC_COLUMNS, check_read_compatible, reserved_columns
+from airflow_delta_provider.core.changes_schema import (
+    check_no_reserved_columns,
+    check_read_compatible,
+)
 from airflow_delta_provider.core.column_mapping import column_mapping_mode, configured_mode
 from airflow_delta_provider.core.commits import read_commit_files
 from airflow_delta_provider.core.errors import (
-    ChangeDataSchemaError,
     CommitsCleanedUpError,
     VersionGapError,
     VersionNotFoundError,
 )
 from airflow_delta_provider.core.features import Operation, check_supported
+from airflow_delta_provider.core.file_actions import DELETION_VECTOR_TYPE
 from airflow_delta_provider.core.redaction import get_logger
-from airflow_delta_provider.core.replay import DELETION_VECTOR_TYPE
 from airflow_delta_provider.core.schema import physical_schema
 from airflow_delta_provider.core.snapshot import load_snapshot
+from airflow_delta_provider.core.validation import check_column_mapping
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -239,9 +247,8 @@ def load_changes(
         for action in commit.actions:
             if "protocol" in action:
                 check_supported(Protocol.from_json(action["protocol"]), None, Operation.READ)
-        ict = (commit.commit_info or {}).get("inCommitTimestamp")
         context = CommitContext(
-            timestamp=ict if isinstance(ict, int) and not isinstance(ict, bool) else times[commit.version],
+            timestamp=commit_time(commit, times),
             change_data_feed=_feed_enabled(metadata[commit.version]),
             partition_columns=read_metadata.partition_columns,
             uri=storage.root_uri,
@@ -268,6 +275,8 @@ def _changes(
     deletion_vectors: DeletionVectors,
 ) -> Changes:
     mode = column_mapping_mode(latest.protocol, read_metadata)
+    if mode != "none":
+        check_column_mapping(read_metadata)  # as the snapshot reader: refused, not misread
     return Changes(
         latest.storage,
         versions,
@@ -362,15 +371,7 @@ def _read_metadata(
 def _check_schemas(
     read: Metadata, read_version: int, metadata: dict[int, Metadata], versions: ChangeRange
 ) -> None:
-    reserved = reserved_columns(read)
-    if reserved:
-        raise ChangeDataSchemaError(
-            f"The table has column(s) {', '.join(reserved)}, whose names the change feed uses for its own "
-            f"columns ({', '.join(CDC_COLUMNS)}) (DELTA_TABLE_ALREADY_CONTAINS_CDC_COLUMNS). Rename them to "
-            f"read the table's changes.",
-            version=read_version,
-            delta_error_class="DELTA_TABLE_ALREADY_CONTAINS_CDC_COLUMNS",
-        )
+    check_no_reserved_columns(read, read_version)
     previous = metadata[versions.start]
     for version in versions.versions[1:]:
         if metadata[version] is not previous:

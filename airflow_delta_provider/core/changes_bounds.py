@@ -15,8 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from airflow_delta_provider.core.delta_types import LONG_MAX
 from airflow_delta_provider.core.errors import (
     CommitsCleanedUpError,
+    CorruptLogError,
     InvalidChangeRangeError,
     TimestampLaterThanLatestCommitError,
     VersionGapError,
@@ -32,8 +34,10 @@ from airflow_delta_provider.core.logfiles import LogFileKind, commit_name
 from airflow_delta_provider.core.segment import list_log_files
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from datetime import datetime
 
+    from airflow_delta_provider.core.commits import CommitActions
     from airflow_delta_provider.core.history import CommitTimestamp
     from airflow_delta_provider.core.logfiles import LogFile
     from airflow_delta_provider.core.snapshot import Snapshot
@@ -44,6 +48,9 @@ if TYPE_CHECKING:
 #: Delta's ``DeltaHistoryManager.POTENTIALLY_UNMONOTONIZED_TIMESTAMPS``: commit times are made
 #: increasing over a listing that starts this many versions before the range.
 MONOTONIZATION_LOOKBACK = 100
+#: The latest (and, negated, earliest) commit time in milliseconds that ``_commit_timestamp``, a
+#: timestamp in microseconds held in a long, can hold: about 292,000 years either side of 1970.
+MAX_COMMIT_MILLIS = LONG_MAX // 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +194,27 @@ def range_commit_files(latest: Snapshot, changes: ChangeRange) -> tuple[list[Log
             raise _missing_commit(latest, version, [f.version for f in listing])
         files.append(found)
     return files, times
+
+
+def commit_time(commit: CommitActions, times: Mapping[int, int]) -> int:
+    """When a commit of the range happened, in milliseconds: its in-commit timestamp, else its
+    file's modification time made increasing (``times``, from :func:`range_commit_files`).
+
+    :raises CorruptLogError: the in-commit timestamp lies outside what a timestamp can hold.
+    """
+    ict = (commit.commit_info or {}).get("inCommitTimestamp")
+    if not isinstance(ict, int) or isinstance(ict, bool):
+        return times[commit.version]
+    if not -MAX_COMMIT_MILLIS <= ict <= MAX_COMMIT_MILLIS:
+        raise CorruptLogError(
+            f"Version {commit.version} of the table has commitInfo.inCommitTimestamp {ict} "
+            f"({format_ms(ict)}), a time no timestamp holds (microseconds in a long reach about "
+            f"292,000 years either side of 1970), so its changes cannot be given a _commit_timestamp. "
+            f"The commit {commit.path} is corrupt; read the changes of "
+            f"the versions before or after it.",
+            path=commit.path,
+        )
+    return ict
 
 
 def _missing_commit(latest: Snapshot, version: int, listed: list[int]) -> Exception:

@@ -1,19 +1,10 @@
 """What each commit of a range changed, file by file and row selection by row selection.
 
-Delta's rules (``CDCReader.changesToDF`` and ``getDeletedAndAddedRows``): a commit with ``cdc``
-actions changed exactly the rows of its change-data files, and its adds and removes say nothing
-more. Any other commit inserted the rows of its ``add`` actions with ``dataChange=true`` and
-deleted those of its ``remove`` actions with ``dataChange=true``, each file read under its own
-deletion vector; an add and a remove of the same path in one commit are one file whose deletion
-vector changed, and only the rows marked by one vector and not the other changed. A MERGE whose
-metrics report no row inserted, updated or deleted changed nothing.
-
-Delta refuses a range in which the change data feed was off. Here the derivation is kept where
-it is exact without ``cdc`` files: a commit that only deletes rows, or only inserts them, or that
-replaces what it removes (an overwrite, a partition ``replaceWhere``, CREATE OR REPLACE,
-RESTORE). The commits that both remove and add rows otherwise (an UPDATE, a copy-on-write DELETE,
-a MERGE by an engine that writes no ``cdc`` files when the feed is off) may hold copies of
-unchanged rows that cannot be told apart from real deletes and inserts; they are refused.
+Delta's rules (``CDCReader.changesToDF``): a commit's ``cdc`` files when it has them, else its adds
+and removes with ``dataChange=true``, each read under its own deletion vector. Without ``cdc``
+files the derivation is kept only where it is exact (a commit that only deletes, only inserts, or
+replaces what it removes); an UPDATE-like commit may hold copies of unchanged rows and is refused.
+docs/reading.md ("What each commit contributes") has the details.
 """
 
 from __future__ import annotations
@@ -24,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.core.changes_read import RowScan
 from airflow_delta_provider.core.errors import ChangeDataNotRecordedError, CorruptLogError
+from airflow_delta_provider.core.history import info_object
 from airflow_delta_provider.core.predicate import Predicate, PredicateError
 
 if TYPE_CHECKING:
@@ -173,10 +165,16 @@ def _row_scans(
 
 def _is_no_op_merge(info: Mapping[str, Any] | None) -> bool:
     """Delta's ``shouldSkipFileActionsInCommit``: a MERGE whose metrics report no changed row."""
-    if info is None or info.get("operation") != "MERGE":
+    if info is None or _operation(info) != "MERGE":
         return False
-    metrics = info.get("operationMetrics") or {}
+    metrics = info_object(info.get("operationMetrics")) or {}
     return all(str(metrics.get(name)) == "0" for name in _NO_OP_MERGE_METRICS)
+
+
+def _operation(info: Mapping[str, Any] | None) -> str | None:
+    """The commit's operation name (commitInfo is free-form: anything but a string is none)."""
+    operation = info.get("operation") if isinstance(info, dict) else None
+    return operation if isinstance(operation, str) else None
 
 
 def _replaces_what_it_removes(info: Mapping[str, Any] | None, partition_columns: Sequence[str]) -> bool:
@@ -185,15 +183,15 @@ def _replaces_what_it_removes(info: Mapping[str, Any] | None, partition_columns:
     a RESTORE, a complete-mode streaming write."""
     if not isinstance(info, dict):
         return False
-    operation = info.get("operation")
-    parameters = info.get("operationParameters") or {}
+    operation = _operation(info)
+    parameters = info_object(info.get("operationParameters")) or {}
     if operation in REPLACING_OPERATIONS:
         return True
     if operation == "STREAMING UPDATE":
         return str(parameters.get("outputMode", "")).lower() == "complete"
     if operation != "WRITE" or str(parameters.get("mode", "")).lower() != "overwrite":
         return False
-    copied = (info.get("operationMetrics") or {}).get("numCopiedRows")
+    copied = (info_object(info.get("operationMetrics")) or {}).get("numCopiedRows")
     if copied is not None:  # Spark's replaceWhere reports the rows it rewrote
         return str(copied) == "0"
     if parameters.get("replaceOnCond") or parameters.get("replaceUsingCols"):
@@ -209,7 +207,7 @@ def _on_partitions_only(predicate: Any, partition_columns: Sequence[str]) -> boo
     if isinstance(predicate, str) and predicate.strip().startswith("["):
         try:
             texts = json.loads(predicate)
-        except ValueError:
+        except (ValueError, RecursionError):
             return False
     if isinstance(texts, str):
         texts = [texts]
@@ -248,7 +246,7 @@ def _refuse_rewrite(
             inserts = inserts or len(deletion_vectors.difference(old, new, commit.version)) > 0
     if not (deletes and inserts):
         return
-    operation = info.get("operation") if isinstance(info, dict) else None
+    operation = _operation(info)
     named = f"{operation} " if operation else ""
     raise ChangeDataNotRecordedError(
         f"Version {commit.version} of {context.uri} ({named or 'a commit '}without change data files, "
@@ -274,5 +272,5 @@ def _require_partition_values(
                 f"their partition columns (DELTA_REMOVE_FILE_CDC_MISSING_EXTENDED_METADATA). Read the "
                 f"changes from version {commit.version + 1} on.",
                 version=commit.version,
-                operation=(commit.commit_info or {}).get("operation"),
+                operation=_operation(commit.commit_info),
             )

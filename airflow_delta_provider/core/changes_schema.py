@@ -10,7 +10,6 @@ works on the log's schema JSON, as Delta's compares Spark types.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.core.column_mapping import configured_mode, delta_physical_name
@@ -76,9 +75,26 @@ def reserved_columns(metadata: Metadata) -> list[str]:
     return [c for c in CDC_COLUMNS if c in names]
 
 
+def check_no_reserved_columns(metadata: Metadata, version: int) -> None:
+    """Refuse to read changes of a table with a column a change feed names (Delta's
+    ``DELTA_TABLE_ALREADY_CONTAINS_CDC_COLUMNS``).
+
+    :param version: the version whose schema the changes would be read with.
+    """
+    _ = metadata.schema  # a schema at all (columns differing only in case, unknown types): SchemaError
+    reserved = reserved_columns(metadata)
+    if reserved:
+        raise ChangeDataSchemaError(
+            f"The table has column(s) {', '.join(reserved)}, whose names the change feed uses for its own "
+            f"columns ({', '.join(CDC_COLUMNS)}) (DELTA_TABLE_ALREADY_CONTAINS_CDC_COLUMNS). Rename them to "
+            f"read the table's changes.",
+            version=version,
+            delta_error_class="DELTA_TABLE_ALREADY_CONTAINS_CDC_COLUMNS",
+        )
+
+
 def _struct(metadata: Metadata) -> dict[str, Any]:
-    parsed: dict[str, Any] = json.loads(metadata.schema_string)
-    return parsed
+    return metadata.schema_json
 
 
 # --- column mapping: DeltaColumnMapping.hasNoColumnMappingSchemaChanges ---------------------------

@@ -1,19 +1,10 @@
 """The few rows of a checkpoint's small action columns, decoded from the pages that hold them.
 
-delta-rs and Spark put a checkpoint's protocol, metaData and txn rows among up to millions of
-add rows in one row group, often at its end. pyarrow decodes a column a whole row group at a
-time: tens of milliseconds per million rows for these nested columns, to find a handful of
-values. Both writers also write each column chunk's offset index (where each page starts and
-its first row), so :class:`CheckpointPages` reads instead: the definition levels of one
-non-repeated leaf of the action (pages of nulls, a few bytes each) to find the rows holding it,
-then for every leaf the dictionary and the one page holding each such row; the rows are
-assembled as pyarrow's ``to_pylist(maps_as_pydicts="lossy")`` gives them.
-
-Anything else (no offset index, an encoding, type or nesting not handled here, a damaged page)
-gives None, and the caller decodes the column with pyarrow as before: this is a shortcut, never
-a second opinion. The rows are found by the field every action of the kind has (:data:`KEYS`):
-an action whose key is null (a corrupt checkpoint; it names nothing) is not seen here, where
-the pyarrow route refuses the checkpoint.
+delta-rs and Spark put protocol, metaData and txn rows among up to millions of add rows in one row
+group, and pyarrow decodes a column a whole row group at a time. Both writers write the page index,
+so :class:`CheckpointPages` reads only the pages holding those rows. Anything it does not handle
+gives None and the caller decodes the column with pyarrow: a shortcut, never a second opinion
+(docs/read-api.md, "A checkpoint's small actions").
 """
 
 from __future__ import annotations
@@ -25,13 +16,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from airflow_delta_provider.core.page_scan import (
-    codec_of,
-    decompressed,
-    read_page_header,
-    read_struct,
-    varint,
-)
+from airflow_delta_provider.core.page_scan import codec_of, decompressed, read_page_header
+from airflow_delta_provider.core.thrift import read_struct, varint
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq

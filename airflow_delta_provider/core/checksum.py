@@ -1,22 +1,10 @@
 """Version checksum files (``_delta_log/NNN.crc``): read to answer small questions, kept up incrementally.
 
-**Read side** (:func:`checksum_answers`): Spark reads the protocol and metadata of a
-snapshot from the checksum of its version instead of the checkpoint
-(``Snapshot.getProtocolMetadataICTAndLMCFromCrc``, on by default). The core does the same and
-also takes ``setTransactions`` and ``domainMetadata`` from it when the file carries them
-(Spark writes each list whole or not at all, so a carried list is complete), under stricter
-rules than Spark's: only the checksum named for the snapshot's version, only when it parses
-and every action in it is well-formed, and only when it agrees with every protocol, metaData,
-txn and domainMetadata action of the commits after the checkpoint (the log wins: a checksum
-that disagrees is ignored as a whole, with a warning). An unusable checksum is never an
-error; the answer then comes from the checkpoint, as without one.
-
-**Write side** (:func:`next_checksum`): Spark checks the table against the checksum (before
-a checkpoint, for instance), so a wrong checksum is worse than none. This module only ever
-derives version ``v`` from the checksum of ``v - 1`` plus the actions of commit ``v``, and
-gives up (returns None) whenever that cannot be exact: no previous checksum, or a remove
-without a size. Optional fields it cannot keep exact (``allFiles``, deletion-vector counts)
-are dropped; the file-size histogram is updated bin by bin.
+Read side (:func:`checksum_answers`): as Spark, a snapshot takes its protocol and metadata (and, when
+present, txns and domain metadata) from its version's checksum, under stricter rules: the log wins,
+and an unusable checksum is never an error. Write side (:func:`next_checksum`): a wrong checksum is
+worse than none, so version ``v`` is derived only from ``v - 1`` plus commit ``v``, and not at all
+when that cannot be exact. docs/read-api.md ("The version checksum") has the rules.
 """
 
 from __future__ import annotations

@@ -1,35 +1,10 @@
 """Expired-log cleanup, exactly as Delta's ``MetadataCleanup`` does it.
 
-Delta walks the log in name order and deletes files only in whole groups that end right
-before a *complete* checkpoint, and only when the group's last file is past the cutoff,
-so that every version from that checkpoint on stays reconstructable
-(``MetadataCleanup.listExpiredDeltaLogs`` and ``BufferingLogDeletionIterator``):
-
-* the cutoff is ``now - delta.logRetentionDuration`` (default 30 days) truncated to UTC
-  midnight;
-* nothing happens without ``_last_checkpoint``; no group whose last file is at or after
-  the version it names is deleted;
-* a file whose version is higher than the file listed before it but whose modification
-  time is not later counts as one millisecond newer than that file (files of one version
-  are not compared with each other), so a copied or touched log cannot open a hole;
-* a group runs from one complete checkpoint (single file, UUID-named, or every part of a
-  multi-part set) up to the next; it holds that checkpoint, ``.crc`` files and commits, so
-  the checkpoint that ends a deleted group keeps its own commit, checkpoint and ``.crc``;
-* compacted logs go separately once they are past the cutoff and start at or before the
-  ``_last_checkpoint`` version; staged commits (``_delta_log/_staged_commits``) go up to
-  the newest deleted commit; when a checkpoint was deleted, sidecars older than the
-  cutoff that no remaining checkpoint references go too;
-* with ``checkpointProtection`` the cleanup runs only when it removes every commit
-  below ``delta.requireCheckpointProtectionBeforeVersion``, or ends at a checkpoint, or
-  every protocol in the removed range (read from the ``.crc`` files) is supported.
-
-Beyond Delta: temp files of killed writers (``.<name>.<uuid>.tmp`` in ``_delta_log``, and
-in ``_delta_log/_sidecars`` for ``v2Checkpoint`` tables) are never part of the table; they
-go once they are last modified at or before the cutoff, whatever the rules above decide
-about the log files (also without ``_last_checkpoint``).
-
-delta-rs differs (it leaves multi-part, UUID, ``.crc`` and compacted files, and does not
-make timestamps monotonic); this module follows Delta. See ``docs/maintenance.md``.
+Log files go only in whole groups that end right before a complete checkpoint, and only when the
+group's last file is older than ``delta.logRetentionDuration`` (truncated to UTC midnight), so that
+every version from that checkpoint on stays reconstructable (``MetadataCleanup.listExpiredDeltaLogs``
+and ``BufferingLogDeletionIterator``). Where delta-rs differs this module follows Delta; the rules,
+rule by rule, are in docs/maintenance.md ("Log cleanup").
 """
 
 from __future__ import annotations
@@ -249,7 +224,7 @@ def earliest_reconstructable(files: Iterable[LogFile]) -> int | None:
     return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CleanupOptions:
     """Every option of a log cleanup (``DeltaTable.cleanup_logs``).
 
@@ -284,7 +259,6 @@ def cleanup_logs(snapshot: Snapshot, options: CleanupOptions | None = None) -> C
     :raises RetentionError: the retention is not valid.
     """
     options = options or CleanupOptions()
-    dry_run, max_workers = options.dry_run, options.max_workers
     protocol = snapshot.protocol
     check_supported(protocol, snapshot.metadata, Operation.LOG_CLEANUP)
     config = snapshot.config
@@ -293,7 +267,7 @@ def cleanup_logs(snapshot: Snapshot, options: CleanupOptions | None = None) -> C
     cutoff_ms = int(cutoff.timestamp() * 1000)
     storage = snapshot.storage
     uri = storage.root_uri
-    result = CleanupResult(uri, cutoff, resolved, dry_run)
+    result = CleanupResult(uri, cutoff, resolved, options.dry_run)
 
     hint = read_last_checkpoint(storage)
     # One listing from the first name: writers' temp files (dot-names) sort before every version.
@@ -320,7 +294,7 @@ def cleanup_logs(snapshot: Snapshot, options: CleanupOptions | None = None) -> C
         result = dataclasses.replace(
             result, earliest_retained_version=earliest_reconstructable(files), skipped_reason=skipped
         )
-        return _delete_planned(storage, uri, result, temps, max_workers)
+        return _delete_planned(storage, uri, result, temps, options.max_workers)
 
     doomed: list[FileInfo] = [f.file for f in plan.expired] + [f.file for f in plan.compacted]
     gone = {info.path for info in doomed}
@@ -339,7 +313,7 @@ def cleanup_logs(snapshot: Snapshot, options: CleanupOptions | None = None) -> C
         earliest_retained_version=earliest_reconstructable(remaining),
         checkpoint_version=plan.checkpoint_version,
     )
-    if dry_run:
+    if options.dry_run:
         return result
     log.info(
         "Deleting %d log file(s) of %s older than %s (groups up to the checkpoint at version %s).",
@@ -348,7 +322,7 @@ def cleanup_logs(snapshot: Snapshot, options: CleanupOptions | None = None) -> C
         cutoff.isoformat(),
         plan.checkpoint_version,
     )
-    storage.delete_many([f.path for f in doomed], max_workers=max_workers)
+    storage.delete_many([f.path for f in doomed], max_workers=options.max_workers)
     return result
 
 
@@ -431,7 +405,7 @@ def _unreferenced_sidecars(
     referenced: set[str] = set()
     for f in remaining:
         if f.kind in (LogFileKind.CLASSIC_CHECKPOINT, LogFileKind.UUID_CHECKPOINT) and f.file.size > 0:
-            from airflow_delta_provider.core.replay import read_checkpoint_small_actions
+            from airflow_delta_provider.core.checkpoint_reader import read_checkpoint_small_actions
 
             for action in read_checkpoint_small_actions(storage, Checkpoint(f.version, (f,))):
                 sidecar = action.get("sidecar")

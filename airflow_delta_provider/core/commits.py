@@ -89,6 +89,11 @@ class CommitActions:
         """The 1-based line number of ``actions[action_index]``."""
         return self.small_lines[action_index][0]
 
+    def mark_files_checked(self) -> None:
+        """Record that every ``add``/``remove`` line was parsed and checked (by a reader that
+        parsed them in its own way, the columnar replay): :func:`check_replayable` skips them."""
+        self._files_checked = True
+
     def file_actions(self) -> list[dict[str, Any]]:
         """The ``add`` and ``remove`` actions, in file order."""
         parsed = _checked(self.file_lines, _parse_lines(self.file_lines, self.path), self.path)

@@ -1,29 +1,11 @@
 """What a table asks of the rows a commit adds: invariants, CHECK constraints, generated and
-identity columns (PROTOCOL.md § Column Invariants, § CHECK Constraints, § Generated Columns,
-§ Identity Columns), and the check of already-written files against them.
+identity columns (PROTOCOL.md), and the check of already-written files against them.
 
-The expressions are Spark SQL over logical column names. Delta evaluates them as
-``DeltaInvariantCheckerExec`` does (``S/constraints/CheckDeltaInvariant.scala``):
-
-- an invariant or a CHECK constraint fails a row when it evaluates to false **or NULL**
-  (``result == null || result == false``; PROTOCOL.md: "must return true for each row");
-- a generated column fails a row unless ``(column <=> expression) IS TRUE``.
-
-The files of a commit that did not come through Spark are checked here with a SQL engine over
-Arrow (:mod:`.sql_engine`, DataFusion) — but only expressions whose every part it evaluates as
-Spark does: :func:`translate` accepts a small, explicit subset of Spark SQL (column references,
-struct fields among them, literals, comparisons, ``AND``/``OR``/``NOT``, ``IS [NOT] NULL``,
-``IN``, ``BETWEEN``, ``LIKE``, ``CASE``, a few functions) and refuses the rest, naming the
-expression: arithmetic (Spark 4's ANSI overflow errors and ``/`` always fractional), casts
-other than to DATE, anything on a timestamp with a time zone (Spark's session time zone
-decides), strings with escapes. Such a table is written through the PySpark operator, which
-checks with Spark itself. Under column mapping the files' rows are renamed to the logical
-names first (:func:`~.column_mapping.logical_file_data`).
-
-Identity columns: files must carry their values (the core does not rewrite files); a
-``GENERATED ALWAYS`` column (``allowExplicitInsert=false``) accepts only values the writer
-generated from start/step/high-water mark (the PySpark operator), and the commit records the
-new high-water mark in its ``metaData`` as Delta's ``IdentityColumn.updateSchema`` does.
+The expressions are Spark SQL, evaluated with Delta's semantics (``DeltaInvariantCheckerExec``: a
+CHECK or invariant fails on false or NULL). Files committed without Spark are checked here with a
+SQL engine over Arrow (:mod:`.sql_engine`), but only expressions whose every part it evaluates as
+Spark does (:func:`translate` accepts that subset and refuses the rest, naming the expression).
+docs/write-api.md ("Invariants, CHECK constraints, generated columns") has the subset.
 """
 
 from __future__ import annotations
@@ -37,15 +19,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from airflow_delta_provider.core.action_checks import shorten
 from airflow_delta_provider.core.column_mapping import logical_file_data, physical_path
 from airflow_delta_provider.core.errors import (
     ConstraintViolationError,
+    CorruptLogError,
     SchemaError,
     UnsupportedExpressionError,
 )
 from airflow_delta_provider.core.partitions import parse_partition_value
 from airflow_delta_provider.core.redaction import get_logger
-from airflow_delta_provider.core.schema import arrow_type_to_delta, physical_name
+from airflow_delta_provider.core.schema import (
+    COLUMN_MAPPING_PHYSICAL_NAME_KEY,
+    arrow_type_to_delta,
+    physical_name,
+)
 from airflow_delta_provider.core.sql_engine import EngineError, first_match
 
 if TYPE_CHECKING:
@@ -60,6 +48,7 @@ __all__ = [
     "check_rows",
     "checked_identity_schema",
     "identity_columns",
+    "merged_identity_schema",
     "table_constraints",
     "translate",
     "violation_predicate",
@@ -89,11 +78,12 @@ class Constraint:
     column: str | None = None
 
     def describe(self) -> str:
+        expression = shorten(self.expression, 200)
         if self.kind == "check":
-            return f"CHECK constraint {self.name} ({self.expression})"
+            return f"CHECK constraint {self.name} ({expression})"
         if self.kind == "generated":
-            return f"generated column {self.column!r} = {self.expression}"
-        return f"invariant of column {self.column!r} ({self.expression})"
+            return f"generated column {self.column!r} = {expression}"
+        return f"invariant of column {self.column!r} ({expression})"
 
 
 @dataclass(frozen=True)
@@ -123,8 +113,8 @@ class IdentityColumn:
 
 def _fields(metadata: Metadata) -> list[dict[str, Any]]:
     try:
-        fields = json.loads(metadata.schema_string).get("fields") or []
-    except ValueError:
+        fields = metadata.schema_json.get("fields") or []
+    except CorruptLogError:
         return []
     return [f for f in fields if isinstance(f, dict)]
 
@@ -247,7 +237,7 @@ def _refuse(expression: str, why: str, what: str) -> UnsupportedExpressionError:
         f"Cannot check {what} on files committed without Spark: {why}. Spark SQL and the core's SQL "
         f"engine could evaluate it differently, so the core does not guess. Write to this table through "
         f"DeltaPySparkOperator (it checks every row with its Spark session), or with Spark and Delta Lake.",
-        feature=f"expression {expression!r}",
+        feature=f"expression {shorten(expression, 200)!r}",
         operation="write",
     )
 
@@ -272,12 +262,13 @@ def nested_column(path: Sequence[str]) -> str:
 def _translated(constraint: Constraint, schema: pa.Schema) -> tuple[str, set[tuple[str, ...]]]:
     """The engine's SQL, and the struct field paths it reads."""
     text, what = constraint.expression, constraint.describe()
+    significant = [t for t in _TOKEN.finditer(text) if t.lastgroup != "space"]
+    _check_size(significant, text, what)
     pieces: list[str] = []
     kinds: list[str] = []  # per piece: column:<type kind>, literal:<kind>, a keyword or operator
     referenced: list[pa.Field] = []
     nested: set[tuple[str, ...]] = set()
     date_parts: list[int] = []  # open date-part calls: parenthesis depth inside each
-    significant = [t for t in _TOKEN.finditer(text) if t.lastgroup != "space"]
     skip = 0
     for index, token in enumerate(significant):
         if skip:  # the rest of a struct field reference
@@ -355,6 +346,35 @@ def _translated(constraint: Constraint, schema: pa.Schema) -> tuple[str, set[tup
         raise _refuse(text, "an empty expression", what)
     _check_types(text, what, kinds, referenced)
     return " ".join(pieces), nested
+
+
+#: The most operators (AND, OR, NOT, comparisons) and the deepest nesting of parentheses an
+#: expression may have. The engine parses and plans an expression recursively: a longer chain
+#: exhausts the stack of the thread that checks it, which crashes the process instead of raising
+#: (500 ORs do on a 512 KiB thread stack); deeper parentheses than its parser's limit of 50 fail.
+MAX_OPERATORS = 100
+MAX_NESTING = 32
+_COUNTED = {"and", "or", "not", "<=>", "<>", "!=", "<=", ">=", "==", "=", "<", ">"}
+
+
+def _check_size(tokens: Sequence[re.Match[str]], text: str, what: str) -> None:
+    operators = depth = deepest = 0
+    for token in tokens:
+        value = token.group()
+        if value.lower() in _COUNTED and token.lastgroup in ("word", "op"):
+            operators += 1
+        elif value == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif value == ")":
+            depth -= 1
+    if operators > MAX_OPERATORS or deepest > MAX_NESTING:
+        raise _refuse(
+            text,
+            f"it has {operators} operators and parentheses nested {deepest} deep, more than the "
+            f"{MAX_OPERATORS} operators and {MAX_NESTING} levels the engine evaluates safely",
+            what,
+        )
 
 
 def _reference(
@@ -639,3 +659,33 @@ def _new_mark(column: IdentityColumn, candidate: int) -> int | None:
     old = column.high_water_mark
     new = rounded if old is None else (rounded if before(old, rounded) else old)
     return None if old == new else new
+
+
+def merged_identity_schema(restored: Metadata, current: Metadata) -> str:
+    """``restored``'s schema string with each identity column's high-water mark raised to the mark
+    the same column (by physical name) has in ``current`` (Delta's
+    ``IdentityColumn.copySchemaWithMergedHighWaterMarks``, used by RESTORE): values generated after
+    the restored version are never generated again.
+    """
+    marks: dict[str, int] = {}
+    for field in _fields(current):
+        meta = field.get("metadata") or {}
+        mark = meta.get(f"{_IDENTITY}highWaterMark")
+        if mark is not None:
+            marks[str(meta.get(COLUMN_MAPPING_PHYSICAL_NAME_KEY, field.get("name")))] = int(mark)
+    columns = {c.name: c for c in identity_columns(restored)}
+    if not marks or not columns:
+        return restored.schema_string
+    schema = json.loads(restored.schema_string)
+    changed = False
+    for field in schema.get("fields") or []:
+        meta = field.setdefault("metadata", {})
+        column = columns.get(str(field.get("name")))
+        candidate = marks.get(str(meta.get(COLUMN_MAPPING_PHYSICAL_NAME_KEY, field.get("name"))))
+        if column is None or candidate is None:
+            continue
+        mark = _new_mark(column, candidate)
+        if mark is not None:
+            meta[f"{_IDENTITY}highWaterMark"] = mark
+            changed = True
+    return json.dumps(schema, separators=(",", ":")) if changed else restored.schema_string

@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from airflow_delta_provider.core.actions import Metadata, Protocol, RemoveFile
 from airflow_delta_provider.core.column_mapping import assign_column_mapping, configured_mode
+from airflow_delta_provider.core.commit_plan import CommitPlan, CommitProperties, CommitResult, ReadSet
 from airflow_delta_provider.core.errors import (
     ProtocolChangedError,
     SchemaError,
@@ -36,13 +37,14 @@ from airflow_delta_provider.core.schema import (
     schema_to_delta_json,
 )
 from airflow_delta_provider.core.snapshot import load_snapshot
-from airflow_delta_provider.core.transaction import CommitResult, OptimisticTransaction
+from airflow_delta_provider.core.transaction import OptimisticTransaction
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from airflow_delta_provider.core.snapshot import Snapshot
     from airflow_delta_provider.core.storage import LogStore
+    from airflow_delta_provider.core.transaction import PostCommitHook
 
 log = get_logger(__name__)
 
@@ -108,9 +110,10 @@ def new_metadata(
     )
 
 
-@dataclass(frozen=True)
-class CreateOptions:
-    """Every keyword option of a table creation (``DeltaTable.create``).
+@dataclass(frozen=True, kw_only=True)
+class CreateOptions(CommitProperties):
+    """Every keyword option of a table creation (``DeltaTable.create``), beside the
+    :class:`~.commit_plan.CommitProperties` every commit takes.
 
     :param name: the table's name in its metadata.
     :param description: the table's description.
@@ -118,17 +121,14 @@ class CreateOptions:
         ``append`` (keep it, after checking that schema, with names spelled as the table spells
         them, and partitioning fit), ``overwrite`` (replace schema, partitioning and properties
         and remove every file: Delta's ``CREATE OR REPLACE TABLE``).
-    :param user_metadata: commitInfo ``userMetadata``.
-    :param tags: commitInfo ``tags``.
     """
 
     name: str | None = None
     description: str | None = None
     mode: CreateMode = "error"
-    user_metadata: str | None = None
-    tags: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.mode not in ("error", "ignore", "append", "overwrite"):
             raise ValueError(f"mode must be 'error', 'ignore', 'append' or 'overwrite', got {self.mode!r}.")
 
@@ -139,6 +139,7 @@ def create_table(
     partition_by: Sequence[str] = (),
     properties: Mapping[str, Any] | None = None,
     options: CreateOptions | None = None,
+    post_commit_hooks: Sequence[PostCommitHook] = (),
 ) -> CommitResult | None:
     """Create the table (version 0), or apply ``options.mode`` when it exists.
 
@@ -146,8 +147,6 @@ def create_table(
     :raises TableAlreadyExistsError: ``mode="error"`` and the table exists.
     """
     options = options or CreateOptions()
-    name, description, mode = options.name, options.description, options.mode
-    user_metadata, tags = options.user_metadata, options.tags
     arrow_schema = as_schema(schema)
     props = normalize_properties(properties)
     mapping = configured_mode(props)
@@ -155,40 +154,46 @@ def create_table(
         # Every column (nested ones too) gets an id and a physical name col-<uuid>, as in Delta.
         arrow_schema, props = assign_column_mapping(arrow_schema, props, mapping)
     protocol = minimum_protocol(arrow_schema, props)
-    metadata = new_metadata(arrow_schema, partition_by, props, name=name, description=description)
-    parameters = {
-        "isManaged": "false",
-        "description": description,
-        "partitionBy": list(metadata.partition_columns),
-        "properties": json.dumps(props, separators=(",", ":")),
-    }
+    metadata = new_metadata(
+        arrow_schema, partition_by, props, name=options.name, description=options.description
+    )
+    plan = CommitPlan(
+        "CREATE TABLE",
+        {
+            "isManaged": "false",
+            "description": options.description,
+            "partitionBy": list(metadata.partition_columns),
+            "properties": json.dumps(props, separators=(",", ":")),
+        },
+        protocol=protocol,
+        metadata=metadata,
+    )
     for _ in range(2):  # a second round after losing a race to create the table
         try:
             snapshot = load_snapshot(store)
         except TableNotFoundError:
-            transaction = OptimisticTransaction(store, new_table=True)
+            transaction = OptimisticTransaction(
+                store, new_table=True, properties=options, post_commit_hooks=post_commit_hooks
+            )
             try:
-                return transaction.commit(
-                    [protocol, metadata],
-                    operation="CREATE TABLE",
-                    operation_parameters=parameters,
-                    user_metadata=user_metadata,
-                    tags=tags,
-                )
+                return transaction.commit(plan)
             except ProtocolChangedError:
-                log.info("%s was created concurrently; applying mode=%r to it.", store.root_uri, mode)
+                log.info("%s was created concurrently; applying mode=%r to it.", store.root_uri, options.mode)
                 continue
-        if mode == "error":
+        if options.mode == "error":
             raise TableAlreadyExistsError(
                 f"A Delta table already exists at {store.root_uri} (version {snapshot.version}). Use "
                 f"mode='ignore' to keep it, 'append' to write into it, or 'overwrite' to replace it."
             )
-        if mode == "ignore":
+        if options.mode == "ignore":
             return None
-        if mode == "append":
+        if options.mode == "append":
             _check_same_layout(snapshot, arrow_schema, metadata.partition_columns)
             return None
-        return _replace_table(store, snapshot, protocol, metadata, parameters, user_metadata, tags)
+        transaction = OptimisticTransaction(
+            store, read_snapshot=snapshot, properties=options, post_commit_hooks=post_commit_hooks
+        )
+        return transaction.commit(_replacement(snapshot, plan))
     raise TableAlreadyExistsError(f"The table at {store.root_uri} keeps changing concurrently; retry.")
 
 
@@ -201,43 +206,39 @@ def _check_same_layout(snapshot: Snapshot, schema: pa.Schema, partition_by: Sequ
     check_schema_compatible(snapshot.schema, schema)
 
 
-def _replace_table(
-    store: LogStore,
-    snapshot: Snapshot,
-    protocol: Protocol,
-    metadata: Metadata,
-    parameters: dict[str, Any],
-    user_metadata: str | None,
-    tags: Mapping[str, str] | None,
-) -> CommitResult:
+def _replacement(snapshot: Snapshot, create: CommitPlan) -> CommitPlan:
+    """Delta's ``CREATE OR REPLACE TABLE`` of ``snapshot``'s table by the table ``create`` defines:
+    every file removed, the table's id kept, the protocol never downgraded."""
+    assert create.protocol is not None and create.metadata is not None
     current = snapshot.protocol
-    # Delta never downgrades a protocol on REPLACE.
+    protocol: Protocol | None = create.protocol
     if (current.min_reader_version, current.min_writer_version) >= (
-        protocol.min_reader_version,
-        protocol.min_writer_version,
+        create.protocol.min_reader_version,
+        create.protocol.min_writer_version,
     ):
-        protocol = current
-    transaction = OptimisticTransaction(store, read_snapshot=snapshot)
+        protocol = None  # the table keeps its own
     files = snapshot.files()
-    transaction.read_files(None, files.column("path").to_pylist())
-    removes = remove_actions(files, int(time.time() * 1000))
-    metadata = dataclasses.replace(metadata, id=snapshot.metadata.id)  # the table keeps its identity
-    actions: list[Any] = [metadata] if protocol is current else [protocol, metadata]
-    return transaction.commit(
-        [*actions, *removes],
+    removes = tuple(remove_actions(files, int(time.time() * 1000)))
+    metadata = dataclasses.replace(create.metadata, id=snapshot.metadata.id)  # the table keeps its identity
+    return dataclasses.replace(
+        create,
         operation="CREATE OR REPLACE TABLE",
-        operation_parameters=parameters,
-        operation_metrics={
+        metrics={
             "numRemovedFiles": len(removes),
             "numRemovedBytes": sum(r.size or 0 for r in removes),
         },
-        user_metadata=user_metadata,
-        tags=tags,
+        protocol=protocol,
+        metadata=metadata,
+        removes=removes,
+        read=ReadSet.matching(None, files.column("path").to_pylist()),
     )
 
 
-def remove_actions(files: pa.Table, now: int) -> list[RemoveFile]:
-    """Tombstones for active files (from :meth:`Snapshot.files`), carrying their deletion vectors."""
+def remove_actions(files: pa.Table, now: int, *, stats: bool = False) -> list[RemoveFile]:
+    """Tombstones for active files (from :meth:`Snapshot.files`), carrying their deletion vectors.
+
+    :param stats: carry the files' statistics too (Delta's ``removeWithTimestamp`` for a DELETE).
+    """
     columns = files.select(
         [
             c
@@ -249,6 +250,7 @@ def remove_actions(files: pa.Table, now: int) -> list[RemoveFile]:
                 "deletion_vector",
                 "base_row_id",
                 "default_row_commit_version",
+                *(("stats",) if stats else ()),
             )
             if c in files.column_names
         ]
@@ -267,6 +269,7 @@ def remove_actions(files: pa.Table, now: int) -> list[RemoveFile]:
                 deletion_vector=_drop_nulls(row.get("deletion_vector")),
                 base_row_id=row.get("base_row_id"),
                 default_row_commit_version=row.get("default_row_commit_version"),
+                stats=row.get("stats"),
             )
         )
     return removes

@@ -1,28 +1,10 @@
 """Deletion vectors: descriptors, their files, and the RoaringBitmapArray they hold.
 
-A deletion vector (DV) marks rows of one data file as deleted. The log carries a
-descriptor with the protocol's field names (``storageType``, ``pathOrInlineDv``,
-``offset``, ``sizeInBytes``, ``cardinality``, optionally ``maxRowIndex``); the bitmap
-itself is inline (Z85 text, ``storageType`` ``i``) or stored in a ``.bin`` file, named
-by a UUID under the table root (``u``) or by an absolute path (``p``).
-
-Formats (PROTOCOL.md, "Deletion Vectors" and appendix "Deletion Vector Format"):
-
-* **Z85** is Delta's variant of ZeroMQ's Base85: input is zero-padded to a multiple of
-  4 bytes before encoding, so decoding needs the real length (``sizeInBytes``).
-* **RoaringBitmapArray** (little endian): magic ``1681511377``, then the 64-bit
-  "portable" Roaring format: ``numBuckets`` (uint64), and per bucket a uint32 key (the
-  high 32 bits of the row indexes, most significant bit 0) followed by a standard
-  32-bit Roaring bitmap of the low 32 bits. Spark can also read its older "native"
-  layout (magic ``1681511376``: int32 count, then per bitmap an int32 size and the
-  bitmap, keys implied by position); it is accepted here too.
-* **DV file** (big endian): version byte ``1``, then per DV: ``dataSize`` (int32), the
-  RoaringBitmapArray (``dataSize`` bytes, equal to the descriptor's ``sizeInBytes``) and
-  the CRC-32 of those bytes. The descriptor's ``offset`` points at ``dataSize``.
-
-Decoding is vectorised with numpy; the 32-bit Roaring format (array, bitmap and run
-containers, with and without the run-container cookie) is implemented here rather than
-through a Roaring library.
+A deletion vector marks rows of one data file as deleted. The log carries a descriptor
+(``storageType``, ``pathOrInlineDv``, ``offset``, ``sizeInBytes``, ``cardinality``); the bitmap
+is inline (Z85 text) or in a ``.bin`` file under the table root or at an absolute path. The
+formats (PROTOCOL.md, "Deletion Vector Format") are decoded here with numpy, Roaring included,
+rather than through a Roaring library; each decoder says its layout.
 """
 
 from __future__ import annotations
@@ -166,6 +148,9 @@ def z85_encode(data: bytes) -> str:
 def z85_decode(text: str, size: int | None = None) -> bytes:
     """Decode Delta's Z85.
 
+    Delta's variant of ZeroMQ's Base85 zero-pads its input to a multiple of 4 bytes before
+    encoding, so decoding needs the real length (``sizeInBytes``).
+
     The last block may also be in the padded form of the Rust ``z85`` crate, which
     delta-kernel-rs and delta-rs write inline deletion vectors with: ``k`` leading ``#``
     (1 to 3; no standard block starts with ``#``, whose value would exceed 32 bits) and
@@ -293,6 +278,13 @@ def _read_stored(path: str, offset: int, size: int, read_range: ReadRange, where
 
 def deserialize_deletion_vector(data: bytes, *, where: str = "deletion vector") -> _U64:
     """Decode a serialised RoaringBitmapArray (with its magic number) into sorted row indexes.
+
+    Little endian. Magic ``1681511377``: the 64-bit "portable" Roaring format, ``numBuckets``
+    (uint64), then per bucket a uint32 key (the high 32 bits of the row indexes, most significant
+    bit 0) and a standard 32-bit Roaring bitmap of the low 32 bits (array, bitmap and run
+    containers, with or without the run-container cookie). Magic ``1681511376``: Spark's older
+    "native" layout (an int32 count, then per bitmap an int32 size and the bitmap, keys implied by
+    position), which Spark still reads.
 
     :param where: names the source in error messages.
     :raises DeletionVectorError: unknown magic, truncated or malformed bitmap.

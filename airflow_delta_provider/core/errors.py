@@ -29,8 +29,12 @@ __all__ = [
     "ConcurrentDeleteReadError",
     "ConcurrentModificationError",
     "ConcurrentTransactionError",
+    "ConcurrentWriteError",
     "ConstraintViolationError",
+    "ConsumerCursorError",
     "CorruptLogError",
+    "DataRetentionError",
+    "DataRetentionLimitError",
     "DeleteFilesError",
     "DeletionVectorError",
     "DeltaError",
@@ -47,6 +51,10 @@ __all__ = [
     "OptimizeRewriteError",
     "ProtocolChangedError",
     "ProtocolError",
+    "RestoreMissingFilesError",
+    "RestoreTimestampEarlierError",
+    "RestoreTimestampGreaterError",
+    "RestoreVersionNotFoundError",
     "RetentionError",
     "RowTrackingError",
     "SchemaError",
@@ -54,6 +62,8 @@ __all__ = [
     "StorageError",
     "TableAlreadyExistsError",
     "TableNotFoundError",
+    "TaggedCommitsNotFoundError",
+    "TimeTravelBeyondRetentionError",
     "TimestampEarlierThanRetentionError",
     "TimestampLaterThanLatestCommitError",
     "UnsupportedExpressionError",
@@ -246,6 +256,12 @@ class ChangeDataNotRecordedError(ChangeDataError):
         self.operation = operation
 
 
+class ConsumerCursorError(ChangeDataError):
+    """A consumer of a table's changes cannot start or go on from the cursor its target holds (see
+    :mod:`~airflow_delta_provider.core.consumer`): it has none but the target holds data, or it
+    has one on another table."""
+
+
 class ChangeDataSchemaError(ChangeDataError, SchemaError):
     """The schema changed within a change range in a way the rows cannot be read across (a
     column renamed, dropped or retyped, nullability tightened, partitioning changed)."""
@@ -348,6 +364,60 @@ class ProtocolChangedError(ConcurrentModificationError):
     delta_error_class = "DELTA_PROTOCOL_CHANGED"
 
 
+class ConcurrentWriteError(ConcurrentModificationError):
+    """A concurrent commit changed the table that an operation without conflict resolution (RESTORE,
+    as Delta's ``commitLarge``) had read; nothing was committed."""
+
+    delta_error_class = "DELTA_CONCURRENT_WRITE"
+
+
+# --- Restore ------------------------------------------------------------------------------
+
+
+class RestoreVersionNotFoundError(VersionNotFoundError):
+    """The version to restore is outside the versions the log can rebuild."""
+
+    delta_error_class = "DELTA_CANNOT_RESTORE_TABLE_VERSION"
+
+
+class RestoreTimestampEarlierError(TimestampEarlierThanRetentionError):
+    """The timestamp to restore is before the earliest version the log can rebuild."""
+
+    delta_error_class = "DELTA_CANNOT_RESTORE_TIMESTAMP_EARLIER"
+
+
+class RestoreTimestampGreaterError(TimestampLaterThanLatestCommitError):
+    """The timestamp to restore is after the latest commit."""
+
+    delta_error_class = "DELTA_CANNOT_RESTORE_TIMESTAMP_GREATER"
+
+
+class TimeTravelBeyondRetentionError(VersionNotFoundError):
+    """The version was committed before ``delta.deletedFileRetentionDuration``: VACUUM may have
+    deleted files it needs (Delta 4.1+ refuses such time travel, RESTORE included)."""
+
+    delta_error_class = "DELTA_UNSUPPORTED_TIME_TRAVEL_BEYOND_DELETED_FILE_RETENTION_DURATION"
+
+
+class RestoreMissingFilesError(DeltaError):
+    """Files the restored version needs (data files or deletion-vector files) no longer exist.
+
+    :param version: the version that was to be restored.
+    :param missing: the missing files (their paths as the log writes them), at most
+        :data:`~airflow_delta_provider.core.restore.MAX_MISSING_FILES_NAMED`.
+    """
+
+    def __init__(self, message: str, *, version: int, missing: Sequence[str]) -> None:
+        super().__init__(message)
+        self.version = version
+        self.missing = list(missing)
+
+
+class TaggedCommitsNotFoundError(VersionNotFoundError, LookupError):
+    """No commit of the table carries the tags asked for (an Airflow run that never wrote to it),
+    or the log no longer holds all of them."""
+
+
 # --- Maintenance --------------------------------------------------------------------------
 
 
@@ -370,6 +440,16 @@ class VacuumRetentionTooShortError(RetentionError):
 
 class VacuumRetentionNegativeError(RetentionError):
     delta_error_class = "DELTA_VACUUM_RETENTION_PERIOD_NEGATIVE"
+
+
+class DataRetentionError(RetentionError):
+    """A data retention policy that cannot apply to the table (an unknown column, a column that
+    holds no time, values that are no dates); nothing was deleted."""
+
+
+class DataRetentionLimitError(DataRetentionError):
+    """A data retention run would delete more of the table's rows than its ``max_deleted_fraction``
+    allows (a typo in the policy must never empty a table); nothing was deleted."""
 
 
 class OptimizeRewriteError(DeltaError):

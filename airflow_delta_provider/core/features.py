@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from airflow_delta_provider.core.actions import Metadata, Protocol
+    from airflow_delta_provider.core.table_config import TableConfig
 
 __all__ = [
     "FEATURES",
@@ -31,9 +32,12 @@ __all__ = [
     "Feature",
     "Operation",
     "Support",
+    "change_data_feed_enabled",
     "check_supported",
+    "deletion_vectors_writable",
     "feature_table_markdown",
     "features_in_use",
+    "merge_protocols",
     "minimum_protocol",
     "reader_features",
     "supports",
@@ -55,6 +59,10 @@ class Operation(enum.Enum):
     VACUUM = "vacuum"
     #: Compaction: a commit (it refuses what a write refuses) that also rewrites existing rows.
     OPTIMIZE = "optimize"
+    #: DELETE of whole files or with deletion vectors: every remaining row stays where it is.
+    DELETE = "delete"
+    #: DELETE that rewrites the files holding deleted rows (tables without deletion vectors).
+    COPY_ON_WRITE_DELETE = "copy-on-write delete"
 
 
 class Support(enum.Enum):
@@ -74,22 +82,20 @@ _ALL = dict.fromkeys(Operation, Support.YES)
 def _support(**overrides: Support) -> dict[Operation, Support]:
     """Support for every operation: YES except the named ones (``write=Support.NO``).
 
-    OPTIMIZE commits like a write, so it refuses what a write refuses unless it is named too.
+    OPTIMIZE and DELETE commit like a write, so they refuse what a write refuses unless named too.
     """
     table = dict(_ALL)
     for name, value in overrides.items():
         table[Operation[name.upper()]] = value
-    if "optimize" not in overrides:
-        table[Operation.OPTIMIZE] = table[Operation.WRITE]
+    for follower in (Operation.OPTIMIZE, Operation.DELETE, Operation.COPY_ON_WRITE_DELETE):
+        if follower.name.lower() not in overrides:
+            table[follower] = table[Operation.WRITE]
     return table
 
 
-def _flag(name: str) -> Callable[[Mapping[str, str]], bool]:
-    return lambda properties: (properties.get(name) or "").strip().lower() == "true"
-
-
-def _set(name: str) -> Callable[[Mapping[str, str]], bool]:
-    return lambda properties: (properties.get(name) or "").strip().lower() not in ("", "false", "none")
+def _flag(name: str) -> tuple[str, Callable[[TableConfig], bool]]:
+    """Enabled by the boolean table property ``name`` (read through the table's TableConfig)."""
+    return name, lambda config: config.flag(name)
 
 
 @dataclass(frozen=True)
@@ -103,7 +109,8 @@ class Feature:
     :param support: what each operation does when the table lists it.
     :param in_use: how to tell that a table's metadata uses it (for ``UNLESS_USED``).
     :param in_use_reason: how the table uses it, for the error message.
-    :param enabled_by: the table property that turns it on at creation (for the protocol).
+    :param enabled_by: the table property that turns it on at creation, and whether the table's
+        configuration does (for the protocol).
     :param creatable: whether ``DeltaTable.create`` may enable it (the core writes it right).
     :param requires: features the protocol must list with it (``rowTracking`` needs ``domainMetadata``).
     :param note: what the core does with it (or why it refuses it), for the docs' feature table.
@@ -118,7 +125,7 @@ class Feature:
     support: Mapping[Operation, Support] = field(default_factory=lambda: dict(_ALL))
     in_use: Callable[[Metadata], bool] | None = None
     in_use_reason: str = ""
-    enabled_by: tuple[str, Callable[[Mapping[str, str]], bool]] | None = None
+    enabled_by: tuple[str, Callable[[TableConfig], bool]] | None = None
     creatable: bool = True
     requires: tuple[str, ...] = ()
     note: str = ""
@@ -134,7 +141,7 @@ def _has_constraints(metadata: Metadata) -> bool:
 
 
 def _column_mapping_used(metadata: Metadata) -> bool:
-    return (metadata.configuration.get("delta.columnMapping.mode") or "none").lower() != "none"
+    return metadata.config.column_mapping_mode != "none"
 
 
 #: Rules on the rows a commit adds, which commits honour: every row is checked before the commit
@@ -152,7 +159,7 @@ _TYPE_WIDENING = (
 FEATURES: dict[str, Feature] = {
     f.name: f
     for f in (
-        Feature("appendOnly", legacy_writer=2, enabled_by=("delta.appendOnly", _flag("delta.appendOnly"))),
+        Feature("appendOnly", legacy_writer=2, enabled_by=_flag("delta.appendOnly")),
         Feature(
             "invariants",
             legacy_writer=2,
@@ -178,7 +185,7 @@ FEATURES: dict[str, Feature] = {
         Feature(
             "changeDataFeed",  # appends and whole-file removes need no cdc files
             legacy_writer=4,
-            enabled_by=("delta.enableChangeDataFeed", _flag("delta.enableChangeDataFeed")),
+            enabled_by=_flag("delta.enableChangeDataFeed"),
         ),
         Feature(
             "generatedColumns",
@@ -196,17 +203,14 @@ FEATURES: dict[str, Feature] = {
             reader=True,
             legacy_reader=2,
             legacy_writer=5,
-            support=_support(optimize=Support.UNLESS_USED),
             in_use=_column_mapping_used,
             in_use_reason="delta.columnMapping.mode is not 'none'",
-            enabled_by=("delta.columnMapping.mode", _set("delta.columnMapping.mode")),
+            enabled_by=("delta.columnMapping.mode", lambda config: config.column_mapping_mode != "none"),
             note=(
                 "modes name and id: reads resolve physical names; commits check that every file names "
                 "its columns physically (field ids in id mode) and key partition values and stats by "
-                "physical name; create and schema evolution assign ids and maxColumnId"
-            ),
-            refusal=(
-                "OPTIMIZE does not write its rewritten files under physical column names (with field ids) yet"
+                "physical name; create and schema evolution assign ids and maxColumnId; OPTIMIZE and "
+                "PURGE rewrite under physical names (a purge drops the columns the schema no longer has)"
             ),
         ),
         Feature(
@@ -222,24 +226,25 @@ FEATURES: dict[str, Feature] = {
             ),
         ),
         Feature(
-            "deletionVectors",  # read: row masks applied; write: never writes DVs, removes carry them
+            "deletionVectors",
             reader=True,
-            enabled_by=("delta.enableDeletionVectors", _flag("delta.enableDeletionVectors")),
+            enabled_by=_flag("delta.enableDeletionVectors"),
+            note=(
+                "reads apply them; DELETE writes them where delta.enableDeletionVectors is true (a "
+                "second delete merges into a file's vector); removes and OPTIMIZE carry them"
+            ),
         ),
         Feature("timestampNtz", reader=True),
         Feature(
             "v2Checkpoint",
             reader=True,
-            enabled_by=(
-                "delta.checkpointPolicy",
-                lambda p: (p.get("delta.checkpointPolicy") or "classic").strip().lower() == "v2",
-            ),
+            enabled_by=("delta.checkpointPolicy", lambda config: config.checkpoint_policy == "v2"),
         ),
         Feature("vacuumProtocolCheck", reader=True),  # a reader need not do anything
         Feature("domainMetadata"),  # carried through checkpoints; commits don't touch domains
         Feature(
             "inCommitTimestamp",
-            enabled_by=("delta.enableInCommitTimestamps", _flag("delta.enableInCommitTimestamps")),
+            enabled_by=_flag("delta.enableInCommitTimestamps"),
         ),
         Feature("checkpointProtection"),  # honoured by log cleanup
         Feature(
@@ -260,16 +265,20 @@ FEATURES: dict[str, Feature] = {
         ),
         Feature(
             "rowTracking",  # commits assign baseRowId / defaultRowCommitVersion (core/row_tracking.py)
-            support=_support(optimize=Support.NO),
-            enabled_by=("delta.enableRowTracking", _flag("delta.enableRowTracking")),
+            support=_support(optimize=Support.NO, copy_on_write_delete=Support.UNLESS_USED),
+            in_use=lambda metadata: metadata.config.flag("delta.enableRowTracking"),
+            in_use_reason="delta.enableRowTracking is true",
+            enabled_by=_flag("delta.enableRowTracking"),
             requires=("domainMetadata",),
             note=(
                 "commits assign baseRowId and defaultRowCommitVersion above the delta.rowTracking "
-                "high-water mark and move it, again on every retry"
+                "high-water mark and move it, again on every retry; deletion-vector deletes keep "
+                "every row's id"
             ),
             refusal=(
-                "OPTIMIZE must carry every row's id and commit version into the rewritten files, "
-                "which it does not do yet"
+                "a rewrite (OPTIMIZE, a DELETE without deletion vectors) must carry every row's id and "
+                "commit version into the rewritten files, which it does not do yet; on a table with "
+                "deletion vectors (delta.enableDeletionVectors) DELETE keeps each row in place"
             ),
         ),
         Feature(
@@ -280,21 +289,21 @@ FEATURES: dict[str, Feature] = {
         Feature(
             "typeWidening",
             reader=True,
-            enabled_by=("delta.enableTypeWidening", _flag("delta.enableTypeWidening")),
+            enabled_by=_flag("delta.enableTypeWidening"),
             note=_TYPE_WIDENING,
         ),
         Feature("typeWidening-preview", reader=True, creatable=False, note=_TYPE_WIDENING),
         Feature(
             "icebergCompatV1",
             support=_support(write=Support.NO, vacuum=Support.NO),
-            enabled_by=("delta.enableIcebergCompatV1", _flag("delta.enableIcebergCompatV1")),
+            enabled_by=_flag("delta.enableIcebergCompatV1"),
             creatable=False,
             note="refused for commits and VACUUM: Iceberg metadata and its column rules are not kept",
         ),
         Feature(
             "icebergCompatV2",
             support=_support(write=Support.NO, vacuum=Support.NO),
-            enabled_by=("delta.enableIcebergCompatV2", _flag("delta.enableIcebergCompatV2")),
+            enabled_by=_flag("delta.enableIcebergCompatV2"),
             creatable=False,
             note="refused for commits and VACUUM: Iceberg metadata and its column rules are not kept",
         ),
@@ -381,6 +390,27 @@ def writer_features(protocol: Protocol) -> frozenset[str]:
     if protocol.min_writer_version >= 7:
         return protocol.writer_features or frozenset()
     return _LEGACY_WRITER.get(protocol.min_writer_version, frozenset())
+
+
+def merge_protocols(first: Protocol, *others: Protocol) -> Protocol:
+    """The weakest protocol that supports every feature of all the given ones (Delta's
+    ``Protocol.merge``): never a downgrade of any of them.
+
+    Legacy protocols merge to the highest versions (their features only grow with the
+    versions); once one lists table features, the result lists every feature any of them
+    supports, explicitly or implied by a legacy version.
+    """
+    from airflow_delta_provider.core.actions import Protocol
+
+    protocols = (first, *others)
+    reader = max(p.min_reader_version for p in protocols)
+    writer = max(p.min_writer_version for p in protocols)
+    if writer < 7 and reader < 3:
+        return Protocol(reader, writer)
+    readers = frozenset().union(*(reader_features(p) for p in protocols))
+    writers = frozenset().union(*(writer_features(p) for p in protocols)) | readers
+    # A reader-3 protocol is a writer-7 one, so from here the writer version is 7.
+    return Protocol(reader, writer, readers if reader >= 3 else None, writers)
 
 
 def validate_protocol(protocol: Protocol) -> None:
@@ -510,6 +540,21 @@ def check_supported(protocol: Protocol, metadata: Metadata | None, operation: Op
         )
 
 
+def deletion_vectors_writable(protocol: Protocol, metadata: Metadata) -> bool:
+    """Whether an operation that deletes rows writes deletion vectors (Delta's
+    ``DeletionVectorUtils.deletionVectorsWritable``): the protocol lists ``deletionVectors`` as a
+    reader and writer feature and ``delta.enableDeletionVectors`` is true."""
+    name = "deletionVectors"
+    listed = name in reader_features(protocol) and name in writer_features(protocol)
+    return listed and metadata.config.flag("delta.enableDeletionVectors")
+
+
+def change_data_feed_enabled(metadata: Metadata) -> bool:
+    """Whether a commit that rewrites rows records them in ``cdc`` files: ``delta.enableChangeDataFeed``
+    is true (Delta's ``CDCReader.isCDCEnabledOnTable``)."""
+    return metadata.config.flag("delta.enableChangeDataFeed")
+
+
 # --- new tables -------------------------------------------------------------------------------
 
 
@@ -537,11 +582,14 @@ def minimum_protocol(schema: pa.Schema, properties: Mapping[str, str]) -> Protoc
                 feature=feature,
                 operation=Operation.WRITE.value,
             )
-    enabled = {f.name for f in FEATURES.values() if f.enabled_by is not None and f.enabled_by[1](properties)}
+    schema_json = schema_to_delta_json(schema)
+    table = Metadata("", schema_json, (), dict(properties))
+    enabled = {
+        f.name for f in FEATURES.values() if f.enabled_by is not None and f.enabled_by[1](table.config)
+    }
     # Features the schema or the properties use (invariants, CHECK constraints, generated and
     # identity columns), as Spark's CREATE TABLE adds them.
-    schema_json = schema_to_delta_json(schema)
-    used = features_in_use(Metadata("", schema_json, (), dict(properties)))
+    used = features_in_use(table)
     enabled |= {f for f in used if FEATURES[f].creatable}
     if '"timestamp_ntz"' in schema_json:
         enabled.add("timestampNtz")

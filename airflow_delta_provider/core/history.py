@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.core.commits import commit_info_of, read_commit, read_commit_bytes
+from airflow_delta_provider.core.delta_types import LONG_MAX, LONG_MIN
 from airflow_delta_provider.core.errors import (
     CorruptLogError,
     TimestampEarlierThanRetentionError,
@@ -26,6 +26,8 @@ from airflow_delta_provider.core.logfiles import LogFileKind, commit_name
 from airflow_delta_provider.core.segment import build_segment, complete_checkpoints, list_log_files
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from airflow_delta_provider.core.snapshot import Snapshot
     from airflow_delta_provider.core.storage import LogStore
 
@@ -37,6 +39,8 @@ __all__ = [
     "describe_timestamp",
     "format_ms",
     "history",
+    "info_integer",
+    "info_object",
     "to_millis",
     "version_at",
 ]
@@ -129,13 +133,27 @@ def history(storage: LogStore, latest: int, limit: int | None = None) -> list[di
 #: The ``operationMetrics`` each count is read from, first found wins: the names Delta (Spark) writes
 #: for its operations (WRITE ``numFiles``/``numOutputRows``, DELETE ``numAddedFiles``..., VACUUM
 #: ``numDeletedFiles``/``sizeOfDataToDelete``), then delta-rs's (``num_added_rows``, OPTIMIZE
-#: ``numFilesAdded``).
+#: ``numFilesAdded``); RESTORE's (Delta's ``numRestoredFiles``/``restoredFilesSize``, delta-rs's
+#: singular ``numRestoredFile``/``numRemovedFile``).
 _COUNT_METRICS = {
     "rows_added": ("numOutputRows", "num_added_rows"),
-    "files_added": ("numAddedFiles", "numFiles", "num_added_files", "numFilesAdded"),
-    "files_removed": ("numRemovedFiles", "numDeletedFiles", "num_removed_files", "numFilesRemoved"),
-    "bytes_added": ("numOutputBytes", "numAddedBytes", "num_added_bytes"),
-    "bytes_removed": ("numRemovedBytes", "sizeOfDataToDelete", "num_removed_bytes"),
+    "files_added": (
+        "numAddedFiles",
+        "numFiles",
+        "num_added_files",
+        "numFilesAdded",
+        "numRestoredFiles",
+        "numRestoredFile",
+    ),
+    "files_removed": (
+        "numRemovedFiles",
+        "numDeletedFiles",
+        "num_removed_files",
+        "numFilesRemoved",
+        "numRemovedFile",
+    ),
+    "bytes_added": ("numOutputBytes", "numAddedBytes", "num_added_bytes", "restoredFilesSize"),
+    "bytes_removed": ("numRemovedBytes", "sizeOfDataToDelete", "num_removed_bytes", "removedFilesSize"),
 }
 
 
@@ -146,36 +164,59 @@ def commit_counts(storage: LogStore, entry: Mapping[str, Any]) -> dict[str, int 
     written without metrics (``operationMetrics`` absent or empty, as some writers leave it) is
     counted from its ``add``/``remove`` actions: files and bytes of all of them, rows from the
     ``numRecords`` of the added files that change data (unknown when one has no statistics or a
-    deletion vector). The protocol leaves commitInfo free-form: metrics written as the JSON text of
-    an object are read as that object; metrics in another shape are not guessed at.
+    deletion vector). Metrics are read by shape (:func:`info_object`, :func:`info_integer`): a
+    count that is no non-negative Delta long is unknown, never guessed at.
 
     :param entry: a :func:`history` entry (its ``commitInfo`` and ``version``).
     """
-    metrics = entry.get("operationMetrics")
-    if isinstance(metrics, str) and metrics.lstrip().startswith("{"):
-        try:
-            metrics = json.loads(metrics)
-        except (ValueError, RecursionError):
-            return dict.fromkeys(_COUNT_METRICS)
-    if isinstance(metrics, Mapping) and metrics:
+    raw = entry.get("operationMetrics")
+    metrics = info_object(raw)
+    if metrics:
         return {
             count: next((found for n in names if (found := _count(metrics.get(n))) is not None), None)
             for count, names in _COUNT_METRICS.items()
         }
-    if metrics in (None, {}) and isinstance(entry.get("version"), int):
+    if (raw is None or metrics == {}) and isinstance(entry.get("version"), int):
         return _counts_from_actions(storage, entry["version"])
     return dict.fromkeys(_COUNT_METRICS)
 
 
-def _count(value: Any) -> int | None:
-    """A metric's count: Spark writes them as (quoted) text, delta-rs as numbers; None for
-    anything that is no count."""
+def info_object(value: Any) -> dict[str, Any] | None:
+    """A commitInfo field Delta writes as a JSON object (``operationMetrics``,
+    ``operationParameters``, ``tags``), read by its shape: commitInfo is free-form, and other
+    engines write these as the JSON text of an object, as lists or as plain strings.
+
+    :returns: the object, or the object a JSON text holds; None for anything else (absent, another
+        type, text that is no JSON object, or nested too deeply to parse).
+    """
+    if isinstance(value, str) and value.lstrip().startswith("{"):
+        try:
+            value = json.loads(value)
+        except (ValueError, RecursionError):
+            return None
+    return value if isinstance(value, dict) else None
+
+
+def info_integer(value: Any) -> int | None:
+    """A free-form integer of commitInfo or of an event (a metric, a version, a timestamp): a JSON
+    integer, an integral float, or ASCII decimal text (quoted, as Spark writes metrics, or signed);
+    None for anything else, and for a value outside Delta's long."""
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, str) and len(value) <= 40:
-        value = value.strip().strip('"')
-        value = int(value) if value.isdecimal() else None
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+        text = value.strip().strip('"')
+        digits = text[1:] if text[:1] in ("-", "+") else text
+        value = int(text) if digits.isascii() and digits.isdigit() else None
+    if not isinstance(value, int) or isinstance(value, bool):
+        return None
+    return value if LONG_MIN <= value <= LONG_MAX else None
+
+
+def _count(value: Any) -> int | None:
+    """A metric's count (Spark writes them as quoted text, delta-rs as numbers); None for anything
+    that is no non-negative long."""
+    count = info_integer(value)
+    return count if count is not None and count >= 0 else None
 
 
 def _counts_from_actions(storage: LogStore, version: int) -> dict[str, int | None]:
@@ -206,7 +247,7 @@ def _records(add: Mapping[str, Any]) -> int | None:
         return None
     try:
         stats = json.loads(add.get("stats") or "{}")
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return _count(stats.get("numRecords")) if isinstance(stats, dict) else None
 

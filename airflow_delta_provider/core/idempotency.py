@@ -11,34 +11,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from airflow_delta_provider.core.actions import Transaction
+from airflow_delta_provider.core.commit_plan import ALREADY_COMMITTED, CommitResult, check_app_arguments
 from airflow_delta_provider.core.commits import read_commit
 from airflow_delta_provider.core.errors import DeltaError, TableNotFoundError
 from airflow_delta_provider.core.logfiles import commit_name
 from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.snapshot import load_snapshot
-from airflow_delta_provider.core.transaction import ALREADY_COMMITTED, CommitResult
 
 if TYPE_CHECKING:
+    from airflow_delta_provider.core.actions import Transaction
     from airflow_delta_provider.core.snapshot import Snapshot
     from airflow_delta_provider.core.storage import LogStore
 
 log = get_logger(__name__)
-
-
-def check_app_arguments(app_id: str | None, app_version: int | None) -> None:
-    """Delta's rule for idempotent writes: both ``app_id`` and ``app_version`` or neither, and
-    values the ``txn`` action can hold (a non-empty string, a non-negative long).
-
-    :raises ValueError: (``InvalidLogValueError`` for values outside the types).
-    """
-    if (app_id is None) != (app_version is None):
-        raise ValueError(
-            "Invalid options for idempotent writes: both app_id and app_version must be given (Delta's "
-            "txnAppId and txnVersion), or neither."
-        )
-    if app_id is not None and app_version is not None:
-        Transaction(app_id, app_version).validate()
 
 
 MAX_TXN_PROBES = 16
@@ -67,8 +52,13 @@ def already_committed(
     return already_committed_result(snapshot, app_id, app_version, current)
 
 
-def already_committed_result(snapshot: Snapshot, app_id: str, app_version: int, current: int) -> CommitResult:
-    """The "nothing to commit" result once ``current`` (the app's recorded version) is known."""
+def already_committed_result(
+    snapshot: Snapshot, app_id: str, app_version: int, current: int, operation: str = "WRITE"
+) -> CommitResult:
+    """The "nothing to commit" result once ``current`` (the app's recorded version) is known.
+
+    :param operation: the operation that found nothing to commit.
+    """
     recorded, exact = txn_commit_version(snapshot, app_id)
     log.info(
         "Application %r already committed version %d (>= %d) to %s at table version %s%d; nothing to commit.",
@@ -82,7 +72,7 @@ def already_committed_result(snapshot: Snapshot, app_id: str, app_version: int, 
     return CommitResult(
         version=recorded,
         committed=False,
-        operation="WRITE",
+        operation=operation,
         read_version=snapshot.version,
         app_id=app_id,
         app_version=app_version,

@@ -1,25 +1,31 @@
-"""The values of one fixed-width Parquet column chunk, for bounds its footer cannot give.
+"""The values of fixed-width Parquet column chunks, for bounds their footers cannot give.
 
 Footers of Arrow-based writers (pyarrow, polars, delta-rs) leave NaN out of a float column's
-min/max without counting it, and Spark writes no statistics at all for INT96 timestamps. Their
-bounds come from the values instead: this reads the chunk's pages as they lie in the file and
-returns every value that a dictionary or a ``PLAIN`` / ``BYTE_STREAM_SPLIT`` page holds,
-without levels or row assembly. A dictionary-encoded data page only points into the
-dictionary, whose values are the chunk's distinct values, so it is skipped; any other page
-encoding, codec or page layout gives None (the caller keeps no bounds).
-
-pyarrow reads a chunk too, but sets a reader up per file: ~70 us per 1,000-row file here,
-against ~10 us for this (``benchmarks/write.md``).
+min/max without counting it, and Spark writes no statistics at all for INT96 timestamps: their
+bounds come from the values. This reads a chunk's pages as they lie in the file and returns
+every value a dictionary or a ``PLAIN`` / ``BYTE_STREAM_SPLIT`` page holds, without levels or
+row assembly (a dictionary-encoded data page only points into the dictionary); any other page
+encoding, codec or layout gives None, and the caller keeps no bounds. pyarrow reads a chunk too,
+but sets up a reader per file, several times the cost (benchmarks/write.md).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pyarrow as pa
 
 from airflow_delta_provider.core.memory import READ_POOL
+from airflow_delta_provider.core.parquet_footer import unreadable
+from airflow_delta_provider.core.thrift import read_struct
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import pyarrow.parquet as pq
+
+    from airflow_delta_provider.core.storage import LogStore
 
 #: Parquet's page types and encodings (parquet.thrift).
 _DATA_PAGE, _DICTIONARY_PAGE, _DATA_PAGE_V2 = 0, 2, 3
@@ -32,10 +38,6 @@ DTYPES: dict[str, np.dtype[Any]] = {
     "DOUBLE": np.dtype("<f8"),
     "INT96": np.dtype([("nanos", "<i8"), ("days", "<i4")]),
 }
-
-# Thrift's compact protocol (Parquet's footers and page headers): field and element types.
-_T_STOP, _T_TRUE, _T_FALSE, _T_BYTE, _T_I16, _T_I32, _T_I64, _T_DOUBLE, _T_BINARY = range(9)
-_T_LIST, _T_SET, _T_MAP, _T_STRUCT = 9, 10, 11, 12
 
 
 def chunk_range(column: Any) -> tuple[int, int]:
@@ -181,158 +183,113 @@ def read_page_header(data: bytes | memoryview, position: int) -> tuple[dict[int,
     return read_struct(data, position, _PAGE_HEADER)
 
 
-def read_struct(
-    data: bytes | memoryview, position: int, spec: dict[int, Any] | None = None, depth: int = 0
-) -> tuple[dict[int, Any], int]:
-    """A compact-protocol struct as ``{field id: value}``, and the position after it.
-
-    :param spec: the fields to read (others are skipped), each with the spec of its struct
-        value or of its list's struct elements (None: everything); None reads every field.
-    """
-    if depth > 16:
-        raise ValueError("nested too deeply")
-    fields: dict[int, Any] = {}
-    field = 0
-    while True:
-        header = data[position]
-        position += 1
-        if header == _T_STOP:
-            return fields, position
-        kind = header & 0x0F
-        if header >> 4:
-            field += header >> 4
-        else:
-            raw, position = varint(data, position)
-            field = (raw >> 1) ^ -(raw & 1)
-        if spec is not None and field not in spec:
-            position = skip_compact(data, position, kind, depth + 1)
-        elif kind in (_T_TRUE, _T_FALSE):
-            fields[field] = kind == _T_TRUE
-        else:
-            fields[field], position = read_value(data, position, kind, spec and spec[field], depth + 1)
+# --- the values of many files' chunks ------------------------------------------------------
 
 
-def read_value(
-    data: bytes | memoryview, position: int, kind: int, spec: dict[int, Any] | None, depth: int
-) -> tuple[Any, int]:
-    """One compact-protocol value of type ``kind`` (maps are skipped: None)."""
-    if kind == _T_BYTE:
-        return data[position], position + 1
-    if kind in (_T_I16, _T_I32, _T_I64):
-        raw, position = varint(data, position)
-        return (raw >> 1) ^ -(raw & 1), position
-    if kind == _T_DOUBLE:
-        return bytes(data[position : position + 8]), position + 8
-    if kind == _T_BINARY:
-        length, position = varint(data, position)
-        if position + length > len(data):
-            raise ValueError("binary past the end")
-        return bytes(data[position : position + length]), position + length
-    if kind == _T_STRUCT:
-        return read_struct(data, position, spec, depth)
-    if kind in (_T_LIST, _T_SET):
-        size, element, position = _list_header(data, position)
-        items = []
-        for _ in range(size):
-            if element in (_T_TRUE, _T_FALSE):
-                items.append(data[position] == _T_TRUE)
-                position += 1
-            else:
-                item, position = read_value(data, position, element, spec, depth + 1)
-                items.append(item)
-        return items, position
-    return None, skip_compact(data, position, kind, depth)
+class ValueLeaf(Protocol):
+    """A fixed-width leaf column whose values are read: its column index, physical type, and
+    maximum definition and repetition levels."""
+
+    index: int
+    physical: str | None
+    levels: tuple[int, int]
 
 
-def _list_header(data: bytes | memoryview, position: int) -> tuple[int, int, int]:
-    """A compact-protocol list's size and element type, and the position of its first element."""
-    header = data[position]
-    position += 1
-    size, element = header >> 4, header & 0x0F
-    if size == 15:
-        size, position = varint(data, position)
-    if size > len(data) - position:  # every element takes a byte at least
-        raise ValueError("list longer than the data")
-    return size, element, position
+def read_leaf_values(
+    storage: LogStore,
+    paths: list[str],
+    footers: list[pq.FileMetaData],
+    wanted: Sequence[Sequence[tuple[int, ValueLeaf]]],
+    workers: int,
+    tails: list[tuple[int | None, bytes]],
+) -> list[dict[int, list[np.ndarray] | None]]:
+    """Per file, the values of the wanted leaves (by leaf position) as arrays, one per page that
+    holds any, from their column chunks: taken from the file's tail already read (``tails``:
+    where it starts in the file, and its bytes) when it holds them, else one ranged read per
+    chunk, all of a window's at once; None where a page cannot be read
+    (:func:`chunk_values`). Fixed-width values only: floats and INT96."""
+    requests: list[tuple[int, int, ValueLeaf, str]] = []  # (file, position, leaf, codec)
+    starts: list[int] = []
+    lengths: list[int] = []
+    chunks: list[bytes | Exception | None] = []
+    for file, (metadata, leaves) in enumerate(zip(footers, wanted, strict=True)):
+        offset, tail = tails[file]
+        for group in range(metadata.num_row_groups):
+            row_group = metadata.row_group(group)
+            for position, leaf in leaves:
+                column = row_group.column(leaf.index)
+                start, length = chunk_range(column)
+                requests.append((file, position, leaf, column.compression))
+                starts.append(start)
+                lengths.append(length)
+                if offset is not None and offset <= start and start + length <= offset + len(tail):
+                    chunks.append(tail[start - offset : start - offset + length])
+                else:
+                    chunks.append(None)
+    found: list[dict[int, list[np.ndarray] | None]] = [{at: [] for at, _ in leaves} for leaves in wanted]
+    # Read in batches of at most VALUE_BATCH_BYTES, each chunk reduced to what the bounds need as
+    # soon as it is decoded: large files' float columns are never all held at once.
+    batch: list[int] = []
+    size = 0
+    for index in range(len(requests) + 1):
+        if index == len(requests) or (batch and size + lengths[index] > VALUE_BATCH_BYTES):
+            _read_missing(storage, paths, requests, starts, lengths, chunks, batch, workers)
+            for at in batch:
+                file, position, leaf, codec = requests[at]
+                chunk, chunks[at] = chunks[at], None
+                if not isinstance(chunk, bytes) or len(chunk) != lengths[at]:
+                    reason = chunk if isinstance(chunk, Exception) else "it is shorter than its footer says"
+                    raise unreadable(storage, paths[file], reason)
+                parts = found[file][position]
+                if parts is not None:
+                    values = chunk_values(chunk, leaf.physical or "", codec, *leaf.levels)
+                    if values is None:
+                        found[file][position] = None
+                    else:
+                        parts.extend(_reduced(array, leaf.physical == "INT96") for array in values)
+            batch, size = [], 0
+        if index < len(requests):
+            batch.append(index)
+            size += lengths[index]
+    return found
 
 
-def varint(data: bytes | memoryview, position: int) -> tuple[int, int]:
-    """An unsigned LEB128 varint at ``position`` and the position after it."""
-    value = shift = 0
-    while True:
-        byte = data[position]
-        position += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, position
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
+#: The most bytes of column chunks :func:`read_leaf_values` holds at a time.
+VALUE_BATCH_BYTES = 64 * 1024 * 1024
 
 
-def skip_compact(data: bytes | memoryview, position: int, kind: int, depth: int) -> int:
-    """The position after one compact-protocol value of type ``kind`` at ``position``.
+def _read_missing(
+    storage: LogStore,
+    paths: list[str],
+    requests: list[tuple[int, int, ValueLeaf, str]],
+    starts: list[int],
+    lengths: list[int],
+    chunks: list[bytes | Exception | None],
+    batch: list[int],
+    workers: int,
+) -> None:
+    """Read the chunks of ``batch`` that the tails did not hold, into ``chunks``."""
+    missing = [index for index in batch if chunks[index] is None]
+    if not missing:
+        return
+    read = storage.read_ranges(
+        [paths[requests[i][0]] for i in missing],
+        [starts[i] for i in missing],
+        [lengths[i] for i in missing],
+        max_workers=workers,
+    )
+    for index, got in zip(missing, read, strict=True):
+        chunks[index] = got
 
-    Integers and strings inside structs and lists are skipped in place (most of a footer).
 
-    :raises ValueError: the value runs past the end of ``data`` or nests too deeply.
-    """
-    if depth > 64 or position >= len(data):
-        raise ValueError("nested too deeply, or past the end")
-    if kind in (_T_TRUE, _T_FALSE):
-        return position  # a struct field's boolean is in its header
-    if kind == _T_BYTE:
-        return position + 1
-    if kind in (_T_I16, _T_I32, _T_I64):
-        while data[position] & 0x80:
-            position += 1
-        return position + 1
-    if kind == _T_DOUBLE:
-        return position + 8
-    if kind == _T_BINARY:
-        length, position = varint(data, position)
-        if position + length > len(data):
-            raise ValueError("binary past the end")
-        return position + length
-    if kind in (_T_LIST, _T_SET):
-        size, element, position = _list_header(data, position)
-        if element in (_T_TRUE, _T_FALSE, _T_BYTE):  # a list's booleans take a byte each
-            return position + size
-        if element in (_T_I16, _T_I32, _T_I64):
-            for _ in range(size):
-                while data[position] & 0x80:
-                    position += 1
-                position += 1
-            return position
-        for _ in range(size):
-            position = skip_compact(data, position, element, depth + 1)
-        return position
-    if kind == _T_MAP:
-        size, position = varint(data, position)
-        if 2 * size > len(data) - position:
-            raise ValueError("map longer than the footer")
-        if size:
-            types = data[position]
-            position += 1
-            for _ in range(size):
-                position = skip_compact(data, position, types >> 4, depth + 1)
-                position = skip_compact(data, position, types & 0x0F, depth + 1)
-        return position
-    if kind == _T_STRUCT:
-        while True:
-            header = data[position]
-            position += 1
-            if header == _T_STOP:
-                return position
-            if header >> 4 == 0:  # a field id of its own follows
-                while data[position] & 0x80:
-                    position += 1
-                position += 1
-            field_kind = header & 0x0F
-            if field_kind in (_T_I16, _T_I32, _T_I64):
-                while data[position] & 0x80:
-                    position += 1
-                position += 1
-            elif field_kind not in (_T_TRUE, _T_FALSE):
-                position = skip_compact(data, position, field_kind, depth + 1)
-    raise ValueError(f"unknown compact type {kind}")
+def _reduced(values: np.ndarray, int96: bool) -> np.ndarray:
+    """What the bounds need of a page's values: a NaN if it holds one (floats); its least and
+    greatest value (INT96: by day, then nanosecond)."""
+    if not int96:
+        nan: np.ndarray = values[np.isnan(values)][:1]
+        return nan
+    days, nanos = values["days"], values["nanos"]
+    first = np.flatnonzero(days == days.min())
+    last = np.flatnonzero(days == days.max())
+    extremes: np.ndarray = values[[first[np.argmin(nanos[first])], last[np.argmax(nanos[last])]]]
+    return extremes

@@ -1,20 +1,11 @@
 """Partition values: the protocol's string serialisation, typed columns, and Hive-style paths.
 
-In the log every partition value is a string or null in ``add.partitionValues``;
-PROTOCOL.md "Partition Value Serialization" fixes the format per type, and an empty
-string means null for every type (string columns included). Delta (Spark) writes a
-null value as JSON ``null`` and names its directory ``__HIVE_DEFAULT_PARTITION__``.
-
-Timestamps: the protocol allows ``{date} {time}[.fraction]`` (the zone of the writer's
-system, which this core, like delta-rs and delta-kernel-rs, takes to be UTC) and
-ISO-8601 with a zone (``1970-01-01T00:00:00.123456Z``). Both are read; what this core
-writes is Spark's form in UTC. ``timestamp_ntz`` values carry no zone. Binary values are
-the UTF-8 encoding of the string (Spark casts the bytes to a string), so only bytes that
-are valid UTF-8 can be written. Unsupported as partition columns: structs, arrays, maps.
-
-Parsing a value the protocol does not allow raises :class:`CorruptLogError` (it came
-from the log); serialising a Python value that does not fit the type raises
-:class:`SchemaError`.
+In the log every partition value is a string or null (PROTOCOL.md, "Partition Value
+Serialization"; an empty string is null for every type). Timestamps are read in both forms the
+protocol allows (a zone-less one taken as UTC, as delta-rs and delta-kernel-rs do) and written in
+Spark's form in UTC; binary values are the UTF-8 encoding of the string; structs, arrays and maps
+are no partition columns. A value from the log the protocol does not allow raises
+:class:`CorruptLogError`; a Python value that does not fit its type raises :class:`SchemaError`.
 """
 
 from __future__ import annotations

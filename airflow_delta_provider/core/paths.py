@@ -20,12 +20,17 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from airflow_delta_provider.core.errors import InvalidPathError
-from airflow_delta_provider.core.redaction import location_secrets, register_secret, split_credentials
+from airflow_delta_provider.core.redaction import (
+    has_credentials,
+    location_secrets,
+    register_secret,
+    split_credentials,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-__all__ = ["LOG_DIR", "TablePath", "escapes_root", "has_scheme"]
+__all__ = ["LOG_DIR", "TablePath", "escapes_root", "has_scheme", "store_family"]
 
 LOG_DIR = "_delta_log"
 
@@ -227,10 +232,30 @@ class TablePath:
 
         Relative paths are URL-decoded and joined to the root; absolute URIs are URL-decoded;
         ``file:`` URIs become local paths.
+
+        :raises InvalidPathError: the path is a URI of another store than the table's (an
+            ``s3://`` file in a local table's log would otherwise be read as a local path), or
+            carries credentials (a signed URL's query string, a ``user:password@``), which no
+            data file's path does and which would reach the storage library's own logs.
         """
+        if ("?" in log_path or "@" in log_path) and has_credentials(log_path):
+            for secret in location_secrets(log_path):
+                register_secret(secret)
+            raise InvalidPathError(
+                f"The log of {self.uri} names the file {split_credentials(log_path)[0][:200]!r} with "
+                f"credentials in its path (a signed query string or a user:password@, removed here). A "
+                f"data file's path never carries them: the log was not written by a Delta writer."
+            )
         if has_scheme(log_path):
             parts = urlsplit(log_path)
             scheme = parts.scheme.lower()
+            if store_family(scheme) != store_family(self.scheme):
+                raise InvalidPathError(
+                    f"The log of {self.uri} names the file {log_path[:200]!r}, on another store "
+                    f"({scheme}) than the table's ({self.scheme}). This core reads a table's files only "
+                    f"through the table's own store; copy the file under the table root (or read the "
+                    f"table with Spark, which opens each store by its own scheme)."
+                )
             decoded = unquote(parts.path)
             if scheme in LOCAL_SCHEMES:
                 return decoded
@@ -293,7 +318,11 @@ class TablePath:
             return [_normalize(log_path)]
         forms = []
         prefix = self.prefix
-        for fs_path in (self.decode(log_path), self.decode_verbatim(log_path)):
+        try:
+            decoded = self.decode(log_path)
+        except InvalidPathError:  # a file on another store is not under the root
+            return []
+        for fs_path in (decoded, self.decode_verbatim(log_path)):
             if fs_path is not None and fs_path.startswith(prefix):
                 forms.append(_normalize(fs_path[len(prefix) :]))
         return list(dict.fromkeys(f for f in forms if f))
@@ -303,6 +332,23 @@ class TablePath:
 #: with "/": "//" (an empty segment, or an empty relative path), "/./" and "/../", and "." or
 #: ".." or "/" at the end of a path.
 _BAD_SEGMENT = re.compile(r"//|/\.\.?(?:/|\n)|/\n")
+
+
+def store_family(scheme: str) -> str:
+    """The store a URI scheme names: ``s3``/``s3a``/``s3n`` one, ``file``/``local`` another, and
+    for other schemes the fsspec implementation that serves them (``gs`` and ``gcs`` are one)."""
+    scheme = scheme.lower()
+    if scheme in S3_SCHEMES:
+        return "s3"
+    if scheme in LOCAL_SCHEMES:
+        return "file"
+    import fsspec
+
+    try:
+        implementation = fsspec.get_filesystem_class(scheme)
+    except (ImportError, ValueError):
+        return scheme
+    return f"{implementation.__module__}.{implementation.__qualname__}"
 
 
 def _escape_percent(path: str) -> str:

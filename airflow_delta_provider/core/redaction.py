@@ -1,22 +1,10 @@
 """Redaction: the one place that decides what a secret is and hides it.
 
-Credentials reach the provider four ways: the userinfo of a URI
-(``s3://KEY:SECRET@bucket/t``), the query string of a URI (a SAS token's ``sig=``, a signed URL's
-``X-Amz-Signature=``), storage options (``secret``, ``AWS_SECRET_ACCESS_KEY``, ``account_key`` ...)
-and Airflow connections. Every boundary where text leaves the
-provider (exception messages, log lines, XCom, asset events, lineage facets, trigger
-kwargs and events, ``repr()``) passes it through :func:`redact`, and every place that
-opens a table takes credentials out of its location with :func:`split_credentials` before
-the location is used at all.
-
-What counts as a credential in a URI: userinfo with a password (``user:password@``) in
-any scheme, and any userinfo at all on object stores whose bucket names cannot hold an
-``@`` (S3, GCS). A bare ``name@`` on Azure (``abfss://container@account...``) is part of
-the location and stays. In a query string (and in the ``name=value`` fields of a connection
-string), a parameter is a credential when an option of that name would be one
-(:func:`is_sensitive_option`: ``X-Amz-Signature``, ``X-Amz-Credential``, ``X-Goog-Signature``,
-``token``, ``AccountKey`` ...) or when it is a SAS token's signature, ``sig``; in text, its value
-is masked wherever it follows ``?``, ``&`` or ``;`` (URL-encoded too).
+Credentials reach the provider in a URI's userinfo or query string, in storage options and in
+Airflow connections. Every boundary where text leaves the provider passes it through
+:func:`redact`, and every place that opens a table takes credentials out of its location with
+:func:`split_credentials` first. What counts as a credential (:func:`is_sensitive_option` and the
+URI rules) is in docs/connections.md ("Secrets").
 """
 
 from __future__ import annotations
@@ -39,6 +27,7 @@ __all__ = [
     "is_credential_parameter",
     "is_sensitive_option",
     "location_secrets",
+    "masked_options",
     "redact",
     "register_secret",
     "register_secrets_in",
@@ -259,6 +248,20 @@ def sensitive_options(options: Mapping[str, Any] | None, prefix: str = "") -> It
             yield from sensitive_options(value, f"{prefix}{name}.")
         elif is_sensitive_option(name) and value not in (None, ""):
             yield f"{prefix}{name}", value
+
+
+def masked_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` with the value of every option named like a secret (:func:`is_sensitive_option`,
+    nested mappings too) replaced by :data:`REDACTED`: for showing a mapping that may hold
+    credentials nobody registered (table properties, a commit's operation parameters)."""
+    return {
+        name: masked_options(value)
+        if isinstance(value, Mapping)
+        else REDACTED
+        if is_sensitive_option(name) and value not in (None, "")
+        else value
+        for name, value in options.items()
+    }
 
 
 def register_secrets_in(options: Mapping[str, Any] | None) -> None:

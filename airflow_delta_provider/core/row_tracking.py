@@ -1,21 +1,10 @@
 """Row tracking: fresh row ids and row commit versions on every add (PROTOCOL.md § Row Tracking).
 
-When a table's protocol lists the ``rowTracking`` writer feature and the table does not set
-``delta.rowTrackingSuspended=true``, every new ``add`` needs
-
-- ``baseRowId``: its first fresh row id; the ids ``baseRowId .. baseRowId + numRecords - 1``
-  are its rows'. Ids are handed out above the high-water mark kept in the ``delta.rowTracking``
-  domain (``{"rowIdHighWaterMark": N}``; -1 when there is none yet, so a first file starts at 0),
-  file after file, and the mark moves to the last id assigned, in the same commit;
-- ``defaultRowCommitVersion``: the version of the commit that holds the add.
-
-Both depend on the version the commit lands at and on what concurrent winners assigned, so
-the transaction calls :func:`assign_row_ids` again on every attempt with the mark as the
-winners left it (Delta's ``RowId.assignFreshRowIds`` / ``DefaultRowCommitVersion`` and the
-re-assignment in ``ConflictChecker.reassignRowCommitVersionsAndRowIds``). Adds that already
-carry the fields (a re-committed file) keep them. A commit that writes the domain itself is
-refused, as in Delta ("Manually setting the Row ID high water mark is not allowed"); one whose
-ids would pass the largest Delta long is refused by :mod:`.validation`, which checks the mark.
+On a table with the ``rowTracking`` feature, each new ``add`` gets a ``baseRowId`` above the
+high-water mark of the ``delta.rowTracking`` domain (moved in the same commit) and a
+``defaultRowCommitVersion``. Both depend on the version the commit lands at, so the transaction calls
+:func:`assign_row_ids` again on every attempt, as Delta's ``ConflictChecker`` reassigns them.
+docs/write-api.md ("Row tracking") has the rules.
 """
 
 from __future__ import annotations

@@ -1,33 +1,10 @@
 """Delta table schemas (the ``schemaString`` of a ``metaData`` action) as pyarrow schemas, and back.
 
-Type mapping (PROTOCOL.md, "Schema Serialization Format")::
-
-    string -> string            long -> int64           integer -> int32       short -> int16
-    byte -> int8                float -> float32        double -> float64      boolean -> bool
-    binary -> binary            date -> date32          decimal(p,s) -> decimal128(p, s)
-    timestamp -> timestamp("us", tz="UTC")              timestamp_ntz -> timestamp("us")
-    struct -> struct            array -> list<element>  map -> map<key, value>
-    void -> null (read only: Delta recommends dropping such columns; arrow null is refused on the way back)
-
-Refused with :class:`SchemaError` naming the type and the column: ``variant`` (the
-``variantType`` reader feature is not supported by this core, and a
-``struct<metadata, value>`` stand-in would be written back as a struct), geospatial
-``geometry(...)``/``geography(...)``, intervals, user-defined types and any other name.
-
-Arrow -> Delta also accepts arrow's other encodings of the same values: large/view
-strings and binaries, fixed-size binary, large/fixed-size/view lists, dictionary and
-run-end encoded arrays (their value type), decimals of any width up to precision 38,
-``date64``, ``float16`` (-> float), timestamps of any unit (``timestamp`` when the arrow
-type has a time zone, ``timestamp_ntz`` when it has none). Unsigned integers are widened
-to the next signed Delta type that holds every value (uint8 -> short, uint16 -> integer,
-uint32 -> long); ``uint64`` has no such type and is refused, as are arrow ``null``,
-time-of-day, duration, interval, union and extension types.
-
-Delta column metadata is kept on the arrow field: each key as UTF-8 bytes, each value
-JSON-encoded (values may be numbers, booleans, lists: ``delta.columnMapping.id`` is an
-int, ``delta.typeChanges`` a list), so :func:`schema_to_delta` gives the metadata back
-unchanged. Column names are matched case-insensitively, as Delta does (it keeps the case
-it was given, but two columns may not differ only in case).
+The type mapping follows PROTOCOL.md ("Schema Serialization Format"); Arrow's other encodings of the
+same values are accepted on the way back, and types Delta cannot hold (or this core cannot read) are
+refused with a :class:`SchemaError` naming the type and the column, as is a schema nested more
+than ``schema_json.MAX_SCHEMA_DEPTH`` deep. Delta's column metadata rides on the Arrow field, so a
+schema goes back unchanged. The mapping is in docs/read-api.md ("Types").
 """
 
 from __future__ import annotations
@@ -39,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import pyarrow as pa
 
 from airflow_delta_provider.core.errors import SchemaError, SchemaMismatchError, UnsupportedFeatureError
+from airflow_delta_provider.core.schema_json import check_schema_depth, parse_schema_string
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -105,17 +83,17 @@ _FOREIGN_METADATA_PREFIXES = (b"ARROW:", b"PARQUET:")
 def schema_from_delta(schema_json: str | dict[str, Any]) -> pa.Schema:
     """The pyarrow schema of a Delta ``schemaString`` (the JSON text or its parsed object).
 
-    :raises SchemaError: the JSON is malformed, is not a struct, has duplicate column
-        names (ignoring case), or uses a type this core does not support.
+    :raises SchemaError: the JSON is malformed, is not a struct, nests too deeply, has duplicate
+        column names (ignoring case), or uses a type this core does not support.
     """
     if isinstance(schema_json, str):
         try:
-            schema_json = json.loads(schema_json)
+            schema_json = parse_schema_string(schema_json)
         except json.JSONDecodeError as exc:
             raise SchemaError(f"The Delta schemaString is not valid JSON: {exc}") from None
     if not isinstance(schema_json, dict) or schema_json.get("type") != "struct":
         raise SchemaError(f"A Delta table schema must be a struct type, got {_short(schema_json)}")
-    return pa.schema(_fields_from_delta(schema_json, parent=""))
+    return pa.schema(_fields_from_delta(check_schema_depth(schema_json), parent=""))
 
 
 def delta_type_to_arrow(delta_type: DeltaType) -> pa.DataType:

@@ -1,19 +1,10 @@
 """Log segment discovery: which files of ``_delta_log`` make up one table version.
 
-A version is the newest complete checkpoint at or below it plus the contiguous
-commits after that checkpoint. Discovery follows Delta (``SnapshotManagement``):
-
-1. ``_last_checkpoint`` says where to start listing. A missing, empty or corrupt
-   hint means listing from version 0; a stale hint costs nothing, since newer
-   checkpoints found while listing are used.
-2. The listing starts at the hinted version. When it shows no usable checkpoint
-   there (the hint points at a checkpoint that is missing or incomplete), the log
-   is listed again from 0 to find an older one.
-3. Multi-part checkpoints count only when every part is present; zero-byte
-   checkpoint files (interrupted writes) are ignored.
-4. The commits after the checkpoint must be contiguous, and without a checkpoint
-   they must start at version 0: anything else is a :class:`VersionGapError` that
-   names the missing version.
+A version is the newest complete checkpoint at or below it plus the contiguous commits after it,
+found as Delta's ``SnapshotManagement`` finds them: ``_last_checkpoint`` is only a hint where to
+start listing (listed again from 0 when it points at no usable checkpoint), incomplete multi-part
+and zero-byte checkpoints are ignored, and a gap in the commits is a :class:`VersionGapError` naming
+the missing version.
 """
 
 from __future__ import annotations

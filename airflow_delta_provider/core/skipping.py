@@ -1,21 +1,10 @@
 """Which active files of a snapshot may hold rows a predicate selects (partition pruning and data skipping).
 
-A read's filter (:class:`~.predicate.Predicate`, in negation normal form) is evaluated per file:
-exactly on partition values (every row of a file has its partition values), and as a necessary
-condition on the log's statistics (``minValues``, ``maxValues``, ``nullCount``, ``numRecords``)
-for data columns. A file is skipped only when no row of it can match; missing or unreadable
-statistics keep it. The rows themselves are still filtered by the engine afterwards.
-
-Statistics are trusted as Delta's data skipping trusts them (``DataSkippingReader``), with these
-exceptions, where a bound may not hold for every row a reader sees:
-
-- timestamp maxima are truncated to milliseconds, so a maximum stands for anything up to 999
-  microseconds above it;
-- ``!=`` never skips (a truncated string bound may equal the literal while the values do not);
-- floating-point columns are never skipped on (writers differ on whether NaN is in the bounds,
-  and Spark orders NaN above every number);
-- columns whose type was widened (``delta.typeChanges``) are never skipped on, their older files'
-  statistics being of the old type.
+A read's filter is evaluated per file, exactly on partition values and as a necessary condition on
+the log's statistics: a file is skipped only when no row of it can match. Statistics are trusted as
+Delta's ``DataSkippingReader`` trusts them, except where a bound may not hold for every row a reader
+sees: a timestamp maximum stands for up to 999 microseconds more (Delta truncates it to
+milliseconds), and ``!=``, floating-point columns and type-widened columns never skip.
 """
 
 from __future__ import annotations
@@ -28,7 +17,7 @@ import pyarrow.compute as pc
 
 from airflow_delta_provider.core.predicate import Comparison, Junction
 from airflow_delta_provider.core.schema import TYPE_CHANGES_KEY, physical_name
-from airflow_delta_provider.core.stats import parse_stats, stats_parsed_type
+from airflow_delta_provider.core.stats_parsed import parse_stats, stats_parsed_type
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -36,10 +25,14 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.predicate import Clause, Predicate
     from airflow_delta_provider.core.snapshot import Snapshot
 
-__all__ = ["files_matching"]
+__all__ = ["files_matching", "partitions_may_match"]
 
 #: How far above a timestamp maximum a value may lie: Delta writes the maxima truncated to milliseconds.
-_TIMESTAMP_MAX_SLACK = pa.scalar(999, pa.duration("us"))
+#: (Built from a buffer: ``pa.scalar`` of a Python value imports pandas, which DELETE's import of
+#: this module would make every process importing the facade pay; see ``core/arrays.py``.)
+_TIMESTAMP_MAX_SLACK = pa.Array.from_buffers(
+    pa.duration("us"), 1, [None, pa.py_buffer(np.array([999], dtype=np.int64))]
+)[0]
 
 
 def files_matching(snapshot: Snapshot, predicate: Predicate) -> npt.NDArray[np.bool_]:
@@ -56,6 +49,19 @@ def files_matching(snapshot: Snapshot, predicate: Predicate) -> npt.NDArray[np.b
     data = sorted(c for c in predicate.columns - partitions if _skippable(snapshot.schema.field(c)))
     stats = _FileStats(snapshot, files.column("stats"), data)
     return _evaluate(clause, files.num_rows, partition_values, stats)
+
+
+def partitions_may_match(
+    predicate: Predicate, schema: pa.Schema, partition_values: pa.Table
+) -> npt.NDArray[np.bool_]:
+    """Per row of ``partition_values`` (typed, one column per partition column), whether a file with
+    those values may hold a row ``predicate`` selects: exactly on partition columns, and "may" for a
+    condition on any other column (the conflict checks judge a concurrent commit's adds so).
+
+    :param schema: the table's logical schema, to type the predicate's literals.
+    """
+    clause = predicate.normal_form(schema)
+    return _evaluate(clause, partition_values.num_rows, partition_values, None)
 
 
 def _skippable(field: pa.Field) -> bool:
@@ -106,7 +112,7 @@ def _physical(snapshot: Snapshot, column: str) -> str:
 
 
 def _evaluate(
-    clause: Clause, count: int, partition_values: pa.Table | None, stats: _FileStats
+    clause: Clause, count: int, partition_values: pa.Table | None, stats: _FileStats | None
 ) -> npt.NDArray[np.bool_]:
     if isinstance(clause, Junction):
         masks = [_evaluate(p, count, partition_values, stats) for p in clause.parts]
@@ -117,7 +123,7 @@ def _evaluate(
         return result
     if partition_values is not None and clause.column in partition_values.column_names:
         return _exact(clause, partition_values.column(clause.column))
-    if clause.column in stats.columns:
+    if stats is not None and clause.column in stats.columns:
         return _may_match(clause, stats)
     return np.ones(count, dtype=bool)
 

@@ -23,7 +23,6 @@ from airflow_delta_provider.core.features import Operation, check_supported, rea
 from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.replay import FileState, SmallState, replay_files, replay_small_state
 from airflow_delta_provider.core.segment import build_segment
-from airflow_delta_provider.core.table_config import TableConfig
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.scan import FileRead
     from airflow_delta_provider.core.segment import LogSegment
     from airflow_delta_provider.core.storage import LogStore
+    from airflow_delta_provider.core.table_config import TableConfig
 
 log = get_logger(__name__)
 
@@ -209,8 +209,9 @@ class Snapshot:
 
     @cached_property
     def config(self) -> TableConfig:
-        """The typed table configuration (properties over the provider defaults)."""
-        return TableConfig(self.metadata.configuration, self._provider_defaults)
+        """The typed table configuration: the table's properties over the provider defaults
+        (``config.table_only`` where Delta defines a value by the table alone)."""
+        return self.metadata.config.with_provider_defaults(self._provider_defaults)
 
     @property
     def transactions(self) -> dict[str, Transaction]:
@@ -370,7 +371,9 @@ class Snapshot:
         if mode == "none":
             return self.schema
         from airflow_delta_provider.core.schema import physical_schema
+        from airflow_delta_provider.core.validation import check_column_mapping
 
+        check_column_mapping(self.metadata)  # two columns of one physical name: refused, not misread
         return physical_schema(self.schema, mode)
 
     @property

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-import dataclasses
-from typing import TYPE_CHECKING, Any, TypeVar
+import functools
+import inspect
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from airflow_delta_provider.core.changes import Changes, load_changes
 from airflow_delta_provider.core.checkpoint import CheckpointOptions, should_checkpoint, write_checkpoint
 from airflow_delta_provider.core.cleanup import CleanupOptions, cleanup_logs
+from airflow_delta_provider.core.commit_plan import CommitProperties
 from airflow_delta_provider.core.create import CreateOptions, create_table
+from airflow_delta_provider.core.data_retention import DataRetentionOptions, apply_data_retention
+from airflow_delta_provider.core.delete import DeleteOptions, delete
 from airflow_delta_provider.core.errors import (
     TableNotFoundError,
 )
@@ -20,34 +25,113 @@ from airflow_delta_provider.core.history import (
 )
 from airflow_delta_provider.core.idempotency import already_committed
 from airflow_delta_provider.core.optimize import OptimizeOptions, optimize
+from airflow_delta_provider.core.purge import PurgeOptions, purge
 from airflow_delta_provider.core.redaction import get_logger
+from airflow_delta_provider.core.restore import RestoreOptions, find_tagged_commits
+from airflow_delta_provider.core.restore import restore as restore_table
 from airflow_delta_provider.core.segment import (
     build_segment,
 )
 from airflow_delta_provider.core.snapshot import Snapshot, load_snapshot
 from airflow_delta_provider.core.storage import open_store
-from airflow_delta_provider.core.table_config import TableConfig
 from airflow_delta_provider.core.transaction import PostCommitHook
 from airflow_delta_provider.core.vacuum import VacuumOptions, vacuum
 from airflow_delta_provider.core.write import CommitOptions, commit_files
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from datetime import datetime
 
     import fsspec
     import pyarrow as pa
-    from _typeshed import DataclassInstance
 
     from airflow_delta_provider.core.checkpoint import CheckpointResult
     from airflow_delta_provider.core.cleanup import CleanupResult
+    from airflow_delta_provider.core.commit_plan import CommitResult
+    from airflow_delta_provider.core.data_retention import DataRetentionResult
+    from airflow_delta_provider.core.delete import DeleteResult, RowMatcher
     from airflow_delta_provider.core.optimize import OptimizeResult, Rewriter
-    from airflow_delta_provider.core.transaction import CommitResult, LandedCommit
+    from airflow_delta_provider.core.restore import RestoreResult, TaggedCommits
+    from airflow_delta_provider.core.table_config import TableConfig
+    from airflow_delta_provider.core.transaction import LandedCommit
     from airflow_delta_provider.core.vacuum import VacuumResult
 
 log = get_logger(__name__)
 
-T = TypeVar("T", bound="DataclassInstance")
+
+P = ParamSpec("P")
+Options = TypeVar("Options")
+Owner = TypeVar("Owner")
+Result = TypeVar("Result")
+
+
+def _takes(
+    kind: Callable[P, Options],
+) -> Callable[[Callable[[Owner, Options], Result]], Callable[Concatenate[Owner, P], Result]]:
+    """The facade method takes ``kind``'s arguments (declared once, on that dataclass) and gets
+    them as one ``kind`` object: a misspelt argument is a type error for a type checker and a
+    ``TypeError`` naming it at run time, and ``help()`` shows every argument."""
+
+    def decorate(method: Callable[[Owner, Options], Result]) -> Callable[Concatenate[Owner, P], Result]:
+        @functools.wraps(method)
+        def forward(owner: Owner, /, *args: P.args, **kwargs: P.kwargs) -> Result:
+            try:
+                options = kind(*args, **kwargs)
+            except TypeError as err:  # name the method the caller called, not the dataclass
+                text = str(err).replace(f"{getattr(kind, '__qualname__', kind)}.__init__()", "", 1)
+                raise TypeError(f"DeltaTable.{method.__name__}(){text}") from None
+            return method(owner, options)
+
+        signature = inspect.signature(kind)
+        first = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
+        returns = inspect.signature(method).return_annotation
+        forward.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            parameters=[first, *signature.parameters.values()], return_annotation=returns
+        )
+        return forward
+
+    return decorate
+
+
+@dataclass(frozen=True, kw_only=True)
+class _CreateArguments(CreateOptions):
+    """What :meth:`DeltaTable.create` takes: the table to create, how to open it, and the options."""
+
+    uri: str = field(kw_only=False)
+    schema: pa.Schema | str = field(kw_only=False)
+    partition_by: Sequence[str] = field(default=(), kw_only=False)
+    properties: Mapping[str, Any] | None = field(default=None, kw_only=False)
+    storage_options: Mapping[str, Any] | None = None
+    filesystem: fsspec.AbstractFileSystem | None = None
+    provider_defaults: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class _CheckpointArguments(CheckpointOptions):
+    """What :meth:`DeltaTable.checkpoint` takes: the version, and the options."""
+
+    version: int | None = field(default=None, kw_only=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _OptimizeArguments(OptimizeOptions):
+    """What :meth:`DeltaTable.optimize` takes: the options, and the engine of the rewrite."""
+
+    rewrite: Rewriter | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _PurgeArguments(PurgeOptions):
+    """What :meth:`DeltaTable.purge` takes: the options, and the engine of the rewrite."""
+
+    rewrite: Rewriter | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _DeleteArguments(DeleteOptions):
+    """What :meth:`DeltaTable.delete` takes: the options, and the engine finding the rows."""
+
+    match_rows: RowMatcher | None = field(default=None, compare=False, repr=False)
 
 
 class DeltaTable:
@@ -196,18 +280,8 @@ class DeltaTable:
     # --- writes ------------------------------------------------------------------------
 
     @classmethod
-    def create(
-        cls,
-        uri: str,
-        schema: pa.Schema | str,
-        partition_by: Sequence[str] = (),
-        properties: Mapping[str, Any] | None = None,
-        *,
-        storage_options: Mapping[str, Any] | None = None,
-        filesystem: fsspec.AbstractFileSystem | None = None,
-        provider_defaults: Mapping[str, Any] | None = None,
-        **options: Any,
-    ) -> DeltaTable:
+    @_takes(_CreateArguments)
+    def create(cls, arguments: _CreateArguments) -> DeltaTable:
         """Create a Delta table (version 0) with the lowest protocol its schema and properties need.
 
         :param uri: the table root.
@@ -217,8 +291,9 @@ class DeltaTable:
         :param storage_options: as for :class:`DeltaTable`.
         :param filesystem: as for :class:`DeltaTable`.
         :param provider_defaults: as for :class:`DeltaTable`.
-        :param options: :class:`~airflow_delta_provider.core.create.CreateOptions` (``name``,
-            ``description``, ``mode`` error/ignore/append/overwrite, ``user_metadata``, ``tags``).
+        :param name, description, mode: see :class:`~airflow_delta_provider.core.create.CreateOptions`
+            (``mode`` error/ignore/append/overwrite); the commit's own settings (``user_metadata``,
+            ``tags``...) are :class:`~airflow_delta_provider.core.commit_plan.CommitProperties`.
         :raises TableAlreadyExistsError: ``mode="error"`` and a table exists at ``uri``.
         :raises UnsupportedFeatureError: a property needs a feature this core cannot write.
         :raises SchemaMismatchError: ``mode="append"`` and the table's schema or partitioning differ.
@@ -226,12 +301,20 @@ class DeltaTable:
         Like every commit, the version-0 commit is validated before it is written and reported
         as landed once written (see :meth:`commit_files`).
         """
-        settings = _options(CreateOptions, options)
-        table = cls(uri, storage_options, filesystem=filesystem, provider_defaults=provider_defaults)
-        create_table(table.storage, schema, partition_by, properties, settings)
+        table = cls(
+            arguments.uri,
+            arguments.storage_options,
+            filesystem=arguments.filesystem,
+            provider_defaults=arguments.provider_defaults,
+        )
+        hooks = table._post_commit_hooks(arguments)
+        create_table(
+            table.storage, arguments.schema, arguments.partition_by, arguments.properties, arguments, hooks
+        )
         return table
 
-    def commit_files(self, files: Sequence[str] | None = None, **options: Any) -> CommitResult:
+    @_takes(CommitOptions)
+    def commit_files(self, options: CommitOptions) -> CommitResult:
         """Commit Parquet files that already exist under the table root, in one atomic commit.
 
         Statistics come from the files' Parquet footers (read in parallel), partition values
@@ -243,8 +326,11 @@ class DeltaTable:
         cleanup) never raises; its failures are on ``post_commit_errors``.
 
         :param files: the files, relative to the table root or as URIs under it.
-        :param options: :class:`~airflow_delta_provider.core.write.CommitOptions` (``prefix``,
-            ``mode``, ``replace_where``, ``app_id``/``app_version``, ``allow_empty_overwrite`` ...).
+        :param options: the keyword arguments of
+            :class:`~airflow_delta_provider.core.write.CommitOptions` (``prefix``, ``mode``,
+            ``replace_where``, ``allow_empty_overwrite`` ...) and of the
+            :class:`~airflow_delta_provider.core.commit_plan.CommitProperties` every commit takes
+            (``app_id``/``app_version``, ``user_metadata``, ``tags``, ``max_attempts`` ...).
         :raises InvalidPathError: a file is outside the root, hidden, a symbolic link (local
             storage), missing or listed twice.
         :raises InvalidDataFileError: a file is not Parquet.
@@ -254,14 +340,11 @@ class DeltaTable:
         :raises ConcurrentModificationError: a concurrent commit conflicts (Delta's error names).
         :raises UnsupportedFeatureError: the table uses a writer feature this core lacks.
         """
-        commit = _options(CommitOptions, options)
         try:
             snapshot: Snapshot | None = self.snapshot()
         except TableNotFoundError:
             snapshot = None  # the commit creates the table
-        return commit_files(
-            self.storage, snapshot, files, commit, self._post_commit_hooks(commit.auto_checkpoint)
-        )
+        return commit_files(self.storage, snapshot, options, self._post_commit_hooks(options))
 
     def already_committed(
         self, app_id: str, app_version: int, *, snapshot: Snapshot | None = None
@@ -283,49 +366,108 @@ class DeltaTable:
         """
         return already_committed(self.storage, app_id, app_version, snapshot=snapshot)
 
-    def _post_commit_hooks(self, auto_checkpoint: bool = True) -> list[PostCommitHook]:
+    def _post_commit_hooks(self, properties: CommitProperties) -> list[PostCommitHook]:
         """Delta's post-commit checkpoint and, after it, expired-log cleanup (Spark's
-        ``checkpointAndCleanUpDeltaLog``)."""
-        if not auto_checkpoint:
+        ``checkpointAndCleanUpDeltaLog``), as ``properties`` ask for them."""
+        if not properties.auto_checkpoint:
             return []
+        cleanup = functools.partial(self._cleanup_after_checkpoint, properties.cleanup_expired_logs)
         return [
             PostCommitHook("checkpoint", self._checkpoint_after_commit),
-            PostCommitHook("log cleanup", self._cleanup_after_checkpoint, after="checkpoint"),
+            PostCommitHook("log cleanup", cleanup, after="checkpoint"),
         ]
 
+    def _committed_config(self, commit: LandedCommit) -> TableConfig:
+        """The configuration at the committed version, as its snapshot would have it."""
+        return commit.metadata.config.with_provider_defaults(self.provider_defaults)
+
     def _checkpoint_after_commit(self, commit: LandedCommit) -> bool:
-        config = TableConfig(commit.metadata.configuration, self.provider_defaults)
-        if not should_checkpoint(commit.version, config):
+        if not should_checkpoint(commit.version, self._committed_config(commit)):
             return False
         write_checkpoint(
             load_snapshot(self.storage, commit.version, provider_defaults=self.provider_defaults)
         )
         return True
 
-    def _cleanup_after_checkpoint(self, commit: LandedCommit) -> bool:
-        config = TableConfig(commit.metadata.configuration, self.provider_defaults)
-        if not config.expired_log_cleanup.value:
+    def _cleanup_after_checkpoint(self, enabled: bool | None, commit: LandedCommit) -> bool:
+        if enabled is None:
+            enabled = self._committed_config(commit).expired_log_cleanup.value
+        if not enabled:
             return False
         cleanup_logs(self.snapshot())
         return True
 
+    @_takes(_DeleteArguments)
+    def delete(self, options: _DeleteArguments) -> DeleteResult:
+        """Delete the rows ``predicate`` selects (every row without one) in one ``DELETE`` commit,
+        as Delta's DELETE does (see ``docs/lifecycle.md``).
+
+        A predicate on partition columns only removes whole files without reading them; a
+        condition on data columns reads the files whose partition values and statistics allow a
+        match and marks the matching rows in deletion vectors (tables with
+        ``delta.enableDeletionVectors``) or rewrites the files that hold them (with ``cdc`` files
+        of the deleted rows when ``delta.enableChangeDataFeed`` is on). The commit records Delta's
+        metrics (``numDeletedRows``, ``numRemovedFiles`` ...) and ``operationParameters.predicate``.
+
+        :param predicate: a SQL condition (the subset :class:`~.predicate.Predicate` parses); None
+            deletes every row; an empty or blank string is refused.
+        :param match_rows: another engine finding the matching rows (the Airflow operator's Spark);
+            default: pyarrow in this process.
+        :param options: the keyword arguments of :class:`~airflow_delta_provider.core.delete.DeleteOptions`
+            (``max_workers``) and of the :class:`~airflow_delta_provider.core.commit_plan.CommitProperties`
+            every commit takes (``app_id``/``app_version``, ``user_metadata``, ``tags`` ...).
+        :raises PredicateError: the predicate is blank, does not parse, names an unknown column or a
+            value that does not fit its column (nothing is written).
+        :raises AppendOnlyViolationError: the table only allows appends (``delta.appendOnly``).
+        :raises ConcurrentAppendError: a concurrent commit added files the predicate may select.
+        :raises ConcurrentDeleteReadError: a concurrent commit removed a file this DELETE read.
+        :raises ConcurrentDeleteDeleteError: a concurrent commit removed a file this DELETE removes.
+        :raises UnsupportedFeatureError: the table uses a feature this DELETE cannot honour.
+        """
+        hooks = self._post_commit_hooks(options)
+        return delete(self.snapshot(), options, hooks, match_rows=options.match_rows)
+
+    @_takes(DataRetentionOptions)
+    def apply_data_retention(self, options: DataRetentionOptions) -> DataRetentionResult:
+        """Delete the rows older than a retention policy's cutoff (``now - keep``) in one ``DELETE``
+        commit tagged ``airflow.dataRetention`` (see ``docs/lifecycle.md``, data retention).
+
+        The policy is ``policy`` or the table's ``airflow.dataRetention`` property. On a partition
+        column (or a date partition generated from the column) whole files go and none is read.
+        A run that would delete more than the policy's ``max_deleted_fraction`` (default 0.5) of
+        the rows is refused, dry run included.
+
+        :param options: the keyword arguments of
+            :class:`~airflow_delta_provider.core.data_retention.DataRetentionOptions` (``policy``,
+            ``dry_run``, ``now``) and of the commit's
+            :class:`~airflow_delta_provider.core.commit_plan.CommitProperties`.
+        :raises RetentionError: the policy is malformed (an unknown key, an interval without a
+            unit, a blank column); ``InvalidTablePropertyError`` when it is the table's.
+        :raises DataRetentionError: the column is not the table's, or holds no time.
+        :raises DataRetentionLimitError: the run would delete more than ``max_deleted_fraction``.
+        """
+        return apply_data_retention(self.snapshot(), options, self._post_commit_hooks(options))
+
     # --- maintenance ---------------------------------------------------------------------
 
-    def checkpoint(self, version: int | None = None, **options: Any) -> CheckpointResult:
+    @_takes(_CheckpointArguments)
+    def checkpoint(self, options: _CheckpointArguments) -> CheckpointResult:
         """Write a checkpoint of ``version`` (default: the latest) and then ``_last_checkpoint``.
 
         Classic single-file checkpoints, multi-part when ``parts`` > 1, V2 (with sidecars for
         large tables) when the table has the ``v2Checkpoint`` feature.
 
-        :param options: :class:`~airflow_delta_provider.core.checkpoint.CheckpointOptions`
-            (``parts``, ``part_size``, ``now_ms``).
+        :param version: the version to checkpoint (default: the latest).
+        :param options: the keyword arguments of
+            :class:`~airflow_delta_provider.core.checkpoint.CheckpointOptions` (``parts``,
+            ``part_size``, ``now_ms``).
         :raises UnsupportedFeatureError: the table uses a writer feature a checkpoint cannot carry.
         :raises CorruptLogError: the replayed state contradicts the version's ``.crc``.
         """
-        settings = _options(CheckpointOptions, options)
-        return write_checkpoint(self.snapshot(version), settings)
+        return write_checkpoint(self.snapshot(options.version), options)
 
-    def cleanup_logs(self, **options: Any) -> CleanupResult:
+    @_takes(CleanupOptions)
+    def cleanup_logs(self, options: CleanupOptions) -> CleanupResult:
         """Delete expired log files exactly as Delta's MetadataCleanup does.
 
         Only whole groups of log files before a complete checkpoint whose preceding log is
@@ -333,12 +475,14 @@ class DeltaTable:
         midnight) are deleted, so every version from the earliest retained checkpoint on
         stays readable.
 
-        :param options: :class:`~airflow_delta_provider.core.cleanup.CleanupOptions`
-            (``retention``, ``dry_run``, ``now``, ``max_workers``).
+        :param options: the keyword arguments of
+            :class:`~airflow_delta_provider.core.cleanup.CleanupOptions` (``retention``,
+            ``dry_run``, ``now``, ``max_workers``).
         """
-        return cleanup_logs(self.snapshot(), _options(CleanupOptions, options))
+        return cleanup_logs(self.snapshot(), options)
 
-    def optimize(self, *, rewrite: Rewriter | None = None, **options: Any) -> OptimizeResult:
+    @_takes(_OptimizeArguments)
+    def optimize(self, options: _OptimizeArguments) -> OptimizeResult:
         """Compact small files (Delta's bin-packing OPTIMIZE) in one ``dataChange=false`` commit.
 
         Bins of files smaller than the target (``delta.targetFileSize``, default 1 GiB) and every
@@ -348,33 +492,87 @@ class DeltaTable:
         :param rewrite: the engine writing each bin (default: pyarrow in this process, see
             :func:`~airflow_delta_provider.core.optimize.rewrite_locally`; the Airflow layer's
             ``DeltaOptimizeOperator`` rewrites on Spark).
-        :param options: :class:`~airflow_delta_provider.core.optimize.OptimizeOptions`
-            (``partition_filter``, ``target_file_size``, ``min_file_size``, ``app_id``/``app_version``,
-            ``dry_run`` ...).
+        :param options: the keyword arguments of
+            :class:`~airflow_delta_provider.core.optimize.OptimizeOptions` (``partition_filter``,
+            ``target_file_size``, ``min_file_size``, ``dry_run`` ...) and of the commit's
+            :class:`~airflow_delta_provider.core.commit_plan.CommitProperties`
+            (``app_id``/``app_version`` ...).
         :raises ConcurrentDeleteReadError: a concurrent commit removed a file the OPTIMIZE rewrote.
         """
-        settings = _options(OptimizeOptions, options)
-        hooks = self._post_commit_hooks(settings.auto_checkpoint)
-        return optimize(self.snapshot(), settings, hooks, rewrite=rewrite)
+        hooks = self._post_commit_hooks(options)
+        return optimize(self.snapshot(), options, hooks, rewrite=options.rewrite)
 
-    def vacuum(self, **options: Any) -> VacuumResult:
+    @_takes(_PurgeArguments)
+    def purge(self, options: _PurgeArguments) -> OptimizeResult:
+        """Rewrite every file whose rows a deletion vector deletes without those rows, in one
+        ``dataChange=false`` ``REORG`` commit (Delta's ``REORG TABLE ... APPLY (PURGE)``), so that
+        the next VACUUM, once the files are older than the retention, removes the deleted rows'
+        bytes (see ``docs/lifecycle.md``, PURGE and the erasure sequence).
+
+        Files with a deletion vector but no row count, and files holding columns dropped under
+        column mapping, are rewritten too, as Delta does; readers see the same rows before and
+        after. ``result.metrics`` are Delta's (OPTIMIZE's set, ``numDeletionVectorsRemoved``
+        among them).
+
+        :param rewrite: the engine writing each bin (default: pyarrow in this process; the
+            Airflow layer's ``DeltaOptimizeOperator(purge=True)`` rewrites on Spark).
+        :param options: the keyword arguments of :class:`~airflow_delta_provider.core.purge.PurgeOptions`
+            (``partition_filter``, ``target_file_size``, ``dry_run``) and of the commit's
+            :class:`~airflow_delta_provider.core.commit_plan.CommitProperties`
+            (``app_id``/``app_version``, ``user_metadata``, ``tags`` ...).
+        :raises ConcurrentDeleteReadError: a concurrent commit (a DELETE) removed a file the purge
+            rewrote; nothing is committed, run it again.
+        :raises ConcurrentDeleteDeleteError: a concurrent rewrite removed the same files.
+        """
+        hooks = self._post_commit_hooks(options)
+        return purge(self.snapshot(), options, hooks, rewrite=options.rewrite)
+
+    @_takes(VacuumOptions)
+    def vacuum(self, options: VacuumOptions) -> VacuumResult:
         """Delete the files the table no longer needs and that are older than the retention.
 
-        :param options: :class:`~airflow_delta_provider.core.vacuum.VacuumOptions`
-            (``retention``, ``dry_run``, ``mode`` full/lite, ``enforce_retention_duration``,
-            ``max_workers``, ``now``, ``log_commits``).
+        :param options: the keyword arguments of
+            :class:`~airflow_delta_provider.core.vacuum.VacuumOptions` (``retention``,
+            ``dry_run``, ``mode`` full/lite, ``enforce_retention_duration``, ``max_workers``,
+            ``now``, ``log_commits``).
         """
-        settings = _options(VacuumOptions, options)
-        return vacuum(self.snapshot(), settings, self._post_commit_hooks())
+        return vacuum(self.snapshot(), options, self._post_commit_hooks(CommitProperties()))
 
+    # --- restore ---------------------------------------------------------------------------
 
-def _options(kind: type[T], options: Mapping[str, Any]) -> T:
-    """``kind(**options)``, naming every accepted option when one is unknown."""
-    accepted = {f.name for f in dataclasses.fields(kind)}
-    unknown = sorted(set(options) - accepted)
-    if unknown:
-        raise TypeError(
-            f"Unknown option(s) {', '.join(map(repr, unknown))}; {kind.__name__} takes "
-            f"{', '.join(sorted(accepted))}."
-        )
-    return kind(**options)
+    @_takes(RestoreOptions)
+    def restore(self, options: RestoreOptions) -> RestoreResult:
+        """Restore the table to an earlier version in one ``RESTORE`` commit (Delta's ``RESTORE TABLE``).
+
+        The target's files the table no longer has are added back as they were (deletion vectors,
+        statistics, row ids), the table's files the target did not have are removed, both with
+        ``dataChange=true``; the target's metadata comes back, the protocol is never downgraded.
+        Restoring the current version commits nothing (``reason="no_op"``).
+
+        :param version: the version to restore.
+        :param options: the keyword arguments of
+            :class:`~airflow_delta_provider.core.restore.RestoreOptions` (``timestamp`` instead of
+            ``version``, ``enforce_retention_duration``) and of the commit's
+            :class:`~airflow_delta_provider.core.commit_plan.CommitProperties`
+            (``app_id``/``app_version``, ``user_metadata``, ``tags`` ...).
+        :raises RestoreVersionNotFoundError: the version is outside the table's history.
+        :raises RestoreTimestampEarlierError: the timestamp is before the earliest version.
+        :raises RestoreTimestampGreaterError: the timestamp is after the latest commit.
+        :raises TimeTravelBeyondRetentionError: the target is older than
+            ``delta.deletedFileRetentionDuration`` (Delta 4.1+).
+        :raises RestoreMissingFilesError: files the target needs were vacuumed; nothing is committed.
+        :raises ConcurrentWriteError: a concurrent commit changed the table; nothing is committed.
+        """
+        return restore_table(self.snapshot(), options, self._post_commit_hooks(options))
+
+    def tagged_commits(self, tags: Mapping[str, str], *, not_before_tag: str | None = None) -> TaggedCommits:
+        """The commits whose commitInfo tags include ``tags`` (an Airflow run's identity) and the
+        version before the first of them, the version "restore to before that run" restores.
+
+        :param not_before_tag: a tag of those commits holding a time none of them precedes (the
+            run's logical date): the search reads only the commits since, and tolerates a log
+            cleaned up before it.
+        :raises TaggedCommitsNotFoundError: no commit carries them, or the first may have been
+            cleaned up, or the first is version 0.
+        """
+        return find_tagged_commits(self.snapshot(), tags, not_before_tag=not_before_tag)

@@ -1,26 +1,18 @@
 """TableConfig: a table's properties, typed, parsed once, each with where its value came from.
 
-As delta-kernel-rs ``TableProperties`` and pyiceberg's ``TableProperties``: every property
-the core acts on is declared once (its Delta name, the ``[delta]`` provider option that may
-default it, its type and Delta's default), and every operation reads it from here. A
-value is resolved in one order and described in one vocabulary:
-
-``argument`` (the caller's explicit value) > ``table property`` > ``provider config`` (the
-provider-wide defaults the Airflow layer passes in; the core never reads Airflow
-configuration) > ``default`` (Delta's).
-
-Intervals accept the same units everywhere: a ``timedelta``, a number of hours, or a Delta
-interval string (``interval 7 days``, ``168 hours``). A table property must carry its unit
-(Delta stores intervals as strings); a bare number is hours only where a caller chose it.
-A bad value raises :class:`InvalidTablePropertyError` (from a property or the provider
-config) or :class:`RetentionError` (from an argument), naming the key, the value and its
-source. Values are parsed on first use, so a bad property only stops what reads it.
+As delta-kernel-rs and pyiceberg's ``TableProperties``: every property the core acts on is declared
+once (its Delta name, the ``[delta]`` option that may default it, its type and Delta's default), and
+resolved in one order: ``argument`` > ``table property`` > ``provider config`` (passed in; the core
+never reads Airflow configuration) > ``default``. Values are parsed on first use, and a bad one
+raises an error naming the key, the value and its source (docs/maintenance.md, "Retention policies").
 """
 
 from __future__ import annotations
 
 import enum
+import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import cached_property
@@ -30,20 +22,24 @@ from airflow_delta_provider.core.errors import InvalidTablePropertyError, Retent
 from airflow_delta_provider.core.redaction import get_logger
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable
 
 __all__ = [
     "CHECKPOINT_INTERVAL",
+    "DATA_RETENTION",
     "DELETED_FILE_RETENTION",
     "ENABLE_EXPIRED_LOG_CLEANUP",
     "LOG_RETENTION",
     "PROPERTIES",
+    "PROVIDER_OPTIONS",
     "SET_TRANSACTION_RETENTION",
     "TARGET_FILE_SIZE",
+    "DataRetentionPolicy",
     "Setting",
     "Source",
     "TableConfig",
     "parse_byte_size",
+    "parse_data_retention",
     "parse_interval",
     "to_byte_size",
     "to_interval",
@@ -69,6 +65,15 @@ COLUMN_MAPPING_MODE = "delta.columnMapping.mode"
 CHECKPOINT_PROTECTION_BEFORE_VERSION = "delta.requireCheckpointProtectionBeforeVersion"
 UNIVERSAL_FORMATS = "delta.universalFormat.enabledFormats"
 TARGET_FILE_SIZE = "delta.targetFileSize"
+ENABLE_CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
+ENABLE_DELETION_VECTORS = "delta.enableDeletionVectors"
+ENABLE_ROW_TRACKING = "delta.enableRowTracking"
+ENABLE_TYPE_WIDENING = "delta.enableTypeWidening"
+ENABLE_ICEBERG_COMPAT_V1 = "delta.enableIcebergCompatV1"
+ENABLE_ICEBERG_COMPAT_V2 = "delta.enableIcebergCompatV2"
+#: The provider's own table property: a data retention policy that travels with the table (not
+#: ``delta.``: Delta refuses unknown properties in its namespace).
+DATA_RETENTION = "airflow.dataRetention"
 #: OPTIMIZE's default target (and small-file threshold): Delta's ``optimize.maxFileSize`` and
 #: ``optimize.minFileSize``, both 1 GiB. (OSS delta-spark reads no table property for it; delta-rs
 #: and Databricks read ``delta.targetFileSize``, which this core honours too.)
@@ -102,7 +107,8 @@ class Setting(Generic[T]):
         if isinstance(self.value, timedelta) or (self.value is None and self.name in _INTERVALS):
             seconds = self.value.total_seconds() if isinstance(self.value, timedelta) else None
             return {"name": self.name, "seconds": seconds, "source": str(self.source)}
-        return {"name": self.name, "value": self.value, "source": str(self.source)}
+        value = self.value.to_dict() if isinstance(self.value, DataRetentionPolicy) else self.value
+        return {"name": self.name, "value": value, "source": str(self.source)}
 
 
 # --- value parsers ---------------------------------------------------------------------------
@@ -314,10 +320,122 @@ def _text(text: str, name: str) -> str:
     return text.strip()
 
 
+#: Rows older than the cutoff beyond this share of the table refuse a retention run, unless raised.
+DEFAULT_MAX_DELETED_FRACTION = 0.5
+_POLICY_KEYS = ("column", "keep", "max_deleted_fraction")
+
+
+@dataclass(frozen=True)
+class DataRetentionPolicy:
+    """Keep the rows of the last ``keep``: rows whose ``column`` is older than ``now - keep`` go.
+
+    :param column: the column holding each row's time (a date or timestamp column, or a partition
+        column of ISO dates).
+    :param keep: how long rows are kept; more than zero.
+    :param max_deleted_fraction: a run that would delete more than this share of the table's rows
+        is refused (default 0.5): a typo must never empty a table.
+    """
+
+    column: str
+    keep: timedelta
+    max_deleted_fraction: float = DEFAULT_MAX_DELETED_FRACTION
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "column": self.column,
+            "keep": interval_text(self.keep),
+            "keep_seconds": self.keep.total_seconds(),
+            "max_deleted_fraction": self.max_deleted_fraction,
+        }
+
+
+def interval_text(value: timedelta) -> str:
+    """An interval as Delta writes one (``interval 90 days``), in the largest whole unit."""
+    seconds = value.total_seconds()
+    for unit, size in (("week", 604800), ("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            count = int(seconds // size)
+            return f"interval {count} {unit}{'s' if count != 1 else ''}"
+    return f"interval {seconds:g} seconds"
+
+
+def parse_data_retention(value: Any, *, name: str = DATA_RETENTION) -> DataRetentionPolicy:
+    """A data retention policy: a mapping (or its JSON text, as the table property holds it) of
+    ``column``, ``keep`` and optionally ``max_deleted_fraction``, parsed strictly: an unknown key,
+    a blank column, an interval without a unit or of zero, a fraction outside (0, 1] are refused.
+
+    :raises RetentionError: naming ``name``, the key and the value.
+    """
+    if isinstance(value, DataRetentionPolicy):
+        return value
+    given = value
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            value = None
+    if not isinstance(value, Mapping):
+        raise RetentionError(
+            f'{name} must be a policy such as {{"column": "ds", "keep": "interval 90 days"}} (a '
+            f"mapping, or its JSON text); got {_shown(given)}."
+        )
+    unknown = sorted(str(k) for k in value if k not in _POLICY_KEYS)
+    if unknown:
+        raise RetentionError(f"{name} has the unknown key(s) {unknown}; the keys are {list(_POLICY_KEYS)}.")
+    column = value.get("column")
+    if not isinstance(column, str) or not column.strip():
+        raise RetentionError(
+            f"{name} needs 'column', the name of the column holding each row's time; got {column!r}."
+        )
+    return DataRetentionPolicy(
+        column.strip(), _policy_keep(value.get("keep"), name), _policy_fraction(value, name)
+    )
+
+
+def _policy_keep(keep: Any, name: str) -> timedelta:
+    if isinstance(keep, timedelta):
+        interval = _in_range(keep, f"{name} keep", repr(keep))
+    elif isinstance(keep, str):
+        interval = parse_interval(keep, name=f"{name} keep")  # a unit is required: "90" is refused
+    else:
+        raise RetentionError(
+            f"{name} needs 'keep', how long rows are kept, as an interval with its unit such as "
+            f"'interval 90 days'; got {keep!r}."
+        )
+    if interval <= timedelta():
+        raise RetentionError(f"{name} keep={keep!r} keeps nothing; give an interval of more than zero.")
+    return interval
+
+
+def _policy_fraction(value: Mapping[str, Any], name: str) -> float:
+    fraction = value.get("max_deleted_fraction", DEFAULT_MAX_DELETED_FRACTION)
+    if (
+        isinstance(fraction, bool)
+        or not isinstance(fraction, int | float)
+        or not 0 < fraction <= 1  # NaN fails this too
+    ):
+        raise RetentionError(
+            f"{name} max_deleted_fraction={fraction!r} must be a number above 0 and at most 1 (the largest "
+            f"share of the table's rows one run may delete)."
+        )
+    return float(fraction)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+def _data_retention(text: str, name: str) -> DataRetentionPolicy:
+    return parse_data_retention(text, name=name)
+
+
 def _coerce_argument(parse: Callable[[str, str], Any], value: Any, name: str) -> Any:
     """An explicit argument or provider default: typed values as they are, strings parsed."""
     if parse is _property_interval:
         return to_interval(value, name=name)
+    if parse is _data_retention:
+        return parse_data_retention(value, name=name)
     if parse is _boolean and isinstance(value, bool):
         return value
     if parse is _byte_size:
@@ -372,13 +490,28 @@ PROPERTIES: dict[str, PropertySpec] = {
         PropertySpec(CHECKPOINT_PROTECTION_BEFORE_VERSION, _non_negative_long, 0),
         PropertySpec(UNIVERSAL_FORMATS, _text, ""),
         PropertySpec(TARGET_FILE_SIZE, _byte_size, DEFAULT_TARGET_FILE_SIZE),
+        PropertySpec(ENABLE_CHANGE_DATA_FEED, _boolean, False),
+        PropertySpec(ENABLE_DELETION_VECTORS, _boolean, False),
+        PropertySpec(ENABLE_ROW_TRACKING, _boolean, False),
+        PropertySpec(ENABLE_TYPE_WIDENING, _boolean, False),
+        PropertySpec(ENABLE_ICEBERG_COMPAT_V1, _boolean, False),
+        PropertySpec(ENABLE_ICEBERG_COMPAT_V2, _boolean, False),
+        PropertySpec(DATA_RETENTION, _data_retention, None),
     )
 }
 _INTERVALS = frozenset(name for name, spec in PROPERTIES.items() if spec.parse is _property_interval)
+#: Delta property -> the ``[delta]`` provider option that may default it (the Airflow layer's
+#: configuration section reads these names).
+PROVIDER_OPTIONS: dict[str, str] = {name: spec.option for name, spec in PROPERTIES.items() if spec.option}
 
 
 class TableConfig:
     """The typed configuration of a table.
+
+    Operations read it from their snapshot (``Snapshot.config``: the table's properties over
+    the provider defaults); where Delta defines a value by the table alone (txn and tombstone
+    retention in replay, isolation, append-only, in-commit timestamps, checkpoint stats) they
+    read :attr:`table_only` (or ``Metadata.config``, the same view), never a config built anew.
 
     :param properties: the table's ``metaData.configuration``.
     :param provider_defaults: provider-wide defaults, keyed by Delta property or by the
@@ -398,6 +531,26 @@ class TableConfig:
         return (
             f"TableConfig({len(self.properties)} properties, {len(self.provider_defaults)} provider defaults)"
         )
+
+    @cached_property
+    def table_only(self) -> TableConfig:
+        """The same properties without the provider defaults: Delta's own view of the table."""
+        return self if not self.provider_defaults else TableConfig(self.properties)
+
+    def with_provider_defaults(self, provider_defaults: Mapping[str, Any] | None) -> TableConfig:
+        """This table's properties over ``provider_defaults`` (its :attr:`table_only` is this one)."""
+        if not provider_defaults:
+            return self.table_only
+        config = TableConfig(self.properties, provider_defaults)
+        config.__dict__["table_only"] = self.table_only
+        return config
+
+    def flag(self, name: str) -> bool:
+        """A boolean property (``delta.enableDeletionVectors`` ...), false unless set.
+
+        :raises InvalidTablePropertyError: the value is not true or false.
+        """
+        return bool(self._configured(name).value)
 
     def resolve(self, name: str, explicit: Any = None) -> Setting[Any]:
         """A setting, with ``explicit`` (the caller's argument, None for none) taking precedence.
@@ -486,6 +639,10 @@ class TableConfig:
         return bool(self._configured(CHECKPOINT_WRITE_STATS_AS_STRUCT).value)
 
     @property
+    def checkpoint_policy(self) -> str:
+        return str(self._configured(CHECKPOINT_POLICY).value).lower()
+
+    @property
     def column_mapping_mode(self) -> str:
         return str(self._configured(COLUMN_MAPPING_MODE).value).lower()
 
@@ -497,6 +654,11 @@ class TableConfig:
     def target_file_size(self) -> Setting[int]:
         """OPTIMIZE's target file size in bytes (``delta.targetFileSize``, default 1 GiB)."""
         return self._configured(TARGET_FILE_SIZE)
+
+    @property
+    def data_retention(self) -> Setting[DataRetentionPolicy | None]:
+        """The table's data retention policy (``airflow.dataRetention``), None when it has none."""
+        return self._configured(DATA_RETENTION)
 
     @cached_property
     def universal_formats(self) -> frozenset[str]:

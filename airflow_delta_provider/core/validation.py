@@ -37,6 +37,7 @@ from airflow_delta_provider.core.errors import (
     CorruptLogError,
     InvalidLogValueError,
     InvalidPartitionValueError,
+    SchemaError,
 )
 from airflow_delta_provider.core.partitions import parse_partition_value
 from airflow_delta_provider.core.row_tracking import MARK_KEY, ROW_TRACKING_DOMAIN
@@ -57,13 +58,16 @@ def validate_actions(actions: Iterable[Any], metadata: Metadata) -> None:
     ``minValues`` / ``maxValues`` fit the columns' types; a ``metaData`` schema's identity
     and column-mapping values fit theirs (:func:`check_schema_values`), and so does the
     configuration of a system domain (:func:`check_domain_configuration`: the row-tracking
-    high-water mark is a non-negative long).
+    high-water mark is a non-negative long). The table's schema after the commit has no two columns
+    sharing a column-mapping id or physical name (:func:`check_column_mapping`).
 
     :param metadata: the table's metadata after the commit (the schema values are checked against).
     :raises InvalidLogValueError: naming the field, the value and the allowed range
         (:class:`~.errors.InvalidPartitionValueError` for partition values).
+    :raises SchemaError: columns share a column-mapping id or physical name.
     """
     adds = []
+    changed_schema = False
     for action in actions:
         action.validate()
         if isinstance(action, AddFile):
@@ -72,6 +76,9 @@ def validate_actions(actions: Iterable[Any], metadata: Metadata) -> None:
             check_domain_configuration(action)
         elif isinstance(action, Metadata):
             check_schema_values(action)
+            changed_schema = True
+    if not changed_schema:
+        check_column_mapping(metadata)  # no commit builds on a schema whose columns readers confuse
     if not adds:
         return
     types = log_types(metadata)
@@ -160,14 +167,12 @@ def check_schema_values(metadata: Metadata) -> None:
     the long range by a commit is refused here.
 
     :raises InvalidLogValueError: naming the column, the key and the value.
+    :raises SchemaError: two columns share a column-mapping id or physical name
+        (:func:`check_column_mapping`).
     """
-    try:
-        fields = json.loads(metadata.schema_string)["fields"]
-    except (ValueError, TypeError, KeyError):
-        raise InvalidLogValueError(
-            f"metaData.schemaString is not a Delta schema: {metadata.schema_string[:200]!r}."
-        ) from None
-    for path, field_metadata in _field_metadata(fields, ""):
+    for path, _physical, field_metadata in _field_metadata(_schema_fields(metadata), ""):
+        if not field_metadata:
+            continue
         if COLUMN_MAPPING_ID_KEY in field_metadata:
             value = field_metadata[COLUMN_MAPPING_ID_KEY]
             check_integer(_where(COLUMN_MAPPING_ID_KEY, path), value, 0, INT_MAX, "integer")
@@ -184,6 +189,56 @@ def check_schema_values(metadata: Metadata) -> None:
         if explicit is not None and not isinstance(explicit, bool) and explicit not in ("true", "false"):
             where = _where(_IDENTITY + "allowExplicitInsert", path)
             raise InvalidLogValueError(f"{where} must be true or false, got {show_value(explicit)}.")
+    check_column_mapping(metadata)
+
+
+def check_column_mapping(metadata: Metadata) -> None:
+    """The column-mapping assignments of a schema, as Delta checks them
+    (``DeltaColumnMapping.checkColumnIdAndPhysicalNameAssignments``): under ``name`` or ``id``
+    mode no two fields share a ``delta.columnMapping.id``, and no two fields of one struct share a
+    physical name (also not in case, as Spark resolves them). Readers would otherwise read one
+    column's data as another's, or fail; writers ask it before every commit, readers before reading
+    files under the mapping.
+
+    :raises SchemaError: naming both columns and what they share.
+    """
+    if configured_mode(metadata.configuration) == "none":
+        return
+    ids: dict[Any, str] = {}
+    physical_paths: dict[tuple[str, ...], str] = {}
+    for path, physical, field_metadata in _field_metadata(_schema_fields(metadata), ""):
+        column_id = field_metadata.get(COLUMN_MAPPING_ID_KEY)
+        if column_id is not None and ids.setdefault(column_id, path) != path:
+            raise SchemaError(
+                f"Columns {ids[column_id]!r} and {path!r} have the same column mapping id {column_id} "
+                f"(DELTA_DUPLICATED_COLUMN_ID): readers that resolve columns by id would read one as the "
+                f"other. The table's schema is corrupt; repair it with the engine that wrote it."
+            )
+        key = tuple(part.lower() for part in physical)
+        if physical_paths.setdefault(key, path) != path:
+            raise SchemaError(
+                f"Columns {physical_paths[key]!r} and {path!r} have the same physical name "
+                f"{physical[-1]!r} (DELTA_DUPLICATED_PHYSICAL_NAME): readers would read one as the "
+                f"other, or fail. The table's schema is corrupt; repair it with the engine that wrote it."
+            )
+
+
+def _schema_fields(metadata: Metadata) -> list[Any]:
+    """The top-level fields of ``metadata``'s schema (:attr:`~.actions.Metadata.schema_json`: parsed
+    once, its nesting bounded).
+
+    :raises InvalidLogValueError: the schemaString is no Delta schema.
+    :raises SchemaError: its types nest too deeply.
+    """
+    try:
+        fields = metadata.schema_json["fields"]
+    except (CorruptLogError, KeyError):
+        fields = None
+    if not isinstance(fields, list):
+        raise InvalidLogValueError(
+            f"metaData.schemaString is not a Delta schema: {metadata.schema_string[:200]!r}."
+        )
+    return fields
 
 
 def _where(key: str, path: str) -> str:
@@ -197,29 +252,35 @@ def _long_value(value: Any) -> Any:
     return value
 
 
-def _field_metadata(fields: Any, parent: str) -> Iterable[tuple[str, Mapping[str, Any]]]:
-    """``(column path, field metadata)`` for every struct field, also inside arrays and maps."""
+def _field_metadata(
+    fields: Any, parent: str, physical: tuple[str, ...] = ()
+) -> Iterable[tuple[str, tuple[str, ...], Mapping[str, Any]]]:
+    """``(column path, path of physical names, field metadata)`` for every struct field, also inside
+    arrays and maps (a schema's nesting is bounded: ``schema_json.MAX_SCHEMA_DEPTH``)."""
     for item in fields if isinstance(fields, list) else ():
         if not isinstance(item, dict):
             continue
         path = f"{parent}.{item.get('name')}" if parent else str(item.get("name"))
-        metadata = item.get("metadata")
-        if isinstance(metadata, dict) and metadata:
-            yield path, metadata
-        yield from _nested_metadata(item.get("type"), path)
+        found = item.get("metadata")
+        metadata: Mapping[str, Any] = found if isinstance(found, dict) else {}
+        own = (*physical, str(delta_physical_name(item)))
+        yield path, own, metadata
+        yield from _nested_metadata(item.get("type"), path, own)
 
 
-def _nested_metadata(delta_type: Any, path: str) -> Iterable[tuple[str, Mapping[str, Any]]]:
+def _nested_metadata(
+    delta_type: Any, path: str, physical: tuple[str, ...]
+) -> Iterable[tuple[str, tuple[str, ...], Mapping[str, Any]]]:
     if not isinstance(delta_type, dict):
         return
     kind = delta_type.get("type")
     if kind == "struct":
-        yield from _field_metadata(delta_type.get("fields"), path)
+        yield from _field_metadata(delta_type.get("fields"), path, physical)
     elif kind == "array":
-        yield from _nested_metadata(delta_type.get("elementType"), f"{path}.element")
+        yield from _nested_metadata(delta_type.get("elementType"), f"{path}.element", (*physical, "element"))
     elif kind == "map":
-        yield from _nested_metadata(delta_type.get("keyType"), f"{path}.key")
-        yield from _nested_metadata(delta_type.get("valueType"), f"{path}.value")
+        yield from _nested_metadata(delta_type.get("keyType"), f"{path}.key", (*physical, "key"))
+        yield from _nested_metadata(delta_type.get("valueType"), f"{path}.value", (*physical, "value"))
 
 
 #: The LogTypes of the last few table schemas (see :func:`log_types`).
@@ -251,13 +312,7 @@ class LogTypes:
     """The Delta types of a table's partition columns and stats columns, from its metadata."""
 
     def __init__(self, metadata: Metadata) -> None:
-        try:
-            schema = json.loads(metadata.schema_string)
-            fields = schema["fields"]
-        except (ValueError, TypeError, KeyError):
-            raise InvalidLogValueError(
-                f"metaData.schemaString is not a Delta schema: {metadata.schema_string[:200]!r}."
-            ) from None
+        fields = _schema_fields(metadata)
         logical = _type_tree(fields)
         by_key = {name.lower(): name for name in logical}
         # Under column mapping the log keys partition values and stats by physical name.

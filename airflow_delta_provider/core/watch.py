@@ -184,13 +184,20 @@ def _first_candidate(table: DeltaTable, latest: int, after_timestamp: int | None
 
 
 def payload(table_uri: str, result: PollResult, previous: int | None) -> dict[str, Any]:
-    """The JSON-native event/XCom payload for a poll that matched."""
+    """The JSON-native event/XCom payload for a poll that matched.
+
+    ``from_version`` to ``to_version`` is the range the event covers: every version after the
+    previous cursor (from the first match without one) up to the newest match; ``versions`` are
+    the matching ones among them.
+    """
     last = result.matched[-1]
     return {
         "status": "success",
         "table_uri": table_uri,
         "version": last.version,
         "versions": [c.version for c in result.matched],
+        "from_version": previous + 1 if previous is not None else result.matched[0].version,
+        "to_version": last.version,
         "previous_version": previous,
         "commit_timestamp": last.timestamp,
         "operation": last.operation,

@@ -1,19 +1,9 @@
 """``@task.delta_pyspark``: a PySpark task whose returned DataFrame is committed to a Delta table.
 
-.. code-block:: python
-
-    @task.delta_pyspark(
-        table_uri="s3://lake/events",
-        partition_by=["ds"],
-        mode="overwrite",
-        replace_where="ds = '{{ ds }}'",
-    )
-    def ingest(spark, ds=None):
-        return spark.read.json(f"s3a://landing/{ds}/").withColumn("ds", F.lit(ds))
-
-The task takes every argument of
-:class:`~airflow_delta_provider.operators.pyspark.DeltaPySparkOperator`; its XCom is the commit
-report (``version``, ``files``, ``rows``, ``bytes``, ``skipped``...), not the DataFrame.
+The task takes every argument of :class:`~airflow_delta_provider.operators.pyspark.DeltaPySparkOperator`
+(``@task.delta_pyspark(table_uri=..., partition_by=[...], mode=...)``, the function receiving
+``spark``, and with ``source=`` also ``changes`` and ``source_versions``: each source version
+consumed exactly once); its XCom is the commit report, not the DataFrame. See docs/operators.md.
 """
 
 from __future__ import annotations
@@ -25,6 +15,7 @@ from airflow.providers.apache.spark.operators.spark_pyspark import SPARK_CONTEXT
 from airflow.sdk.bases.decorator import DecoratedOperator, task_decorator_factory
 
 from airflow_delta_provider.operators.pyspark import DeltaPySparkOperator
+from airflow_delta_provider.operators.spark_source import CHANGES_ARGUMENT, VERSIONS_ARGUMENT
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -56,11 +47,14 @@ class _DeltaPySparkDecoratedOperator(DecoratedOperator, DeltaPySparkOperator):  
             "op_kwargs": op_kwargs,
         }
         # As the spark provider's @task.pyspark: `spark` is injected, so the callable may leave it
-        # without a default and still be called as `ingest()` in the DAG.
+        # without a default and still be called as `ingest()` in the DAG; so are the source's
+        # `changes` and `source_versions` with source=.
+        injected = set(SPARK_CONTEXT_KEYS)
+        if kwargs.get("source") is not None:
+            injected |= {CHANGES_ARGUMENT, VERSIONS_ARGUMENT}
         signature = inspect.signature(python_callable)
         parameters = [
-            p.replace(default=None) if p.name in SPARK_CONTEXT_KEYS else p
-            for p in signature.parameters.values()
+            p.replace(default=None) if p.name in injected else p for p in signature.parameters.values()
         ]
         # Functions take attributes; typeshed's FunctionType does not declare __signature__.
         python_callable.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]

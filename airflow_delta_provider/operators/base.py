@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_delta_provider.utils.mixins import DeltaTableMixin, delta_template_fields
+from airflow_delta_provider.hooks.mixins import DeltaTableMixin, delta_template_fields
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

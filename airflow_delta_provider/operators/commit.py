@@ -1,24 +1,12 @@
 """Idempotent commits of Parquet output into Delta tables, keyed on the Airflow run identity.
 
-Every commit carries a Delta ``txn`` action (``txnAppId`` / ``txnVersion``). By default:
-
-* ``app_id`` is the task instance: ``airflow/<dag_id>/<task_id>/<run>[/<map_index>]``, where
-  ``<run>`` is the run's logical date (a DAG has one run per logical date, and a run deleted and
-  created again for the same date is the same run) or, for runs without one, the run id. Each
-  run and each mapped instance has its own, so runs in any order, overlapping runs and
-  backfills each commit exactly once.
-* ``app_version`` says which executions count as "the same":
-
-  - ``append``: always ``0``. Any re-execution of a task instance that already committed
-    (a retry at any try, or a clear) commits nothing: appending twice would duplicate rows.
-  - ``overwrite`` / ``replace_where``: the first try number of the current clear generation,
-    ``max_tries - retries + 1``, as Airflow computes it. Retries share it, so a retry after the
-    commit landed commits nothing; a clear raises ``max_tries`` and so the version, so the
-    re-run replaces its slice again.
-
-Users with their own sequencing pass ``app_id`` / ``app_version`` (templated). The run identity
-(dag, task, run, map index, try) goes into commitInfo ``tags`` and ``userMetadata``. See
-``docs/idempotency.md``.
+Every commit carries a Delta ``txn`` action. By default ``app_id`` is the task instance
+(``airflow/<dag_id>/<task_id>/<run>[/<map_index>]``, the run by its logical date, else its run id)
+and ``app_version`` says which executions count as the same: always ``0`` for ``append`` (any
+re-execution that finds it commits nothing), the first try of the current clear generation for
+``overwrite`` / ``replace_where`` (a retry after the commit commits nothing, a clear replaces the
+slice again). Users with their own sequencing pass ``app_id`` / ``app_version`` (templated). The
+run identity goes into commitInfo ``tags`` and ``userMetadata``. See docs/idempotency.md.
 """
 
 from __future__ import annotations
@@ -30,6 +18,12 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import AssetAlias, BaseOperator
 
 from airflow_delta_provider.assets.delta import asset_event_extra, delta_table_asset, table_asset_uri
+from airflow_delta_provider.config import (
+    DEFAULT_SET_TRANSACTION_RETENTION,
+    max_commit_attempts,
+    provider_table_properties,
+)
+from airflow_delta_provider.hooks.mixins import DeltaTableMixin, delta_template_fields
 from airflow_delta_provider.utils.coercion import (
     is_deferred,
     to_app_id,
@@ -40,7 +34,6 @@ from airflow_delta_provider.utils.coercion import (
     to_text,
     validate,
 )
-from airflow_delta_provider.utils.mixins import DeltaTableMixin, delta_template_fields
 from airflow_delta_provider.utils.version_compat import alias_event_extra
 from airflow_delta_provider.utils.wording import count
 
@@ -50,9 +43,10 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from airflow.sdk import Context
 
+    from airflow_delta_provider.core.commit_plan import CommitResult, CursorAdvance
     from airflow_delta_provider.core.snapshot import Snapshot
     from airflow_delta_provider.core.table import DeltaTable
-    from airflow_delta_provider.core.transaction import CommitResult
+    from airflow_delta_provider.core.write import WriteMode
 
 __all__ = [
     "DEFAULT_SET_TRANSACTION_RETENTION",
@@ -60,14 +54,11 @@ __all__ = [
     "RunIdentity",
     "connection_asset_alias",
     "default_app_version",
+    "resolve_idempotency_key",
 ]
 
 #: Write modes; ``replace_where`` turns an overwrite into a replace of the partitions it selects.
 MODES = ("append", "overwrite")
-#: Table property bounding the table's set of txns (Delta keeps no expiry by default).
-SET_TRANSACTION_RETENTION = "delta.setTransactionRetentionDuration"
-#: What tables the provider creates get when ``[delta] set_transaction_retention_duration`` is unset.
-DEFAULT_SET_TRANSACTION_RETENTION = "interval 90 days"
 #: Prefix of the commitInfo tags holding the Airflow run identity.
 TAG_PREFIX = "airflow."
 
@@ -170,6 +161,23 @@ def default_app_version(identity: RunIdentity, mode: str) -> int:
     return 0 if mode == "append" else identity.first_try
 
 
+def resolve_idempotency_key(
+    context: Context | Mapping[str, Any], app_id: Any, app_version: Any, mode: str
+) -> tuple[RunIdentity, str, int]:
+    """The run identity and the ``(app_id, app_version)`` an execution commits with: the task's
+    own (rendered) ``app_id`` / ``app_version`` where given, else the task instance's.
+
+    :param mode: ``append`` or ``overwrite`` (an OPTIMIZE counts as an overwrite): decides the
+        default ``app_version`` (see :func:`default_app_version`).
+    """
+    identity = RunIdentity.from_context(context)
+    resolved_id = to_app_id(app_id) or identity.app_id
+    resolved_version = to_app_version(app_version)
+    if resolved_version is None:
+        resolved_version = default_app_version(identity, mode)
+    return identity, resolved_id, resolved_version
+
+
 def connection_asset_alias(delta_conn_id: str) -> AssetAlias:
     """The asset alias a commit operator given only ``delta_conn_id`` emits its table's asset event through.
 
@@ -181,41 +189,14 @@ def connection_asset_alias(delta_conn_id: str) -> AssetAlias:
 # --- argument checks ---------------------------------------------------------------------
 
 
-def _to_mode(value: Any) -> str:
-    return to_choice(value, "mode", MODES, expected="'append' or 'overwrite'")
+def _to_mode(value: Any) -> WriteMode:
+    mode = to_choice(value, "mode", MODES, expected="'append' or 'overwrite'")
+    return "overwrite" if mode == "overwrite" else "append"
 
 
 def _to_files(value: Any) -> list[str]:
     """The files to commit: a list, one path, or a JSON list rendered by a template (``"[]"``: none)."""
     return to_list(value, "files")
-
-
-def provider_table_properties(properties: Mapping[str, Any] | None) -> dict[str, str]:
-    """Properties of a table the provider creates: the user's, plus a bounded txn retention.
-
-    ``delta.setTransactionRetentionDuration`` comes from ``[delta] set_transaction_retention_duration``
-    (default ``interval 90 days``) unless the user set it; without it every task instance's txn
-    would stay in the table's state forever.
-    """
-    result = {
-        str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in (properties or {}).items()
-    }
-    if SET_TRANSACTION_RETENTION not in result:
-        result[SET_TRANSACTION_RETENTION] = _configured_txn_retention()
-    return result
-
-
-def _configured_txn_retention() -> str:
-    from airflow_delta_provider.config import retention_defaults
-
-    return str(retention_defaults().get(SET_TRANSACTION_RETENTION) or DEFAULT_SET_TRANSACTION_RETENTION)
-
-
-def _configured_max_attempts() -> int:
-    """``[delta] max_commit_attempts``: how often a commit is retried while concurrent writers win."""
-    from airflow_delta_provider.config import max_commit_attempts
-
-    return max_commit_attempts()
 
 
 def _recorded_commit(table: DeltaTable, result: CommitResult) -> CommitResult:
@@ -374,7 +355,7 @@ class DeltaCommitMixin(DeltaTableMixin):
             return None
         return to_text(self.replace_where, "replace_where", optional=False)
 
-    def _resolved_mode(self) -> str:
+    def _resolved_mode(self) -> WriteMode:
         mode = _to_mode(self.mode)
         if self.replace_where is not None and mode != "overwrite":
             raise ValueError(
@@ -385,13 +366,7 @@ class DeltaCommitMixin(DeltaTableMixin):
 
     def idempotency_key(self, context: Context | Mapping[str, Any]) -> tuple[RunIdentity, str, int]:
         """The run identity and the ``(app_id, app_version)`` this execution commits with."""
-        identity = RunIdentity.from_context(context)
-        mode = self._resolved_mode()
-        app_id = to_app_id(self.app_id) or identity.app_id
-        app_version = to_app_version(self.app_version)
-        if app_version is None:
-            app_version = default_app_version(identity, mode)
-        return identity, app_id, app_version
+        return resolve_idempotency_key(context, self.app_id, self.app_version, self._resolved_mode())
 
     # --- the commit ------------------------------------------------------------------------
 
@@ -408,12 +383,14 @@ class DeltaCommitMixin(DeltaTableMixin):
         partition_values: Mapping[str, str | None] | None = None,
         constraints_checked: bool = False,
         identity_generated: Sequence[str] = (),
+        cursors: Sequence[CursorAdvance] = (),
     ) -> CommitResult:
         """Commit the files with the core, recording the txn and the run identity.
 
         :param constraints_checked: the rows were checked against the table's constraints with
             Spark (the PySpark operator); the core does not read the files to check them again.
         :param identity_generated: identity columns whose values the writer generated.
+        :param cursors: consumer cursors the commit advances (the PySpark operator's ``source``).
         """
         tags = {**(self.commit_tags or {}), **identity.tags()}
         # The core refuses an overwrite that removes data and adds nothing unless this is set.
@@ -431,10 +408,11 @@ class DeltaCommitMixin(DeltaTableMixin):
             schema=schema,
             partition_by=self.partition_by,
             properties=provider_table_properties(self.table_properties),
-            max_attempts=_configured_max_attempts(),
+            max_attempts=max_commit_attempts(),
             allow_empty_overwrite=self.allow_empty_overwrite,
             constraints_checked=constraints_checked,
             identity_generated=list(identity_generated),
+            cursors=list(cursors),
         )
 
     def _report(
@@ -444,6 +422,7 @@ class DeltaCommitMixin(DeltaTableMixin):
         identity: RunIdentity,
         *,
         note: str = "",
+        event_extra: Mapping[str, Any] | None = None,
         **more: Any,
     ) -> dict[str, Any]:
         """Log the outcome, emit the asset event and build the XCom value.
@@ -452,6 +431,7 @@ class DeltaCommitMixin(DeltaTableMixin):
         (its operation, files, rows and bytes), read from its commitInfo.
 
         :param note: a sentence added to the log line of a skipped commit.
+        :param event_extra: keys added to the asset event's extra.
         """
         uri = self.hook.table_uri  # normalised, never with credentials
         if result.already_committed:
@@ -504,16 +484,22 @@ class DeltaCommitMixin(DeltaTableMixin):
             "removed_bytes": result.num_removed_bytes,
             **more,
         }
-        self._emit_asset_event(context, result, uri)
+        self._emit_asset_event(context, result, uri, event_extra)
         self._lineage_result = value
         return value
 
-    def _emit_asset_event(self, context: Context | Mapping[str, Any], result: CommitResult, uri: str) -> None:
+    def _emit_asset_event(
+        self,
+        context: Context | Mapping[str, Any],
+        result: CommitResult | Mapping[str, Any],
+        uri: str,
+        more: Mapping[str, Any] | None = None,
+    ) -> None:
         """Attach the commit to the table's asset event (or to an alias naming the rendered table)."""
         events = context.get("outlet_events")
         if events is None:
             return
-        extra = asset_event_extra(result, uri)
+        extra = {**asset_event_extra(result, uri), **(more or {})}
         outlets = getattr(self, "outlets", None) or []
         asset_uri = table_asset_uri(uri)
         for outlet in outlets:

@@ -1,51 +1,52 @@
 """Delta table maintenance from Airflow: checkpoints, log cleanup, VACUUM, and a policy over many tables.
 
-The operators are thin: they open the table through
-:class:`~airflow_delta_provider.hooks.delta.DeltaTableHook` (so credentials come from Airflow
-connections, and the provider-wide ``[delta]`` defaults reach the core through the hook's
-table) and call the core's ``DeltaTable.checkpoint``, ``.cleanup_logs`` and ``.vacuum``.
-Every rule about what may be deleted lives in the core; nothing here decides it again.
+The operators are thin: they open the table through the hook and call the core's
+``DeltaTable.checkpoint``, ``.cleanup_logs`` and ``.vacuum``; every rule about what may be deleted
+lives in the core. The policy over many tables runs in :mod:`.maintenance_policy`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, is_dataclass
-from datetime import datetime, timedelta
-from enum import Enum, StrEnum
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
-from airflow_delta_provider.core.errors import DeltaError
 from airflow_delta_provider.core.maintenance import (
     DEFAULT_OPTIMIZE_MIN_FILES,
+    DEFAULT_VACUUM_INTERVAL,
     checkpoint_due,
-    cleanup_due,
-    optimize_due,
-    vacuum_due,
 )
-from airflow_delta_provider.core.optimize import OptimizeOptions
+from airflow_delta_provider.hooks.mixins import build_hook
 from airflow_delta_provider.operators.base import DeltaBaseOperator, delta_template_fields
+from airflow_delta_provider.operators.maintenance_policy import (
+    MaintenancePolicy,
+    cap_files,
+    jsonable,
+    run_policy,
+)
 from airflow_delta_provider.utils.coercion import (
     is_deferred,
+    is_deferred_inside,
     to_bool,
     to_byte_size,
     to_choice,
+    to_data_retention,
     to_int,
     to_interval,
     to_list,
     validate,
 )
-from airflow_delta_provider.utils.mixins import build_hook
-from airflow_delta_provider.utils.secrets import credential_free, describe_error, refuse_credentials
-from airflow_delta_provider.utils.wording import count, human_duration
+from airflow_delta_provider.utils.secrets import credential_free, refuse_credentials
+from airflow_delta_provider.utils.wording import count
 
 if TYPE_CHECKING:
+    from datetime import timedelta
+
     from airflow.sdk import Context
 
-    from airflow_delta_provider.core.table import DeltaTable
     from airflow_delta_provider.core.vacuum import VacuumEngine
     from airflow_delta_provider.hooks.delta import DeltaTableHook
 
@@ -59,13 +60,8 @@ __all__ = [
 
 #: VACUUM modes the core implements (Delta's VACUUM FULL and VACUUM LITE).
 VACUUM_MODES = ("full", "lite")
-#: At most this many file paths go into an XCom; a VACUUM of 100,000 files would otherwise
-#: push megabytes into the metadata database. The counts are always complete.
-MAX_XCOM_FILES = 1000
 #: Log at most this many paths of a dry run; the rest is summarised.
 MAX_LOGGED_FILES = 50
-#: Default time between two VACUUMs of one table by :class:`DeltaMaintenanceOperator`.
-DEFAULT_VACUUM_INTERVAL = timedelta(days=7)
 
 
 class DeltaMaintenanceError(AirflowException):
@@ -89,73 +85,6 @@ def _to_mode(value: Any) -> str:
 
 def _to_vacuum_mode(value: Any) -> str:
     return to_choice(value, "vacuum_mode", VACUUM_MODES)
-
-
-def _jsonable(value: Any) -> Any:
-    """A JSON-native copy of a core result (datetimes as ISO-8601, timedeltas as seconds)."""
-    if is_dataclass(value) and not isinstance(value, type):
-        value = value.to_dict() if hasattr(value, "to_dict") else asdict(value)
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    if isinstance(value, Enum):
-        return value.value
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    return str(value)
-
-
-def _cap_files(result: dict[str, Any]) -> dict[str, Any]:
-    """Keep at most :data:`MAX_XCOM_FILES` paths per list (``files``, ``directories``); say when cut."""
-    for key in ("files", "directories"):
-        paths = result.get(key)
-        if isinstance(paths, list) and len(paths) > MAX_XCOM_FILES:
-            result[key] = paths[:MAX_XCOM_FILES]
-            result[f"{key}_truncated"] = True
-    return result
-
-
-class StepStatus(StrEnum):
-    """What happened to one maintenance step of one table."""
-
-    RAN = "ran"
-    #: due, but a dry run did nothing
-    DUE = "due"
-    NOT_DUE = "not due"
-    DISABLED = "disabled"
-    FAILED = "failed"
-    #: an earlier step of the table failed
-    SKIPPED = "skipped"
-
-
-@dataclass(frozen=True)
-class StepReport:
-    """One maintenance step of one table: its status, why, the core's decision and its result.
-
-    :param status: what happened.
-    :param reason: why, in words.
-    :param decision: the core's decision (``CheckpointDecision``, ``CleanupDecision``,
-        ``VacuumDecision``) as JSON, when one was taken.
-    :param result: what the step did (the core's result as JSON, paths capped), when it ran.
-    """
-
-    status: StepStatus
-    reason: str
-    decision: dict[str, Any] | None = None
-    result: dict[str, Any] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"status": self.status.value, "reason": self.reason}
-        if self.decision is not None:
-            out["decision"] = self.decision
-        if self.result is not None:
-            out["result"] = self.result
-        return out
 
 
 # --- single-table operators --------------------------------------------------------------
@@ -226,7 +155,7 @@ class DeltaCheckpointOperator(_DeltaTableOperator):
             count(result.num_add_files, "live data file"),
             count(result.size_in_bytes, "byte"),
         )
-        return {"table_uri": uri, "written": True, **_jsonable(result)}
+        return {"table_uri": uri, "written": True, **jsonable(result)}
 
 
 class DeltaLogCleanupOperator(_DeltaTableOperator):
@@ -275,9 +204,9 @@ class DeltaLogCleanupOperator(_DeltaTableOperator):
             retention=retention,
             dry_run=dry_run,
         )
-        summary = _jsonable(result)
+        summary = jsonable(result)
         _log_cleanup(self.log, uri, summary)
-        return _cap_files({"table_uri": uri, **summary})
+        return cap_files({"table_uri": uri, **summary})
 
 
 class DeltaVacuumOperator(_DeltaTableOperator):
@@ -356,9 +285,9 @@ class DeltaVacuumOperator(_DeltaTableOperator):
             max_workers=self.max_workers,
             engine=self.vacuum_engine(),
         )
-        summary = _jsonable(result)
+        summary = jsonable(result)
         _log_vacuum(self.log, uri, summary)
-        return _cap_files({"table_uri": uri, **summary})
+        return cap_files({"table_uri": uri, **summary})
 
 
 def _log_cleanup(logger: Any, uri: str, summary: Mapping[str, Any]) -> None:
@@ -409,9 +338,19 @@ def _log_paths(logger: Any, files: Sequence[str]) -> None:
 class DeltaMaintenanceOperator(BaseOperator):
     """Run the maintenance policy over one or many Delta tables.
 
-    For each table, in Delta's order (OPTIMIZE first, so the checkpoint covers its commit;
-    checkpoint before cleanup; VACUUM last because it is the destructive one):
+    For each table, in Delta's order (the rows' retention first, then the rewrites, so the
+    checkpoint covers their commits; checkpoint before cleanup; VACUUM last because it is the
+    destructive one):
 
+    - **data retention** (when the table has a policy: ``data_retention``, else its
+      ``airflow.dataRetention`` property): the rows older than ``now - keep`` are deleted through
+      DELETE (whole files for a partition column or a date partition generated from the column);
+      a run that would delete more than the policy's ``max_deleted_fraction`` (default 0.5) of the
+      rows fails the table, nothing deleted;
+    - **PURGE** (off unless ``run_purge=True``) when a file's deletion vector deletes rows: those
+      files are rewritten without them (Delta's REORG PURGE), so that this run's VACUUM, once they
+      are older than the retention, removes the deleted rows' bytes: the erasure sequence
+      (``docs/lifecycle.md``) as one policy step;
     0. **OPTIMIZE** (off unless ``run_optimize=True``) when due: its plan would rewrite at least
        ``optimize_min_files`` small files (bins of files under ``delta.targetFileSize``, and files
        with deletion vectors). The rewrite runs in the worker with pyarrow, one bin at a time;
@@ -433,6 +372,11 @@ class DeltaMaintenanceOperator(BaseOperator):
     :param delta_conn_ids: ``delta`` connections naming further tables. (templated)
     :param storage_conn_id: an Airflow storage connection for the URIs in ``tables``. (templated)
     :param storage_options: fsspec options for the URIs in ``tables``.
+    :param data_retention: a data retention policy for every table, ``{"column": "ds", "keep":
+        "interval 90 days"}`` (optionally ``"max_deleted_fraction": 0.5``), or its JSON; None: each
+        table's ``airflow.dataRetention`` property, if any. (templated)
+    :param run_data_retention: apply the policy where there is one (default True).
+    :param run_purge: consider PURGE (default False).
     :param run_optimize: consider OPTIMIZE (default False).
     :param optimize_min_files: small files before OPTIMIZE is due (default 50, Delta's
         auto-compaction ``minNumFiles``). (templated)
@@ -465,6 +409,7 @@ class DeltaMaintenanceOperator(BaseOperator):
         "dry_run",
         "optimize_target_file_size",
         "optimize_min_files",
+        "data_retention",
     )
     ui_color = "#e8fde8"
 
@@ -475,6 +420,9 @@ class DeltaMaintenanceOperator(BaseOperator):
         delta_conn_ids: str | Sequence[str] = (),
         storage_conn_id: str | None = None,
         storage_options: Mapping[str, Any] | None = None,
+        data_retention: Mapping[str, Any] | str | None = None,
+        run_data_retention: bool = True,
+        run_purge: bool = False,
         run_optimize: bool = False,
         optimize_min_files: int | str = DEFAULT_OPTIMIZE_MIN_FILES,
         optimize_target_file_size: int | str | None = None,
@@ -513,6 +461,11 @@ class DeltaMaintenanceOperator(BaseOperator):
         self.delta_conn_ids = delta_conn_ids
         self.storage_conn_id = storage_conn_id
         self.storage_options = dict(storage_options) if storage_options else None
+        if not is_deferred_inside(data_retention):
+            to_data_retention(data_retention, "data_retention")
+        self.data_retention = data_retention
+        self.run_data_retention = to_bool(run_data_retention, "run_data_retention", strings=False)
+        self.run_purge = to_bool(run_purge, "run_purge", strings=False)
         self.run_optimize = to_bool(run_optimize, "run_optimize", strings=False)
         validate(optimize_min_files, to_int, "optimize_min_files", minimum=1, optional=False)
         self.optimize_min_files = optimize_min_files
@@ -548,9 +501,30 @@ class DeltaMaintenanceOperator(BaseOperator):
                 f"No table to maintain: tables rendered to {self.tables!r} and "
                 f"delta_conn_ids to {self.delta_conn_ids!r}; give at least one table."
             )
-        dry_run = to_bool(self.dry_run, "dry_run")
-        settings = _Settings(
-            dry_run=dry_run,
+        targets = [(credential_free(uri), partial(self.get_hook, table_uri=uri)) for uri in uris]
+        targets += [
+            (f"connection {conn_id!r}", partial(self.get_hook, delta_conn_id=conn_id)) for conn_id in conn_ids
+        ]
+        report = run_policy(targets, self._policy(), self.log)
+        ti = context.get("ti") if isinstance(context, Mapping) else None
+        if ti is not None:
+            # Pushed under its own key too: when a table fails the task raises, and a return
+            # value would never reach XCom.
+            ti.xcom_push(key="maintenance_report", value=report)
+        failed = [r for r in report["tables"] if r["status"] == "failed"]
+        if failed:
+            errors = "; ".join(f"{r['table']}: {str(r['error']).rstrip('.')}" for r in failed)
+            raise DeltaMaintenanceError(
+                f"Maintenance failed for {len(failed)} of {count(len(report['tables']), 'table')}: {errors}. "
+                "The other tables were maintained; see the task log and the 'maintenance_report' XCom.",
+                report=report,
+            )
+        return report
+
+    def _policy(self) -> MaintenancePolicy:
+        """The policy of this run, from the rendered arguments."""
+        return MaintenancePolicy(
+            dry_run=to_bool(self.dry_run, "dry_run"),
             log_retention=to_interval(self.log_retention, "log_retention"),
             vacuum_retention=to_interval(self.vacuum_retention, "vacuum_retention"),
             vacuum_interval=to_interval(self.vacuum_interval, "vacuum_interval"),
@@ -562,234 +536,13 @@ class DeltaMaintenanceOperator(BaseOperator):
                 self.optimize_min_files, "optimize_min_files", minimum=1, optional=False
             )
             or 1,
+            data_retention=to_data_retention(self.data_retention, "data_retention"),
+            run_data_retention=self.run_data_retention,
+            run_purge=self.run_purge,
+            run_optimize=self.run_optimize,
+            run_checkpoint=self.run_checkpoint,
+            run_cleanup=self.run_cleanup,
+            run_vacuum=self.run_vacuum,
+            enforce_retention_duration=self.enforce_retention_duration,
+            max_workers=self.max_workers,
         )
-        targets: list[tuple[str, dict[str, str]]] = [
-            (credential_free(uri), {"table_uri": uri}) for uri in uris
-        ]
-        targets += [(f"connection {conn_id!r}", {"delta_conn_id": conn_id}) for conn_id in conn_ids]
-        self.log.info(
-            "Maintaining %s%s: OPTIMIZE %s, checkpoint %s, log cleanup %s, VACUUM %s.",
-            count(len(targets), "Delta table"),
-            " (dry run)" if dry_run else "",
-            f"from {count(settings.optimize_min_files, 'small file')}" if self.run_optimize else "off",
-            "when due" if self.run_checkpoint else "off",
-            "when due" if self.run_cleanup else "off",
-            (
-                f"{settings.vacuum_mode.upper()} "
-                + (
-                    f"at most every {human_duration(settings.vacuum_interval)}"
-                    if settings.vacuum_interval
-                    else "on every run"
-                )
-            )
-            if self.run_vacuum
-            else "off",
-        )
-        reports = [self._maintain(label, target, settings) for label, target in targets]
-        failed = [r["table"] for r in reports if r["status"] == "failed"]
-        report = {
-            "dry_run": dry_run,
-            "tables": reports,
-            "failed": failed,
-            "totals": {
-                key: sum(r[key] for r in reports)
-                for key in (
-                    "files_removed",
-                    "bytes_removed",
-                    "log_files_removed",
-                    "log_bytes_removed",
-                    "files_compacted",
-                    "files_written",
-                )
-            },
-        }
-        ti = context.get("ti") if isinstance(context, Mapping) else None
-        if ti is not None:
-            # Pushed under its own key too: when a table fails the task raises, and a return
-            # value would never reach XCom.
-            ti.xcom_push(key="maintenance_report", value=report)
-        if failed:
-            errors = "; ".join(
-                f"{r['table']}: {str(r['error']).rstrip('.')}" for r in reports if r["status"] == "failed"
-            )
-            raise DeltaMaintenanceError(
-                f"Maintenance failed for {len(failed)} of {count(len(reports), 'table')}: {errors}. "
-                "The other tables were maintained; see the task log and the 'maintenance_report' XCom.",
-                report=report,
-            )
-        return report
-
-    def _maintain(self, label: str, target: Mapping[str, str], settings: _Settings) -> dict[str, Any]:
-        report: dict[str, Any] = {
-            "table": label,
-            "status": "success",
-            "version": None,
-            "latest_version": None,
-            "steps": {},
-            "files_removed": 0,
-            "bytes_removed": 0,
-            "log_files_removed": 0,
-            "log_bytes_removed": 0,
-            "files_compacted": 0,
-            "files_written": 0,
-            "earliest_retained_version": None,
-            "versions_retained": None,
-            "error": None,
-        }
-        steps: dict[str, dict[str, Any]] = report["steps"]  # StepReport.to_dict() per step
-        planned = [
-            ("optimize", self.run_optimize, self._optimize),
-            ("checkpoint", self.run_checkpoint, self._checkpoint),
-            ("cleanup", self.run_cleanup, self._cleanup),
-            ("vacuum", self.run_vacuum, self._vacuum),
-        ]
-        try:
-            hook = self.get_hook(**target)
-            report["table"] = label = hook.table_uri
-            table = hook.get_table()
-            report["version"] = table.version()
-        except Exception as err:
-            return self._failed(report, "open", err, [name for name, *_ in planned])
-        for index, (name, enabled, step) in enumerate(planned):
-            if not enabled:
-                steps[name] = StepReport(StepStatus.DISABLED, f"run_{name}=False").to_dict()
-                continue
-            try:
-                done = step(table, settings)
-            except Exception as err:
-                return self._failed(report, name, err, [n for n, *_ in planned[index + 1 :]])
-            steps[name] = done.to_dict()
-            self.log.info("%s: %s %s (%s).", label, name, done.status.value, done.reason)
-        self._summarise(report)
-        self._retained(report, table)
-        return report
-
-    def _retained(self, report: dict[str, Any], table: DeltaTable) -> None:
-        """Fill in the latest version and how many versions time travel can still reach."""
-        try:
-            report["latest_version"] = latest = table.version()
-            earliest = report["earliest_retained_version"]
-            if earliest is None:
-                # Cleanup deleted nothing (or did not run): the oldest reconstructable version.
-                earliest = table.commit_timestamps()[0].version
-        except DeltaError as err:
-            # Only the report's counts are missing; the maintenance itself succeeded.
-            self.log.warning("%s: cannot count the retained versions: %s", report["table"], err)
-            return
-        report["earliest_retained_version"] = earliest
-        report["versions_retained"] = latest - earliest + 1
-
-    def _failed(
-        self, report: dict[str, Any], step: str, err: Exception, later: Sequence[str]
-    ) -> dict[str, Any]:
-        message = describe_error(err)
-        self.log.error("%s: %s failed: %s", report["table"], step, message, exc_info=err)
-        report["status"] = "failed"
-        report["error"] = f"{step} failed: {message}"
-        if step != "open":
-            report["steps"][step] = StepReport(StepStatus.FAILED, message).to_dict()
-        for name in later:
-            report["steps"][name] = StepReport(StepStatus.SKIPPED, f"{step} failed").to_dict()
-        self._summarise(report)
-        return report
-
-    @staticmethod
-    def _summarise(report: dict[str, Any]) -> None:
-        steps = report["steps"]
-        cleanup = (steps.get("cleanup") or {}).get("result") or {}
-        vacuum = (steps.get("vacuum") or {}).get("result") or {}
-        metrics = ((steps.get("optimize") or {}).get("result") or {}).get("metrics") or {}
-        report["files_compacted"] = int(metrics.get("numRemovedFiles") or 0)
-        report["files_written"] = int(metrics.get("numAddedFiles") or 0)
-        report["log_files_removed"] = int(cleanup.get("num_files") or 0)
-        report["log_bytes_removed"] = int(cleanup.get("num_bytes") or 0)
-        report["files_removed"] = int(vacuum.get("num_files") or 0)
-        report["bytes_removed"] = int(vacuum.get("num_bytes") or 0)
-        report["earliest_retained_version"] = cleanup.get("earliest_retained_version")
-
-    def _optimize(self, table: DeltaTable, settings: _Settings) -> StepReport:
-        options = OptimizeOptions(target_file_size=settings.optimize_target_file_size)
-        decision = optimize_due(table.snapshot(), min_files=settings.optimize_min_files, options=options)
-        if not decision.due:
-            return StepReport(StepStatus.NOT_DUE, decision.reason, decision.to_dict())
-        if settings.dry_run:
-            return StepReport(
-                StepStatus.DUE, f"{decision.reason}; dry run, nothing rewritten", decision.to_dict()
-            )
-        result = table.optimize(target_file_size=settings.optimize_target_file_size)
-        summary = _jsonable(result.to_dict())
-        summary.pop("commit", None)
-        summary["written"] = summary.get("written", [])[:MAX_XCOM_FILES]
-        metrics = result.metrics
-        reason = (
-            f"{decision.reason}; rewrote {count(metrics.get('numRemovedFiles', 0), 'file')} into "
-            f"{metrics.get('numAddedFiles', 0)} at version {summary.get('version')}"
-            if result.committed
-            else f"{decision.reason}; nothing committed ({result.reason})"
-        )
-        return StepReport(StepStatus.RAN, reason, decision.to_dict(), summary)
-
-    def _checkpoint(self, table: DeltaTable, settings: _Settings) -> StepReport:
-        decision = checkpoint_due(table.snapshot())
-        if not decision.due:
-            return StepReport(StepStatus.NOT_DUE, decision.reason, decision.to_dict())
-        if settings.dry_run:
-            return StepReport(
-                StepStatus.DUE, f"{decision.reason}; dry run, nothing written", decision.to_dict()
-            )
-        result = _cap_files(_jsonable(table.checkpoint()))
-        return StepReport(StepStatus.RAN, decision.reason, decision.to_dict(), result)
-
-    def _cleanup(self, table: DeltaTable, settings: _Settings) -> StepReport:
-        decision = cleanup_due(table.snapshot().config)
-        if not decision.due:
-            # Delta's property gates automatic cleanup; a scheduled policy is automatic. An explicit
-            # DeltaLogCleanupOperator still cleans such a table.
-            return StepReport(StepStatus.DISABLED, decision.reason, decision.to_dict())
-        result = _cap_files(
-            _jsonable(table.cleanup_logs(retention=settings.log_retention, dry_run=settings.dry_run))
-        )
-        if result.get("num_files"):
-            verb = "would delete" if settings.dry_run else "deleted"
-            reason = (
-                f"{verb} {count(result['num_files'], 'log file')} older than {result.get('cutoff')}; "
-                f"earliest retained version {result.get('earliest_retained_version')}"
-            )
-            status = StepStatus.DUE if settings.dry_run else StepStatus.RAN
-            return StepReport(status, reason, decision.to_dict(), result)
-        reason = result.get("skipped_reason") or f"no expired log files before {result.get('cutoff')}"
-        return StepReport(StepStatus.NOT_DUE, reason, decision.to_dict(), result)
-
-    def _vacuum(self, table: DeltaTable, settings: _Settings) -> StepReport:
-        decision = vacuum_due(table, settings.vacuum_interval)
-        if not decision.due:
-            return StepReport(StepStatus.NOT_DUE, decision.reason, decision.to_dict())
-        result = _cap_files(
-            _jsonable(
-                table.vacuum(
-                    retention=settings.vacuum_retention,
-                    dry_run=settings.dry_run,
-                    mode=settings.vacuum_mode,
-                    enforce_retention_duration=self.enforce_retention_duration,
-                    max_workers=self.max_workers,
-                )
-            )
-        )
-        verb = "would delete" if settings.dry_run else "deleted"
-        removed = f"{count(result.get('num_files', 0), 'file')}, {count(result.get('num_bytes', 0), 'byte')}"
-        reason = f"{decision.reason}; {verb} {removed}"
-        status = StepStatus.DUE if settings.dry_run else StepStatus.RAN
-        return StepReport(status, reason, decision.to_dict(), result)
-
-
-@dataclass(frozen=True, slots=True)
-class _Settings:
-    """The rendered, validated policy of one :class:`DeltaMaintenanceOperator` run."""
-
-    dry_run: bool
-    log_retention: timedelta | None
-    vacuum_retention: timedelta | None
-    vacuum_interval: timedelta | None
-    vacuum_mode: str
-    optimize_target_file_size: int | None = None
-    optimize_min_files: int = 50

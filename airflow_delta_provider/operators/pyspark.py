@@ -1,19 +1,13 @@
 """Run a PySpark callable and commit the DataFrame it returns into a Delta table, idempotently.
 
-Built on the spark provider's :class:`~airflow.providers.apache.spark.operators.spark_pyspark.PySparkOperator`
-(``local[*]`` by default, a ``spark`` connection for a cluster, a ``spark_connect`` connection for
-Spark Connect). One execution:
-
-1. works out its idempotency key (see :mod:`airflow_delta_provider.operators.commit`) and, when
-   the table already holds it, reports the version holding it **without starting Spark**;
-2. runs the callable, which receives ``spark`` and returns a DataFrame;
-3. writes the DataFrame as Parquet to a fresh, non-hidden directory under the table root, one
-   per attempt (``<root>/airflow/<dag>__<task>/<run>__try<n>__<uuid>/<col=value>/part-...``),
-   in the table's partition layout, and removes Spark's hidden litter (``_SUCCESS``, ``.crc``);
-4. commits exactly those files with the core, with the txn of step 1.
-
-Files an attempt wrote but did not commit (it failed before the commit) are deleted when the
-attempt can tell; otherwise VACUUM removes them once they are older than the retention.
+Built on the spark provider's ``PySparkOperator`` (``local[*]`` by default, a ``spark`` connection
+for a cluster, ``spark_connect`` for Spark Connect). A task instance whose idempotency key the
+table already holds reports that version without starting Spark; otherwise the DataFrame is
+written as Parquet to a fresh directory per attempt under the table root
+(:mod:`.spark_attempt`) and exactly those files are committed with the txn. With ``source=`` the
+callable also receives another table's changes since this task's cursor (:mod:`.spark_source`).
+Files of an attempt that did not commit are deleted when it can tell, else by VACUUM later.
+See docs/operators.md.
 """
 
 from __future__ import annotations
@@ -37,6 +31,12 @@ from airflow_delta_provider.operators.spark_attempt import (
 )
 from airflow_delta_provider.operators.spark_constraints import prepare_frame
 from airflow_delta_provider.operators.spark_output import RoutedSparkOutput
+from airflow_delta_provider.operators.spark_source import (
+    MAX_SOURCE_ROUNDS,
+    SOURCE_TEMPLATE_FIELDS,
+    DeltaSourceMixin,
+    source_event_extra,
+)
 from airflow_delta_provider.utils.wording import count
 
 if TYPE_CHECKING:
@@ -44,6 +44,8 @@ if TYPE_CHECKING:
 
     from airflow.sdk import Context
 
+    from airflow_delta_provider.core.commit_plan import CommitResult, CursorAdvance
+    from airflow_delta_provider.core.consumer import SourceRead
     from airflow_delta_provider.core.snapshot import Snapshot
     from airflow_delta_provider.core.table import DeltaTable
 
@@ -61,6 +63,9 @@ class _Pending:
     app_version: int
     partition_columns: list[str]
     context: Context
+    #: with ``source=``: what this execution reads from the source, and in which round
+    source_read: SourceRead | None = None
+    rounds: int = 1
 
 
 class _DataFrameWriter(PythonOperator):  # type: ignore[misc]  # the compat import is untyped (Any)
@@ -73,11 +78,15 @@ class _DataFrameWriter(PythonOperator):  # type: ignore[misc]  # the compat impo
     """
 
     def execute_callable(self) -> Any:
-        frame = super().execute_callable()
-        return self._write_frame(frame)
+        return self._write_output(super().execute_callable)
+
+    def _write_output(self, run_callable: Callable[[], Any]) -> Any:  # pragma: no cover - overridden
+        raise NotImplementedError
 
 
-class DeltaPySparkOperator(DeltaCommitMixin, RoutedSparkOutput, PySparkOperator, _DataFrameWriter):
+class DeltaPySparkOperator(
+    DeltaCommitMixin, DeltaSourceMixin, RoutedSparkOutput, PySparkOperator, _DataFrameWriter
+):
     """Run a PySpark callable and commit the DataFrame it returns to a Delta table, exactly once.
 
     .. code-block:: python
@@ -95,10 +104,20 @@ class DeltaPySparkOperator(DeltaCommitMixin, RoutedSparkOutput, PySparkOperator,
             replace_where="ds = '{{ ds }}'",
         )
 
-    .. seealso:: ``docs/operators.md`` and ``docs/idempotency.md``
+    Incremental, from another table's changes (each source version consumed exactly once)::
+
+        def silver(spark, changes, source_versions):
+            return changes.filter("_change_type = 'insert'").drop("_change_type")
+
+
+        DeltaPySparkOperator(task_id="silver", python_callable=silver, source="s3://lake/events",
+                             table_uri="s3://lake/silver")
+
+    .. seealso:: ``docs/operators.md``, ``docs/idempotency.md`` and ``docs/reading.md``
 
     :param python_callable: receives ``spark`` (a ``SparkSession``) and any context values it
-        names; returns the DataFrame to commit.
+        names (with ``source``: ``changes`` and ``source_versions`` too); returns the DataFrame to
+        commit.
     :param table_uri: the table root. (templated)
     :param delta_conn_id: a ``delta`` connection naming the table. (templated)
     :param storage_conn_id: an Airflow storage connection for ``table_uri``. (templated)
@@ -130,16 +149,35 @@ class DeltaPySparkOperator(DeltaCommitMixin, RoutedSparkOutput, PySparkOperator,
         this task; default ``[openlineage] spark_inject_parent_job_info``.
     :param openlineage_inject_transport_info: pass the OpenLineage transport to the Spark job;
         default ``[openlineage] spark_inject_transport_info``.
+    :param source: a table whose changes the callable consumes: its URI (``s3://...``, an absolute
+        or ``./`` path) or a ``delta`` connection id. The callable then receives ``changes`` (a
+        DataFrame of the source's changes since the last source version this task consumed, up to
+        the newest, or up to the version of the source's asset event that triggered the run;
+        columns as ``read_changes``) and ``source_versions`` (``(start, end)``, None when nothing is
+        new), and the commit records ``end`` as the task's cursor (a ``txn`` of the target). A
+        first run starts with the source's snapshot (all rows as inserts). (templated)
+    :param source_storage_conn_id: an Airflow storage connection for a source URI. (templated)
+    :param source_storage_options: fsspec options for the core's access to a source URI.
+    :param source_starting_version: where a task without a cursor starts instead of the snapshot:
+        a version (its changes from there) or ``"latest"`` (only versions after the current one).
+        Ignored once the task has a cursor. (templated)
+    :param source_reset: start over as if there were no cursor (after the source's log lost the
+        versions after it; use with ``mode="overwrite"`` to rebuild from the snapshot). (templated)
+    :param spark_source_uri: where Spark reads the source, when its Hadoop path differs from the
+        source URI. (templated)
 
     Returns (XCom): ``table_uri``, ``version``, ``skipped``, ``committed``, ``operation``, ``mode``,
     ``app_id``, ``app_version``, ``files``, ``rows``, ``bytes``, ``removed_files``, ``removed_bytes``
-    and ``write_dir`` (the attempt's directory, relative to the root; None when skipped).
+    and ``write_dir`` (the attempt's directory, relative to the root; None when skipped); with
+    ``source``, ``source`` (the source's URI, the cursor's ``app_id``, the ``versions`` consumed,
+    the ``cursor`` after the commit).
     """
 
     template_fields: Sequence[str] = (
         *PySparkOperator.template_fields,
         *DeltaCommitMixin.commit_template_fields,
         "spark_table_uri",
+        *SOURCE_TEMPLATE_FIELDS,
     )
     ui_color = "#fce8d5"
 
@@ -168,6 +206,12 @@ class DeltaPySparkOperator(DeltaCommitMixin, RoutedSparkOutput, PySparkOperator,
         config_kwargs: dict[str, Any] | None = None,
         openlineage_inject_parent_job_info: bool | None = None,
         openlineage_inject_transport_info: bool | None = None,
+        source: str | None = None,
+        source_storage_conn_id: str | None = None,
+        source_storage_options: Mapping[str, Any] | None = None,
+        source_starting_version: int | str | None = None,
+        source_reset: bool | str = False,
+        spark_source_uri: str | None = None,
         **kwargs: Any,
     ) -> None:
         self._default_outlets(kwargs, table_uri, delta_conn_id)
@@ -195,43 +239,95 @@ class DeltaPySparkOperator(DeltaCommitMixin, RoutedSparkOutput, PySparkOperator,
         self.write_options = dict(write_options) if write_options else None
         self.openlineage_inject_parent_job_info = openlineage_inject_parent_job_info
         self.openlineage_inject_transport_info = openlineage_inject_transport_info
+        self._init_source_args(
+            source=source,
+            source_storage_conn_id=source_storage_conn_id,
+            source_storage_options=source_storage_options,
+            source_starting_version=source_starting_version,
+            source_reset=source_reset,
+            spark_source_uri=spark_source_uri,
+            python_callable=python_callable,
+        )
         self._pending: _Pending | None = None
 
     # --- execution -------------------------------------------------------------------------
 
     def execute(self, context: Context) -> Any:
-        from airflow_delta_provider.core.errors import SchemaMismatchError, TableNotFoundError
-
         identity, app_id, app_version = self.idempotency_key(context)
         table = self.hook.get_table()
-        try:
-            snapshot: Snapshot | None = table.snapshot()
-        except TableNotFoundError:
-            snapshot = None
-            self.log.info("No Delta table at %s yet; the first write creates it.", self.hook.table_uri)
+        snapshot, columns = self._target_state(table, log_missing=True)
         # Before Spark starts: a retry whose commit already landed must not run the job again.
         if snapshot is not None:
             done = already_committed(table, app_id, app_version, snapshot=snapshot)
             if done is not None:
                 return self._report(context, done, identity, note="Spark was not started.", write_dir=None)
-            columns = list(snapshot.partition_columns)
-            if self.partition_by is not None and [c.lower() for c in self.partition_by] != [
-                c.lower() for c in columns
-            ]:
-                raise SchemaMismatchError(
-                    f"partition_by={self.partition_by} differs from the partition columns {columns} of "
-                    f"{self.hook.table_uri}; a write cannot change a table's partitioning. Drop partition_by "
-                    f"or write to a new table."
-                )
-        else:
-            columns = list(self.partition_by or [])
-        self._pending = _Pending(table, snapshot, identity, app_id, app_version, columns, context)
+        pending = _Pending(table, snapshot, identity, app_id, app_version, columns, context)
+        if self.source is not None:
+            pending.source_read = self.plan_source(context, snapshot, identity, self.hook.table_uri)
+        self._pending = pending
         self.config_kwargs = self.spark_config(context)
         try:
             # PythonOperator.execute → PySparkOperator.execute_callable (session) → _write_frame.
             return super().execute(context)
         finally:
             self._pending = None
+
+    def _target_state(
+        self, table: DeltaTable, *, log_missing: bool = False
+    ) -> tuple[Snapshot | None, list[str]]:
+        """The target's latest snapshot (None: no table yet) and the partition columns of the write."""
+        from airflow_delta_provider.core.errors import SchemaMismatchError, TableNotFoundError
+
+        try:
+            snapshot = table.snapshot()
+        except TableNotFoundError:
+            if log_missing:
+                self.log.info("No Delta table at %s yet; the first write creates it.", self.hook.table_uri)
+            return None, list(self.partition_by or [])
+        columns = list(snapshot.partition_columns)
+        if self.partition_by is not None and [c.lower() for c in self.partition_by] != [
+            c.lower() for c in columns
+        ]:
+            raise SchemaMismatchError(
+                f"partition_by={self.partition_by} differs from the partition columns {columns} of "
+                f"{self.hook.table_uri}; a write cannot change a table's partitioning. Drop partition_by "
+                f"or write to a new table."
+            )
+        return snapshot, columns
+
+    def _write_output(self, run_callable: Callable[[], Any]) -> Any:
+        """Run the callable and write its DataFrame (inside the Spark session). With ``source``,
+        the callable gets the source's changes, and when a concurrent run moved the cursor before
+        the commit, the cursor is read again and the work done again from it."""
+        from airflow_delta_provider.core.errors import ConcurrentTransactionError
+
+        pending = self._pending
+        if pending is None:  # pragma: no cover - only reachable by calling execute_callable directly
+            raise RuntimeError("DeltaPySparkOperator.execute_callable runs only from execute().")
+        if pending.source_read is None:
+            return self._write_frame(run_callable())
+        spark = self.op_kwargs.get("spark")
+        for rounds in range(1, MAX_SOURCE_ROUNDS + 1):
+            pending.rounds = rounds
+            self.op_kwargs = {**self.op_kwargs, **self.source_arguments(spark, pending.source_read)}
+            try:
+                return self._write_frame(run_callable())
+            except ConcurrentTransactionError as err:
+                if rounds == MAX_SOURCE_ROUNDS:
+                    raise
+                self.log.warning(
+                    "A concurrent run committed to %s first (%s). Reading the cursor again and running the "
+                    "callable on what is left (round %d of at most %d).",
+                    self.hook.table_uri,
+                    err,
+                    rounds + 1,
+                    MAX_SOURCE_ROUNDS,
+                )
+                pending.snapshot, pending.partition_columns = self._target_state(pending.table)
+                pending.source_read = self.plan_source(
+                    pending.context, pending.snapshot, pending.identity, self.hook.table_uri
+                )
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def spark_config(self, context: Context) -> dict[str, Any]:
         """``config_kwargs`` plus, when enabled, OpenLineage's parent-job and transport properties.
@@ -272,11 +368,18 @@ class DeltaPySparkOperator(DeltaCommitMixin, RoutedSparkOutput, PySparkOperator,
         pending = self._pending
         if pending is None:  # pragma: no cover - only reachable by calling execute_callable directly
             raise RuntimeError("DeltaPySparkOperator.execute_callable runs only from execute().")
-        if frame is None or not hasattr(frame, "write") or not hasattr(frame, "schema"):
+        read = pending.source_read
+        is_frame = hasattr(frame, "write") and hasattr(frame, "schema")
+        if not is_frame and (read is None or frame is not None):
             raise TypeError(
                 f"The callable of {self.task_id!r} must return a Spark DataFrame to commit to "
-                f"{self.hook.table_uri}, got {type(frame).__name__}."
+                f"{self.hook.table_uri}, got {type(frame).__name__}"
+                + (" (or None: no rows, the consumed versions are recorded all the same)." if read else ".")
             )
+        # Nothing new and no rows (the callable's usual answer to source_versions=None): no Spark
+        # write; a commit only when the cursor must be recorded (a first run with nothing to read).
+        if read is not None and (frame is None or (read.versions is None and frame.isEmpty())):
+            return self._commit_without_rows(pending, read, frame)
         table = pending.table
         prepared = None
         partition_dirs = list(pending.partition_columns)
@@ -311,6 +414,7 @@ class DeltaPySparkOperator(DeltaCommitMixin, RoutedSparkOutput, PySparkOperator,
                 schema=frame.schema.json() if pending.snapshot is None else None,
                 constraints_checked=prepared is not None and prepared.checked,
                 identity_generated=prepared.identity_generated if prepared is not None else (),
+                cursors=_cursors(read),
             )
         except BaseException:
             # Remove the attempt's files now rather than leave them to VACUUM, but only when no commit
@@ -323,9 +427,85 @@ class DeltaPySparkOperator(DeltaCommitMixin, RoutedSparkOutput, PySparkOperator,
         if result.skipped:
             # A concurrent attempt (a zombie of an earlier try) committed first; ours are orphans.
             discard_attempt(table, attempt, self.log)
-        return self._report(
-            pending.context, result, pending.identity, write_dir=None if result.skipped else attempt
+            _check_not_overtaken(
+                result, read, lambda: commit_landed(table, pending.app_id, pending.app_version)
+            )
+        return self._report_write(pending, result, write_dir=None if result.skipped else attempt)
+
+    def _commit_without_rows(self, pending: _Pending, read: SourceRead, frame: Any) -> dict[str, Any]:
+        """With ``source``, no rows to write: commit the cursor alone when it moves, else nothing."""
+        from airflow_delta_provider.core.commit_plan import NO_FILES, CommitResult
+
+        snapshot = pending.snapshot
+        if read.advance is None:
+            self.log.info(
+                "No new source version and no rows to write: nothing is committed (%s stays at version %s).",
+                self.hook.table_uri,
+                snapshot.version if snapshot is not None else None,
+            )
+            version = snapshot.version if snapshot is not None else -1
+            empty = CommitResult(version, False, "WRITE", version, reason=NO_FILES)
+            return self._report_write(pending, empty, write_dir=None)
+        if snapshot is None and frame is None:
+            raise TypeError(
+                f"There is no table at {self.hook.table_uri} yet: the callable of {self.task_id!r} must "
+                f"return a DataFrame (even an empty one) to create it, got None."
+            )
+        self.log.info("No rows to write: committing the consumed source versions alone.")
+        result = self._commit(
+            pending.table,
+            pending.identity,
+            pending.app_id,
+            pending.app_version,
+            files=[],
+            schema=frame.schema.json() if snapshot is None else None,
+            cursors=_cursors(read),
         )
+        table, app = pending.table, (pending.app_id, pending.app_version)
+        _check_not_overtaken(result, read, lambda: commit_landed(table, *app))
+        return self._report_write(pending, result, write_dir=None)
+
+    def _report_write(
+        self, pending: _Pending, result: CommitResult, *, write_dir: str | None
+    ) -> dict[str, Any]:
+        """The commit's report, with what was read from the source (XCom and asset event)."""
+        read = pending.source_read
+        if read is None:
+            return self._report(pending.context, result, pending.identity, write_dir=write_dir)
+        source = self.source_report(read, pending.rounds)
+        return self._report(
+            pending.context,
+            result,
+            pending.identity,
+            event_extra=source_event_extra(source),
+            write_dir=write_dir,
+            source=source,
+        )
+
+
+def _check_not_overtaken(
+    result: CommitResult, read: SourceRead | None, own_landed: Callable[[], bool]
+) -> None:
+    """A consumer's commit found "already committed" because a concurrent run moved the cursor to or
+    past its end (not because this task instance committed): the versions were consumed by that run,
+    and this one reads the cursor again like after any moved cursor.
+
+    :raises ConcurrentTransactionError: for :meth:`DeltaPySparkOperator._write_output`'s next round.
+    """
+    if read is None or not result.already_committed or own_landed():
+        return
+    from airflow_delta_provider.core.errors import ConcurrentTransactionError
+
+    raise ConcurrentTransactionError(
+        f"a concurrent run consumed the source up to version {read.end} or further (committed at "
+        f"version {result.version})",
+        version=result.version,
+    )
+
+
+def _cursors(read: SourceRead | None) -> list[CursorAdvance]:
+    advance = read.advance if read is not None else None
+    return [advance] if advance is not None else []
 
 
 def _with_table_spelling(frame: Any, table_columns: Sequence[str], log: Any) -> Any:

@@ -1,22 +1,10 @@
 """Where one Spark attempt writes under a table root, and what becomes of the files it wrote.
 
-Every operator that has Spark write data files for the core to commit (the PySpark operator,
-OPTIMIZE) follows the same rules, decided here:
-
-- each attempt writes to a fresh, non-hidden directory of its own under the table root
-  (:func:`attempt_dir`, under a ``write_subdir`` checked by :func:`check_write_subdir`), with
-  :data:`DEFAULT_WRITE_OPTIONS`, at the Hadoop path of the root
-  (:func:`airflow_delta_provider.spark.paths.spark_path`);
-- after the job, :func:`collect_attempt_files` lists the data files it wrote (relative to the
-  root, ready for the commit) and deletes Spark's hidden litter (``_SUCCESS``, ``.crc``);
-- files no commit references (the attempt failed before its commit, the commit was refused, or a
-  concurrent attempt committed first) are deleted by :func:`discard_attempt`, but only when
-  :func:`commit_landed` says the attempt's txn is not in the table; what stays, VACUUM removes
-  once it is older than the retention.
-
-Every delete goes through the core's
-:func:`~airflow_delta_provider.core.vacuum.discard.discard_uncommitted` (VACUUM's confinement to the
-root, and never a file the table references).
+Every operator that has Spark write data files for the core to commit (PySpark, OPTIMIZE) follows
+the same rules, decided here: a fresh, non-hidden directory per attempt (:func:`attempt_dir`), the
+data files listed and Spark's hidden litter deleted after the job (:func:`collect_attempt_files`),
+and the files of an attempt whose commit did not land deleted (:func:`discard_attempt`) through the
+core's :func:`~airflow_delta_provider.core.vacuum.discard.discard_uncommitted`.
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
 """The table's rules on new rows, applied with the Spark session that produced them.
 
-Invariants, CHECK constraints and generation expressions are Spark SQL, so the PySpark
-operator evaluates them with Spark itself, before anything is written, with Delta's
-semantics (``DeltaInvariantCheckerExec``): a CHECK or invariant fails on false and on NULL;
-a generated column must satisfy ``column <=> expression``. Before the check:
-
-- a generated column missing from the DataFrame is computed from its expression (cast to the
-  column's type), as Delta's ``GeneratedColumn.addGeneratedColumnsOrReturnConstraints`` does;
-  a supplied value that disagrees is refused by the check;
-- an identity column missing from the DataFrame is generated from its start, step and
-  high-water mark (``start + k * step`` beyond the mark, Delta's ``GenerateIdentityValues``),
-  and named to the core so the commit records the new high-water mark; a supplied value is
-  refused for ``GENERATED ALWAYS`` and kept for ``BY DEFAULT``.
-
-What the constraints are is decided once, in :mod:`airflow_delta_provider.core.constraints`.
+Invariants, CHECK constraints and generation expressions are Spark SQL, so the PySpark operator
+evaluates them with Spark itself, before anything is written, with Delta's semantics; missing
+generated and identity columns are computed first, as Delta does. What the constraints are is
+decided once, in :mod:`airflow_delta_provider.core.constraints`.
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
 """Spark's own output in a task log, at the level it means.
 
-A local Spark driver (``local[*]``, or a ``spark://`` / ``yarn`` master in client mode) is a JVM that
-PySpark starts with the task's standard output and error. Airflow logs whatever a task writes to
-standard error as ERROR, so a green task would show Spark's start-up chatter (the log4j profile
-notice, ``WARN NativeCodeLoader``, the JVM's ``WARNING: Using incubator modules``) as red ERROR
-lines, and PySpark's ``FutureWarning`` about pandas too. While the session is built,
-:func:`routed_spark_output` has PySpark start the JVM with its output piped to the provider, which
-logs each line at its log4j level (a line without one, at INFO; the JVM's own ``WARNING:`` lines at
-WARNING; the lines of a stack trace at the level of the record they belong to), and logs Python
-warnings raised meanwhile at WARNING. Spark Connect starts no JVM: nothing to route. A
-``spark.driver.bindAddress`` in the session's configuration is also the JVM's ``SPARK_LOCAL_IP``,
-so a driver pinned to loopback neither looks for nor warns about other interfaces.
-
-The operators that open a Spark session (the PySpark, OPTIMIZE and Spark VACUUM operators) build it
-inside :func:`routed_spark_output` by inheriting :class:`RoutedSparkOutput`.
+Airflow logs a task's standard error as ERROR, so a local Spark driver's start-up chatter would show
+as red lines in a green task. While the session is built, :func:`routed_spark_output` has PySpark
+start the JVM with its output piped to the provider, which logs each line at its log4j level (and
+Python warnings at WARNING). Operators that open a session inherit :class:`RoutedSparkOutput`.
 """
 
 from __future__ import annotations

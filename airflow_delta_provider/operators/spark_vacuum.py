@@ -1,21 +1,10 @@
 """VACUUM with its listing, anti-join and deletions as a Spark job, for tables beyond one machine.
 
-As Delta's ``VacuumCommand`` does on Spark: the table root's first level is listed on the driver,
-its subdirectories are listed in parallel by the executors, the listing is anti-joined with the
-paths the table still needs, and the executors delete the candidates. Everything that decides what
-may go stays in the core (:mod:`airflow_delta_provider.core.vacuum`): the retention and its safety
-check, the protected paths (live files, tombstones within the retention, their deletion vectors
-and directories), the hidden names, untracked files younger than the retention, the check that
-every candidate is strictly under the root, dry runs, the ``VACUUM START``/``END`` commits and
-``_delta_log/_last_vacuum_info``. The result is the core's ``VacuumResult``, as with
-:class:`~airflow_delta_provider.operators.maintenance.DeltaVacuumOperator`.
-
-The executors list and delete through the table's own store (the core's
-:mod:`~airflow_delta_provider.core.vacuum.distributed` tasks, shipped with ``mapInArrow``), so they
-need this package (its core: pyarrow and fsspec, not Airflow) and the table's storage libraries;
-the storage options travel with the job. Works with a classic session (``local[*]`` or a ``spark``
-connection) and with Spark Connect (a ``spark_connect`` connection; the server's executors run the
-tasks).
+As Delta's ``VacuumCommand`` on Spark: the executors list the table's subdirectories, the listing is
+anti-joined with the paths the table still needs, and the executors delete the candidates, through
+the core's :mod:`~airflow_delta_provider.core.vacuum.distributed` tasks. Everything that decides what
+may go stays in the core; the result is the core's ``VacuumResult``. docs/spark-deployment.md
+("VACUUM on Spark") has what the executors need.
 """
 
 from __future__ import annotations

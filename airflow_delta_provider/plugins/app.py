@@ -15,7 +15,6 @@ traceback.
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -31,24 +30,28 @@ from fastapi.responses import HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from airflow_delta_provider.core.errors import CorruptLogError, DeltaError, TableNotFoundError
+from airflow_delta_provider.core.history import info_integer
+from airflow_delta_provider.core.maintenance import DEFAULT_VACUUM_INTERVAL
 from airflow_delta_provider.core.redaction import get_logger, redact
 from airflow_delta_provider.hooks.delta import DeltaTableHook
 from airflow_delta_provider.plugins.tables import (
     MAX_HISTORY,
-    free_int,
     free_text,
     interval,
+    restore_target,
     table_health,
     table_history,
     table_maintenance,
     vacuum_dry_run,
 )
 from airflow_delta_provider.utils.secrets import describe_error, public_location
+from airflow_delta_provider.utils.version_compat import AirflowNotFoundException
 
 T = TypeVar("T")
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from datetime import timedelta
 
     from sqlalchemy.orm import Session
 
@@ -57,8 +60,6 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_VACUUM_INTERVAL", "STATIC", "app"]
 
 STATIC = Path(__file__).resolve().parent / "static"
-#: The maintenance DAG's default time between two VACUUMs (the page may ask for another).
-DEFAULT_VACUUM_INTERVAL = timedelta(days=7)
 #: The trigger class path prefix that marks an asset watched by the provider.
 _PROVIDER_PREFIX = "airflow_delta_provider."
 #: Asset events read per table for the skips shown on the timeline.
@@ -130,8 +131,13 @@ def _connection_location(conn: Any) -> str | None:
 
 
 def _is_provider_asset(session: Session, asset: Any) -> bool:
-    """An asset of the provider: the latest of its events came from a Delta commit, or a provider
-    trigger watches it."""
+    """An asset of the provider: the latest of its events came from a Delta commit made by a task,
+    or a provider trigger watches it.
+
+    An event posted through Airflow's REST API has no source task and can carry any extra: it
+    never makes an asset a table, or anyone allowed to post events could have the API server open
+    any asset's location (another store, a metadata endpoint) with the credentials of a delta
+    connection naming it."""
     from airflow.models.asset import AssetEvent
     from sqlalchemy import select
 
@@ -139,12 +145,15 @@ def _is_provider_asset(session: Session, asset: Any) -> bool:
         trigger = getattr(watcher, "trigger", None)
         if str(getattr(trigger, "classpath", "")).startswith(_PROVIDER_PREFIX):
             return True
-    extra = session.scalar(
-        select(AssetEvent.extra)
+    latest = session.execute(
+        select(AssetEvent.extra, AssetEvent.source_task_id)
         .where(AssetEvent.asset_id == asset.id)
         .order_by(AssetEvent.timestamp.desc())
         .limit(1)
-    )
+    ).first()
+    if latest is None or latest.source_task_id is None:
+        return False
+    extra = latest.extra
     return isinstance(extra, dict) and extra.get("table_uri") == asset.uri and "version" in extra
 
 
@@ -219,6 +228,12 @@ def _guarded(where: str, read: Callable[[], T]) -> T:
             f"No Delta table at {where}: {describe_error(err)}. Check the location (the asset URI or the "
             f"connection's host); the table appears once its first commit has landed.",
         ) from None
+    except AirflowNotFoundException as err:
+        raise _fail(
+            422,
+            f"The table at {where} cannot be opened: a connection it needs does not exist "
+            f"({describe_error(err)}). Check its delta connection and the storage_conn_id it names.",
+        ) from None
     except CorruptLogError as err:
         raise _fail(
             422,
@@ -288,7 +303,7 @@ def _skips(session: Session, asset_id: int | None) -> list[dict[str, Any]]:
             {
                 "timestamp": event.timestamp.isoformat(timespec="seconds"),
                 # An event's extra is anyone's (Airflow's REST API posts events): read by shape.
-                "version": free_int(extra.get("version")),
+                "version": info_integer(extra.get("version")),
                 "operation": free_text(extra.get("operation")),
                 "airflow": {
                     "dag_id": event.source_dag_id,
@@ -458,3 +473,18 @@ def connection_maintenance(
 ) -> Response:
     every = _vacuum_interval(vacuum_interval)
     return _connection_view(session, connection_id, lambda table, _uri: table_maintenance(table, every))
+
+
+@app.get("/api/assets/{asset_id}/restore-target", dependencies=_ASSET)
+def asset_restore_target(asset_id: int, session: SessionDep, dag_id: str, run_id: str) -> Response:
+    """The version before a run's first commit to the table (what a restore "before that run" restores)."""
+    asset = _asset(session, asset_id)
+    return _read(
+        asset.uri,
+        lambda: {"table": asset.uri, **restore_target(_open_location(session, asset.uri), dag_id, run_id)},
+    )
+
+
+@app.get("/api/connections/{connection_id}/restore-target", dependencies=_CONNECTION)
+def connection_restore_target(connection_id: str, session: SessionDep, dag_id: str, run_id: str) -> Response:
+    return _connection_view(session, connection_id, lambda table, _uri: restore_target(table, dag_id, run_id))

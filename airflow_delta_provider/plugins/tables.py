@@ -1,4 +1,5 @@
-"""What the Delta view shows of one table: history, health and maintenance, read through the core.
+"""What the Delta view shows of one table: history, health (with the cursors of the consumers that
+commit into it) and maintenance, read through the core.
 
 Every function here only reads: listings of ``_delta_log``, the commit files shown, the latest
 snapshot's file state (a checkpoint plus the commits after it) and, on request, a VACUUM dry
@@ -18,6 +19,8 @@ import math
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from airflow_delta_provider.core.consumer import parse_consumer_app_id
+from airflow_delta_provider.core.errors import InvalidTablePropertyError
 from airflow_delta_provider.core.features import (
     FEATURES,
     Operation,
@@ -26,11 +29,18 @@ from airflow_delta_provider.core.features import (
     supports,
     writer_features,
 )
-from airflow_delta_provider.core.history import commit_counts, commit_timestamps, history
+from airflow_delta_provider.core.history import (
+    commit_counts,
+    commit_timestamps,
+    history,
+    info_integer,
+    info_object,
+)
 from airflow_delta_provider.core.logfiles import LogFileKind
 from airflow_delta_provider.core.maintenance import checkpoint_due, cleanup_due, vacuum_due
+from airflow_delta_provider.core.redaction import masked_options
 from airflow_delta_provider.core.segment import complete_checkpoints, list_log_files
-from airflow_delta_provider.core.table_config import to_interval
+from airflow_delta_provider.core.table_config import DATA_RETENTION, to_interval
 from airflow_delta_provider.core.vacuum.record import read_last_vacuum_info
 
 if TYPE_CHECKING:
@@ -40,8 +50,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_HISTORY",
-    "free_int",
+    "consumer_cursors",
     "free_text",
+    "restore_target",
     "table_health",
     "table_history",
     "table_maintenance",
@@ -53,7 +64,7 @@ MAX_HISTORY = 100
 #: How far back the maintenance view looks for VACUUM START/END commits.
 VACUUM_LOOKBACK = 100
 _TAG = "airflow."
-_MAINTENANCE_OPERATIONS = ("VACUUM START", "VACUUM END", "OPTIMIZE")
+_MAINTENANCE_OPERATIONS = ("VACUUM START", "VACUUM END", "OPTIMIZE", "REORG")
 #: How much of a free-form commitInfo value is shown: characters, and levels of nesting.
 _TEXT_LIMIT = 500
 _DEPTH_LIMIT = 8
@@ -62,30 +73,13 @@ _DEPTH_LIMIT = 8
 
 def _iso(ms: Any) -> str | None:
     """An epoch-milliseconds timestamp as ISO text; None when it is no date a calendar holds."""
-    millis = free_int(ms)
+    millis = info_integer(ms)
     if millis is None:
         return None
     try:
         return datetime.fromtimestamp(millis / 1000, tz=UTC).isoformat(timespec="seconds")
     except (OverflowError, ValueError, OSError):
         return None
-
-
-def free_int(value: Any) -> int | None:
-    """A free-form integer (a metric, an event's version), written as a number or as (quoted)
-    text; None for anything else."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return int(value) if value.is_integer() else None
-    if isinstance(value, str) and len(value) <= 40:
-        try:
-            return int(value.strip().strip('"'))
-        except ValueError:
-            return None
-    return None
 
 
 def _bounded(value: Any, depth: int = 0) -> Any:
@@ -111,14 +105,8 @@ def free_text(value: Any) -> str | None:
 
 
 def _object(value: Any) -> dict[str, Any]:
-    """A commitInfo field that should be a JSON object, also when written as a JSON text (as some
-    engines write ``tags`` and ``operationParameters``); {} when it is neither."""
-    if isinstance(value, str) and value.lstrip().startswith("{"):
-        try:
-            value = json.loads(value)
-        except (ValueError, RecursionError):
-            return {}
-    return value if isinstance(value, dict) else {}
+    """A commitInfo field that should be a JSON object, by the core's reading; {} when it is none."""
+    return info_object(value) or {}
 
 
 def run_identity(info: dict[str, Any]) -> dict[str, Any] | None:
@@ -130,21 +118,29 @@ def run_identity(info: dict[str, Any]) -> dict[str, Any] | None:
     names = {key: free_text(found.get(key)) for key in ("dag_id", "task_id", "run_id")}
     if not all(names.values()):
         return None
-    map_index = free_int(found.get("map_index"))
+    map_index = info_integer(found.get("map_index"))
     return {
         **names,
         "logical_date": free_text(found.get("logical_date")),
         "map_index": -1 if map_index is None else map_index,
-        "try_number": max(free_int(found.get("try_number")) or 1, 1),
+        "try_number": max(info_integer(found.get("try_number")) or 1, 1),
     }
 
 
 def _parameters(value: Any) -> dict[str, str]:
-    """``operationParameters`` as text per name (Delta writes each value JSON-encoded)."""
+    """``operationParameters`` as text per name (Delta writes each value JSON-encoded), the values of
+    options named like secrets masked, also inside a value that is an object (CREATE TABLE's
+    ``properties``, Delta's JSON text of the table's properties)."""
     parameters = _object(value)
     if not parameters and value not in (None, "", {}):
         return {"value": free_text(value) or ""}
-    return {k: (free_text(v) or "").strip('"') for k, v in parameters.items()}
+    shown = {}
+    for name, item in masked_options(parameters).items():
+        inner = info_object(item)
+        if inner and masked_options(inner) != inner:
+            item = masked_options(inner)
+        shown[name] = (free_text(item) or "").strip('"')
+    return shown
 
 
 def _entry(info: dict[str, Any], storage: LogStore) -> dict[str, Any]:
@@ -183,10 +179,15 @@ def table_history(table: DeltaTable, limit: int = 20, before: int | None = None)
     commits_shown = history(table.storage, start, limit) if start >= 0 else []
     entries = [_entry(info, table.storage) for info in commits_shown]
     runs: dict[tuple[str, str, str, int], int] = {}
+    first_of_run: set[tuple[str, str]] = set()
     for entry in reversed(entries):  # oldest first: a later commit of the same task run is a re-run
         identity = entry["airflow"]
         if identity is None:
             continue
+        run = (identity["dag_id"], identity["run_id"])
+        if run not in first_of_run:  # the run's oldest commit on the page offers "restore to before it"
+            first_of_run.add(run)
+            entry["restore_target"] = {"dag_id": run[0], "run_id": run[1]}
         key = (identity["dag_id"], identity["task_id"], identity["run_id"], identity["map_index"])
         if key in runs:
             entry["rerun_of"] = runs[key]
@@ -202,6 +203,16 @@ def table_history(table: DeltaTable, limit: int = 20, before: int | None = None)
         "checkpoints": [v for v in checkpoints if oldest is None or v >= oldest],
         "next_before": oldest if oldest is not None and commits and oldest > commits[0] else None,
     }
+
+
+def restore_target(table: DeltaTable, dag_id: str, run_id: str) -> dict[str, Any]:
+    """The version "restore to before this run" restores: the one before the run's first commit to the
+    table, found by the run identity in commitInfo tags, as ``DeltaRestoreOperator(before_run_id=...)``
+    finds it (the core's ``tagged_commits``: only the commits since the run's logical date are read)."""
+    found = table.tagged_commits(
+        {f"{_TAG}dag_id": dag_id, f"{_TAG}run_id": run_id}, not_before_tag=f"{_TAG}logical_date"
+    )
+    return {"dag_id": dag_id, "run_id": run_id, **found.to_dict()}
 
 
 def _histogram(sizes: list[int]) -> list[dict[str, Any]]:
@@ -274,8 +285,30 @@ def table_health(table: DeltaTable) -> dict[str, Any]:
             "writer_features": sorted(protocol.writer_features or ()),
         },
         "features": _features(snapshot),
-        "properties": dict(sorted(snapshot.properties.items())),
+        # Properties are anyone's text: a credential put there is shown masked, like any secret.
+        "properties": masked_options(dict(sorted(snapshot.properties.items()))),
+        "consumers": consumer_cursors(snapshot),
     }
+
+
+def consumer_cursors(snapshot: Snapshot) -> list[dict[str, Any]]:
+    """The cursors of the consumers that commit into the table (``txn`` actions named as
+    :mod:`~airflow_delta_provider.core.consumer` names them): who consumes which source table, up
+    to which version, last moved when."""
+    found = []
+    for app_id, txn in sorted(snapshot.transactions.items()):
+        parsed = parse_consumer_app_id(app_id)
+        if parsed is not None:
+            found.append(
+                {
+                    "app_id": app_id,
+                    "source_table_id": parsed[0],
+                    "consumer": parsed[1],
+                    "version": txn.version,
+                    "last_updated": _iso(txn.last_updated),
+                }
+            )
+    return found
 
 
 def vacuum_dry_run(table: DeltaTable) -> dict[str, Any]:
@@ -344,9 +377,10 @@ def table_maintenance(
     vacuum = vacuum_due(table, vacuum_interval, now).to_dict()
     vacuum["retention"] = config.deleted_file_retention.to_dict()
     vacuum["last_vacuum_info_version"] = read_last_vacuum_info(table.storage)
+    lookback = history(table.storage, snapshot.version, VACUUM_LOOKBACK)
     recent = [
         _entry(info, table.storage)
-        for info in history(table.storage, snapshot.version, VACUUM_LOOKBACK)
+        for info in lookback
         if (free_text(info.get("operation")) or "").startswith("VACUUM")
     ]
     vacuum["recent"] = recent[:10]
@@ -357,8 +391,52 @@ def table_maintenance(
         "checkpoint": checkpoint,
         "cleanup": cleanup,
         "vacuum": vacuum,
+        "data_retention": _data_retention(snapshot, lookback, table.storage),
         "commit_timestamps_source": commit_timestamps(snapshot)[-1].source if commits else None,
     }
+
+
+def _data_retention(snapshot: Snapshot, commits: list[dict[str, Any]], storage: LogStore) -> dict[str, Any]:
+    """The table's data retention policy (its ``airflow.dataRetention``, read by the core's
+    TableConfig), the last retention run and the last PURGE among ``commits``, with what each removed."""
+    try:
+        setting = snapshot.config.data_retention
+        policy: dict[str, Any] | None = setting.to_dict()["value"]
+        error = None
+    except InvalidTablePropertyError as err:
+        policy, error = None, str(err)
+    last_run = last_purge = None
+    for info in commits:  # newest first
+        operation = free_text(info.get("operation"))
+        tags = _object(info.get("tags"))
+        if last_run is None and operation == "DELETE" and DATA_RETENTION in tags:
+            applied = _object(tags[DATA_RETENTION])
+            last_run = {
+                **_removed(info, storage),
+                "cutoff": free_text(applied.get("cutoff")),
+                "policy": {k: free_text(applied.get(k)) for k in ("column", "keep", "max_deleted_fraction")},
+                "deleted_rows": info_integer(_object(info.get("operationMetrics")).get("numDeletedRows")),
+            }
+        if last_purge is None and operation == "REORG":
+            metrics = _object(info.get("operationMetrics"))
+            last_purge = {
+                **_removed(info, storage),
+                "deletion_vectors_removed": info_integer(metrics.get("numDeletionVectorsRemoved")),
+            }
+    return {
+        "property": DATA_RETENTION,
+        "policy": policy,
+        "error": error,
+        "last_run": last_run,
+        "last_purge": last_purge,
+        "lookback_commits": VACUUM_LOOKBACK,
+    }
+
+
+def _removed(info: dict[str, Any], storage: LogStore) -> dict[str, Any]:
+    entry = _entry(info, storage)
+    keys = ("version", "timestamp", "parameters", "files_removed", "bytes_removed", "airflow")
+    return {key: entry.get(key) for key in keys}
 
 
 def interval(value: str | None, default: timedelta) -> timedelta | None:

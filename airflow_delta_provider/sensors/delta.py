@@ -6,14 +6,15 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.configuration import conf
-from airflow.sdk import BaseSensorOperator, PokeReturnValue
+from airflow.sdk import Asset, BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowException
 
+from airflow_delta_provider.assets.delta import table_asset_uri
 from airflow_delta_provider.core.redaction import redact
 from airflow_delta_provider.core.watch import CommitFilter, payload, poll
+from airflow_delta_provider.hooks.mixins import DeltaTableMixin, delta_template_fields
 from airflow_delta_provider.triggers.delta import DeltaTableVersionTrigger
 from airflow_delta_provider.utils.coercion import to_bool, to_int, to_list, to_timestamp, validate
-from airflow_delta_provider.utils.mixins import DeltaTableMixin, delta_template_fields
 from airflow_delta_provider.utils.secrets import refuse_secret_options
 from airflow_delta_provider.utils.wording import human_duration, versions
 
@@ -32,7 +33,9 @@ class DeltaTableVersionSensor(DeltaTableMixin, BaseSensorOperator):
     A poke costs one storage request when nothing is new (a GET of the next commit file),
     never a listing of the whole log. A missing table is waited for; a table that cannot
     be read fails the task with the reason. The return value (XCom) holds ``version`` (the
-    newest matching commit), ``versions``, ``commit_timestamp`` (ms) and ``operation``.
+    newest matching commit), ``versions``, ``from_version`` / ``to_version`` (the range
+    examined), ``commit_timestamp`` (ms) and ``operation``. With the table's asset among its
+    ``outlets``, the sensor's asset event carries the same (without the per-commit list).
 
     :param table_uri: the table location (or set it in the ``delta`` connection). (templated)
     :param delta_conn_id: a ``delta`` connection. (templated)
@@ -122,6 +125,7 @@ class DeltaTableVersionSensor(DeltaTableMixin, BaseSensorOperator):
             return False
         event = payload(self.hook.table_uri, result, after)
         self.log.info("Found %s of %s.", versions(event["versions"]), self.hook.table_uri)
+        self._emit_asset_event(context, event)
         return PokeReturnValue(is_done=True, xcom_value=event)
 
     def execute(self, context: Context) -> Any:
@@ -177,7 +181,21 @@ class DeltaTableVersionSensor(DeltaTableMixin, BaseSensorOperator):
             versions(event.get("versions") or []),
             event.get("table_uri"),
         )
+        self._emit_asset_event(context, event)
         return event
+
+    def _emit_asset_event(self, context: Context, event: dict[str, Any]) -> None:
+        """When the table's asset is among the sensor's outlets, its event carries what was found:
+        the versions and the range they cover (``from_version`` / ``to_version``), so that a DAG
+        scheduled on the asset knows which versions a foreign writer committed."""
+        events = context.get("outlet_events")
+        if events is None:
+            return
+        asset_uri = table_asset_uri(self.hook.table_uri)
+        extra = {key: value for key, value in event.items() if key not in ("status", "commits")}
+        for outlet in getattr(self, "outlets", None) or []:
+            if isinstance(outlet, Asset) and outlet.uri == asset_uri:
+                events[outlet].extra = extra
 
     def _waiting_for(self) -> str:
         """What the sensor waits for, in words (for its log)."""

@@ -18,7 +18,12 @@ import numpy as np
 import pyarrow as pa
 
 from airflow_delta_provider.core.changes_read import vanished_file_error
-from airflow_delta_provider.core.changes_schema import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
+from airflow_delta_provider.core.changes_schema import (
+    CHANGE_TYPE,
+    COMMIT_TIMESTAMP,
+    COMMIT_VERSION,
+    check_no_reserved_columns,
+)
 from airflow_delta_provider.core.partitions import partition_columns_from_map
 from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.schema import schema_to_delta
@@ -36,8 +41,8 @@ from airflow_delta_provider.spark.files import (
     scan_files,
 )
 from airflow_delta_provider.spark.paths import spark_file_paths, spark_path
-from airflow_delta_provider.spark.read import as_table
-from airflow_delta_provider.spark.schema import check_spark_version, read_schema_of
+from airflow_delta_provider.spark.read import as_table, read_snapshot
+from airflow_delta_provider.spark.schema import check_spark_version, read_schema, read_schema_of
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -45,10 +50,11 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.changes import Changes
     from airflow_delta_provider.core.changes_read import RowScan
     from airflow_delta_provider.core.errors import DeltaError
+    from airflow_delta_provider.core.snapshot import Snapshot
     from airflow_delta_provider.core.table import DeltaTable
     from airflow_delta_provider.spark.schema import ReadSchema
 
-__all__ = ["read_change_set", "read_changes"]
+__all__ = ["empty_changes", "read_change_set", "read_changes", "read_snapshot_changes"]
 
 log = get_logger(__name__)
 
@@ -91,6 +97,34 @@ def read_changes(
 def read_change_set(spark: Any, changes: Changes, *, spark_uri: str | None = None) -> Any:
     """:func:`read_changes` of changes already loaded (``DeltaTable.changes(...)``)."""
     return _ChangeScan(spark, changes, spark_uri).frame()
+
+
+def read_snapshot_changes(
+    spark: Any, snapshot: Snapshot, committed_at: int, *, spark_uri: str | None = None
+) -> Any:
+    """A snapshot's rows as the change feed's inserts at its version (what Delta's streaming source
+    delivers first, before the changes after it): the columns of :func:`read_changes`,
+    ``_change_type`` ``insert``, ``_commit_version`` the snapshot's version.
+
+    :param committed_at: the version's commit time (ms since the epoch), the ``_commit_timestamp``.
+    """
+    from pyspark.sql import functions as F
+
+    check_no_reserved_columns(snapshot.metadata, snapshot.version)
+    frame = read_snapshot(spark, snapshot, spark_uri=spark_uri)
+    return frame.select(
+        *[column(name) for name in frame.columns],
+        F.lit("insert").alias(CHANGE_TYPE),
+        F.lit(snapshot.version).cast("long").alias(COMMIT_VERSION),
+        F.expr(f"timestamp_millis({int(committed_at)})").alias(COMMIT_TIMESTAMP),
+    )
+
+
+def empty_changes(spark: Any, snapshot: Snapshot) -> Any:
+    """A DataFrame with the columns of :func:`read_changes` of ``snapshot``'s table, and no row."""
+    check_no_reserved_columns(snapshot.metadata, snapshot.version)
+    fields = [field(c.logical, c.logical_type) for c in read_schema(snapshot).columns]
+    return empty_frame(spark, [*fields, *_CDC_FIELDS])
 
 
 class _ChangeScan:

@@ -2,17 +2,15 @@
 
 What :func:`~.read.read_delta` and :func:`~.changes.read_changes` share:
 
-- :func:`scan_files`: the files read with the table's physical schema (column mapping: physical
-  names, field ids in ``id`` mode; a widened column in each file's own type, cast to the table's),
-  every column nullable; a file Spark would leave out of its listing is refused. With ``keyed``,
-  each row carries ``_metadata.file_path`` (:data:`FILE`) and, with ``row_index``,
-  ``_metadata.row_index`` (:data:`ROW`);
-- :func:`file_keys`: the value of :data:`FILE` for each file, to join per-file values on
-  (:func:`~.paths.metadata_file_path`), and :func:`checked`, which fails the query for a row whose
-  file matches none;
-- :func:`row_set_columns`: row sets decoded on the driver (deletion vectors), as per-file columns
-  of the joined table, and :func:`in_row_set`, which tests a row's :data:`ROW` against its file's
-  set with no further join: a few rows as a list, more as a bitmap of 64-bit words.
+- :func:`scan_files`: the files read with the table's physical schema (column mapping, widened
+  columns per file), every column nullable; a file Spark would leave out of its listing is
+  refused. With ``keyed``, each row carries ``_metadata.file_path`` (:data:`FILE`) and, with
+  ``row_index``, ``_metadata.row_index`` (:data:`ROW`);
+- :func:`file_keys` / :func:`join_files`: each row joined with its file's values, and
+  :func:`checked`, which fails the query for a row whose file matches none;
+- :func:`row_set_columns`: row sets decoded on the driver (deletion vectors) as per-file columns
+  of that join, a few rows as a list, more as a bitmap of 64-bit words; :func:`in_row_set`
+  tests a row's :data:`ROW` against its file's set with no further join.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """Where Spark (Hadoop filesystems) finds a table's files, and how Spark names them back.
 
-Three conversions, each decided here only:
-
-- a table URI as the core knows it becomes the Hadoop URI of the same root (:func:`spark_path`:
-  ``s3://`` is Hadoop's ``s3a://``);
-- a data-file path from the log becomes the path string handed to ``DataFrameReader.parquet``
-  (:func:`spark_file_paths`): URL-decoded, under the Spark root, with Hadoop's glob characters
-  escaped, since Spark globs every path that holds one;
-- that string becomes the value Spark shows in ``_metadata.file_path`` for the file
-  (:func:`metadata_file_path`): Hadoop's ``Path.toUri().toString()`` of the path the filesystem
-  lists, which quotes the path as ``java.net.URI`` does (``file:/x`` locally, with no authority).
-
-The last one is a prediction; readers that key rows by it check every row's key against the
-files they asked for, so that a filesystem naming files otherwise fails the query loudly.
+Three conversions, each decided here only: a table URI to the Hadoop URI of its root
+(:func:`spark_path`), a data-file path from the log to the path handed to Spark's reader
+(:func:`spark_file_paths`), and that path to the value Spark shows in ``_metadata.file_path``
+(:func:`metadata_file_path`). The last is a prediction, so readers that key rows by it check every
+row against the files they asked for.
 """
 
 from __future__ import annotations

@@ -1,23 +1,10 @@
 """Read a Delta table's snapshot as a Spark DataFrame, without Delta's jars.
 
-``spark.read.parquet(table_root)`` is wrong on a Delta table: it reads removed and uncommitted
-files, ignores deletion vectors, takes partition values from directory names, reads
-column-mapped columns as nulls and, under column mapping, change-data files. Here the core
-decides everything from the log and Spark reads exactly the active files:
-
-1. the core lists the snapshot's active files and, given a filter, keeps those whose partition
-   values and statistics allow a matching row (:mod:`~airflow_delta_provider.core.skipping`);
-2. Spark reads those files, and only them, with the table's physical schema (column mapping:
-   physical names, field ids in ``id`` mode), every column nullable (a file may lack one);
-3. each row is keyed to its file by ``_metadata.file_path`` and joined (broadcast) with a small
-   table holding the file's ordinal and typed partition values, as the core parses them from the
-   log; a row whose file is not in that table fails the query (never a silent null);
-4. deletion vectors, decoded by the core on the driver, travel in that same table (a few rows as a
-   list, more as a bitmap), and each row of a file with one is tested by its
-   ``_metadata.row_index``, on the executors; the files of an unpartitioned table without one are
-   read by a plain scan, with no per-row work;
-5. columns are renamed to their logical names (nested ones by a positional cast), the filter is
-   applied to the rows, and the asked columns are selected.
+``spark.read.parquet(table_root)`` is wrong on a Delta table (removed files, deletion vectors,
+partition values, column mapping). Here the core decides everything from the log and Spark reads
+exactly the active files, each row keyed to its file through ``_metadata.file_path`` for its
+partition values and deletion vector; a row whose file is unknown fails the query. docs/reading.md
+("A snapshot: read_delta") has the steps.
 """
 
 from __future__ import annotations

@@ -1,29 +1,11 @@
 """DeltaTableVersionTrigger: fires when a Delta table gets matching new commits.
 
-Used by :class:`~airflow_delta_provider.sensors.delta.DeltaTableVersionSensor` when it
-defers, and by an ``AssetWatcher`` to schedule DAGs on commits made by any writer::
-
-    from airflow.sdk import Asset, AssetWatcher
-
-    events = Asset(
-        "s3://lake/events",
-        watchers=[AssetWatcher(name="events_commits", trigger=DeltaTableVersionTrigger(
-            table_uri="s3://lake/events", storage_conn_id="aws_default", data_changes_only=True))],
-    )
-
-Each poll costs one storage request when nothing is new (see :mod:`.core.watch`); the
-blocking reads run in a thread, off the triggerer's event loop. Under an ``AssetWatcher``
-on Airflow 3.3+ the cursor (last version seen) lives in the asset's state store, so a
-triggerer restart does not emit a version twice; on 3.1 and 3.2, which have no asset state
-store, a restarted watcher starts again from ``after_version``. The differences between
-Airflow versions are decided in :mod:`airflow_delta_provider.utils.version_compat`.
-
-Serving a deferred task (the sensor), the trigger yields one event and ends, as Airflow asks of
-a task's trigger; under an ``AssetWatcher`` it keeps polling and yields an event per batch of
-new matching commits.
-
-A trigger's arguments are stored in the metadata database: it takes connection ids and
-credential-free locations only, and refuses storage options that hold a secret.
+Used by :class:`~airflow_delta_provider.sensors.delta.DeltaTableVersionSensor` when it defers (one
+event, then the trigger ends) and by an ``AssetWatcher`` to schedule DAGs on commits of any writer
+(an event per batch of new commits, the cursor in the asset's state store where Airflow has one).
+A poll costs one storage request when nothing is new. Its arguments are stored in the metadata
+database, so it takes connection ids and credential-free locations only.
+docs/sensors-and-triggers.md has the details per Airflow version.
 """
 
 from __future__ import annotations
@@ -36,8 +18,8 @@ from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
 from airflow_delta_provider.core.errors import DeltaError
 from airflow_delta_provider.core.watch import CommitFilter, PollResult, payload, poll
+from airflow_delta_provider.hooks.mixins import DeltaTableMixin
 from airflow_delta_provider.utils.coercion import to_bool, to_int, to_list, to_seconds, to_timestamp
-from airflow_delta_provider.utils.mixins import DeltaTableMixin
 from airflow_delta_provider.utils.secrets import describe_error, refuse_secret_options
 from airflow_delta_provider.utils.version_compat import run_blocking, state_get, state_set
 from airflow_delta_provider.utils.wording import human_duration, versions

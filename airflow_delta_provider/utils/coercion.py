@@ -1,37 +1,10 @@
 """Argument coercion: one set of rules for every operator, sensor and trigger of the provider.
 
-Arguments come from DAG authors as Python values, and from rendered templates as strings
-(``"{{ params.dry_run }}"`` renders ``"True"``; a template that finds nothing renders ``""``
-or ``"None"``). Each function here turns one kind of argument into its value, or raises a
-:class:`ValueError` that names the argument, shows the bad value (redacted) and says what to
-pass instead. The rules:
-
-* A **deferred** value (a Jinja template string, an ``XComArg``) is known only when the task
-  runs: :func:`validate` skips it at DAG-parse time, and the operator coerces it after rendering.
-* A **blank string** (``""``, ``"  "``) is never a value: it is what a template renders when it
-  found nothing, so reading it as False, zero or "the default" could run a destructive task
-  the author did not ask for. It is an error for every argument.
-* **None**, or the string ``"None"`` (any case; what Jinja renders for a missing value), means
-  "not given" for optional arguments: the argument's documented default applies. For required
-  arguments it is an error. Lists, free text that is data (a predicate) and booleans never
-  take ``"None"`` as "not given".
-* **Booleans**: ``True``/``False``, or the strings ``true``/``false``, ``yes``/``no``,
-  ``on``/``off``, ``1``/``0`` in any case with surrounding spaces ignored (the words of Python's
-  ``configparser``). These are unambiguous; anything else, ``""``, ``"None"`` and numbers
-  included, is an error. Arguments that are not templated take only ``True``/``False``.
-* **Integers**: an ``int``, an integral ``float`` or a string of one, within the argument's
-  bounds; every integer is also at most ``2**63 - 1`` (:data:`LONG_MAX`), because Delta stores
-  versions, txn versions and timestamps as signed 64-bit longs.
-* **Lists of strings**: a list (or tuple), one string, or a string holding a JSON list (render
-  it with ``| tojson``); items are non-empty strings, stripped.
-* **Intervals**: a ``timedelta``, a number of hours (as delta-rs' ``retention_hours`` and
-  Spark's ``RETAIN n HOURS``), or a Delta interval string such as ``"interval 7 days"``, parsed
-  and range-checked (zero to 365,000 days) by the core's one interval parser
-  (:func:`airflow_delta_provider.core.table_config.to_interval`), as table properties are.
-* **Sizes**: an ``int`` of bytes, or a string in Spark's units (``"134217728"``, ``"128mb"``,
-  ``"1g"``, ``"1tb"``), parsed by the core's one size parser
-  (:func:`airflow_delta_provider.core.table_config.parse_byte_size`), as ``delta.targetFileSize`` is.
-* **Timestamps**: a ``datetime`` (naive = UTC), an ISO-8601 string or milliseconds since the epoch.
+Arguments come as Python values or as strings rendered by templates (``""`` or ``"None"`` when a
+template found nothing). Each function turns one kind of argument into its value, or raises a
+:class:`ValueError` that names the argument, shows the (redacted) value and says what to pass. A
+blank string is never a value, so a template that rendered nothing cannot run a destructive task
+as if given a default. The rules per kind are in docs/operators.md ("Templated arguments").
 """
 
 from __future__ import annotations
@@ -51,12 +24,14 @@ __all__ = [
     "BOOLEAN_WORDS",
     "LONG_MAX",
     "is_deferred",
+    "is_deferred_inside",
     "is_none",
     "to_app_id",
     "to_app_version",
     "to_bool",
     "to_byte_size",
     "to_choice",
+    "to_data_retention",
     "to_int",
     "to_interval",
     "to_list",
@@ -290,6 +265,30 @@ def to_byte_size(value: Any, name: str, *, optional: bool = True) -> int | None:
     from airflow_delta_provider.core.table_config import to_byte_size as parse_size_argument
 
     return parse_size_argument(value, name=name)
+
+
+def to_data_retention(value: Any, name: str) -> Any:
+    """A data retention policy (a ``DataRetentionPolicy``) from a mapping or its JSON text, parsed by
+    the core's one policy parser; None when not given (None or ``"None"``).
+
+    :raises ValueError: a blank string, a bool, or a value of another kind.
+    :raises RetentionError: a malformed policy (the core names the key and the value).
+    """
+    requirement = 'must be a policy such as {"column": "ds", "keep": "interval 90 days"} (or its JSON)'
+    if _not_given(value, name, (Mapping, str), requirement, optional=True):
+        return None
+    from airflow_delta_provider.core.table_config import parse_data_retention
+
+    return parse_data_retention(value, name=name)
+
+
+def is_deferred_inside(value: Any) -> bool:
+    """Whether a value, or a value of a mapping or a list it holds, is known only at run time."""
+    if isinstance(value, Mapping):
+        return any(is_deferred_inside(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(is_deferred_inside(v) for v in value)
+    return is_deferred(value)
 
 
 def _not_given(value: Any, name: str, kinds: tuple[type, ...], requirement: str, *, optional: bool) -> bool:

@@ -1,20 +1,9 @@
 """What differs between the Airflow versions the provider supports (3.1 to 3.x), decided in one place.
 
-The provider declares ``apache-airflow>=3.1,<4`` and is tested on both ends of that range (see
-``docs/versions.md``). Code that must behave differently per version asks here, never checks a
-version number itself:
-
-* **The asset state store** (the cursor of a trigger under an ``AssetWatcher``). Airflow 3.3.2 and
-  later hand the trigger accessors with ``aget`` / ``aset``; 3.3.0 and 3.3.1 hand it accessors with
-  only the blocking ``get`` / ``set``, which talk to the triggerer's supervisor and so must not run
-  on the triggerer's event loop; 3.1 and 3.2 have no asset state store at all.
-* **Blocking calls from a trigger** (reading connections, the table's log). Airflow 3.1's
-  triggerer answers a blocking request for a connection through ``asgiref``'s ``async_to_sync``,
-  which finds the triggerer's loop only from a thread ``sync_to_async`` started; 3.3 accepts any
-  thread. :func:`run_blocking` uses ``sync_to_async`` everywhere.
-* **Asset events attached through an alias.** Airflow before 3.3 hashes such an event's extra
-  (``frozenset(extra.items())``), so a nested value (a dict) fails the task when it ends:
-  :func:`alias_event_extra` lifts nested values to top-level keys there.
+Code that must behave differently per version asks here, never checks a version number itself: the
+asset state store (async, blocking-only or absent), blocking calls from a trigger (through
+``sync_to_async`` everywhere), and asset events attached through an alias (nested extras lifted to
+top-level keys where Airflow hashes them). docs/versions.md has the table.
 """
 
 from __future__ import annotations
@@ -24,7 +13,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["alias_event_extra", "run_blocking", "state_get", "state_set"]
+__all__ = ["AirflowNotFoundException", "alias_event_extra", "run_blocking", "state_get", "state_set"]
+
+try:  # Airflow >= 3.2: the Task SDK's, which airflow.exceptions re-exports
+    from airflow.sdk.exceptions import AirflowNotFoundException
+except ImportError:  # Airflow 3.1
+    from airflow.exceptions import AirflowNotFoundException  # type: ignore[attr-defined]
 
 T = TypeVar("T")
 

@@ -53,6 +53,8 @@ DAG_IDS = (
     "deployed_watch_writes",
     "deployed_commit_via_connection",
     "deployed_on_lake_asset",
+    "delta_events_silver",
+    "deployed_consume",
 )
 
 _failed: list[str] = []

@@ -17,14 +17,15 @@ import pytest
 
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.actions import AddFile
+from airflow_delta_provider.core.commit_plan import CommitPlan
 from airflow_delta_provider.core.errors import (
+    InvalidDataFileError,
     InvalidPathError,
     SchemaMismatchError,
     TableAlreadyExistsError,
     TableNotFoundError,
 )
 from airflow_delta_provider.core.logfiles import commit_name
-from airflow_delta_provider.core.stats import InvalidDataFileError
 from airflow_delta_provider.core.transaction import OptimisticTransaction
 
 pytestmark = pytest.mark.s3
@@ -163,7 +164,7 @@ def test_commit_at_a_taken_version_does_not_overwrite_it(uri, s3_storage_options
     add = AddFile(
         path=relative, partition_values={"p": "b"}, size=size, modification_time=0, data_change=True
     )
-    result = transaction.commit([add], operation="WRITE", operation_parameters={"mode": "Append"})
+    result = transaction.commit(CommitPlan("WRITE", {"mode": "Append"}, adds=(add,)))
     assert (result.version, result.attempts, result.read_version) == (2, 2, 0)
     assert table.storage.read_bytes(table.storage.log_path(commit_name(1))) == winner_bytes
     theirs = assert_same_as_delta_rs(table, rs_options)

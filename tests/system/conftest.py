@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib.util
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -67,3 +67,21 @@ def load_example(
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+@pytest.fixture
+def xcom_value(airflow_db: None) -> Callable[..., Any]:
+    """``xcom_value(dag_run, task_id, key="return_value")``: what a task of a finished run pushed,
+    read from the metadata DB (None when it pushed nothing)."""
+
+    def read(dag_run: Any, task_id: str, key: str = "return_value") -> Any:
+        from airflow.models.xcom import XComModel
+        from airflow.utils.session import create_session
+
+        with create_session() as session:
+            rows = session.scalars(
+                XComModel.get_many(run_id=dag_run.run_id, dag_ids=dag_run.dag_id, task_ids=task_id, key=key)
+            ).all()
+            return XComModel.deserialize_value(rows[-1]) if rows else None
+
+    return read

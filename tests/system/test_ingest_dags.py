@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from dag_runs import xcom
 
 from airflow_delta_provider.core import DeltaTable
 
@@ -30,20 +31,6 @@ OLDER = datetime(2026, 11, 2, tzinfo=UTC)
 def expected_rows(day: datetime) -> int:
     """How many events the example job makes for a day (its own formula)."""
     return 20 + day.date().toordinal() % 7
-
-
-def xcom(dag_run: Any, task_id: str) -> Any:
-    """The return value a task of a finished run pushed, read from the metadata DB."""
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        rows = session.scalars(
-            XComModel.get_many(
-                run_id=dag_run.run_id, dag_ids=dag_run.dag_id, task_ids=task_id, key="return_value"
-            )
-        ).all()
-        return XComModel.deserialize_value(rows[-1]) if rows else None
 
 
 def try_number(dag_run: Any, task_id: str) -> int:

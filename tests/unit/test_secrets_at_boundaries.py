@@ -433,6 +433,25 @@ def run_every_channel(
     channels.add("maintenance report", failed.report)
     assert [entry["status"] for entry in failed.report["tables"]] == ["success", "failed"]
 
+    # The change feed of a table one of whose files is gone: the rows it can read, and the error
+    # naming the file it cannot.
+    feed_uri = location("lake/feed")
+    feed_writer = DeltaTable.create(feed_uri, SCHEMA, storage_options=writer_options)
+    put_parquet(feed_uri, "f1.parquet", [1])
+    put_parquet(feed_uri, "f2.parquet", [2])
+    feed_writer.commit_files(["f1.parquet"])
+    feed_writer.commit_files(["f2.parquet"])
+    feed_store = open_store(feed_uri, writer_options)
+    feed_store.fs.rm(feed_store.join("f1.parquet"))
+    feed = arguments("lake/feed")
+    feed_table = DeltaTableHook(
+        feed.get("delta_conn_id"), **{k: v for k, v in feed.items() if k != "delta_conn_id"}
+    ).get_table()
+    channels.add("changes rows", feed_table.changes(2).to_pyarrow_table().to_pylist())
+    channels.add("changes files", feed_table.changes(0).files().to_pylist())
+    channels.add("repr(changes)", repr(feed_table.changes(0)))
+    channels.raises("changes of a file that is gone", lambda: feed_table.changes(1).to_pyarrow_table())
+
     # A table whose next commit cannot be read: the trigger's error event, and the sensor failing on it.
     if not secret_in_options:
         broken_uri = location("lake/broken")
@@ -506,4 +525,48 @@ def test_a_signed_url_in_hostile_log_content_reaches_no_output(
         raise OSError(f"403 Forbidden: GET {url}")
     except OSError:
         log.exception("read failed: %s", url)
+    channels.assert_clean(secret, capsys, caplog, parts=[quote(secret, safe="")])
+
+
+@pytest.mark.parametrize(
+    "template", [*SIGNED_URLS, pytest.param("file://{root}/part-0.parquet?token={secret}", id="same store")]
+)
+def test_a_signed_url_as_a_file_path_in_the_log_reaches_no_output(
+    template: str,
+    tmp_path: Any,
+    channels: Channels,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A hostile log names a data file, a change data file or a deletion vector by a signed URL. No
+    data file's path carries credentials: every reader refuses it before a storage library (whose
+    own logs and errors would quote it) sees it, and nothing the provider outputs shows it."""
+    secret = planted()
+    root = tmp_path / "t"
+    url = template.format(secret=quote(secret, safe=""), root=root)
+    uri = f"file://{root}"
+    DeltaTable.create(uri, SCHEMA, properties={"delta.enableChangeDataFeed": "true"})
+    pq.write_table(pa.table({"id": pa.array([1], pa.int64()), "ds": ["a"]}), root / "own.parquet")
+    DeltaTable(uri).commit_files(["own.parquet"])  # v1
+    size = (root / "own.parquet").stat().st_size
+    file = {"partitionValues": {}, "size": size, "modificationTime": 1, "dataChange": True}
+    dv = {"storageType": "p", "pathOrInlineDv": url, "offset": 1, "sizeInBytes": 30, "cardinality": 1}
+    hostile = [  # v2: an added file, v3: a change data file, v4: a deletion vector
+        {"add": {"path": url, **file}},
+        {"cdc": {"path": url, "partitionValues": {}, "size": size, "dataChange": False}},
+        {"add": {"path": "own.parquet", **file, "deletionVector": dv}},
+    ]
+    for version, action in enumerate(hostile, start=2):
+        lines = [json.dumps({"commitInfo": {"operation": "WRITE"}}), json.dumps(action)]
+        (root / "_delta_log" / f"{version:020d}.json").write_text("\n".join(lines) + "\n")
+        table = DeltaTable(uri)
+        read_changes = table.changes(version, version).to_pyarrow_table
+        channels.raises(f"changes of v{version}", read_changes)
+        if version != 3:
+            channels.raises(f"snapshot rows at v{version}", table.snapshot().to_pyarrow_table)
+    channels.raises("file_uris", lambda: DeltaTable(uri).snapshot(2).file_uris())
+    channels.add(
+        "vacuum dry run XCom", DeltaVacuumOperator(task_id="v", table_uri=uri, dry_run=True).execute({})
+    )
+    channels.add("checkpoint XCom", DeltaCheckpointOperator(task_id="cp", table_uri=uri).execute({}))
     channels.assert_clean(secret, capsys, caplog, parts=[quote(secret, safe="")])

@@ -23,6 +23,7 @@ from airflow_delta_provider.operators.maintenance import (
 )
 from airflow_delta_provider.operators.optimize import DeltaOptimizeOperator
 from airflow_delta_provider.operators.pyspark import DeltaPySparkOperator
+from airflow_delta_provider.operators.restore import DeltaRestoreOperator
 from airflow_delta_provider.operators.spark_vacuum import DeltaSparkVacuumOperator
 from airflow_delta_provider.sensors.delta import DeltaTableVersionSensor
 
@@ -45,6 +46,8 @@ OPERATORS: list[tuple[type[Any], dict[str, Any], str]] = [
     (DeltaSparkVacuumOperator, {}, "paralellism"),
     (DeltaOptimizeOperator, {}, "target_filesize"),
     (DeltaTableVersionSensor, {}, "after_versoin"),
+    (DeltaRestoreOperator, {}, "verison"),  # the misspelt argument is the one the operator needs
+    (DeltaRestoreOperator, {"version": 1}, "before_dag"),
 ]
 
 

@@ -1,34 +1,9 @@
 """Checkpoints: the state of one table version in Parquet, so that readers skip the log replay.
 
-What is written follows Delta (Spark's ``Checkpoints.scala``) and the protocol:
-
-- **Classic** (``NNN.checkpoint.parquet``, V1 spec): protocol, metadata, the live ``add``
-  actions, the unexpired ``remove`` tombstones (without ``stats``/``tags``), the unexpired
-  ``txn`` actions and the live ``domainMetadata``. ``add.stats`` is kept as JSON unless
-  ``delta.checkpoint.writeStatsAsJson`` is false; ``add.stats_parsed`` and
-  ``add.partitionValues_parsed`` are added when ``delta.checkpoint.writeStatsAsStruct`` is
-  true (keyed by physical column names under column mapping, as the protocol says).
-  ``dataChange`` is false on every file action, as in the state Spark checkpoints.
-- **Multi-part** (``NNN.checkpoint.PPPPPPPPPP.NNNNNNNNNN.parquet``): on request, or when the
-  actions exceed ``part_size``, for tables without ``v2Checkpoint``. Rows go to parts by
-  Spark's hash partitioning of the file's ``path`` (``(path, dvId)`` when the table supports
-  deletion vectors): ``pmod(murmur3(key, seed 42), parts)``, so that two writers of the same
-  checkpoint write the same parts, as the protocol requires.
-- **V2** (tables with the ``v2Checkpoint`` feature): a classic-named V2 checkpoint (with a
-  ``checkpointMetadata`` action) when the file actions fit in one part; above that, a
-  UUID-named top-level file holding the non-file actions, a ``checkpointMetadata`` action and
-  one ``sidecar`` action per file in ``_delta_log/_sidecars/`` (50,000 actions each by
-  default, Spark's default).
-
-Crash safety: each checkpoint file is written whole with one atomic put of its final name
-(local: a synced temp file renamed over it; S3: one PUT), so no name ever holds a truncated
-file; ``_last_checkpoint`` is written only after every file of the checkpoint exists. A
-crash in between leaves an unreferenced (complete) checkpoint, orphan sidecars, or an
-incomplete multi-part set, which readers ignore. ``_last_checkpoint`` never moves back to
-an older version while the checkpoint it names exists; a dangling hint (its checkpoint
-missing or incomplete) is replaced.
-
-Checkpoints write no commit (Delta has no ``CHECKPOINT`` operation).
+Classic, multi-part and V2 (sidecar) checkpoints, written as Spark writes them (``Checkpoints.scala``),
+each file with one atomic put and ``_last_checkpoint`` last, so that a crash leaves only files that
+readers ignore (docs/maintenance.md has the layouts). Reading them is the log's
+(:mod:`~airflow_delta_provider.core.checkpoint_reader`). Checkpoints write no commit.
 """
 
 from __future__ import annotations
@@ -60,7 +35,6 @@ from airflow_delta_provider.core.logfiles import LAST_CHECKPOINT
 from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.replay import replay_files, replay_small_state
 from airflow_delta_provider.core.segment import hinted_checkpoint_exists, read_last_checkpoint
-from airflow_delta_provider.core.table_config import TableConfig
 
 if TYPE_CHECKING:
     from airflow_delta_provider.core.snapshot import Snapshot
@@ -105,7 +79,7 @@ class CheckpointResult:
         return asdict(self)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CheckpointOptions:
     """Every option of a checkpoint (``DeltaTable.checkpoint``).
 
@@ -159,7 +133,7 @@ def write_checkpoint(snapshot: Snapshot, options: CheckpointOptions | None = Non
     )
     validate_against_checksum(storage, version, state)
 
-    add_column = build_add_column(state, TableConfig(small.metadata.configuration))
+    add_column = build_add_column(state, small.metadata.config)
     remove_column = build_remove_column(state)
     file_actions = state.adds.num_rows + state.removes.num_rows
     v2 = "v2Checkpoint" in writer_features(small.protocol)

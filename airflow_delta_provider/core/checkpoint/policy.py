@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from airflow_delta_provider.core.table_config import TableConfig
-
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from airflow_delta_provider.core.table_config import TableConfig
 
 __all__ = ["should_checkpoint"]
 
 
-def should_checkpoint(version: int, config: TableConfig | Mapping[str, str | None] | None) -> bool:
+def should_checkpoint(version: int, config: TableConfig) -> bool:
     """Whether Delta's automatic policy checkpoints after committing ``version``.
 
     Spark (``TransactionHelper``): ``version != 0 and version % delta.checkpointInterval == 0``.
@@ -20,12 +18,10 @@ def should_checkpoint(version: int, config: TableConfig | Mapping[str, str | Non
     core follows Delta.)
 
     :param version: the version just committed.
-    :param config: the table's configuration (or its properties).
+    :param config: the table's configuration at that version (with the provider defaults).
     :raises InvalidTablePropertyError: ``delta.checkpointInterval`` is not a positive integer.
     :raises ValueError: ``version`` is not a non-negative integer.
     """
     if not isinstance(version, int) or isinstance(version, bool) or version < 0:
         raise ValueError(f"version must be a non-negative integer, got {version!r}.")
-    if not isinstance(config, TableConfig):
-        config = TableConfig(config)
     return version != 0 and version % config.checkpoint_interval.value == 0

@@ -19,6 +19,7 @@ from airflow_delta_provider.core.checkpoint.placement import spark_partition_ids
 from airflow_delta_provider.core.deletion_vectors import deletion_vector_unique_id
 from airflow_delta_provider.core.errors import CorruptLogError
 from airflow_delta_provider.core.features import reader_features, writer_features
+from airflow_delta_provider.core.file_actions import ADD_SCHEMA, REMOVE_SCHEMA
 from airflow_delta_provider.core.logfiles import (
     SIDECAR_DIR,
     checksum_name,
@@ -26,12 +27,12 @@ from airflow_delta_provider.core.logfiles import (
     multipart_checkpoint_name,
 )
 from airflow_delta_provider.core.redaction import get_logger
-from airflow_delta_provider.core.replay import ADD_SCHEMA, REMOVE_SCHEMA, SmallState
-from airflow_delta_provider.core.stats import parse_stats, stats_parsed_type
-from airflow_delta_provider.core.table_config import TableConfig
+from airflow_delta_provider.core.stats_parsed import parse_stats, stats_parsed_type
 
 if TYPE_CHECKING:
+    from airflow_delta_provider.core.replay import SmallState
     from airflow_delta_provider.core.storage import LogStore
+    from airflow_delta_provider.core.table_config import TableConfig
 
 log = get_logger(__name__)
 
@@ -204,7 +205,7 @@ def _physical_fields(state: CheckpointState) -> tuple[list[pa.Field], list[pa.Fi
     schema = metadata.schema
     mode = "none"
     if "columnMapping" in reader_features(state.small.protocol):
-        mode = TableConfig(metadata.configuration).column_mapping_mode
+        mode = metadata.config.column_mapping_mode
     physical = physical_schema(schema, mode)
     partitions = [physical.field(schema.get_field_index(c)) for c in metadata.partition_columns]
     return list(physical), partitions

@@ -10,11 +10,11 @@ hierarchical-namespace support).
 
 from __future__ import annotations
 
-import uuid
 from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.core.storage.cloud import ConditionalObjectStore
 from airflow_delta_provider.core.storage.deletes import DELETED, MISSING, BatchRefused, refusal_status
+from airflow_delta_provider.core.storage.sdk_compat import azure_batch_request, azure_send
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -66,7 +66,8 @@ class AzureStore(ConditionalObjectStore):
         ``ContainerClient.delete_blobs`` would send it, but the async client writes the multipart
         body with an unquoted ``===...==`` boundary that Azurite rejects (400 InvalidInput for the
         whole batch), so the request is built as the SDK does (same sub-requests, same signing
-        policies) with a ``batch_<uuid>`` boundary, the form the SDK's sync client sends.
+        policies) with a ``batch_<uuid>`` boundary, the form the SDK's sync client sends
+        (:func:`~.sdk_compat.azure_batch_request`).
         """
         from azure.core.exceptions import HttpResponseError
 
@@ -75,13 +76,13 @@ class AzureStore(ConditionalObjectStore):
         blobs = [fs.split_path(path)[1] for path in paths]
         client = fs.service_client.get_container_client(container)
         try:
-            request, options = _batch_request(client, blobs)
+            request, options = azure_batch_request(client, blobs)
         except (ImportError, AttributeError, TypeError) as err:  # an azure-storage-blob we do not know
             raise BatchRefused(
                 f"azure-storage-blob's batch internals changed: {type(err).__name__}: {err}"
             ) from err
         try:
-            response = (await client._pipeline.run(request, **options)).http_response
+            response = await azure_send(client, request, options)
         except HttpResponseError as err:
             if refusal_status(err.status_code):
                 raise BatchRefused(
@@ -105,27 +106,3 @@ class AzureStore(ConditionalObjectStore):
             else:
                 answers[path] = f"{part.status_code} {part.headers.get('x-ms-error-code') or part.reason}"
         return answers
-
-
-def _batch_request(client: Any, blobs: Sequence[str]) -> tuple[Any, dict[str, Any]]:
-    """The Blob Batch request ``ContainerClient.delete_blobs`` sends, with a quoted-safe boundary."""
-    from azure.storage.blob._container_client_helpers import _generate_delete_blobs_options
-    from azure.storage.blob._shared.policies import StorageHeadersPolicy
-
-    kwargs: dict[str, Any] = {"url_prepend": client.account_name} if client._is_localhost else {}
-    requests, options = _generate_delete_blobs_options(
-        client._query_str, client.container_name, client._client, *blobs, **kwargs
-    )
-    options.pop("raise_on_any_failure", None)
-    url = (
-        f"{client.scheme}://{client.primary_hostname}/{options.pop('path', '')}?"
-        f"{options.pop('restype', '')}comp=batch{options.pop('sas', '')}{options.pop('timeout', '')}"
-    )
-    request = client._client._client.post(url=url, headers={"x-ms-version": client.api_version})
-    policies: list[Any] = [StorageHeadersPolicy()]
-    if client._credential_policy:
-        policies.append(client._credential_policy)
-    request.set_multipart_mixed(
-        *requests, policies=policies, enforce_https=False, boundary=f"batch_{uuid.uuid4()}"
-    )
-    return request, options

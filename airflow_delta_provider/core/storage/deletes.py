@@ -1,36 +1,12 @@
 """THE delete scheduler: how every store deletes many files.
 
-One asynchronous loop for every store (:meth:`LogStore.delete_many
-<airflow_delta_provider.core.storage.base.LogStore.delete_many>` is its only caller). A store
-supplies just "send one batch of up to :attr:`~BatchDeleter.delete_batch_size` paths and say,
-per path, what happened" (:meth:`~BatchDeleter._send_delete_batch`): an S3 ``DeleteObjects`` of
-1,000 keys, an Azure Blob Batch of 256, a GCS JSON batch of 100, or, for local disk and plain
-fsspec filesystems, a group of paths deleted one by one in a thread (:func:`run_blocking`).
-Everything else is decided here, the same way for every store:
-
-- **Bounded concurrency.** At most ``max_workers`` batches in flight (default: the store's
-  :meth:`~BatchDeleter._delete_concurrency`), on the store's event loop
-  (:meth:`~BatchDeleter._delete_loop`, else a loop of its own); a path listed twice is
-  deleted (and counted) once; batches never mix buckets or containers (:meth:`~BatchDeleter._delete_groups`).
-- **Progress** through :class:`~.progress.Progress`, per answered batch.
-- **Per-object outcomes.** Each path ends :data:`DELETED`, :data:`MISSING` (already gone: not
-  counted) or refused with the service's reason. A refused object, or one the answer did not
-  mention, is retried once alone where the store has a single-object delete
-  (:attr:`~BatchDeleter.single_deletes`); the rest of its batch stays deleted.
-- **Refusal and fallback.** A service that refuses batch requests themselves
-  (:class:`BatchRefused`: no batch API on this account, endpoint or emulator), or fails every
-  sub-request of a batch while single deletes of the same objects succeed, gets a warning and
-  single deletes from then on (:attr:`~BatchDeleter.batch_refused`). A batch request that fails
-  otherwise (a lost connection) has its objects tried alone.
-- **Stopping.** A batch none of whose objects could be deleted (credentials without delete
-  permission, an unreachable store) stops the run: no further batch is sent, and the error says
-  how many files were not attempted. Any other error, or the caller being interrupted, cancels
-  every batch not yet answered.
-- **Reporting.** Every object that could not be deleted is named, with its reason, in one
-  :class:`~airflow_delta_provider.core.errors.DeleteFilesError` raised after the run.
-
-Which paths may be deleted at all is the caller's question, answered before they get here
-(:class:`~airflow_delta_provider.core.paths.TablePath` and, for VACUUM,
+One asynchronous loop for every store, called only by :meth:`LogStore.delete_many
+<airflow_delta_provider.core.storage.base.LogStore.delete_many>`. A store supplies just "send one
+batch of paths and say, per path, what happened" (:meth:`~BatchDeleter._send_delete_batch`); the
+concurrency, progress, per-object outcomes and retries, the fallback from refused batch requests
+to single deletes, stopping and the one :class:`~airflow_delta_provider.core.errors.DeleteFilesError`
+are decided here, the same way for every store (docs/storage.md, "Deletes"). Which paths may be
+deleted at all is decided before they get here (:class:`~airflow_delta_provider.core.paths.TablePath`,
 :func:`~airflow_delta_provider.core.vacuum.plan.check_under_root`).
 """
 

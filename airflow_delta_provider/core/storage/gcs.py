@@ -16,6 +16,7 @@ from urllib.parse import quote, urlencode
 
 from airflow_delta_provider.core.storage.cloud import ConditionalObjectStore
 from airflow_delta_provider.core.storage.deletes import DELETED, MISSING, BatchRefused, refusal_status
+from airflow_delta_provider.core.storage.sdk_compat import gcs_call, gcs_remove
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -46,9 +47,8 @@ class GcsStore(ConditionalObjectStore):
         self.fs.pipe_file(path, data, mode="create")
 
     async def _delete_one(self, path: str) -> bool:
-        fs: Any = self.fs
         try:
-            await fs._rm_file(path)
+            await gcs_remove(self.fs, path)
         except FileNotFoundError:
             return False
         return True
@@ -65,7 +65,7 @@ class GcsStore(ConditionalObjectStore):
 
         fs: Any = self.fs
         boundary = f"batch_{uuid.uuid4().hex}"
-        query = urlencode(fs._get_params({}))
+        query = urlencode(_request_params(fs))
         parts = []
         for i, path in enumerate(paths):
             bucket, key, _ = fs.split_path(path)
@@ -77,7 +77,8 @@ class GcsStore(ConditionalObjectStore):
             )
         body = "".join(parts) + f"--{boundary}--\r\n"
         try:
-            headers, content = await fs._call(
+            headers, content = await gcs_call(
+                fs,
                 "POST",
                 fs.batch_url_base,
                 headers={"Content-Type": f"multipart/mixed; boundary={boundary}"},
@@ -92,6 +93,14 @@ class GcsStore(ConditionalObjectStore):
         except ValueError as err:  # gcsfs's form of a 400 "invalid ..." answer
             raise BatchRefused(str(err)) from err
         return _answers(paths, headers.get("Content-Type", ""), content.decode("utf-8", "replace"))
+
+
+def _request_params(fs: Any) -> dict[str, str]:
+    """The query parameters gcsfs adds to every request: ``userProject`` for requester-pays buckets."""
+    requester_pays = getattr(fs, "requester_pays", False)
+    if not requester_pays:
+        return {}
+    return {"userProject": requester_pays if isinstance(requester_pays, str) else fs.project}
 
 
 def _answers(paths: Sequence[str], content_type: str, text: str) -> dict[str, str]:

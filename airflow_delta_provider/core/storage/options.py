@@ -1,37 +1,10 @@
 """Storage options: the keys users bring from delta-rs / object_store, mapped to fsspec's.
 
-delta-rs (and delta-kernel-rs, through object_store) configure storage with keys such as
-``AWS_REGION`` or ``AZURE_STORAGE_ACCOUNT_KEY``; fsspec filesystems take their own
-(``client_kwargs={"region_name": ...}``, ``account_key``). Both are accepted; this table
-is the one place that maps them (case-insensitive, with or without the ``aws_`` /
-``azure_storage_`` / ``google_`` prefix). Keys that are neither an object_store key of the
-table's store nor an option of its fsspec filesystem are refused with the list of what is
-accepted, instead of failing deep inside the filesystem.
-
-=====  ==========================================================  ===========================
-store  object_store keys                                           fsspec option
-=====  ==========================================================  ===========================
-S3     ``AWS_ACCESS_KEY_ID``                                       ``key``
-S3     ``AWS_SECRET_ACCESS_KEY``                                   ``secret``
-S3     ``AWS_SESSION_TOKEN``, ``AWS_TOKEN``                        ``token``
-S3     ``AWS_REGION``, ``AWS_DEFAULT_REGION``, ``region``          ``client_kwargs.region_name``
-S3     ``AWS_ENDPOINT_URL``, ``AWS_ENDPOINT``                      ``client_kwargs.endpoint_url``
-S3     ``AWS_PROFILE``                                             ``profile``
-S3     ``AWS_SKIP_SIGNATURE``                                      ``anon``
-S3     ``AWS_VIRTUAL_HOSTED_STYLE_REQUEST``                        ``config_kwargs.s3.addressing_style``
-S3     ``AWS_ALLOW_HTTP``, ``AWS_S3_ALLOW_UNSAFE_RENAME``,         accepted, no effect (the endpoint's
-       ``AWS_CONDITIONAL_PUT``, ``AWS_S3_LOCKING_PROVIDER``        scheme decides; commits always use
-                                                                   ``If-None-Match``)
-Azure  ``AZURE_STORAGE_ACCOUNT_NAME``                              ``account_name``
-Azure  ``AZURE_STORAGE_ACCOUNT_KEY``, ``AZURE_STORAGE_ACCESS_KEY``  ``account_key``
-Azure  ``AZURE_STORAGE_SAS_KEY``, ``AZURE_STORAGE_SAS_TOKEN``      ``sas_token``
-Azure  ``AZURE_STORAGE_CLIENT_ID``, ``AZURE_CLIENT_ID``            ``client_id``
-Azure  ``AZURE_STORAGE_CLIENT_SECRET``, ``AZURE_CLIENT_SECRET``    ``client_secret``
-Azure  ``AZURE_STORAGE_TENANT_ID``, ``AZURE_TENANT_ID``            ``tenant_id``
-Azure  ``AZURE_STORAGE_CONNECTION_STRING``                         ``connection_string``
-GCS    ``GOOGLE_SERVICE_ACCOUNT``, ``GOOGLE_SERVICE_ACCOUNT_PATH``  ``token`` (a key file path)
-GCS    ``GOOGLE_SERVICE_ACCOUNT_KEY``                              ``token`` (the key's JSON)
-=====  ==========================================================  ===========================
+delta-rs configures storage with object_store keys (``AWS_REGION``, ``AZURE_STORAGE_ACCOUNT_KEY``),
+fsspec filesystems take their own (``client_kwargs={"region_name": ...}``, ``account_key``). Both are
+accepted, and this module is the one place that maps them (case-insensitive, with or without the
+``aws_`` / ``azure_storage_`` / ``google_`` prefix). A key that is neither is refused with the list
+of accepted ones, instead of failing deep inside the filesystem. docs/storage.md lists the keys.
 """
 
 from __future__ import annotations

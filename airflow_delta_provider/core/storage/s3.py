@@ -1,20 +1,10 @@
 """S3 (and S3-compatible stores) through s3fs's botocore client.
 
-Listing from a key uses ``StartAfter``; put-if-absent is a conditional ``PUT`` with
-``If-None-Match: *``; deletions are ``DeleteObjects`` requests of up to 1,000 keys, keys
-used verbatim (no glob expansion), :data:`DELETE_CONCURRENCY` at a time on s3fs's event loop.
-
-VACUUM's tree listing (:meth:`S3Store.list_tree`) runs every prefix listing concurrently on
-s3fs's event loop (:data:`LIST_CONCURRENCY` requests at a time) and reads each page's
-``<Contents>`` from the response body itself: botocore's parser builds a dict and parses a
-timestamp with dateutil per object (~0.1 ms each, 100 s for 1M objects), the raw body gives
-key, size and time with three regular expressions per page. botocore still signs, sends,
-retries and parses the rest of the page (truncation, continuation token, common prefixes).
-
-Before its first commit to a bucket, a process checks that the store really honours the
-condition (S3-compatible stores that ignore it would let two writers both "win" a version):
-a second conditional PUT of a new hidden key under ``_delta_log`` must fail. A store that
-fails the check is refused for commits, with the reason.
+Put-if-absent is a conditional ``PUT`` with ``If-None-Match: *``; before its first commit to a bucket
+a process checks that the store honours it and refuses commits when it does not (docs/storage.md).
+Deletions are ``DeleteObjects`` of up to 1,000 keys. VACUUM's tree listing runs every prefix listing
+concurrently on s3fs's event loop and reads each page's ``<Contents>`` from the raw response body,
+which costs a fraction of botocore's per-object parsing (benchmarks/vacuum.md).
 """
 
 from __future__ import annotations
@@ -41,6 +31,7 @@ from airflow_delta_provider.core.storage.base import (
 )
 from airflow_delta_provider.core.storage.deletes import DELETED, BatchRefused
 from airflow_delta_provider.core.storage.progress import Progress
+from airflow_delta_provider.core.storage.sdk_compat import s3_call
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Container, Coroutine, Iterator, Mapping, Sequence
@@ -127,7 +118,7 @@ class S3Store(LogStore):
         from fsspec.asyn import sync
 
         fs: Any = self.fs
-        return sync(fs.loop, fs._call_s3, method, **kwargs)
+        return sync(fs.loop, s3_call, fs, method, **kwargs)
 
     # --- reads ----------------------------------------------------------------------------
 
@@ -308,7 +299,7 @@ class S3Store(LogStore):
         holder: list[bytes] = []
         token = _RAW_LISTING.set(holder)
         try:
-            page: dict[str, Any] = await fs._call_s3("list_objects_v2", Bucket=bucket, **kwargs)
+            page: dict[str, Any] = await s3_call(fs, "list_objects_v2", Bucket=bucket, **kwargs)
         finally:
             _RAW_LISTING.reset(token)
         return page, holder[-1] if holder else None
@@ -434,8 +425,8 @@ class S3Store(LogStore):
         # whose body the hook replaces before botocore computes the checksum and signs it.
         token = _DELETE_BODY.set(delete_objects_body(keys))
         try:
-            response = await fs._call_s3(
-                "delete_objects", Bucket=bucket, Delete={"Objects": [{"Key": keys[0]}], "Quiet": True}
+            response = await s3_call(
+                fs, "delete_objects", Bucket=bucket, Delete={"Objects": [{"Key": keys[0]}], "Quiet": True}
             )
         except OSError as err:  # s3fs's form of a ClientError; the response is the cause
             response_of = getattr(err.__cause__, "response", None) or {}
@@ -455,7 +446,7 @@ class S3Store(LogStore):
     async def _delete_one(self, path: str) -> bool:
         fs: Any = self.fs
         bucket, _, key = path.partition("/")
-        await fs._call_s3("delete_object", Bucket=bucket, Key=key)
+        await s3_call(fs, "delete_object", Bucket=bucket, Key=key)
         return True
 
     def _remove_directory(self, directory: str) -> None:

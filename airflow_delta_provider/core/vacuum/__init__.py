@@ -1,44 +1,10 @@
 """VACUUM: delete the files a Delta table no longer needs, the way Delta (Spark) does.
 
-Follows ``VacuumCommand.gc`` of delta-spark (``S/commands/VacuumCommand.scala``):
-
-- **Retention.** Files are kept for ``delta.deletedFileRetentionDuration`` (default one week)
-  after they stopped being part of the table: ``deleteBefore = now - retention``. A retention
-  shorter than the table's is refused with Delta's explanation unless the caller switches the
-  safety check off; a negative one always is.
-- **Protected ("valid") paths.** Every live ``add``, every tombstone (``remove``) whose
-  ``deletionTimestamp >= deleteBefore``, each one's parent directories and its deletion-vector
-  file. Absolute paths outside the table root are neither protected nor deleted.
-- **FULL** (default) lists the table root recursively, skipping hidden names (``_`` or ``.``
-  prefix at any level) except ``_delta_index*``, ``_change_data*`` and ``<partitionCol>=*``;
-  candidates are files older than ``deleteBefore`` that are not protected, plus empty
-  directories. Untracked files younger than the retention (a writer's uncommitted output)
-  are never candidates.
-- **LITE** reads the ``remove`` and ``cdc`` actions of the commits between the last VACUUM
-  (``_delta_log/_last_vacuum_info``) and the latest commit at or before ``deleteBefore``; it
-  lists nothing, so it cannot find files no commit ever named. When the log no longer holds
-  those commits it refuses with Delta's ``DELTA_CANNOT_VACUUM_LITE``.
-- **Real runs** commit an empty ``VACUUM START`` (parameters and metrics as Delta writes
-  them), delete in parallel (batched ``DeleteObjects`` on S3), then commit ``VACUUM END``
-  with ``COMPLETED``, or ``FAILED`` before re-raising the error that stopped the deletion.
-  Delta writes these two commits only on some storage schemes (not S3); ``log_commits``
-  overrides that.
-
-Nothing outside the table root is ever deleted: every candidate is checked to lie strictly
-under the root before the first deletion, and the whole run is refused otherwise.
-
-Deliberate differences from Spark (each safer or more exact, none deletes more):
-
-- a directory is a candidate only when nothing at all is left under it; Spark lists every
-  directory without old files and lets the non-recursive delete of the non-empty ones fail;
-- absolute (``p``) deletion-vector paths under the root are protected too (Spark protects
-  only ``u`` ones);
-- LITE also skips hidden paths, and deletes no directories (it lists none);
-- FULL records the latest commit outside the retention window in ``_last_vacuum_info`` (Spark
-  records nothing after FULL, which makes every later LITE on a table whose early commits
-  were cleaned fail), and the recorded version never moves back;
-- an explicit retention other than 0 is honoured (Spark >= 4.1 ignores it by default and
-  uses the table property).
+Follows delta-spark's ``VacuumCommand.gc``: a file stays while it is live or was removed within
+``delta.deletedFileRetentionDuration``; FULL lists the table root for candidates, LITE reads the
+removes of the commits since the last VACUUM; a real run commits ``VACUUM START`` and ``END``.
+Every candidate is checked to lie strictly under the table root before the first deletion. The
+rules, and where this core deliberately keeps more than Spark, are in docs/maintenance.md.
 """
 
 from __future__ import annotations
@@ -112,7 +78,7 @@ log = get_logger(__name__)
 VacuumMode = Literal["full", "lite"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class VacuumOptions:
     """Every option of a VACUUM (``DeltaTable.vacuum``).
 
@@ -169,7 +135,6 @@ def vacuum(
     """
     options = options or VacuumOptions()
     mode_name, dry_run = str(options.mode), options.dry_run
-    enforce_retention_duration = options.enforce_retention_duration
     now_ms = _now_millis(options.now)
     storage = snapshot.storage
     uri = storage.root_uri
@@ -177,7 +142,7 @@ def vacuum(
     config = snapshot.config
     config.warn_on_incompatible_retentions()
     resolved = resolve_vacuum_retention(options.retention, config)
-    check_retention_safety(resolved, enforce=enforce_retention_duration, table_uri=uri)
+    check_retention_safety(resolved, enforce=options.enforce_retention_duration, table_uri=uri)
     delete_before_ms = now_ms - millis(resolved.effective.value)
     delete_before = datetime.fromtimestamp(delete_before_ms / 1000, tz=UTC)
     log.info(
@@ -210,7 +175,7 @@ def vacuum(
         num_directories=len(directories),
         eligible_start_version=plan.eligible_start_version,
         eligible_end_version=plan.eligible_end_version,
-        enforce_retention_duration=enforce_retention_duration,
+        enforce_retention_duration=options.enforce_retention_duration,
     )
     if dry_run:
         log.info(
@@ -222,15 +187,30 @@ def vacuum(
         )
         return result
 
+    return _delete_planned(snapshot, plan, resolved, result, options, post_commit_hooks)
+
+
+def _delete_planned(
+    snapshot: Snapshot,
+    plan: VacuumPlan,
+    resolved: ResolvedVacuumRetention,
+    result: VacuumResult,
+    options: VacuumOptions,
+    post_commit_hooks: Sequence[PostCommitHook],
+) -> VacuumResult:
+    """Delete what ``plan`` selected, between the ``VACUUM START`` and ``END`` records (when
+    logged), then move ``_last_vacuum_info`` forward."""
+    storage = snapshot.storage
+    uri = storage.root_uri
     logged = should_log_commits(storage) if options.log_commits is None else options.log_commits
     start_version = None
     if logged:
         to_delete = (len(plan.files) + len(plan.directories), plan.num_bytes)
         start_version = commit_start(
-            snapshot, to_delete, resolved, enforce_retention_duration, post_commit_hooks
+            snapshot, to_delete, resolved, options.enforce_retention_duration, post_commit_hooks
         )
     try:
-        deleted = _delete(storage, paths, options.max_workers, options.engine)
+        deleted = _delete(storage, [p for p, _ in plan.files], options.max_workers, options.engine)
         deleted += storage.delete_empty_directories(plan.directories)
     except BaseException as err:
         end = commit_end(storage, VacuumStatus.FAILED, None, post_commit_hooks) if logged else None
@@ -252,7 +232,7 @@ def vacuum(
         uri,
         deleted,
         result.num_bytes,
-        delete_before.isoformat(timespec="seconds"),
+        result.delete_before.isoformat(timespec="seconds"),
     )
     return replace(
         result,

@@ -1,19 +1,9 @@
 """VACUUM's listing and deletions as work for other processes (a Spark job's executors).
 
 Nothing here knows Spark: each task is a picklable value that turns Arrow record batches into
-Arrow record batches (the shape of ``DataFrame.mapInArrow``), and does its I/O through the
-table's own :class:`~airflow_delta_provider.core.storage.LogStore`, so the processes that run it
-list and delete exactly as this process would:
-
-- :func:`split_listing` lists the root's first level here: its visible files and the
-  subdirectories to hand out;
-- :class:`ListSubtrees` lists each subdirectory it receives with :meth:`LogStore.list_tree` and
-  the table's :class:`~.plan.HiddenNames`, yielding ``path`` (relative to the root), ``size``,
-  ``modification_time`` and ``kind`` (:data:`FILE`, :data:`DIRECTORY`, :data:`EMPTY_DIRECTORY`);
-- :class:`DeleteFiles` deletes the paths it receives with :meth:`LogStore.delete_many`.
-
-Which listed files may go is not decided here: see :class:`~.plan.VacuumRules` and
-:func:`~.plan.plan_from_listing`.
+Arrow record batches (the shape of ``DataFrame.mapInArrow``) and does its I/O through the table's
+own :class:`~airflow_delta_provider.core.storage.LogStore`, so other processes list and delete
+exactly as this one would. Which listed files may go is decided by :class:`~.plan.VacuumRules`.
 """
 
 from __future__ import annotations

@@ -15,7 +15,6 @@ from airflow_delta_provider.core.paths import LOG_DIR
 from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.segment import list_log_files
 from airflow_delta_provider.core.storage.local import LocalStore
-from airflow_delta_provider.core.table_config import TableConfig
 from airflow_delta_provider.core.vacuum.record import LAST_VACUUM_INFO, read_last_vacuum_info
 from airflow_delta_provider.core.vacuum.retention import millis
 
@@ -159,7 +158,7 @@ def hidden_name_rule(snapshot: Snapshot) -> HiddenNames:
     """Delta's ``DeltaTableUtils.isHiddenDirectory`` for this table, applied to each path component."""
     return HiddenNames(
         tuple(f"{c}=" for c in snapshot.partition_columns),
-        "iceberg" in TableConfig(snapshot.properties).universal_formats,
+        "iceberg" in snapshot.config.table_only.universal_formats,
     )
 
 
@@ -186,7 +185,7 @@ def protected_paths(snapshot: Snapshot, delete_before_ms: int) -> set[str]:
 
 def _table_retention(snapshot: Snapshot) -> timedelta:
     """The retention replay applies to tombstones: the table's own (no argument, no provider default)."""
-    return TableConfig(snapshot.properties).deleted_file_retention.value
+    return snapshot.config.table_only.deleted_file_retention.value
 
 
 def _protect_deletion_vectors(storage: LogStore, column: pa.ChunkedArray, protected: set[str]) -> None:
@@ -227,7 +226,7 @@ def latest_commit_at_or_before(snapshot: Snapshot, timestamp_ms: int) -> int | N
 
 
 def _commit_stamps(snapshot: Snapshot) -> list[tuple[int, int]]:
-    if TableConfig(snapshot.properties).in_commit_timestamps:
+    if snapshot.config.table_only.in_commit_timestamps:
         # In-commit timestamps need the commits read.
         return [(s.version, s.timestamp) for s in commit_timestamps(snapshot)]
     stamps = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from airflow_delta_provider.core.commit_plan import CommitPlan
 from airflow_delta_provider.core.features import Operation
 from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.transaction import OptimisticTransaction
@@ -92,15 +93,8 @@ def commit_start(
         "sizeOfDataToDelete": to_delete[1],
     }
     transaction = OptimisticTransaction(snapshot.storage, read_snapshot=snapshot, post_commit_hooks=hooks)
-    result = transaction.commit(
-        [],
-        operation=VACUUM_START,
-        operation_parameters=parameters,
-        operation_metrics=metrics,
-        data_change=False,
-        kind=Operation.VACUUM,
-    )
-    return result.version
+    plan = CommitPlan(VACUUM_START, parameters, metrics, data_change=False, kind=Operation.VACUUM)
+    return transaction.commit(plan).version
 
 
 def commit_end(
@@ -108,14 +102,10 @@ def commit_end(
 ) -> int | None:
     """Commit ``VACUUM END`` with ``status``; with FAILED a failure to commit is only logged."""
     try:
-        result = OptimisticTransaction(store, post_commit_hooks=hooks).commit(
-            [],
-            operation=VACUUM_END,
-            operation_parameters={"status": status.value},
-            operation_metrics=metrics,
-            data_change=False,
-            kind=Operation.VACUUM,
+        plan = CommitPlan(
+            VACUUM_END, {"status": status.value}, metrics or {}, data_change=False, kind=Operation.VACUUM
         )
+        result = OptimisticTransaction(store, post_commit_hooks=hooks).commit(plan)
     except Exception:
         if status is VacuumStatus.FAILED:
             # The deletion error is the one to report; the END commit is bookkeeping.

@@ -86,7 +86,23 @@ function metricsText(e) {
   if (e.files_added !== null) parts.push(`+${plural(e.files_added, "file")}`);
   if (e.files_removed !== null) parts.push(`-${plural(e.files_removed, "file")}`);
   if (e.bytes_removed !== null && e.operation.startsWith("VACUUM")) parts.push(`${bytes(e.bytes_removed)} ${vacuumBytesVerb(e)}`);
+  if (e.operation === "RESTORE") parts.push("to " + ("version" in e.parameters ? `v${e.parameters.version}` : e.parameters.timestamp));
   return parts.join(", ");
+}
+
+// "Restore to before this run": asked of the API on click (it reads the run's commits).
+function restoreTarget(t) {
+  const out = el("span", { class: "note" });
+  const button = el("button", { class: "restore-target" }, "restore target");
+  button.onclick = async () => {
+    button.disabled = true;
+    try {
+      const r = await api(`${base()}/restore-target?dag_id=${encodeURIComponent(t.dag_id)}&run_id=${encodeURIComponent(t.run_id)}`);
+      out.textContent = ` before this run: v${r.version_before} (its first commit is v${r.first_version}) — ` +
+        `DeltaRestoreOperator(table_uri=${JSON.stringify(r.table)}, before_run_id=${JSON.stringify(r.run_id)}, before_dag_id=${JSON.stringify(r.dag_id)})`;
+    } catch (err) { out.textContent = " " + err.message; }
+  };
+  return el("div", {}, button, out);
 }
 
 function commitItem(e, checkpoints) {
@@ -100,6 +116,7 @@ function commitItem(e, checkpoints) {
     el("b", {}, e.operation),
     el("span", { class: "metrics" }, metricsText(e)),
     e.airflow ? el("div", {}, "by ", tiLink(e.airflow)) : el("div", { class: "note" }, e.engine ? `by ${e.engine}` : "outside Airflow"),
+    e.restore_target ? restoreTarget(e.restore_target) : null,
   );
 }
 
@@ -174,6 +191,11 @@ async function showHealth(content) {
     card(`versions retained (from v${h.earliest_version})`, h.versions_retained, "versions-retained"),
     card("log size", bytes(h.log_bytes), "log-bytes"),
   ));
+  if (h.consumers.length) {
+    content.append(el("h2", {}, "Consumer cursors"), el("table", { class: "grid", id: "consumers" },
+      el("tr", {}, el("th", {}, "consumer"), el("th", {}, "source table id"), el("th", {}, "consumed up to version"), el("th", {}, "last moved")),
+      h.consumers.map((c) => el("tr", {}, el("td", {}, c.consumer), el("td", {}, c.source_table_id), el("td", {}, c.version), el("td", {}, c.last_updated || "?")))));
+  }
   const chart = el("div", { class: "chart", id: "size-chart" });
   content.append(el("h2", {}, "File sizes"), chart);
   barsChart(chart, `Files per size (target ${bytes(target.value)})`, h.histogram.map((b) => "<" + bytes(b.to)), [
@@ -236,6 +258,7 @@ async function showMaintenance(content) {
       el("div", {}, `retention: ${setting(v.retention)}`),
       el("div", {}, v.last_vacuum_info_version !== null ? `_last_vacuum_info: files of versions up to ${v.last_vacuum_info_version} were vacuumed` : "no _last_vacuum_info")),
   ));
+  content.append(el("h2", {}, "Data retention and PURGE"), retentionCard(m.data_retention));
   content.append(el("h2", {}, `VACUUMs in the last ${v.lookback_commits} commits`));
   content.append(v.recent.length
     ? el("ul", { class: "timeline", id: "vacuums" }, v.recent.map((e) => el("li", { class: "kind-maintenance", "data-version": e.version },
@@ -249,6 +272,30 @@ async function showMaintenance(content) {
         ].filter(Boolean).join(", ")),
         e.airflow ? el("div", {}, "by ", tiLink(e.airflow)) : null)))
     : el("p", { id: "vacuums" }, "none"));
+}
+
+function removedLine(what, e) {
+  return el("div", {}, `${what} at version ${e.version} (${e.timestamp}): `, [
+    e.files_removed !== null ? `${plural(e.files_removed, "file")} removed` : null,
+    e.bytes_removed !== null ? bytes(e.bytes_removed) : null,
+  ].filter(Boolean).join(", "), e.airflow ? [" by ", tiLink(e.airflow)] : null);
+}
+
+function retentionCard(r) {
+  const p = r.policy, run = r.last_run, purge = r.last_purge;
+  return el("div", { class: "cards" },
+    el("div", { class: "card wide", id: "maint-retention" },
+      el("div", { class: "value" }, "Data retention"),
+      r.error ? el("div", { class: "refused" }, r.error)
+        : p ? el("div", {}, `keep ${p.keep} of ${p.column} (at most ${Math.round(p.max_deleted_fraction * 100)}% of the rows per run), from ${r.property}`)
+        : el("div", {}, `no policy: set the table property ${r.property}, or data_retention on DeltaMaintenanceOperator`),
+      run ? [removedLine("last run", run),
+        el("div", {}, `${run.deleted_rows === null ? "an unknown number of" : run.deleted_rows} row(s) older than ${run.cutoff} deleted (${run.parameters.predicate || ""})`)]
+        : el("div", {}, `no retention run in the last ${r.lookback_commits} commits`)),
+    el("div", { class: "card wide", id: "maint-purge" },
+      el("div", { class: "value" }, "PURGE"),
+      purge ? [removedLine("last purge", purge), el("div", {}, `${plural(purge.deletion_vectors_removed ?? 0, "deletion vector")} purged: the deleted rows are in no live file`)]
+        : el("div", {}, `no purge in the last ${r.lookback_commits} commits`)));
 }
 
 // --- navigation ----------------------------------------------------------------------------

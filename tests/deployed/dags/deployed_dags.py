@@ -121,3 +121,63 @@ with DAG(
         return [e.extra["version"] for e in triggering_asset_events[delta_table_asset(str(LAKE))]]
 
     lake_version()
+
+
+# --- a consumer of a foreign writer's table (source=): each version exactly once ----------------
+
+CONSUMED = ROOT / "consumed_source"
+#: Announced by an AssetWatcher: creation, appends and deletes; an UPDATE is left for manual runs.
+CONSUMED_ASSET = _watched("consumed_source", operations=["CREATE TABLE", "WRITE", "DELETE"])
+#: While this file exists, the first try that commits fails right after its commit (once).
+FAIL_ONCE = ROOT / "consume_fail_once"
+
+
+def _fail_once_after_commit(context: Any, result: Any) -> None:
+    if context["ti"].try_number == 1 and result.get("committed"):
+        try:
+            FAIL_ONCE.unlink()
+        except FileNotFoundError:
+            return
+        raise RuntimeError(f"simulated worker loss after committing version {result['version']}")
+
+
+def _barrier(name: str, parties: int, timeout: float = 180) -> None:
+    """Wait until ``parties`` runs reached the barrier: they all read the cursor before any commits."""
+    import time
+    import uuid
+
+    directory = ROOT / "barriers" / name
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / uuid.uuid4().hex).touch()
+    deadline = time.monotonic() + timeout
+    while len(list(directory.iterdir())) < parties and time.monotonic() < deadline:
+        time.sleep(0.5)
+
+
+with DAG(
+    dag_id="deployed_consume",
+    schedule=[CONSUMED_ASSET],
+    start_date=START,
+    catchup=False,
+    max_active_runs=3,
+):
+
+    @task.delta_pyspark(
+        source=str(CONSUMED),
+        source_starting_version=0,
+        table_uri=str(ROOT / "consumed_target"),
+        retries=1,
+        retry_delay=timedelta(seconds=1),
+        config_kwargs=SPARK_CONF,
+        post_execute=_fail_once_after_commit,
+    )
+    def consume(
+        spark: Any = None, changes: Any = None, source_versions: Any = None, dag_run: Any = None
+    ) -> Any:
+        """The change rows as they come (a ledger that replays to the source's rows)."""
+        conf = dag_run.conf or {}
+        if conf.get("barrier"):
+            _barrier(conf["barrier"], int(conf.get("parties", 2)))
+        return changes.select("id", "v", "_change_type", "_commit_version")
+
+    consume()

@@ -29,6 +29,7 @@ from spark_servers import leave_classic_mode, leave_connect_mode
 
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.actions import AddFile, RemoveFile
+from airflow_delta_provider.core.commit_plan import CommitPlan
 from airflow_delta_provider.core.commits import read_commit
 from airflow_delta_provider.core.deletion_vectors import inline_deletion_vector
 from airflow_delta_provider.core.transaction import OptimisticTransaction
@@ -229,16 +230,18 @@ def small_files_with_a_deletion_vector(root: Path) -> DeltaTable:
         "stats": first["stats"],
     }
     OptimisticTransaction(table.storage, read_snapshot=snapshot).commit(
-        [
-            RemoveFile(first["path"], deletion_timestamp=1, **common),
-            AddFile(
-                first["path"],
-                modification_time=1,
-                deletion_vector=inline_deletion_vector([0, 2, 4]),
-                **common,
+        CommitPlan(
+            "DELETE",
+            removes=(RemoveFile(first["path"], deletion_timestamp=1, **common),),
+            adds=(
+                AddFile(
+                    first["path"],
+                    modification_time=1,
+                    deletion_vector=inline_deletion_vector([0, 2, 4]),
+                    **common,
+                ),
             ),
-        ],
-        operation="DELETE",
+        )
     )
     return table
 

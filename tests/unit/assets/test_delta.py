@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from airflow.sdk import Asset
 
-from airflow_delta_provider.assets.delta import asset_event_extra, delta_table_asset, table_asset_uri
-from airflow_delta_provider.core.transaction import CommitResult
+from airflow_delta_provider.assets.delta import (
+    asset_event_extra,
+    delta_table_asset,
+    event_version_range,
+    table_asset_uri,
+)
+from airflow_delta_provider.core.commit_plan import CommitResult
 from airflow_delta_provider.openlineage import dataset_naming, output_dataset
 
 if TYPE_CHECKING:
@@ -70,6 +75,7 @@ def test_event_extra_is_small_json_and_names_version_operation_metrics() -> None
     )
     extra = asset_event_extra(result, "s3://bucket/events")
     assert extra["version"] == 7 and extra["operation"] == "WRITE" and extra["read_version"] == 6
+    assert (extra["from_version"], extra["to_version"]) == (7, 7)  # the range the event covers
     assert (extra["committed"], extra["skipped"]) == (True, False)
     assert extra["metrics"] == {
         "num_added_files": 3,
@@ -111,3 +117,25 @@ def test_an_overwrite_is_an_overwrite_lifecycle_change() -> None:
     created = output_dataset("s3://b/t", version=0, operation="CREATE TABLE AS SELECT")
     assert created.facets["lifecycleStateChange"].lifecycleStateChange.value == "CREATE"
     assert "outputStatistics" not in created.outputFacets
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        pytest.param({"version": 4, "from_version": 4, "to_version": 4}, (4, 4), id="commit-operator"),
+        pytest.param({"version": 9, "from_version": 6, "to_version": 9}, (6, 9), id="sensor"),
+        pytest.param(
+            {"from_trigger": True, "payload": {"version": 9, "from_version": 7, "to_version": 9}},
+            (7, 9),
+            id="asset-watcher",
+        ),
+        pytest.param({"version": 3}, (3, 3), id="event-before-ranges"),
+        pytest.param({"from_trigger": True, "payload": {"version": 5}}, (5, 5), id="watcher-before-ranges"),
+        pytest.param({}, None, id="no-version"),
+        pytest.param({"version": "3"}, None, id="not-a-number"),
+        pytest.param({"version": True}, None, id="a-bool"),
+        pytest.param(None, None, id="no-extra"),
+    ],
+)
+def test_the_version_range_of_any_delta_asset_event(extra: Any, expected: tuple[int, int] | None) -> None:
+    assert event_version_range(extra) == expected

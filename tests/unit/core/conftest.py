@@ -135,6 +135,33 @@ def log_state() -> Any:
     return _log_state
 
 
+@pytest.fixture
+def table_state() -> Any:
+    """``table_state(root)``: what a refused or failed operation must leave as it was: the table's
+    version and active files (or the name of the error loading them), every file of ``_delta_log``
+    with its content, and every file beside the root (outside the table) with its size and time."""
+    from pathlib import Path
+
+    from airflow_delta_provider.core import DeltaTable
+    from airflow_delta_provider.core.errors import DeltaError
+
+    def state(root: Path | str) -> tuple[Any, dict[str, bytes], dict[str, tuple[int, int]]]:
+        root = Path(root)
+        try:
+            snapshot = DeltaTable(str(root)).snapshot()
+            loaded: Any = (snapshot.version, sorted(snapshot.files().column("path").to_pylist()))
+        except DeltaError as err:
+            loaded = type(err).__name__
+        outside = {
+            str(p.relative_to(root.parent)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in root.parent.rglob("*")
+            if p.is_file() and root not in p.parents
+        }
+        return loaded, _log_state(root), outside
+
+    return state
+
+
 # --- Parquet files for the footer statistics tests -------------------------------------
 
 #: A string longer than Delta's 32-character prefix, ending in characters that need U+10FFFF.

@@ -5,6 +5,7 @@ range's commits are read, never the table's file list."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import shutil
 import subprocess
@@ -17,8 +18,10 @@ import pytest
 
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core import snapshot as snapshot_module
+from airflow_delta_provider.core.changes_bounds import MAX_COMMIT_MILLIS
 from airflow_delta_provider.core.errors import (
     CommitsCleanedUpError,
+    CorruptLogError,
     InvalidChangeRangeError,
     TimestampEarlierThanRetentionError,
     TimestampLaterThanLatestCommitError,
@@ -151,6 +154,42 @@ def test_in_commit_timestamps_resolve_timestamp_bounds() -> None:
 # --- commits log cleanup removed -------------------------------------------------------------------
 
 
+def append_with_in_commit_timestamp(root: Path, ict: int) -> None:
+    """:func:`timed_table`, then v4: another writer's append whose commitInfo has ``ict``."""
+    timed_table(root)
+    pq.write_table(pa.table({"id": pa.array([4], pa.int64())}), root / "4.parquet")
+    add = {"path": "4.parquet", "partitionValues": {}, "modificationTime": 1, "dataChange": True}
+    actions = [
+        {"commitInfo": {"operation": "WRITE", "inCommitTimestamp": ict}},
+        {"add": {**add, "size": (root / "4.parquet").stat().st_size}},
+    ]
+    (root / "_delta_log" / f"{4:020d}.json").write_text("\n".join(map(json.dumps, actions)) + "\n")
+
+
+@pytest.mark.parametrize("ict", [MAX_COMMIT_MILLIS + 1, -MAX_COMMIT_MILLIS - 1, 2**63 - 1, -(2**63)], ids=str)
+def test_an_in_commit_timestamp_no_timestamp_holds_is_refused_naming_the_commit(
+    tmp_path: Path, ict: int, table_state: Any
+) -> None:
+    """``_commit_timestamp`` is microseconds in a long: an in-commit timestamp (milliseconds, any
+    long in the log) past that range is a corrupt commit, not an OverflowError."""
+    root = tmp_path / "t"
+    append_with_in_commit_timestamp(root, ict)
+    before = table_state(root)
+    with pytest.raises(
+        CorruptLogError, match=rf"Version 4 .*inCommitTimestamp {ict} .*00000000000000000004.json"
+    ):
+        DeltaTable(str(root)).changes(3)
+    assert versions_of(DeltaTable(str(root)), starting_version=1, ending_version=3) == (1, 3, [1, 2, 3])
+    assert table_state(root) == before
+
+
+def test_an_in_commit_timestamp_at_the_edge_of_the_range_is_read(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    append_with_in_commit_timestamp(root, -MAX_COMMIT_MILLIS)
+    stamps = DeltaTable(str(root)).changes(4).to_pyarrow_table(["_commit_timestamp"]).column(0)
+    assert stamps.cast(pa.int64()).to_pylist() == [-MAX_COMMIT_MILLIS * 1000]
+
+
 def test_a_range_whose_commits_were_cleaned_up_names_the_version_retention_and_earliest() -> None:
     root = CORPUS / "tables" / "delta-rs" / "checkpoint-cdf-table"  # commits start at 3 (checkpoint 3)
     table = DeltaTable(str(root))
@@ -231,3 +270,30 @@ def test_the_file_level_changes_do_not_import_pandas(tmp_path: Path) -> None:
         [sys.executable, "-c", probe, str(tmp_path / "t")], capture_output=True, text=True, check=True
     )
     assert result.stdout.split() == ["3", "False"]
+
+
+def test_a_range_read_while_another_writer_commits_is_exactly_its_versions(tmp_path: Path) -> None:
+    """The latest version is fixed when the range is resolved: commits landing meanwhile (another
+    writer, in another thread) are neither half-read nor read past the range's end."""
+    import threading
+
+    root = tmp_path / "t"
+    table = DeltaTable.create(str(root), SCHEMA)
+    stop = threading.Event()
+
+    def writer() -> None:
+        version = 0
+        while not stop.is_set() and version < 200:
+            version += 1
+            pq.write_table(pa.table({"id": pa.array([version], pa.int64())}), root / f"{version}.parquet")
+            table.commit_files([f"{version}.parquet"], auto_checkpoint=False)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        for _ in range(20):
+            start, end, versions = versions_of(DeltaTable(str(root)), starting_version=0)
+            assert start == 0 and versions == list(range(1, end + 1))
+    finally:
+        stop.set()
+        thread.join()

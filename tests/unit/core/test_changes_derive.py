@@ -281,6 +281,80 @@ def test_rewrites_without_change_data_are_refused_naming_version_and_operation(
     assert log_state(log.root) == before
 
 
+_DEEP_TEXT = "[" * 100_000 + "]" * 100_000
+#: commitInfo as other engines write it (lists and text where Delta writes objects, no operation
+#: name, texts nested past any stack) -> the operation the refusal names (None: the commit replaced
+#: what it removed, its changes are exact; "nothing": a MERGE whose metrics report no change).
+FREE_FORM_COMMIT_INFO = {
+    "metrics as a list": (commit_info("MERGE", operationMetrics=[0, 0, 0]), "MERGE"),
+    "metrics as text nested too deep": (commit_info("MERGE", operationMetrics="{" + _DEEP_TEXT), "MERGE"),
+    "no-op metrics as JSON text": (
+        commit_info(
+            "MERGE",
+            operationMetrics=json.dumps(
+                {"numTargetRowsInserted": "0", "numTargetRowsUpdated": "0", "numTargetRowsDeleted": "0"}
+            ),
+        ),
+        "nothing",
+    ),
+    "parameters as plain text": (commit_info(operationParameters="mode=Overwrite"), "WRITE"),
+    "parameters as JSON text": (commit_info(operationParameters=json.dumps({"mode": "Overwrite"})), None),
+    "parameters as a list": (commit_info(operationParameters=["mode", "Overwrite"]), "WRITE"),
+    "copied rows as a list": (
+        commit_info(operationParameters={"mode": "Overwrite"}, operationMetrics={"numCopiedRows": [3]}),
+        "WRITE",
+    ),
+    "operation as an object": (commit_info({"name": "WRITE"}), "a commit"),
+    "operation as a list": (commit_info(["RESTORE"]), "a commit"),
+    "operation as a number": (commit_info(7), "a commit"),
+    "predicate as an object": (
+        commit_info(operationParameters={"mode": "Overwrite", "predicate": {"p": "a"}}),
+        "WRITE",
+    ),
+    "predicate as JSON text nested too deep": (
+        commit_info(operationParameters={"mode": "Overwrite", "predicate": _DEEP_TEXT}),
+        "WRITE",
+    ),
+    "predicate of 10,000 conditions": (
+        commit_info(
+            operationParameters={"mode": "Overwrite", "predicate": " OR ".join(["p = 'a'"] * 10_000)}
+        ),
+        "WRITE",
+    ),
+    "predicate nested 10,000 deep": (
+        commit_info(
+            operationParameters={"mode": "Overwrite", "predicate": "(" * 10_000 + "p = 'a'" + ")" * 10_000}
+        ),
+        "WRITE",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(FREE_FORM_COMMIT_INFO.values()), ids=list(FREE_FORM_COMMIT_INFO))
+@pytest.mark.parametrize("feed", [False, True], ids=["feed off", "feed on"])
+def test_free_form_commit_info_is_read_by_its_shape(
+    tmp_path: Path, case: Any, feed: bool, table_state: Any
+) -> None:
+    """commitInfo is free-form: a shape Delta does not write is no operation, metric or parameter
+    (never an AttributeError, a TypeError or a RecursionError); the rules then decide as for a
+    commit without it, and the table is left as it was."""
+    info, refused = case
+    log = hand_table(tmp_path / "t", feed=feed)
+    rewrite(log, info)
+    before = table_state(log.root)
+    if refused == "nothing":
+        assert changed_rows(log.root, 1) == []
+    elif refused is None or feed:
+        assert changed_rows(log.root, 1) == ALL_OF_A_AND_B
+    else:
+        with pytest.raises(ChangeDataNotRecordedError) as raised:
+            DeltaTable(str(log.root)).changes(1)
+        assert raised.value.operation == (None if refused == "a commit" else refused)
+        assert f"({refused} without change data files" in str(raised.value)
+        assert len(str(raised.value)) < 2000
+    assert table_state(log.root) == before
+
+
 def test_a_rewrite_while_the_feed_is_on_is_read_as_delta_reads_it(tmp_path: Path) -> None:
     # A writer must record an UPDATE's changes in cdc files when the feed is on; without them
     # Delta reads the commit's removes and adds, and so does the core.

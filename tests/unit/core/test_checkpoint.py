@@ -192,29 +192,34 @@ def test_partition_ids_refuse_zero_parts():
 
 
 def test_should_checkpoint_follows_delta_default_interval():
-    due = [v for v in range(0, 35) if should_checkpoint(v, {})]
+    due = [v for v in range(0, 35) if should_checkpoint(v, TableConfig())]
     assert due == [v for v in range(1, 35) if v % 10 == 0]  # Delta's default interval
-    assert should_checkpoint(0, None) is False
+    assert should_checkpoint(0, TableConfig()) is False
 
 
 def test_should_checkpoint_uses_the_table_interval():
-    properties = {"delta.checkpointInterval": "3"}
-    assert [v for v in range(10) if should_checkpoint(v, properties)] == [3, 6, 9]
+    config = TableConfig({"delta.checkpointInterval": "3"})
+    assert [v for v in range(10) if should_checkpoint(v, config)] == [3, 6, 9]
     assert TableConfig({"delta.checkpointInterval": " 25 "}).checkpoint_interval.value == 25
-    assert should_checkpoint(1, {"delta.checkpointInterval": "1"})
+    assert should_checkpoint(1, TableConfig({"delta.checkpointInterval": "1"}))
+    # The provider default where the table sets none; the table's own wins.
+    assert should_checkpoint(4, TableConfig({}, {"checkpoint_interval": 2}))
+    assert not should_checkpoint(
+        4, TableConfig({"delta.checkpointInterval": "3"}, {"checkpoint_interval": 2})
+    )
 
 
 @pytest.mark.parametrize("value", ["0", "-10", "ten", "1.5", "", "10 commits"])
 def test_should_checkpoint_refuses_invalid_intervals(value: str):
     with pytest.raises(InvalidTablePropertyError, match=r"delta\.checkpointInterval") as caught:
-        should_checkpoint(10, {"delta.checkpointInterval": value})
+        should_checkpoint(10, TableConfig({"delta.checkpointInterval": value}))
     assert repr(value) in str(caught.value)
 
 
 @pytest.mark.parametrize("version", [-1, True, 1.0, "3"])
 def test_should_checkpoint_refuses_bad_versions(version: Any):
     with pytest.raises(ValueError, match="version"):
-        should_checkpoint(version, {})
+        should_checkpoint(version, TableConfig())
 
 
 # --- classic checkpoints ------------------------------------------------------------------

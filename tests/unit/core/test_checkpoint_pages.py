@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_delta_provider.core import replay
+from airflow_delta_provider.core import checkpoint_reader as reader
 from airflow_delta_provider.core.checkpoint_pages import CheckpointPages
 from airflow_delta_provider.core.storage import open_store
 
@@ -192,7 +192,7 @@ def test_the_small_state_of_a_large_row_group_is_read_page_by_page(tmp_path, mon
     from airflow_delta_provider.core.segment import complete_checkpoints, list_log_files
 
     [checkpoint] = complete_checkpoints(list_log_files(storage))
-    before = replay.read_checkpoint_small_actions(storage, checkpoint)
+    before = reader.read_checkpoint_small_actions(storage, checkpoint)
     routes = []
     original = CheckpointPages.action_rows
 
@@ -202,8 +202,8 @@ def test_the_small_state_of_a_large_row_group_is_read_page_by_page(tmp_path, mon
         return rows
 
     monkeypatch.setattr(CheckpointPages, "action_rows", spying)
-    monkeypatch.setattr(replay, "_PAGED_ROWS", 1_000)
-    after = replay.read_checkpoint_small_actions(storage, checkpoint)
+    monkeypatch.setattr(reader, "_PAGED_ROWS", 1_000)
+    after = reader.read_checkpoint_small_actions(storage, checkpoint)
     assert after == before
     assert ("protocol", True) in routes and ("metaData", True) in routes and ("txn", True) in routes
 

@@ -498,9 +498,13 @@ def test_protection_refuses_when_a_crc_names_an_unsupported_protocol(log_writer)
 # --- automatic cleanup after checkpoints ---------------------------------------------------
 
 
-def test_post_commit_checkpoint_cleans_expired_logs(tmp_path):
+def due_for_cleanup(tmp_path, **properties: str) -> tuple[DeltaTable, str]:
+    """A table whose versions 0-9 are 5 days old (retention 1 day), and a file whose commit
+    lands on version 10: the post-commit checkpoint, then the cleanup of everything before it."""
     table = DeltaTable.create(
-        str(tmp_path / "t"), SCHEMA, properties={"delta.logRetentionDuration": "interval 1 days"}
+        str(tmp_path / "t"),
+        SCHEMA,
+        properties={"delta.logRetentionDuration": "interval 1 days", **properties},
     )
     for i in range(1, 10):
         commit(table, i)
@@ -508,29 +512,30 @@ def test_post_commit_checkpoint_cleans_expired_logs(tmp_path):
     relative = "last/p.parquet"
     os.makedirs(os.path.join(table.storage.root, "last"))
     pq.write_table(pa.table({"id": [10]}), os.path.join(table.storage.root, relative))
+    return table, relative
+
+
+def test_post_commit_checkpoint_cleans_expired_logs(tmp_path):
+    table, relative = due_for_cleanup(tmp_path)
     table.commit_files([relative])  # version 10: checkpoint, then cleanup of everything before it
     assert log_names(table)[0].startswith(f"{10:020d}")
     assert ids(table) == list(range(1, 11))
 
 
 def test_disabled_expired_log_cleanup_gates_only_the_automatic_run(tmp_path):
-    table = DeltaTable.create(
-        str(tmp_path / "t"),
-        SCHEMA,
-        properties={
-            "delta.logRetentionDuration": "interval 1 days",
-            "delta.enableExpiredLogCleanup": "false",
-        },
-    )
-    for i in range(1, 10):
-        commit(table, i)
-    age(table, dict.fromkeys(range(10), 5))
-    relative = "last/p.parquet"
-    os.makedirs(os.path.join(table.storage.root, "last"))
-    pq.write_table(pa.table({"id": [10]}), os.path.join(table.storage.root, relative))
+    table, relative = due_for_cleanup(tmp_path, **{"delta.enableExpiredLogCleanup": "false"})
     table.commit_files([relative])
     assert log_names(table)[0].startswith(f"{0:020d}")  # checkpoint written, nothing cleaned
     assert table.cleanup_logs().checkpoint_version == 10  # an explicit call still cleans
+
+
+@pytest.mark.parametrize(("enabled", "argument", "cleans"), [("false", True, True), ("true", False, False)])
+def test_cleanup_expired_logs_decides_the_automatic_run_for_one_commit(tmp_path, enabled, argument, cleans):
+    table, relative = due_for_cleanup(tmp_path, **{"delta.enableExpiredLogCleanup": enabled})
+    table.commit_files([relative], cleanup_expired_logs=argument)
+    first = 10 if cleans else 0  # the checkpoint at version 10 is written either way
+    assert log_names(table)[0].startswith(f"{first:020d}")
+    assert ids(table) == list(range(1, 11))
 
 
 # --- the selection itself, on synthetic listings -------------------------------------------

@@ -156,6 +156,55 @@ def test_a_generated_partition_column_is_checked_on_its_partition_values(tmp_pat
     assert deltalake.DeltaTable(table.uri).to_pyarrow_table().num_rows == 1
 
 
+TOO_LARGE = {
+    "20,000 ORs": " OR ".join(["id > 0"] * 20_000),  # crashed the process (the engine's stack)
+    "101 ANDs": " AND ".join(["id > 0"] * 102),
+    "parentheses 10,000 deep": "(" * 10_000 + "id > 0" + ")" * 10_000,
+    "calls 33 deep": "lower(" * 33 + "name" + ")" * 33 + " = 'a'",
+    "a very long text": "name = '" + "x" * 1_000_000 + "' OR " + " OR ".join(["id > 0"] * 200),
+}
+
+
+@pytest.mark.parametrize("kind", ["check", "invariant"])
+@pytest.mark.parametrize("expression", list(TOO_LARGE.values()), ids=list(TOO_LARGE))
+def test_an_expression_too_large_for_the_engine_is_refused_not_crashed(
+    tmp_path, table_state, kind, expression
+):
+    """The engine parses and plans expressions recursively: 20,000 ORs exhausted the stack and killed
+    the worker with SIGSEGV. Expressions past MAX_OPERATORS / MAX_NESTING are refused, by a message of
+    bounded length, and nothing is committed."""
+    if kind == "check":
+        table = DeltaTable.create(
+            str(tmp_path / "t"),
+            schema(field("id", "long"), field("name", "string")),
+            properties={"delta.constraints.big": expression},
+        )
+    else:
+        invariant = json.dumps({"expression": {"expression": expression}})
+        table = DeltaTable.create(
+            str(tmp_path / "t"),
+            schema(field("id", "long", **{"delta.invariants": invariant}), field("name", "string")),
+        )
+    path = write(table, {"id": [1], "name": ["a"]})
+    before = table_state(table.storage.root)
+    with pytest.raises(
+        UnsupportedExpressionError, match=r"more than the 100 operators and 32 levels"
+    ) as raised:
+        table.commit_files([path])
+    assert len(str(raised.value)) < 1500
+    assert table_state(table.storage.root) == before
+
+
+def test_an_expression_at_the_limits_is_evaluated(tmp_path):
+    expression = "(" * 32 + " OR ".join(["id > 0"] * 50) + ")" * 32  # 99 operators
+    table = DeltaTable.create(
+        str(tmp_path / "t"), schema(field("id", "long")), properties={"delta.constraints.c": expression}
+    )
+    assert table.commit_files([write(table, {"id": [1]})]).version == 1
+    with pytest.raises(ConstraintViolationError):
+        table.commit_files([write(table, {"id": [-1]})])
+
+
 def test_an_expression_the_engine_cannot_evaluate_like_spark_is_refused_by_name(tmp_path, log_state):
     table = DeltaTable.create(
         str(tmp_path / "t"), schema(field("id", "long")), properties={"delta.constraints.half": "id / 2 > 1"}

@@ -122,6 +122,47 @@ def test_counts_that_are_no_count_are_unknown(tmp_path: Path) -> None:
     assert counts == dict.fromkeys(counts)
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        2**63,  # past Delta's long
+        10**40,
+        1e300,  # integral, but no long
+        -0.5,
+        float("nan"),
+        float("inf"),
+        "9" * 40,
+        "\u0661\u0662",  # Arabic-Indic digits: int() reads them, no writer writes them
+        "1_000",  # int() reads it too
+        "0x10",
+        "1e3",
+        "NaN",
+        "",
+        [1],
+        {"value": 1},
+        None,
+    ],
+    ids=repr,
+)
+def test_a_metric_that_is_no_long_count_is_unknown(tmp_path: Path, value: object) -> None:
+    table = DeltaTable.create(str(tmp_path), pa.schema([("id", pa.int64())]))
+    metrics = {"numOutputRows": value, "numFiles": value, "numRemovedBytes": value}
+    counts = commit_counts(table.storage, {**entries(table)[0], "operationMetrics": metrics})
+    assert (counts["rows_added"], counts["files_added"], counts["bytes_removed"]) == (None, None, None)
+
+
+@pytest.mark.parametrize(
+    ("value", "count"), [(2**63 - 1, 2**63 - 1), ("+7", 7), (' "12" ', 12), (-0.0, 0), (3.0, 3)], ids=repr
+)
+def test_a_metric_that_is_a_long_count_is_read(tmp_path: Path, value: object, count: int) -> None:
+    table = DeltaTable.create(str(tmp_path), pa.schema([("id", pa.int64())]))
+    metrics = {"numOutputRows": value}
+    assert (
+        commit_counts(table.storage, {**entries(table)[0], "operationMetrics": metrics})["rows_added"]
+        == count
+    )
+
+
 def test_metrics_written_as_json_text_or_integral_numbers_are_read(tmp_path: Path) -> None:
     table = DeltaTable.create(str(tmp_path), pa.schema([("id", pa.int64())]))
     text = json.dumps({"numOutputRows": '"3"', "numFiles": 2.0})

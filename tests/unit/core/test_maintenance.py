@@ -7,6 +7,8 @@ import os
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.maintenance import checkpoint_due, cleanup_due, vacuum_due
 from airflow_delta_provider.core.table_config import TableConfig
@@ -66,6 +68,24 @@ def test_a_failed_vacuum_does_not_count(log_writer: Any) -> None:
     log_writer.basic(1)
     log_writer.commit(1, log_writer.commit_info("VACUUM END", operationParameters={"status": "FAILED"}))
     assert vacuum_due(DeltaTable(str(log_writer.root)), timedelta(days=7)).due
+
+
+@pytest.mark.parametrize(
+    ("parameters", "due"),
+    [
+        (json.dumps({"status": '"FAILED"'}), True),  # JSON text of the object (other engines)
+        (json.dumps({"status": '"COMPLETED"'}), False),
+        ("FAILED", False),  # no object: no status, as a VACUUM END without one
+        (["status", "FAILED"], False),
+    ],
+    ids=repr,
+)
+def test_a_vacuum_end_of_another_shape_is_read_by_shape(log_writer: Any, parameters: Any, due: bool) -> None:
+    """operationParameters is free-form: read as the core reads commitInfo objects (the JSON text of
+    one included), never an AttributeError."""
+    log_writer.basic(1)
+    log_writer.commit(1, log_writer.commit_info("VACUUM END", operationParameters=parameters))
+    assert vacuum_due(DeltaTable(str(log_writer.root)), timedelta(days=7)).due is due
 
 
 def test_last_vacuum_info_counts_when_no_commit_records_it(log_writer: Any) -> None:

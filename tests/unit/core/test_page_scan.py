@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import json
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_delta_provider.core.page_scan import chunk_range, chunk_values
+from airflow_delta_provider.core import page_scan
+from airflow_delta_provider.core.page_scan import DTYPES, _reduced, chunk_range, chunk_values
+from airflow_delta_provider.core.stats import read_footers
+from airflow_delta_provider.core.stats_encoding import int96_bounds
+from airflow_delta_provider.core.storage import open_store
 
 VALUES = [1.0, float("nan"), None, -2.5, 0.0, float("inf")] * 300
 
@@ -118,3 +123,28 @@ def test_what_cannot_be_read_gives_none(damage):
     elif damage == "length-past-the-end":
         chunk = chunk[:40]
     assert chunk_values(chunk, column.physical_type, column.compression, 1, 0) is None
+
+
+def test_values_are_read_in_bounded_batches_with_the_same_stats(tmp_path, monkeypatch):
+    """However small the batches of column chunks held at once, the stats are the same."""
+
+    paths = []
+    for index in range(5):
+        values = [index + 0.5, None, -index - 0.25] if index != 3 else [1.0, float("nan"), 2.0]
+        pq.write_table(pa.table({"i": [index] * 3, "f": values}), tmp_path / f"{index}.parquet")
+        paths.append(str(tmp_path / f"{index}.parquet"))
+    storage = open_store(str(tmp_path))
+    columns = [("i",), ("f",)]
+    whole = [f.stats for f in read_footers(storage, paths, stats_columns=columns)]
+    monkeypatch.setattr(page_scan, "VALUE_BATCH_BYTES", 1)
+    assert [f.stats for f in read_footers(storage, paths, stats_columns=columns)] == whole
+    assert ["minValues" in json.loads(s) for s in whole] == [True, True, True, False, True]
+
+
+def test_int96_pages_are_reduced_to_their_extremes():
+    same_day = np.array([(5, 2_460_000), (1, 2_460_000), (9, 2_460_000)], DTYPES["INT96"])
+    spread = np.array([(9, 2_459_999), (1, 2_460_001), (0, 2_460_001), (7, 2_459_999)], DTYPES["INT96"])
+    for values in (same_day, spread):
+        assert int96_bounds(_reduced(values, True)) == int96_bounds(values)
+    assert _reduced(np.array([1.0, float("nan"), 2.0]), False).size == 1
+    assert _reduced(np.array([1.0, 2.0]), False).size == 0

@@ -144,6 +144,44 @@ def test_relative_forms_keep_the_undecoded_spelling_of_unencoded_writers():
     assert path.relative_forms("file:///elsewhere/x.parquet") == []
 
 
+# --- log paths on another store -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("location", "logged"),
+    [
+        ("/t", "s3://bucket/x.parquet"),  # read as the local path bucket/x.parquet before
+        ("/t", "memory://x.parquet"),
+        ("/t", "http://169.254.169.254/latest/meta-data"),
+        ("/t", "gs://bucket/x.parquet"),
+        ("s3://b/t", "file:///etc/x.parquet"),
+        ("s3://b/t", "file:b/t/x.parquet"),  # would have been the S3 file b/t/x.parquet
+        ("s3://b/t", "gs://b/t/x.parquet"),
+        ("memory://t", "s3://b/t/x.parquet"),
+        ("gs://b/t", "s3://b/t/x.parquet"),
+    ],
+)
+def test_a_log_path_on_another_store_is_refused_not_read_from_this_one(location, logged):
+    path = TablePath.parse(location)
+    with pytest.raises(InvalidPathError, match=r"on another store .* than the table's"):
+        path.decode(logged)
+    assert path.relative_forms(logged) == []  # not under the root: VACUUM keeps its own files
+
+
+@pytest.mark.parametrize(
+    ("location", "logged", "decoded"),
+    [
+        ("/t", "file:///other/x.parquet", "/other/x.parquet"),
+        ("/t", "/abs/x.parquet", "/abs/x.parquet"),
+        ("s3://b/t", "s3a://other/x.parquet", "other/x.parquet"),
+        ("s3a://b/t", "s3n://b/t/x.parquet", "b/t/x.parquet"),
+        ("gs://b/t", "gcs://b/t/x.parquet", "gcs://b/t/x.parquet"),
+    ],
+)
+def test_absolute_paths_on_the_tables_store_are_kept(location, logged, decoded):
+    assert TablePath.parse(location).decode(logged) == decoded
+
+
 @pytest.mark.parametrize(
     ("location", "root", "uri"),
     [

@@ -35,6 +35,9 @@ def _rows(text: str) -> list[int]:
         ("region IN ('us', 'xx')", [1]),
         ("region NOT IN ('us')", [0, 3]),
         ("region IN ('us', NULL)", [1]),
+        ("region NOT IN ('us', NULL)", []),  # NOT (unknown) is unknown
+        ("NOT region IN ('us')", [0, 3]),
+        ("hour IN (5, 7) AND region IN ('eu')", [3]),
         ("region IS NULL", [2]),
         ("ds IS NOT NULL AND hour BETWEEN 1 AND 7", [1]),
         ("hour NOT BETWEEN 1 AND 7", [0, 2]),
@@ -81,6 +84,36 @@ def test_string_escapes():
 
 def test_empty_table_gives_an_empty_mask():
     assert len(Predicate("hour = 1", ["hour"]).mask(VALUES.slice(0, 0))) == 0
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "(" * 65 + "hour = 1" + ")" * 65,
+        "NOT " * 65 + "hour = 1",
+        "NOT (" * 10_000 + "hour = 1" + ")" * 10_000,
+        " OR ".join(["hour = 1"] * 1001),
+        " AND ".join(["hour BETWEEN 1 AND 2"] * 2_000),
+    ],
+    ids=["parentheses", "NOTs", "deep NOTs", "1001 conditions", "2,000 BETWEENs"],
+)
+def test_a_predicate_too_large_to_evaluate_safely_is_refused_clearly(text):
+    """Nesting past MAX_NESTING was a RecursionError, 20,000 ORed conditions crashed the process
+    (Arrow binds the expression recursively): both are refused, with a message of bounded length."""
+    with pytest.raises(PredicateError, match=r"nest more than 64 deep|more than 1000 conditions") as raised:
+        Predicate(text, ["hour"]).mask(VALUES.select(["hour"]))
+    assert len(str(raised.value)) < 600
+
+
+def test_the_largest_predicates_allowed_and_long_value_lists_evaluate():
+    hours = VALUES.select(["hour"])
+    nested = "(" * 63 + "hour = 5" + ")" * 63
+    assert Predicate(nested, ["hour"]).mask(hours).to_pylist() == [False, True, False, False]
+    chain = " OR ".join(f"hour = {h}" for h in range(1000))
+    assert Predicate(chain, ["hour"]).mask(hours).to_pylist() == [True, True, True, True]
+    listed = "hour IN (" + ", ".join(str(h) for h in range(7, 20_007)) + ")"
+    assert Predicate(listed, ["hour"]).mask(hours).to_pylist() == [False, False, True, True]
+    assert Predicate("NOT " + listed, ["hour"]).mask(hours).to_pylist() == [True, True, False, False]
 
 
 # --- a read's filter: data columns and the normal form an engine receives ------------------------

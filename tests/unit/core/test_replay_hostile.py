@@ -19,6 +19,7 @@ import pytest
 
 from airflow_delta_provider.core import CorruptLogError, DeltaTable
 from airflow_delta_provider.core.action_checks import action_problem
+from airflow_delta_provider.core.commit_plan import CommitPlan
 from airflow_delta_provider.core.delta_types import LONG_MAX
 from airflow_delta_provider.core.errors import ProtocolError
 from airflow_delta_provider.core.paths import escapes_root
@@ -645,5 +646,5 @@ def test_a_retry_is_never_built_on_an_unreadable_winner(tmp_path, log_state):
     before = log_state(table.storage.root)
     transaction = OptimisticTransaction(table.storage, read_snapshot=stale)
     with pytest.raises(CorruptLogError, match=r"Line 3 of .*00000000000000000003\.json"):
-        transaction.commit([AddFile("g.parquet", {}, 1, 1)], operation="WRITE")
+        transaction.commit(CommitPlan("WRITE", adds=(AddFile("g.parquet", {}, 1, 1),)))
     assert log_state(table.storage.root) == before

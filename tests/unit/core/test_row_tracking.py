@@ -18,6 +18,7 @@ import pytest
 
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.actions import AddFile, DomainMetadata
+from airflow_delta_provider.core.commit_plan import CommitPlan
 from airflow_delta_provider.core.errors import InvalidLogValueError, RowTrackingError
 from airflow_delta_provider.core.row_tracking import assign_row_ids
 from airflow_delta_provider.core.transaction import OptimisticTransaction
@@ -174,7 +175,7 @@ def test_an_add_without_num_records_is_refused_and_nothing_is_written(table, log
         path="x.parquet", partition_values={"ds": "a"}, size=1, modification_time=1, data_change=True
     )
     with pytest.raises(RowTrackingError, match=r"without row count statistics.*x\.parquet"):
-        OptimisticTransaction(table.storage).commit([add], operation="WRITE")
+        OptimisticTransaction(table.storage).commit(CommitPlan("WRITE", adds=(add,)))
     assert log_state(table.storage.root) == before
 
 

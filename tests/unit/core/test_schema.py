@@ -679,3 +679,72 @@ def test_columns_differing_only_in_case_are_refused_naming_both(data, names, che
             check_schema_compatible(_CASE_TABLE, data)
         else:
             merge_schemas(_CASE_TABLE, data)
+
+
+# --- nesting -----------------------------------------------------------------------------------------
+
+
+def _nested(kind: str, depth: int) -> str:
+    """A Delta type ``depth`` levels deep around a long, as JSON text (built without recursion)."""
+    opening = {
+        "struct": '{"type":"struct","fields":[{"name":"f","nullable":true,"metadata":{},"type":',
+        "array": '{"type":"array","containsNull":true,"elementType":',
+        "map": '{"type":"map","keyType":"string","valueContainsNull":true,"valueType":',
+    }[kind]
+    closing = "}]}" if kind == "struct" else "}"
+    inner = opening * depth + '"long"' + closing * depth
+    return f'{{"type":"struct","fields":[{{"name":"top","type":{inner},"nullable":true,"metadata":{{}}}}]}}'
+
+
+@pytest.mark.parametrize("kind", ["struct", "array", "map"])
+def test_a_schema_nested_deeper_than_the_limit_is_refused_clearly(kind):
+    """Deep schemas ended in a RecursionError somewhere (parsing the JSON from 250 struct levels,
+    a commit under column mapping from 249): every reader and writer now refuses them by name."""
+    from airflow_delta_provider.core.schema_json import MAX_SCHEMA_DEPTH
+
+    assert schema_from_delta(_nested(kind, MAX_SCHEMA_DEPTH - 1)).field("top")  # the top column is a level
+    for depth in (MAX_SCHEMA_DEPTH, 5_000):
+        with pytest.raises(SchemaError, match=rf"nests its types more than {MAX_SCHEMA_DEPTH} levels"):
+            schema_from_delta(_nested(kind, depth))
+
+
+@pytest.mark.parametrize("depth", [100, 300, 10_000])
+def test_a_table_with_a_schema_nested_too_deep_is_refused_to_readers_and_writers(
+    tmp_path, table_state, depth
+):
+    import pyarrow.parquet as pq
+
+    from airflow_delta_provider.core import DeltaTable
+
+    text = _nested("struct", depth).replace(
+        '{"name":"top"', '{"name":"id","type":"long","nullable":true,"metadata":{}},{"name":"top"', 1
+    )
+    root = tmp_path / "t"
+    (root / "_delta_log").mkdir(parents=True)
+    metadata = {
+        "id": "t",
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": text,
+        "partitionColumns": [],
+        "configuration": {},
+    }
+    actions = [
+        {"commitInfo": {}},
+        {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+        {"metaData": metadata},
+    ]
+    (root / "_delta_log" / f"{0:020d}.json").write_text("\n".join(map(json.dumps, actions)) + "\n")
+    pq.write_table(pa.table({"id": pa.array([1], pa.int64())}), root / "f.parquet")
+    table = DeltaTable(str(root))
+    before = table_state(root)
+    for attempt in (
+        lambda: table.snapshot().schema,
+        lambda: table.snapshot().to_pyarrow_table(),
+        lambda: table.changes(0).to_pyarrow_table(),
+        lambda: table.commit_files(["f.parquet"]),
+        lambda: DeltaTable.create(str(tmp_path / "copy"), text),
+    ):
+        with pytest.raises(SchemaError, match="nests its types more than 100 levels"):
+            attempt()
+    assert not (tmp_path / "copy").exists()
+    assert table_state(root) == before

@@ -18,6 +18,7 @@ import pytest
 
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.actions import AddFile
+from airflow_delta_provider.core.commit_plan import CommitPlan
 from airflow_delta_provider.core.predicate import Predicate
 from airflow_delta_provider.core.skipping import files_matching
 from airflow_delta_provider.core.transaction import OptimisticTransaction
@@ -71,7 +72,9 @@ def _table(root: Path) -> DeltaTable:
                     stats=_delta_stats(data),
                 )
             )
-    OptimisticTransaction(table.storage, read_snapshot=table.snapshot()).commit(adds, operation="WRITE")
+    OptimisticTransaction(table.storage, read_snapshot=table.snapshot()).commit(
+        CommitPlan("WRITE", adds=tuple(adds))
+    )
     return table
 
 
@@ -187,7 +190,7 @@ def test_files_without_statistics_are_kept(tmp_path: Path) -> None:
     add = AddFile(
         "a.parquet", partition_values={}, size=(root / "a.parquet").stat().st_size, modification_time=1
     )
-    OptimisticTransaction(table.storage, read_snapshot=None).commit([add], operation="WRITE")
+    OptimisticTransaction(table.storage, read_snapshot=None).commit(CommitPlan("WRITE", adds=(add,)))
     assert _kept(table.snapshot(), "id = 100") == {"a.parquet"}
 
 

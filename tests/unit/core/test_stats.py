@@ -6,22 +6,14 @@ import datetime as dt
 import json
 from decimal import Decimal
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_delta_provider.core.errors import SchemaError
-from airflow_delta_provider.core.stats import (
-    InvalidDataFileError,
-    indexed_columns,
-    read_footer,
-    read_footers,
-    stats_json,
-    truncate_max_string,
-    truncate_min_string,
-)
+from airflow_delta_provider.core import page_scan, parquet_footer, stats_encoding
+from airflow_delta_provider.core.errors import InvalidDataFileError, SchemaError
+from airflow_delta_provider.core.stats import indexed_columns, read_footer, read_footers
 from airflow_delta_provider.core.storage import open_store
 
 
@@ -100,7 +92,7 @@ def test_float_values_are_read_only_for_stats_columns_and_only_from_their_chunks
     monkeypatch.setattr(storage, "read_ranges", counting)
     [footer] = read_footers(storage, [str(tmp_path / "f.parquet")], stats_columns=[("i",), ("f",)])
     metadata = pq.read_metadata(tmp_path / "f.parquet")
-    chunks = [stats_module.chunk_range(metadata.row_group(g).column(1)) for g in range(2)]  # f's two
+    chunks = [page_scan.chunk_range(metadata.row_group(g).column(1)) for g in range(2)]  # f's two
     assert reads[1:] == ([] if rows == 2 else chunks)  # after the tail read for the footer
     assert json.loads(footer.stats)["maxValues"] == {"i": rows - 1, "f": rows - 0.5}
     monkeypatch.setattr(stats_module, "_nan_in_bounds", lambda _: True)
@@ -169,35 +161,6 @@ def test_int96_timestamps_leave_the_file_without_bounds_and_read_as_utc(tmp_path
     assert json.loads(footer.stats) == {"numRecords": 2, "nullCount": {"i": 0}}
 
 
-@pytest.mark.parametrize(
-    ("values", "bounds"),
-    [
-        (
-            [dt.datetime(2024, 1, 1, 0, 0, 0, 1500), dt.datetime(1970, 1, 1), dt.datetime(2024, 1, 1)],
-            ("1970-01-01T00:00:00.000Z", "2024-01-01T00:00:00.002Z"),  # the maximum rounded up
-        ),
-        (
-            [dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31, 23, 59)],
-            ("0001-01-01T00:00:00.000Z", "9999-12-31T23:59:00.000Z"),
-        ),
-        ([dt.datetime(9999, 12, 31, 23, 59, 59, 999999)], None),  # rounded up past year 9999
-        ([], None),
-    ],
-)
-def test_int96_bounds_come_from_julian_days_and_nanoseconds(values, bounds):
-    from airflow_delta_provider.core.page_scan import DTYPES
-    from airflow_delta_provider.core.stats import _int96_bounds
-
-    def int96(value: dt.datetime) -> tuple[int, int]:
-        since = value - dt.datetime(1970, 1, 1)
-        nanos = (since.seconds * 1_000_000 + since.microseconds) * 1000
-        return nanos, since.days + 2_440_588
-
-    array = np.array([int96(v) for v in values], DTYPES["INT96"])
-    expected = (f'"{bounds[0]}"', f'"{bounds[1]}"') if bounds is not None else None
-    assert _int96_bounds(array) == expected
-
-
 def test_decimals_are_exact_json_numbers(tmp_path):
     big = Decimal("12345678901234567890.123456789")
     table = pa.table({"x": pa.array([big, Decimal("-1.5")], pa.decimal128(38, 9))})
@@ -261,28 +224,6 @@ def test_long_strings_are_truncated_like_delta(tmp_path):
     assert stats["maxValues"]["s"] == "a" * 32 + "\x7f"
 
 
-@pytest.mark.parametrize(
-    ("value", "expected"),
-    [
-        ("short", "short"),
-        ("x" * 32, "x" * 32),
-        ("x" * 33, "x" * 32 + "\x7f"),  # the cut character is below U+007F
-        ("x" * 32 + "é" + "y", "x" * 32 + "\U0010ffff"),  # above it: the largest code point
-        ("x" * 32 + "\U0010ffff" * 3 + "z", "x" * 32 + "\U0010ffff" * 3 + "\x7f"),
-        ("x" * 32 + "\U0010ffff" * 33, None),  # cannot be bounded within twice the prefix
-    ],
-)
-def test_truncate_max_string(value, expected):
-    assert truncate_max_string(value) == expected
-    if expected is not None:
-        assert expected.encode() >= value.encode()[: len(expected.encode())]
-
-
-def test_truncate_min_string_is_a_prefix():
-    assert truncate_min_string("z" * 50) == "z" * 32
-    assert truncate_min_string("abc") == "abc"
-
-
 def test_indexed_columns_counts_leaves_and_honours_properties():
     schema = pa.schema(
         [("a", pa.int64()), ("s", pa.struct([("x", pa.int64()), ("y", pa.string())])), ("b", pa.int64())]
@@ -338,10 +279,6 @@ def test_read_footers_in_parallel_keeps_order(tmp_path):
     assert [f.num_records for f in footers] == list(range(1, 21))
 
 
-def test_stats_json_writes_decimals_without_exponent():
-    assert stats_json({"a": {"b": Decimal("1E-7")}, "n": 1}) == '{"a":{"b":0.0000001},"n":1}'
-
-
 # --- footers read concurrently with ranged tail reads ------------------------------------
 
 
@@ -376,8 +313,8 @@ def test_concurrent_ranged_reads_match_the_sequential_path_and_pyarrows_reader(
     assert _facts(concurrent) == _facts(stats_module.footer_info(pq.read_metadata(p), columns) for p in paths)
     # The big footer did not fit one tail read: it was read again, exactly.
     big = varied_parquet["big-footer.parquet"]
-    assert int.from_bytes(big[-8:-4], "little") > stats_module.TAIL_BYTES
-    assert len(varied_parquet["large.parquet"]) > stats_module.TAIL_BYTES  # found in a partial tail
+    assert int.from_bytes(big[-8:-4], "little") > parquet_footer.TAIL_BYTES
+    assert len(varied_parquet["large.parquet"]) > parquet_footer.TAIL_BYTES  # found in a partial tail
 
     stats = json.loads(concurrent[0].stats)  # plain.parquet
     assert stats["minValues"]["s"] == "k" * 32  # Delta's truncation of a 40-character minimum
@@ -405,18 +342,20 @@ def test_raw_footer_values_give_the_bounds_pyarrows_converted_values_give(
     paths = _write_copies(tmp_path, varied_parquet, copies=1)
     storage = open_store(str(tmp_path))
     raw = read_footers(storage, paths, stats_columns=varied_stats_columns)
-    original = stats_module._leaf
+    original = stats_module.leaf_of
 
     def converted(*args):
         leaf = original(*args)
-        if leaf.kind != stats_module._NONE:
-            leaf.kind = stats_module._GENERIC
+        if leaf.kind != stats_encoding.NONE:
+            leaf.kind = stats_encoding.GENERIC
         return leaf
 
-    monkeypatch.setattr(stats_module, "_leaf", converted)
+    monkeypatch.setattr(stats_module, "leaf_of", converted)
     assert _facts(read_footers(storage, paths, stats_columns=varied_stats_columns)) == _facts(raw)
-    monkeypatch.setattr(stats_module, "_leaf", original)
-    monkeypatch.setattr(stats_module, "_Reader", None)  # pq.read_metadata instead
+    monkeypatch.setattr(stats_module, "leaf_of", original)
+    from airflow_delta_provider.core import parquet_compat
+
+    monkeypatch.setattr(parquet_compat, "_Reader", None)  # pq.read_metadata instead
     assert _facts(read_footers(storage, paths, stats_columns=varied_stats_columns)) == _facts(raw)
 
 
@@ -528,25 +467,6 @@ def test_footers_are_told_apart_by_their_schema_bytes_and_leave_no_garbage(tmp_p
     assert cycles <= len(variants)  # one per schema (its first footer), not one per file
 
 
-@pytest.mark.parametrize(
-    ("encoded", "expected"),
-    [
-        (bytes([0x15, 0x02, 0x19, 0x1C, 0x18, 0x01, 0x61, 0x00, 0x16, 0x04]), 8),  # version, schema [{name}]
-        (bytes([0x16, 0x04, 0x15, 0x02]), None),  # num_rows first: not the usual order
-        (bytes([0x15, 0x02, 0x19, 0x1C, 0x18, 0x09, 0x61]), None),  # a name running past the end
-        (bytes([0x15, 0x02, 0x19, 0x1C, 0x0D]), None),  # an unknown type
-        (bytes([0x15, 0x02, 0x19, 0xF3, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F, 0x01]), None),  # 2**32 bytes listed
-        (bytes([0x15, 0x02, 0x19, 0x17, 0x00]), None),  # a double running past the end
-        (b"", None),
-    ],
-    ids=["usual", "other-order", "truncated", "unknown-type", "huge-list", "short-double", "empty"],
-)
-def test_schema_bytes_are_found_only_in_a_well_formed_usual_prefix(encoded, expected):
-    from airflow_delta_provider.core.stats import _schema_end
-
-    assert _schema_end(encoded, 0) == expected
-
-
 def test_local_tails_grow_to_the_footers_seen(tmp_path, monkeypatch):
     """Local tails start small (copying them is the cost); a footer larger than the tail is read
     again, exactly, and the next windows' tails hold footers as large as the largest seen: one
@@ -560,7 +480,7 @@ def test_local_tails_grow_to_the_footers_seen(tmp_path, monkeypatch):
         pq.write_table(wide, path)
         paths.append(str(path))
     footer = int.from_bytes((tmp_path / "w00.parquet").read_bytes()[-8:-4], "little")
-    assert footer > stats_module.LOCAL_TAIL_BYTES  # the first window's tails are too short
+    assert footer > parquet_footer.LOCAL_TAIL_BYTES  # the first window's tails are too short
     storage = open_store(str(tmp_path))
     reads: list[int] = []
     original = type(storage).read_range
@@ -577,32 +497,3 @@ def test_local_tails_grow_to_the_footers_seen(tmp_path, monkeypatch):
     assert all(length >= footer + 8 for length in reads[8:])
     expected = [stats_module.footer_info(pq.read_metadata(p), columns) for p in paths]
     assert [i.stats for i in infos] == [e.stats for e in expected]
-
-
-def test_values_are_read_in_bounded_batches_with_the_same_stats(tmp_path, monkeypatch):
-    """However small the batches of column chunks held at once, the stats are the same."""
-    from airflow_delta_provider.core import stats as stats_module
-
-    paths = []
-    for index in range(5):
-        values = [index + 0.5, None, -index - 0.25] if index != 3 else [1.0, float("nan"), 2.0]
-        pq.write_table(pa.table({"i": [index] * 3, "f": values}), tmp_path / f"{index}.parquet")
-        paths.append(str(tmp_path / f"{index}.parquet"))
-    storage = open_store(str(tmp_path))
-    columns = [("i",), ("f",)]
-    whole = [f.stats for f in read_footers(storage, paths, stats_columns=columns)]
-    monkeypatch.setattr(stats_module, "VALUE_BATCH_BYTES", 1)
-    assert [f.stats for f in read_footers(storage, paths, stats_columns=columns)] == whole
-    assert ["minValues" in json.loads(s) for s in whole] == [True, True, True, False, True]
-
-
-def test_int96_pages_are_reduced_to_their_extremes():
-    from airflow_delta_provider.core.page_scan import DTYPES
-    from airflow_delta_provider.core.stats import _int96_bounds, _reduced
-
-    same_day = np.array([(5, 2_460_000), (1, 2_460_000), (9, 2_460_000)], DTYPES["INT96"])
-    spread = np.array([(9, 2_459_999), (1, 2_460_001), (0, 2_460_001), (7, 2_459_999)], DTYPES["INT96"])
-    for values in (same_day, spread):
-        assert _int96_bounds(_reduced(values, True)) == _int96_bounds(values)
-    assert _reduced(np.array([1.0, float("nan"), 2.0]), False).size == 1
-    assert _reduced(np.array([1.0, 2.0]), False).size == 0

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import inspect
 import os
 from datetime import UTC, datetime, timedelta, timezone
 
@@ -186,3 +187,42 @@ def test_time_travel_without_commit_files_is_a_version_not_found_error(tmp_path)
             os.remove(os.path.join(table.storage.log_dir, name))
     with pytest.raises(VersionNotFoundError, match="no commit file"):
         table.snapshot(timestamp=T0)
+
+
+# --- the facade's arguments --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("call", "name"),
+    [
+        (lambda t: t.commit_files([], mdoe="overwrite"), "commit_files"),
+        (lambda t: t.optimize(dryrun=True), "optimize"),
+        (lambda t: t.vacuum(retain_hours=1), "vacuum"),
+        (lambda t: t.cleanup_logs(retension=1), "cleanup_logs"),
+        (lambda t: t.checkpoint(0, part=2), "checkpoint"),
+        (lambda t: DeltaTable.create(t.uri, "{}", mdoe="ignore"), "create"),
+        (lambda t: t.restore(0, enforce_retention=False), "restore"),
+    ],
+)
+def test_a_misspelt_argument_is_a_type_error_naming_it_and_changes_nothing(tmp_path, log_state, call, name):
+    table = DeltaTable.create(str(tmp_path / "t"), pa.schema([("id", pa.int64())]))
+    before = log_state(table.storage.root)
+    with pytest.raises(TypeError, match=rf"^DeltaTable\.{name}\(\) got an unexpected keyword argument"):
+        call(table)
+    assert log_state(table.storage.root) == before
+
+
+def test_the_facade_shows_every_argument_it_takes():
+    commit = inspect.signature(DeltaTable.commit_files).parameters
+    assert list(commit)[:2] == ["self", "files"]
+    assert {"mode", "replace_where", "app_id", "app_version", "user_metadata", "tags", "max_attempts"} <= set(
+        commit
+    )
+    assert all(
+        p.kind is inspect.Parameter.KEYWORD_ONLY for n, p in commit.items() if n not in ("self", "files")
+    )
+    create = inspect.signature(DeltaTable.create).parameters
+    assert list(create)[:4] == ["uri", "schema", "partition_by", "properties"]
+    assert {"storage_options", "provider_defaults", "mode", "name", "user_metadata"} <= set(create)
+    assert list(inspect.signature(DeltaTable.checkpoint).parameters)[:2] == ["self", "version"]
+    assert "rewrite" in inspect.signature(DeltaTable.optimize).parameters

@@ -16,6 +16,7 @@ from airflow_delta_provider.core.table_config import (
     LOG_RETENTION,
     SET_TRANSACTION_RETENTION,
     TARGET_FILE_SIZE,
+    Setting,
     Source,
     TableConfig,
     parse_byte_size,
@@ -320,3 +321,36 @@ def test_size_arguments_that_are_not_positive_longs_are_refused(value):
     with pytest.raises(RetentionError, match="target_file_size"):
         to_byte_size(value, name="target_file_size")
     assert to_byte_size(2**63 - 1, name="target_file_size") == 2**63 - 1
+
+
+def test_the_table_only_view_drops_the_provider_defaults_and_is_the_metadatas():
+    from airflow_delta_provider.core.actions import Metadata
+
+    metadata = Metadata("id", '{"type":"struct","fields":[]}', (), {LOG_RETENTION: "interval 2 days"})
+    config = metadata.config.with_provider_defaults({"deleted_file_retention_duration": "interval 3 days"})
+    assert config.deleted_file_retention == Setting(
+        DELETED_FILE_RETENTION, timedelta(days=3), Source.PROVIDER_CONFIG
+    )
+    assert config.table_only is metadata.config
+    assert config.table_only.deleted_file_retention.source is Source.DEFAULT
+    assert config.table_only.log_retention == config.log_retention  # the table's own value in both
+    assert metadata.config.with_provider_defaults(None) is metadata.config
+
+
+def test_replay_keeps_txns_by_the_tables_own_retention_not_the_providers(tmp_path):
+    """Delta expires txns by ``delta.setTransactionRetentionDuration`` on the table alone; the
+    provider default is written on the tables the provider creates, never applied to others."""
+    import os
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from airflow_delta_provider.core import DeltaTable
+
+    uri = str(tmp_path / "t")
+    DeltaTable.create(uri, pa.schema([("id", pa.int64())]))
+    pq.write_table(pa.table({"id": [1]}), os.path.join(uri, "f.parquet"))
+    DeltaTable(uri).commit_files(["f.parquet"], app_id="job", app_version=1)
+    strict = DeltaTable(uri, provider_defaults={SET_TRANSACTION_RETENTION: "interval 0 hours"})
+    assert strict.snapshot().config.set_transaction_retention.source is Source.PROVIDER_CONFIG
+    assert strict.snapshot().app_transaction_version("job") == 1

@@ -17,6 +17,7 @@ import pytest
 
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.actions import AddFile, RemoveFile
+from airflow_delta_provider.core.commit_plan import CommitPlan, CursorAdvance
 from airflow_delta_provider.core.errors import (
     CommitFileExistsError,
     ConcurrentAppendError,
@@ -118,7 +119,7 @@ def test_removing_the_same_file_twice_raises_delete_delete(table, monkeypatch):
     transaction = OptimisticTransaction(loser.storage, read_snapshot=loser.snapshot())
     remove = RemoveFile(path=victim["path"], deletion_timestamp=1, data_change=False, size=victim["size"])
     with pytest.raises(ConcurrentDeleteDeleteError):
-        transaction.commit([remove], operation="OPTIMIZE", data_change=False)
+        transaction.commit(CommitPlan("OPTIMIZE", removes=(remove,), data_change=False))
 
 
 def test_metadata_change_by_the_winner(table, monkeypatch):
@@ -149,12 +150,15 @@ def test_a_winner_with_our_app_transaction_makes_us_skip(table, monkeypatch):
     assert ids(table) == [1, 2, 3]
 
 
-def test_a_winner_with_an_older_app_version_makes_us_recheck_and_commit(table, monkeypatch):
+def test_a_winner_with_an_older_version_of_our_app_conflicts(table, monkeypatch):
+    """Delta's rule: a concurrent commit of an appId the transaction read (its own included) is a
+    ConcurrentTransactionException; committing over it would redo what the winner did."""
     loser = stale(table, monkeypatch)
     table.commit_files([part(table, "a", [3])], app_id="job", app_version=5)
-    result = loser.commit_files([part(loser, "a", [4])], app_id="job", app_version=6)
-    assert result.committed and result.version == 3
-    assert table.snapshot().app_transaction_version("job") == 6
+    with pytest.raises(ConcurrentTransactionError, match="'job' was committed concurrently at version 5"):
+        loser.commit_files([part(loser, "a", [4])], app_id="job", app_version=6)
+    assert table.snapshot().app_transaction_version("job") == 5
+    assert ids(table) == [1, 2, 3]
 
 
 def test_a_winner_with_an_app_id_we_only_read_conflicts(table, monkeypatch):
@@ -164,7 +168,7 @@ def test_a_winner_with_an_app_id_we_only_read_conflicts(table, monkeypatch):
     assert transaction.app_transaction_version("stream") is None
     add = AddFile(path=part(loser, "a", [4]), partition_values={"ds": "a"}, size=1, modification_time=1)
     with pytest.raises(ConcurrentTransactionError):
-        transaction.commit([add], operation="WRITE")
+        transaction.commit(CommitPlan("WRITE", adds=(add,)))
 
 
 def test_max_attempts(table, monkeypatch):
@@ -179,7 +183,7 @@ def test_racing_creators(tmp_path):
     DeltaTable.create(uri, SCHEMA)
     late = OptimisticTransaction(DeltaTable(uri).storage, new_table=True)
     with pytest.raises(ProtocolChangedError, match="multiple writers are writing to an empty directory"):
-        late.commit([], operation="CREATE TABLE")
+        late.commit(CommitPlan("CREATE TABLE"))
 
 
 def test_lost_response_is_recognised_by_txn_id(table, monkeypatch):
@@ -200,3 +204,76 @@ def test_lost_response_is_recognised_by_txn_id(table, monkeypatch):
     assert (result.committed, result.version, result.attempts) == (True, 2, 1)
     assert table.version() == 2
     assert ids(table) == [1, 2, 3]
+
+
+# --- cursors: application transactions a commit advances as a compare-and-set -------------------
+
+
+def test_a_cursor_is_recorded_in_the_same_commit_beside_the_own_txn(table):
+    result = table.commit_files(
+        [part(table, "a", [3])],
+        app_id="task",
+        app_version=0,
+        cursors=[CursorAdvance("consumer", 7, expected=None)],
+    )
+    assert (result.committed, result.app_id, result.app_version) == (True, "task", 0)
+    snapshot = table.snapshot()
+    assert snapshot.app_transaction_version("consumer") == 7
+    assert snapshot.app_transaction_version("task") == 0
+    with open(os.path.join(table.storage.log_dir, f"{result.version:020d}.json")) as f:
+        txns = [json.loads(line)["txn"] for line in f if '"txn"' in line]
+    assert [(t["appId"], t["version"]) for t in txns] == [("task", 0), ("consumer", 7)]
+    assert all(isinstance(t["lastUpdated"], int) for t in txns)
+
+
+def test_a_cursor_that_moved_since_it_was_read_is_refused(table):
+    table.commit_files([part(table, "a", [3])], cursors=[CursorAdvance("consumer", 4)])
+    before = (table.version(), ids(table), sorted(os.listdir(table.storage.log_dir)))
+    with pytest.raises(ConcurrentTransactionError, match="'consumer' read version None of its txn"):
+        table.commit_files([part(table, "a", [9])], cursors=[CursorAdvance("consumer", 6, expected=None)])
+    with pytest.raises(ConcurrentTransactionError, match=r"read version 2 of its txn, but .* now holds 4"):
+        table.commit_files([part(table, "a", [9])], cursors=[CursorAdvance("consumer", 6, expected=2)])
+    assert (table.version(), ids(table), sorted(os.listdir(table.storage.log_dir))) == before
+    table.commit_files([part(table, "a", [5])], cursors=[CursorAdvance("consumer", 6, expected=4)])
+    assert table.snapshot().app_transaction_version("consumer") == 6
+
+
+@pytest.mark.parametrize(("winner", "ours"), [(4, 6), (6, 6), (9, 6)])
+def test_a_winner_that_advanced_the_same_cursor(table, monkeypatch, winner, ours):
+    """Two consumers read the same cursor: the loser never commits past the winner's work. A winner
+    at our version or later did our work (nothing is written); below it, the loser must redo its work."""
+    loser = stale(table, monkeypatch)
+    table.commit_files([part(table, "a", [3])], cursors=[CursorAdvance("consumer", winner)])
+    if winner < ours:
+        with pytest.raises(ConcurrentTransactionError, match="'consumer' was committed concurrently"):
+            loser.commit_files([part(loser, "a", [4])], cursors=[CursorAdvance("consumer", ours)])
+    else:
+        result = loser.commit_files([part(loser, "a", [4])], cursors=[CursorAdvance("consumer", ours)])
+        assert (result.committed, result.reason, result.version) == (False, "already_committed", 2)
+    assert table.snapshot().app_transaction_version("consumer") == winner
+    assert ids(table) == [1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    ("cursors", "message"),
+    [
+        ([CursorAdvance("a", 1), CursorAdvance("a", 2)], "repeat an application"),
+        ("not a list", "sequence of CursorAdvance"),
+        ([("a", 1)], "sequence of CursorAdvance"),
+    ],
+)
+def test_bad_cursors_are_refused_before_anything_is_written(table, cursors, message):
+    before = (table.version(), sorted(os.listdir(table.storage.log_dir)))
+    with pytest.raises(ValueError, match=message):
+        table.commit_files([part(table, "a", [3])], cursors=cursors)
+    with pytest.raises(ValueError, match="repeat an application"):
+        table.commit_files(
+            [part(table, "a", [3])], app_id="a", app_version=1, cursors=[CursorAdvance("a", 1)]
+        )
+    assert (table.version(), sorted(os.listdir(table.storage.log_dir))) == before
+
+
+@pytest.mark.parametrize(("app_id", "version", "expected"), [("", 1, None), ("a", -1, None), ("a", 1, -2)])
+def test_a_cursor_holds_only_values_a_txn_can(app_id, version, expected):
+    with pytest.raises(ValueError):
+        CursorAdvance(app_id, version, expected)

@@ -15,7 +15,7 @@ import pytest
 
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.actions import DomainMetadata, Metadata
-from airflow_delta_provider.core.errors import InvalidLogValueError
+from airflow_delta_provider.core.errors import InvalidLogValueError, SchemaError
 from airflow_delta_provider.core.validation import validate_actions
 
 LONG_MAX = 2**63 - 1
@@ -110,6 +110,132 @@ def test_schema_values_that_do_not_fit_their_delta_type_are_refused(column_metad
     with pytest.raises(InvalidLogValueError, match=message) as info:
         validate_actions([metadata_with(column_metadata, nested)], TABLE)
     assert ("'items.element.id'" in str(info.value)) == nested
+
+
+# --- column mapping: ids and physical names --------------------------------------------------------
+
+
+def _mapped(name: str, kind: object, column_id: int, physical: str) -> dict:
+    return {
+        "name": name,
+        "type": kind,
+        "nullable": True,
+        "metadata": {"delta.columnMapping.id": column_id, "delta.columnMapping.physicalName": physical},
+    }
+
+
+#: Hostile column-mapping schemas -> (the mode, the Parquet columns a file of theirs holds, the error).
+COLLIDING = {
+    "physical names": (
+        [_mapped("a", "long", 1, "col-x"), _mapped("b", "long", 2, "col-x")],
+        "name",
+        {"col-x": [1]},
+        r"'a' and 'b' have the same physical name 'col-x' \(DELTA_DUPLICATED_PHYSICAL_NAME\)",
+    ),
+    "physical names in case": (
+        [_mapped("a", "long", 1, "col-x"), _mapped("b", "long", 2, "COL-X")],
+        "name",
+        {"col-x": [1], "COL-X": [2]},
+        r"'a' and 'b' have the same physical name 'COL-X'",
+    ),
+    "nested physical names": (
+        [
+            _mapped(
+                "s",
+                {"type": "struct", "fields": [_mapped("x", "long", 2, "p"), _mapped("y", "long", 3, "p")]},
+                1,
+                "col-s",
+            )
+        ],
+        "name",
+        None,
+        r"'s.x' and 's.y' have the same physical name 'p'",
+    ),
+    "ids (name mode)": (
+        [_mapped("a", "long", 1, "col-a"), _mapped("b", "long", 1, "col-b")],
+        "name",
+        {"col-a": [1], "col-b": [2]},
+        r"'a' and 'b' have the same column mapping id 1 \(DELTA_DUPLICATED_COLUMN_ID\)",
+    ),
+    "ids across depths (id mode)": (
+        [
+            _mapped("a", "long", 7, "col-a"),
+            _mapped(
+                "s",
+                {
+                    "type": "array",
+                    "elementType": {"type": "struct", "fields": [_mapped("x", "long", 7, "col-x")]},
+                    "containsNull": True,
+                },
+                2,
+                "col-s",
+            ),
+        ],
+        "id",
+        None,
+        r"'a' and 's.element.x' have the same column mapping id 7",
+    ),
+}
+
+
+def _mapped_table(root, fields, mode) -> DeltaTable:
+    """A table another engine wrote with these column-mapping assignments (v0), and a file (v1)."""
+    log = root / "_delta_log"
+    log.mkdir(parents=True)
+    metadata = Metadata(
+        "t",
+        json.dumps({"type": "struct", "fields": fields}),
+        configuration={"delta.columnMapping.mode": mode, "delta.columnMapping.maxColumnId": "10"},
+    ).to_json()
+    actions = [
+        {"commitInfo": {"operation": "CREATE TABLE"}},
+        {"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}},
+        {"metaData": metadata},
+    ]
+    (log / f"{0:020d}.json").write_text("\n".join(map(json.dumps, actions)) + "\n")
+    return DeltaTable(str(root))
+
+
+@pytest.mark.parametrize("case", list(COLLIDING.values()), ids=list(COLLIDING))
+def test_columns_sharing_a_mapping_id_or_physical_name_are_refused_to_readers_and_writers(
+    tmp_path, table_state, case
+):
+    """Readers resolve mapped columns by physical name or id: two columns sharing one would read one
+    column's data as the other's (or fail inside pyarrow). Delta refuses such a schema; so does the
+    core, when it is committed, when a commit builds on it, and when the files are read."""
+    fields, mode, columns, message = case
+    root = tmp_path / "t"
+    table = _mapped_table(root, fields, mode)
+    with pytest.raises(SchemaError, match=message):  # a commit writing the schema
+        validate_actions(
+            [
+                Metadata(
+                    "t",
+                    json.dumps({"type": "struct", "fields": fields}),
+                    configuration={"delta.columnMapping.mode": mode},
+                )
+            ],
+            TABLE,
+        )
+    with pytest.raises(SchemaError, match=message):  # the gate of every commit building on it
+        validate_actions([], table.snapshot().metadata)
+    attempts = [lambda: table.snapshot().to_pyarrow_table(), lambda: table.changes(0).to_pyarrow_table()]
+    if columns is not None:  # a file the table's columns match, committed
+        pq.write_table(pa.table(columns), root / "f.parquet")
+        attempts.append(lambda: table.commit_files(["f.parquet"]))
+    before = table_state(root)
+    for attempt in attempts:
+        with pytest.raises(SchemaError, match=message):
+            attempt()
+    assert table_state(root) == before
+
+
+def test_without_column_mapping_physical_names_are_not_read(tmp_path):
+    fields = [_mapped("a", "long", 1, "col-x"), _mapped("b", "long", 1, "col-x")]
+    table = _mapped_table(tmp_path / "t", fields, "none")
+    pq.write_table(pa.table({"a": [1], "b": [2]}), tmp_path / "t" / "f.parquet")
+    table.commit_files(["f.parquet"])
+    assert table.snapshot().to_pyarrow_table().to_pylist() == [{"a": 1, "b": 2}]
 
 
 def test_identity_values_as_delta_rs_writes_them_pass():

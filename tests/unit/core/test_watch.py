@@ -108,3 +108,20 @@ def test_a_corrupt_commit_raises_with_its_name(table):
         f.write("{not json\n")
     with pytest.raises(CorruptLogError, match=r"00000000000000000001\.json"):
         poll(table, 0)
+
+
+def test_the_payload_says_the_range_the_event_covers(table):
+    """From the version after the previous cursor (filtered-out versions included) to the newest match;
+    without a cursor, from the first match."""
+    from airflow_delta_provider.core.watch import payload
+
+    commit(table, "a")  # 1
+    commit(table, "b")  # 2
+    commit(table, "a")  # 3
+    only_a = CommitFilter(partition_values={"ds": "a"})
+    event = payload(table.uri, poll(table, 0, only_a), 0)
+    assert (event["from_version"], event["to_version"], event["versions"]) == (1, 3, [1, 3])
+    event = payload(table.uri, poll(table, 1, only_a), 1)
+    assert (event["from_version"], event["to_version"], event["versions"]) == (2, 3, [3])
+    event = payload(table.uri, poll(table, None, only_a), None)
+    assert (event["from_version"], event["to_version"]) == (1, 3)

@@ -14,6 +14,7 @@ from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.checksum import read_checksum
 from airflow_delta_provider.core.errors import (
     AppendOnlyViolationError,
+    InvalidDataFileError,
     InvalidPartitionValueError,
     InvalidPathError,
     SchemaMismatchError,
@@ -23,7 +24,6 @@ from airflow_delta_provider.core.errors import (
 )
 from airflow_delta_provider.core.features import minimum_protocol
 from airflow_delta_provider.core.predicate import PredicateError
-from airflow_delta_provider.core.stats import InvalidDataFileError
 
 SCHEMA = pa.schema([("id", pa.int64()), ("value", pa.string()), ("ds", pa.string())])
 
@@ -88,6 +88,32 @@ def test_create_modes(tmp_path, table):
     assert snapshot.schema.names == ["x"]
     assert snapshot.num_files() == 0
     assert snapshot.metadata.id == table.snapshot(0).metadata.id
+
+
+@pytest.mark.parametrize("auto_checkpoint", [True, False])
+def test_a_create_or_replace_takes_the_commit_properties_of_every_commit(table, auto_checkpoint):
+    for _ in range(9):
+        table.commit_files([batch(table.storage.root, "a", [1])], auto_checkpoint=False)
+    DeltaTable.create(
+        table.uri,
+        SCHEMA,
+        mode="overwrite",
+        user_metadata="replaced",
+        tags={"by": "test"},
+        app_id="job",
+        app_version=1,
+        auto_checkpoint=auto_checkpoint,
+    )
+    info = log_actions(table, 10)[0]["commitInfo"]
+    assert (info["operation"], info["userMetadata"], info["tags"]) == (
+        "CREATE OR REPLACE TABLE",
+        "replaced",
+        {"by": "test"},
+    )
+    assert table.snapshot().app_transaction_version("job") == 1
+    # Delta's post-commit checkpoint at version 10, as after any commit.
+    checkpoint = os.path.join(table.storage.log_dir, f"{10:020d}.checkpoint.parquet")
+    assert os.path.exists(checkpoint) is auto_checkpoint
 
 
 def test_create_validates_partition_columns(tmp_path):

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import uuid
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -20,6 +21,7 @@ import pytest
 
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.actions import AddFile, Metadata, Protocol, RemoveFile, Transaction
+from airflow_delta_provider.core.commit_plan import CommitPlan
 from airflow_delta_provider.core.errors import (
     CorruptLogError,
     EmptyOverwriteError,
@@ -434,12 +436,24 @@ GATE = {
 }
 
 
+def _plan(operation: str, actions: list[Any]) -> CommitPlan:
+    """The plan committing ``actions`` (each case builds actions of one kind)."""
+    by_kind: dict[str, Any] = {}
+    for action in actions:
+        if isinstance(action, Protocol | Metadata):
+            by_kind["protocol" if isinstance(action, Protocol) else "metadata"] = action
+        else:
+            kind = {AddFile: "adds", RemoveFile: "removes", Transaction: "txns"}[type(action)]
+            by_kind[kind] = (*by_kind.get(kind, ()), action)
+    return CommitPlan(operation, **by_kind)
+
+
 @pytest.mark.parametrize("case", list(GATE))
 def test_the_transaction_refuses_values_outside_their_delta_types(table, case):
     build, message = GATE[case]
     before = state(table)
     with pytest.raises(InvalidLogValueError, match=message):
-        OptimisticTransaction(table.storage).commit(build(), operation="WRITE")
+        OptimisticTransaction(table.storage).commit(_plan("WRITE", build()))
     assert state(table) == before
 
 
@@ -450,7 +464,7 @@ def test_create_refuses_values_outside_their_types_and_creates_nothing(tmp_path)
     metadata = Metadata("id", schema_to_delta_json(SCHEMA), created_time=2**63)
     with pytest.raises(InvalidLogValueError, match="createdTime"):
         OptimisticTransaction(target.storage, new_table=True).commit(
-            [Protocol(1, 2), metadata], operation="CREATE TABLE"
+            CommitPlan("CREATE TABLE", protocol=Protocol(1, 2), metadata=metadata)
         )
     with pytest.raises(TableNotFoundError):
         target.version()

@@ -26,6 +26,7 @@ from airflow_delta_provider.operators.commit import (
     DeltaCommitOperator,
     RunIdentity,
     default_app_version,
+    resolve_idempotency_key,
 )
 
 if TYPE_CHECKING:
@@ -144,6 +145,18 @@ def test_retries_share_the_version_and_a_clear_raises_it(tmp_path: Path) -> None
     identity = RunIdentity.from_context(after_clear)
     assert default_app_version(identity, "append") == 0
     assert default_app_version(identity, "overwrite") == 5
+
+
+def test_one_idempotency_key_for_every_committing_operator(tmp_path: Path) -> None:
+    """The commit operators and OPTIMIZE resolve the txn the same way: the task's own (rendered)
+    app_id / app_version, else the task instance's, the version by the mode."""
+    op = operator(tmp_path / "t", retries=3)
+    context = cleared(context_for(op, try_number=4))
+    identity, app_id, app_version = resolve_idempotency_key(context, None, None, "overwrite")
+    assert (app_id, app_version) == (identity.app_id, 5)
+    assert resolve_idempotency_key(context, None, None, "append")[1:] == (identity.app_id, 0)
+    assert resolve_idempotency_key(context, "job", "7", "append")[1:] == ("job", 7)
+    assert op.idempotency_key(context) == (identity, identity.app_id, 0)
 
 
 def test_a_context_without_a_task_instance_is_refused(tmp_path: Path) -> None:

@@ -593,9 +593,10 @@ def test_a_failing_step_skips_the_table_s_later_steps(tmp_path: Path) -> None:
         DeltaMaintenanceOperator(task_id="m", tables=[root]).execute({})
     entry = caught.value.report["tables"][0]
     assert entry["status"] == "failed"
-    assert entry["steps"]["checkpoint"]["status"] == "failed"
-    assert entry["steps"]["cleanup"] == {"status": "skipped", "reason": "checkpoint failed"}
-    assert entry["steps"]["vacuum"] == {"status": "skipped", "reason": "checkpoint failed"}
+    # The first step reading the snapshot fails (it looks for the table's data retention policy).
+    assert entry["steps"]["data_retention"]["status"] == "failed"
+    for later in ("checkpoint", "cleanup", "vacuum"):
+        assert entry["steps"][later] == {"status": "skipped", "reason": "data_retention failed"}
     assert tree(root) == before
 
 
@@ -686,12 +687,13 @@ def test_maintenance_on_s3(
 
 def vacuum_commit(root: str, status: str) -> None:
     """A VACUUM START / VACUUM END pair as Delta writes them (empty commits, dataChange false)."""
+    from airflow_delta_provider.core.commit_plan import CommitPlan
     from airflow_delta_provider.core.transaction import OptimisticTransaction
 
     table = DeltaTable(root)
-    OptimisticTransaction(table.storage).commit([], operation="VACUUM START", data_change=False)
+    OptimisticTransaction(table.storage).commit(CommitPlan("VACUUM START", data_change=False))
     OptimisticTransaction(table.storage).commit(
-        [], operation="VACUUM END", operation_parameters={"status": status}, data_change=False
+        CommitPlan("VACUUM END", {"status": status}, data_change=False)
     )
 
 
@@ -738,18 +740,6 @@ def test_last_vacuum_falls_back_to_last_vacuum_info(tmp_path: Path) -> None:
     old = time.time() - 8 * DAY
     os.utime(info, (old, old))
     assert last_vacuum(DeltaTable(root), datetime.now(UTC) - timedelta(days=7)) is None
-
-
-def test_xcom_path_lists_are_capped_but_counts_stay_complete() -> None:
-    from airflow_delta_provider.operators.maintenance import MAX_XCOM_FILES, _cap_files
-
-    paths = [f"s3://b/t/part-{i}.parquet" for i in range(MAX_XCOM_FILES + 5)]
-    capped = _cap_files({"files": list(paths), "num_files": len(paths), "directories": ["s3://b/t/x"]})
-    assert capped["files"] == paths[:MAX_XCOM_FILES]
-    assert capped["files_truncated"] is True
-    assert capped["num_files"] == MAX_XCOM_FILES + 5
-    assert capped["directories"] == ["s3://b/t/x"]
-    assert "directories_truncated" not in capped
 
 
 # --- tables from `delta` connections --------------------------------------------------------------

@@ -29,6 +29,7 @@ from airflow_delta_provider.operators.maintenance import (
     DeltaMaintenanceOperator,
     DeltaVacuumOperator,
 )
+from airflow_delta_provider.operators.restore import DeltaRestoreOperator
 from airflow_delta_provider.sensors.delta import DeltaTableVersionSensor
 
 if TYPE_CHECKING:
@@ -139,6 +140,29 @@ OPERATORS: dict[str, tuple[Callable[[str], Any], str]] = {
         ),
         "replace_where",
     ),
+    # A restore with a good value would commit (its files are all there, the retention check off).
+    "restore.version": (
+        lambda t: DeltaRestoreOperator(
+            task_id="o", table_uri=t, version=TEMPLATE, enforce_retention_duration=False
+        ),
+        "version",
+    ),
+    "restore.timestamp": (
+        lambda t: DeltaRestoreOperator(
+            task_id="o", table_uri=t, timestamp=TEMPLATE, enforce_retention_duration=False
+        ),
+        "timestamp",
+    ),
+    "restore.before_run_id": (
+        lambda t: DeltaRestoreOperator(task_id="o", table_uri=t, before_run_id=TEMPLATE),
+        "before_run_id",
+    ),
+    "restore.enforce_retention_duration": (
+        lambda t: DeltaRestoreOperator(
+            task_id="o", table_uri=t, version=3, enforce_retention_duration=TEMPLATE
+        ),
+        "enforce_retention_duration",
+    ),
     "sensor.after_version": (
         lambda t: DeltaTableVersionSensor(task_id="o", table_uri=t, after_version=TEMPLATE),
         "after_version",
@@ -175,11 +199,18 @@ CASES = [
     ("commit.files", "[1, 2]"),
     ("commit.files", "[not json"),
     ("maintenance.tables", "[not json"),
+    ("restore.version", "latest"),
+    ("restore.version", "-1"),
+    ("restore.version", "2.5"),
+    ("restore.timestamp", "yesterday"),
+    ("restore.enforce_retention_duration", "maybe"),
+    ("restore.enforce_retention_duration", "None"),
     ("sensor.after_version", "soon"),
     ("sensor.after_timestamp", "yesterday"),
     # Beyond Delta's signed 64-bit long.
     ("commit.app_version", str(2**63)),
     ("checkpoint.version", str(2**63)),
+    ("restore.version", str(2**63)),
     ("sensor.after_version", str(2**63)),
     ("sensor.after_timestamp", str(2**63)),
 ]
@@ -213,3 +244,11 @@ def test_every_unambiguous_false_is_a_real_run(
     op.render_template_fields(task_context(op, params={"value": value}))
     # The 11 replaced files and the uncommitted landing file.
     assert op.execute({})["num_files"] == 12
+
+
+def test_a_good_rendered_restore_commits(tmp_path: Path, task_context: Callable[..., dict[str, Any]]) -> None:
+    """The restore entries above: with a good value the restore commits, so they refuse on the value."""
+    root = busy_table(tmp_path / "t")
+    op = DeltaRestoreOperator(task_id="o", table_uri=root, version=TEMPLATE, enforce_retention_duration=False)
+    op.render_template_fields(task_context(op, params={"value": "3"}))
+    assert op.execute(task_context(op))["committed"] is True

@@ -81,10 +81,13 @@ class View:
         run_id: str = "run_1",
         name: str | None = None,
         extra: dict[str, Any] | None = None,
+        *,
+        api: bool = False,
     ) -> str:
         """Record what Airflow records when a commit task succeeds: the asset and its event (none
         when ``result`` is None: an asset of someone else; ``extra``: an event another producer
-        posted, as Airflow's REST API lets anyone with asset access do)."""
+        emitted; ``api``: posted through Airflow's REST API, as anyone allowed to post asset events
+        may do: an event with no source task)."""
         from airflow.models.asset import AssetEvent, AssetModel
         from airflow.utils.session import create_session
         from sqlalchemy import select
@@ -99,14 +102,17 @@ class View:
                 session.flush()
             if result is None and extra is None:
                 return str(asset.id)
+            source = {
+                "source_dag_id": "ingest_dag",
+                "source_task_id": "ingest",
+                "source_run_id": run_id,
+                "source_map_index": -1,
+            }
             session.add(
                 AssetEvent(
                     asset_id=asset.id,
                     extra=extra if extra is not None else asset_event_extra(result or {}, uri),
-                    source_dag_id="ingest_dag",
-                    source_task_id="ingest",
-                    source_run_id=run_id,
-                    source_map_index=-1,
+                    **({} if api else source),
                 )
             )
             session.flush()

@@ -124,6 +124,21 @@ def view(delta_view: Any, tmp_path_factory: pytest.TempPathFactory, s3_endpoint:
     secret_options = json.dumps({"key": KEY, "secret": SECRET})
     delta_view.connection("s3_lake", host=s3_uri, password=secret_options, extra=json.dumps(extra))
 
+    # A consumer's target: its cursor on events is a txn beside the task instance's own.
+    from airflow_delta_provider.core.commit_plan import CursorAdvance
+    from airflow_delta_provider.core.consumer import consumer_app_id
+
+    silver = root / "silver"
+    _parquet(silver, "s", [1], "2026-11-01")
+    cursor = CursorAdvance(consumer_app_id(table.snapshot().metadata.id, "airflow/silver_dag/silver"), 4)
+    DeltaTable(str(silver)).commit_files(
+        prefix="s",
+        partition_by=["ds"],
+        app_id="airflow/silver_dag/silver/run_1",
+        app_version=0,
+        cursors=[cursor],
+    )
+
     # Missing and corrupt tables.
     missing = root / "missing"
     corrupt = root / "corrupt"
@@ -137,6 +152,8 @@ def view(delta_view: Any, tmp_path_factory: pytest.TempPathFactory, s3_endpoint:
     ids["missing"] = delta_view.asset(f"file://{missing}", created)
     ids["corrupt"] = delta_view.asset(f"file://{corrupt}", created)
     delta_view.connection("missing_lake", host=str(missing))
+
+    ids["silver"] = delta_view.asset(f"file://{silver}", created)
 
     # Not the provider's: an asset no Delta commit emitted an event for.
     ids["other"] = delta_view.asset("file:///somewhere/else", None)
@@ -318,6 +335,20 @@ def test_health_counts_the_active_files_and_describes_the_protocol(view: Any) ->
         assert list(feature["operations"]) == [op.value for op in Operation]
 
 
+def test_health_lists_the_cursors_of_the_consumers_committing_into_the_table(view: Any) -> None:
+    events_id = DeltaTable(str(view.root / "events")).snapshot().metadata.id
+    (cursor,) = view.ok(f"/api/assets/{view.ids['silver']}/health")["consumers"]
+    assert cursor["app_id"] == f"delta-source/{events_id}/airflow/silver_dag/silver"
+    assert (cursor["source_table_id"], cursor["consumer"], cursor["version"]) == (
+        events_id,
+        "airflow/silver_dag/silver",
+        4,
+    )
+    assert cursor["last_updated"].startswith("20")
+    # The task instances' own txns are no cursors.
+    assert view.ok(f"/api/assets/{view.ids['events']}/health")["consumers"] == []
+
+
 def test_the_vacuum_dry_run_deletes_nothing(view: Any) -> None:
     root = view.root / "events"
     _parquet(root, "orphan", [99], "2026-11-09")  # a file no version references
@@ -410,6 +441,64 @@ def test_a_sas_token_in_a_location_is_never_shown(view: Any) -> None:
             assert "carries credentials" in response.json()["detail"]
 
 
+# --- what the view opens -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "location",
+    ["http://169.254.169.254/latest/meta-data", "file:///etc", "s3://someone-elses-bucket/lake", "a table"],
+)
+def test_an_event_posted_through_the_rest_api_never_makes_an_asset_a_table(view: Any, location: str) -> None:
+    """Anyone allowed to post asset events could otherwise have the API server open any asset's
+    location: a metadata endpoint, its own disk, a bucket through a delta connection's credentials,
+    a real table no task of the deployment wrote."""
+    uri = location
+    if location == "a table":
+        uri = DeltaTable.create(
+            str(view.root / f"posted-{uuid.uuid4().hex[:6]}"), pa.schema([("id", pa.int64())])
+        ).uri
+    forged = {"table_uri": uri, "version": 0, "operation": "CREATE TABLE"}
+    asset_id = view.asset(uri, None, name=f"posted {uuid.uuid4().hex[:6]}", extra=forged, api=True)
+    listed = {(t["kind"], t["id"]) for t in view.ok("/api/tables")["tables"]}
+    assert ("asset", asset_id) not in listed
+    for route in ASSET_ROUTES:
+        response = view.get(f"/api/assets/{asset_id}/{route}")
+        assert response.status_code == 404, response.text
+        assert "is not a Delta table this deployment knows" in response.json()["detail"]
+
+
+@pytest.mark.parametrize("storage_conn_id", ["no_such_connection", 5])
+def test_a_storage_connection_that_does_not_exist_is_a_clear_422(view: Any, storage_conn_id: Any) -> None:
+    name = f"dangling_{uuid.uuid4().hex[:6]}"
+    extra = json.dumps({"storage_conn_id": storage_conn_id})
+    view.connection(name, host=f"s3://bucket-{uuid.uuid4().hex[:6]}/lake", extra=extra)
+    for route in ASSET_ROUTES:
+        response = view.get(f"/api/connections/{name}/{route}")
+        assert response.status_code == 422, response.text
+        detail = response.json()["detail"]
+        assert "a connection it needs does not exist" in detail and f"{storage_conn_id}" in detail
+
+
+def test_credentials_in_table_properties_and_parameters_are_masked(view: Any) -> None:
+    """Table properties are anyone's text: one named like a credential is shown masked in health,
+    and in the history's CREATE TABLE parameters (Delta writes the properties there as JSON text)."""
+    secret = "pr0p-" + uuid.uuid4().hex
+    view.secrets.append(secret)
+    root = view.root / f"props-{uuid.uuid4().hex[:6]}"
+    properties = {"fs.azure.sas.token": secret, "my.password": secret, "delta.appendOnly": "false"}
+    table = DeltaTable.create(str(root), pa.schema([("id", pa.int64())]), properties=properties)
+    created = {"version": 0, "operation": "CREATE TABLE", "committed": True}
+    asset_id = view.asset(table.uri, created)
+    health = view.ok(f"/api/assets/{asset_id}/health")  # View.get asserts the secret appears nowhere
+    assert health["properties"] == {
+        "delta.appendOnly": "false",
+        "fs.azure.sas.token": "***",
+        "my.password": "***",
+    }
+    (entry,) = view.ok(f"/api/assets/{asset_id}/history")["entries"]
+    assert json.loads(entry["parameters"]["properties"]) == health["properties"]
+
+
 # --- every failure is a JSON message ----------------------------------------------------------------
 
 
@@ -450,3 +539,35 @@ def test_an_unreachable_object_store_is_a_bad_gateway(view: Any) -> None:
         detail = response.json()["detail"]
         assert detail.startswith("The storage of s3://ui-") and "-down/lake cannot be read" in detail
         assert "127.0.0.1" in detail and "reachable" in detail
+
+
+# --- restore to before a run -----------------------------------------------------------------------
+
+
+def test_history_offers_each_runs_restore_target_and_the_api_finds_it(view: Any) -> None:
+    asset = view.ids["events"]
+    entries = view.ok(f"/api/assets/{asset}/history")["entries"]
+    offered = {e["version"]: e["restore_target"] for e in entries if "restore_target" in e}
+    # On each run's oldest commit on the page (run_3 committed once, at its second try).
+    assert offered == {
+        0: {"dag_id": "ingest_dag", "run_id": "run_1"},
+        1: {"dag_id": "ingest_dag", "run_id": "run_2"},
+        2: {"dag_id": "ingest_dag", "run_id": "run_3"},
+    }
+
+    found = view.ok(f"/api/assets/{asset}/restore-target", dag_id="ingest_dag", run_id="run_3")
+
+    assert (found["version_before"], found["first_version"], found["versions"]) == (1, 2, [2])
+    assert found["table"] == f"file://{view.root / 'events'}"
+    # A run that never wrote the table, or that created it, has no target: a clear message.
+    for run_id, fragment in (("run_9", "No commit"), ("run_1", "created the table")):
+        response = view.get(f"/api/assets/{asset}/restore-target", dag_id="ingest_dag", run_id=run_id)
+        assert response.status_code == 422 and fragment in response.json()["detail"]
+
+
+def test_the_restore_target_route_needs_the_same_access_as_the_history(view: Any) -> None:
+    params = {"dag_id": "ingest_dag", "run_id": "run_2"}
+    path = f"/api/assets/{view.ids['events']}/restore-target"
+    assert view.get(path, user=None, **params).status_code == 401
+    assert view.get(path, user="noassets", **params).status_code == 403
+    assert view.get("/api/connections/s3_lake/restore-target", user="viewer", **params).status_code == 403

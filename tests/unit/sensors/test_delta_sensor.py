@@ -151,3 +151,31 @@ def test_a_bad_poll_interval_config_names_the_option(table, monkeypatch, value):
     )
     with pytest.raises(ValueError, match=r"\[delta\] poll_interval must be a positive number of seconds"):
         sensor.execute({})
+
+
+def test_the_tables_asset_among_the_outlets_gets_the_versions_found(table):
+    """So a DAG scheduled on the table's asset learns which versions a foreign writer committed."""
+    from airflow.sdk import Asset
+    from airflow.sdk.execution_time.context import OutletEventAccessors
+
+    from airflow_delta_provider.assets.delta import delta_table_asset, event_version_range
+
+    asset = delta_table_asset(table.uri)
+    other = Asset(uri="s3://bucket/other")
+    sensor = DeltaTableVersionSensor(
+        task_id="wait", table_uri=table.uri, after_version=0, outlets=[asset, other]
+    )
+    commit(table)
+    commit(table)
+    context = {"outlet_events": OutletEventAccessors()}
+    found = sensor.poke(context)
+    extra = context["outlet_events"][asset].extra
+    assert (extra["from_version"], extra["to_version"], extra["versions"]) == (1, 2, [1, 2])
+    assert event_version_range(extra) == (1, 2) and extra["table_uri"] == found.xcom_value["table_uri"]
+    assert "commits" not in extra and "status" not in extra
+    assert context["outlet_events"][other].extra == {}
+    # The deferred path: the trigger's event, when the sensor resumes.
+    resumed = {"outlet_events": OutletEventAccessors()}
+    event = {**found.xcom_value, "status": "success"}
+    sensor.execute_complete(resumed, event)
+    assert event_version_range(resumed["outlet_events"][asset].extra) == (1, 2)

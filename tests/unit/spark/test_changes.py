@@ -18,6 +18,7 @@ import pytest
 
 from airflow_delta_provider.core import DeltaError, DeltaTable
 from airflow_delta_provider.core.actions import AddFile, RemoveFile
+from airflow_delta_provider.core.commit_plan import CommitPlan
 from airflow_delta_provider.core.deletion_vectors import inline_deletion_vector
 from airflow_delta_provider.core.transaction import OptimisticTransaction
 from airflow_delta_provider.spark import read_changes
@@ -106,17 +107,12 @@ def test_a_provider_table_without_the_feed(spark: Any, tmp_path: Path) -> None:
             "size": first["size"],
             "stats": first["stats"],
         }
+        remove = RemoveFile(first["path"], deletion_timestamp=1, deletion_vector=_descriptor(first), **common)
+        add = AddFile(
+            first["path"], modification_time=1, deletion_vector=inline_deletion_vector(deleted), **common
+        )
         OptimisticTransaction(table.storage, read_snapshot=snapshot).commit(
-            [
-                RemoveFile(first["path"], deletion_timestamp=1, deletion_vector=_descriptor(first), **common),
-                AddFile(
-                    first["path"],
-                    modification_time=1,
-                    deletion_vector=inline_deletion_vector(deleted),
-                    **common,
-                ),
-            ],
-            operation="DELETE",
+            CommitPlan("DELETE", removes=(remove,), adds=(add,))
         )
     latest = table.version()
     assert latest == 5
@@ -156,17 +152,16 @@ def test_deletion_vectors_that_grow_and_shrink_by_many_rows(
             if table.storage.path.decode(f["path"]).endswith("part 0.parquet")
         )
         common = {"partition_values": {}, "size": first["size"], "stats": first["stats"]}
+        remove = RemoveFile(first["path"], deletion_timestamp=1, deletion_vector=_descriptor(first), **common)
+        add = AddFile(
+            first["path"],
+            modification_time=1,
+            deletion_vector=inline_deletion_vector(sorted(deleted)),
+            **common,
+        )
+        operation = "RESTORE" if len(deleted) == 20 else "DELETE"
         OptimisticTransaction(table.storage, read_snapshot=snapshot).commit(
-            [
-                RemoveFile(first["path"], deletion_timestamp=1, deletion_vector=_descriptor(first), **common),
-                AddFile(
-                    first["path"],
-                    modification_time=1,
-                    deletion_vector=inline_deletion_vector(sorted(deleted)),
-                    **common,
-                ),
-            ],
-            operation="RESTORE" if len(deleted) == 20 else "DELETE",
+            CommitPlan(operation, removes=(remove,), adds=(add,))
         )
     latest = table.version()
     assert latest == 4
@@ -181,3 +176,30 @@ def test_deletion_vectors_that_grow_and_shrink_by_many_rows(
     monkeypatch.setattr(files_module, "metadata_file_path", lambda path: "file:/elsewhere")
     with pytest.raises(Exception, match="names differently"):
         read_changes(spark, table, 0).collect()
+
+
+@pytest.mark.parametrize("table_root", CDF_TABLES)
+def test_a_snapshot_as_change_feed_inserts(spark: Any, table_root: str) -> None:
+    """A consumer's first read (Delta's streaming source starts with the snapshot): the snapshot's
+    rows, each an insert at the snapshot's version and commit time; and the empty frame of
+    "nothing new" has the same columns and types as the changes."""
+    import datetime as dt
+
+    from airflow_delta_provider.core.consumer import commit_time
+    from airflow_delta_provider.spark.changes import empty_changes, read_snapshot_changes
+
+    snapshot = DeltaTable(str(CORPUS / "tables" / table_root)).snapshot()
+    committed_at = commit_time(snapshot)
+    got = read_snapshot_changes(spark, snapshot, committed_at).toArrow()
+    expected = snapshot.to_pyarrow_table()
+    count = expected.num_rows
+    when = dt.datetime.fromtimestamp(committed_at / 1000, dt.UTC)
+    expected = (
+        expected.append_column("_change_type", pa.array(["insert"] * count))
+        .append_column("_commit_version", pa.array([snapshot.version] * count, pa.int64()))
+        .append_column("_commit_timestamp", pa.array([when] * count, pa.timestamp("us", tz="UTC")))
+    )
+    assert normalised(got, timestamps=True) == normalised(expected, timestamps=True)
+    changes = read_changes(spark, snapshot.storage.root_uri, snapshot.version)
+    empty = empty_changes(spark, snapshot)
+    assert empty.count() == 0 and empty.schema == changes.schema

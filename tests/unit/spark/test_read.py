@@ -20,6 +20,7 @@ from spark_reads import ODD_FILE, ODD_VALUES, core_rows, odd_table, rows
 
 from airflow_delta_provider.core import DeltaError, DeltaTable
 from airflow_delta_provider.core.actions import AddFile, RemoveFile
+from airflow_delta_provider.core.commit_plan import CommitPlan
 from airflow_delta_provider.core.predicate import PredicateError
 from airflow_delta_provider.core.transaction import OptimisticTransaction
 from airflow_delta_provider.spark import read_delta
@@ -237,7 +238,9 @@ def test_a_file_spark_would_skip_is_refused(spark: Any, tmp_path: Path) -> None:
         modification_time=1,
         stats='{"numRecords": 1}',
     )
-    OptimisticTransaction(table.storage, read_snapshot=table.snapshot()).commit([hidden], operation="WRITE")
+    OptimisticTransaction(table.storage, read_snapshot=table.snapshot()).commit(
+        CommitPlan("WRITE", adds=(hidden,))
+    )
     assert table.snapshot().to_pyarrow_table().num_rows == 3
     with pytest.raises(DeltaError, match="left 1 active file"):
         read_delta(spark, table)
@@ -280,19 +283,20 @@ def _unpartitioned_with_deletion_vectors(root: Path) -> tuple[DeltaTable, dict[s
         pq.write_table(pa.table({"id": ids, "name": [f"{name}-{i}" for i in ids]}), root / name)
     table.commit_files(names)
     snapshot = table.snapshot()
-    actions: list[Any] = []
+    removes: list[RemoveFile] = []
+    adds: list[AddFile] = []
     for add in snapshot.files().to_pylist():
         name = os.path.basename(table.storage.path.decode(add["path"]))
         if name not in deleted:
             continue
         common = {"partition_values": {}, "size": add["size"], "stats": add["stats"]}
         dv = inline_deletion_vector(deleted[name])
-        actions += [
-            RemoveFile(add["path"], deletion_timestamp=1, **common),
-            AddFile(add["path"], modification_time=1, deletion_vector=dv, **common),
-        ]
-    assert len(actions) == 8
-    OptimisticTransaction(table.storage, read_snapshot=snapshot).commit(actions, operation="DELETE")
+        removes.append(RemoveFile(add["path"], deletion_timestamp=1, **common))
+        adds.append(AddFile(add["path"], modification_time=1, deletion_vector=dv, **common))
+    assert len(adds) == 4
+    OptimisticTransaction(table.storage, read_snapshot=snapshot).commit(
+        CommitPlan("DELETE", removes=tuple(removes), adds=tuple(adds))
+    )
     return table, deleted
 
 

@@ -16,10 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from airflow_delta_provider.core import CorruptLogError, DeltaError, DeltaTable
-from airflow_delta_provider.core import replay as replay_module
+from airflow_delta_provider.core import CorruptLogError, DeltaError, DeltaTable, reconcile
 from airflow_delta_provider.core.commits import read_commits
-from airflow_delta_provider.core.replay import replay_small_state
+from airflow_delta_provider.core.replay import log_partition_keys, replay_small_state
 from airflow_delta_provider.core.segment import build_segment
 
 from .conftest import DV, add, commit_info, metadata, protocol, remove
@@ -34,12 +33,12 @@ CORPUS = Path(
 
 def _routes(root: Path | str) -> tuple[Any, tuple[pa.Table, pa.Table, Any]]:
     """(columnar result or None, exact result) of the table's latest version."""
-    storage = DeltaTable(str(root)).snapshot()._storage
+    storage = DeltaTable(str(root)).storage
     segment = build_segment(storage)
     small = replay_small_state(storage, segment, read_commits(storage, segment))
-    columns = replay_module._partition_keys(small)
-    columnar = replay_module._columnar_file_actions(storage.path, read_commits(storage, segment), columns)
-    exact = replay_module._reconcile_exact(storage, read_commits(storage, segment))
+    columns = log_partition_keys(small)
+    columnar = reconcile._columnar_file_actions(storage.path, read_commits(storage, segment), columns)
+    exact = reconcile._reconcile_exact(storage, read_commits(storage, segment))
     return columnar, exact
 
 

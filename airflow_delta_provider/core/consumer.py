@@ -1,0 +1,189 @@
+"""A consumer of a table's changes: which source versions it reads next, from the cursor its target holds.
+
+A consumer commits what it computed from a source table into a target together with its cursor (the
+last source version consumed) as a ``txn`` of the target in the same commit, as Structured
+Streaming's Delta sink records its batches: any engine sees how far it got, and the cursor moves
+only with the data, as a compare-and-set (:class:`~.commit_plan.CursorAdvance`). Next come the
+versions after the cursor, up to the newest or a bound; without a cursor, the source's snapshot as
+inserts (as Delta's streaming source starts) or an explicit starting version. The cursor's
+``appId`` is ``delta-source/<source table id>/<consumer>`` (docs/reading.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from airflow_delta_provider.core.changes_bounds import ChangeRange, range_commit_files
+from airflow_delta_provider.core.commit_plan import CursorAdvance
+from airflow_delta_provider.core.commits import read_commit
+from airflow_delta_provider.core.errors import ConsumerCursorError
+from airflow_delta_provider.core.redaction import get_logger
+
+if TYPE_CHECKING:
+    from airflow_delta_provider.core.changes import Changes
+    from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.table import DeltaTable
+
+__all__ = [
+    "SOURCE_APP_PREFIX",
+    "SourceRead",
+    "StartingVersion",
+    "commit_time",
+    "consumer_app_id",
+    "parse_consumer_app_id",
+    "plan_read",
+]
+
+log = get_logger(__name__)
+
+#: The start of every consumer cursor's ``appId``.
+SOURCE_APP_PREFIX = "delta-source/"
+#: Where a consumer without a cursor starts: None (the source's snapshot, then its changes),
+#: ``"latest"`` (only versions after the current one) or a version (its changes from there).
+StartingVersion = int | Literal["latest"] | None
+
+
+def consumer_app_id(source_table_id: str, consumer: str) -> str:
+    """The ``appId`` of ``consumer``'s cursor on the source table ``source_table_id``."""
+    if not source_table_id or "/" in source_table_id:
+        raise ValueError(f"A source table id is a non-empty name without '/', got {source_table_id!r}.")
+    if not consumer:
+        raise ValueError("A consumer needs a non-empty name.")
+    return f"{SOURCE_APP_PREFIX}{source_table_id}/{consumer}"
+
+
+def parse_consumer_app_id(app_id: str) -> tuple[str, str] | None:
+    """``(source table id, consumer)`` of a cursor's ``appId``; None for any other ``appId``."""
+    if not app_id.startswith(SOURCE_APP_PREFIX):
+        return None
+    table_id, _, consumer = app_id[len(SOURCE_APP_PREFIX) :].partition("/")
+    return (table_id, consumer) if table_id and consumer else None
+
+
+@dataclass(frozen=True)
+class SourceRead:
+    """What a consumer reads next from its source, and the cursor its commit records.
+
+    :param app_id: the cursor's ``appId``.
+    :param cursor: the version the target holds for it (None: no cursor yet).
+    :param latest: the source's latest version when the read was planned.
+    :param start: the first version delivered (None: nothing new).
+    :param end: the last version delivered (None: nothing new).
+    :param snapshot: the source's snapshot at ``end``, when its rows are delivered as inserts (a
+        first read without a starting version).
+    :param changes: the changes of ``start`` to ``end`` otherwise.
+    :param record: the cursor version the commit records (None: the cursor does not move).
+    """
+
+    app_id: str
+    cursor: int | None
+    latest: int
+    start: int | None = None
+    end: int | None = None
+    snapshot: Snapshot | None = None
+    changes: Changes | None = None
+    record: int | None = None
+
+    @property
+    def versions(self) -> tuple[int, int] | None:
+        """``(start, end)`` of what is delivered; None when nothing is new."""
+        if self.start is None or self.end is None:
+            return None
+        return self.start, self.end
+
+    @property
+    def advance(self) -> CursorAdvance | None:
+        """The cursor move the commit makes (a compare-and-set from :attr:`cursor`), if any."""
+        if self.record is None:
+            return None
+        return CursorAdvance(self.app_id, self.record, self.cursor)
+
+
+def plan_read(
+    source: DeltaTable,
+    target: Snapshot | None,
+    consumer: str,
+    *,
+    up_to: int | None = None,
+    starting_version: StartingVersion = None,
+    reset: bool = False,
+) -> SourceRead:
+    """What ``consumer`` reads next from ``source``, given the cursor ``target`` holds.
+
+    With a cursor: the changes of the versions after it, up to the source's latest version (or
+    ``up_to``, when lower); nothing when there is none. Without one (or with ``reset``): from
+    ``starting_version``; by default the snapshot at that last version (Delta's streaming source).
+
+    :param target: the target's latest snapshot (None: the target does not exist yet).
+    :param consumer: the consumer's name, unique per target (see :func:`consumer_app_id`).
+    :param up_to: deliver no version after this one (e.g. the version an event announced).
+    :param starting_version: where a consumer without a cursor starts (see :data:`StartingVersion`).
+    :param reset: start again as if there were no cursor (the commit still checks the one there).
+    :raises TableNotFoundError: the source does not exist.
+    :raises ConsumerCursorError: no cursor (and no ``starting_version``) while the target holds
+        data, or a cursor of this consumer on another source table.
+    :raises DeltaError: as :meth:`DeltaTable.changes` (versions removed by log cleanup, a commit
+        whose changed rows were not recorded ...).
+    """
+    latest_snapshot = source.snapshot()
+    latest = latest_snapshot.version
+    app_id = consumer_app_id(latest_snapshot.metadata.id, consumer)
+    cursor = target.app_transaction_version(app_id) if target is not None else None
+    end = latest if up_to is None else min(up_to, latest)
+    if cursor is not None and not reset:
+        if end <= cursor:
+            return SourceRead(app_id, cursor, latest)
+        changes = source.changes(cursor + 1, end)
+        return SourceRead(app_id, cursor, latest, cursor + 1, end, changes=changes, record=end)
+    if not reset and target is not None:
+        _check_first_read(target, app_id, consumer, source.uri, starting_version)
+    if starting_version is None:
+        snapshot = latest_snapshot if end == latest else source.snapshot(end)
+        return SourceRead(app_id, cursor, latest, 0, end, snapshot=snapshot, record=end)
+    start = latest + 1 if starting_version == "latest" else starting_version
+    if end < start:  # nothing yet: record where the consumer stands, or "latest" would move on
+        return SourceRead(app_id, cursor, latest, record=start - 1 if start > 0 else None)
+    changes = source.changes(start, end)
+    return SourceRead(app_id, cursor, latest, start, end, changes=changes, record=end)
+
+
+def _check_first_read(
+    target: Snapshot, app_id: str, consumer: str, source_uri: str, starting_version: StartingVersion
+) -> None:
+    """Refuse a start that would deliver rows the target may already hold."""
+    for other, txn in target.transactions.items():
+        parsed = parse_consumer_app_id(other)
+        if parsed is not None and parsed[1] == consumer and other != app_id:
+            raise ConsumerCursorError(
+                f"{target.storage.root_uri} holds a cursor of consumer {consumer!r} on another source "
+                f"table (id {parsed[0]}, consumed up to version {txn.version}), but {source_uri} is "
+                f"table {app_id[len(SOURCE_APP_PREFIX) :].partition('/')[0]}: the source was dropped "
+                f"and created again, or the consumer now reads another table. Starting over would "
+                f"deliver rows the target may already hold; reset the consumer to start over on this "
+                f"table (with an overwrite of the target, or from an explicit starting version)."
+            )
+    if starting_version is None and target.num_files() > 0:
+        raise ConsumerCursorError(
+            f"{target.storage.root_uri} holds data but no cursor of consumer {consumer!r} on "
+            f"{source_uri} (appId {app_id!r}): either the consumer never committed to it, or its "
+            f"cursor expired (the target's delta.setTransactionRetentionDuration passed without a "
+            f"commit of it). Starting from the source's snapshot would add rows the target may "
+            f"already hold. Give the source version to start from, or reset the consumer and "
+            f"overwrite the target."
+        )
+
+
+def commit_time(snapshot: Snapshot) -> int:
+    """When the snapshot's version was committed (ms): its in-commit timestamp, else its commit
+    file's time as the change feed gives it (:func:`~.changes_bounds.range_commit_files`)."""
+    version = snapshot.version
+    info = snapshot.commit_info
+    if info is None:
+        found = read_commit(snapshot.storage, version)
+        info = found.commit_info if found is not None else None
+    ict = (info or {}).get("inCommitTimestamp")
+    if isinstance(ict, int) and not isinstance(ict, bool):
+        return ict
+    _, times = range_commit_files(snapshot, ChangeRange(version, version, version))
+    return times[version]

@@ -1,0 +1,64 @@
+"""The one reading of a ``schemaString``'s JSON: parsed, and its types' nesting bounded.
+
+Every reader and writer of a schema walks it recursively (converting it, checking a commit,
+comparing two versions of it): a schema nested deeper than :data:`MAX_SCHEMA_DEPTH` is refused
+here by name, instead of ending in a RecursionError wherever the walk runs out of stack.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from airflow_delta_provider.core.action_checks import shorten
+from airflow_delta_provider.core.errors import SchemaError
+
+__all__ = ["MAX_SCHEMA_DEPTH", "check_schema_depth", "parse_schema_string"]
+
+#: How deeply a schema's types may nest (a struct in an array in a map ...). Every reader and
+#: writer of a schema walks it recursively; a deeper one would end in a RecursionError somewhere
+#: (parsing the JSON, converting it, checking a commit) instead of a refusal naming the problem.
+MAX_SCHEMA_DEPTH = 100
+
+
+def parse_schema_string(text: str) -> Any:
+    """The JSON of a ``schemaString`` (or of any Delta type), its types nested at most
+    :data:`MAX_SCHEMA_DEPTH` deep.
+
+    :raises ValueError: the text is not JSON.
+    :raises SchemaError: its types nest deeper (the JSON parser's own limit included).
+    """
+    try:
+        parsed = json.loads(text)
+    except RecursionError:
+        raise _too_deep(text) from None
+    return check_schema_depth(parsed)
+
+
+def check_schema_depth(delta_type: Any) -> Any:
+    """``delta_type`` (a parsed Delta type), after checking its types nest at most
+    :data:`MAX_SCHEMA_DEPTH` deep.
+
+    :raises SchemaError: they nest deeper.
+    """
+    pending = [(delta_type, 0)]
+    while pending:  # iterative: the depth is what is being checked
+        item, depth = pending.pop()
+        if depth > MAX_SCHEMA_DEPTH:
+            raise _too_deep(json.dumps(delta_type)[:200])
+        if isinstance(item, dict):
+            kind = item.get("type")
+            if kind == "struct" and isinstance(item.get("fields"), list):
+                pending += [(f.get("type"), depth + 1) for f in item["fields"] if isinstance(f, dict)]
+            elif kind == "array":
+                pending.append((item.get("elementType"), depth + 1))
+            elif kind == "map":
+                pending += [(item.get("keyType"), depth + 1), (item.get("valueType"), depth + 1)]
+    return delta_type
+
+
+def _too_deep(text: str) -> SchemaError:
+    return SchemaError(
+        f"The Delta schema {shorten(repr(text))} nests its types more than {MAX_SCHEMA_DEPTH} levels "
+        f"deep; this core reads and writes schemas nested at most {MAX_SCHEMA_DEPTH} levels."
+    )
