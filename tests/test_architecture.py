@@ -14,7 +14,7 @@ ROOT = "airflow_delta_provider"
 #: The core's layers, bottom up (docs/architecture.md). A module may import its own layer or
 #: lower ones, never a higher one.
 CORE_LAYERS: list[tuple[str, set[str]]] = [
-    ("foundation", {"errors", "redaction", "arguments", "arrays"}),
+    ("foundation", {"errors", "redaction", "arguments", "arrays", "memory"}),
     (
         "storage",
         {
