@@ -20,10 +20,10 @@ alternate within each round, and the median of ``--repeat`` rounds is reported w
 average of the machine: wall time, and the CPU time of the process (user + system, all
 threads), which a loaded machine disturbs less.
 
-The Arrow memory pool is the process's (``ARROW_DEFAULT_MEMORY_POOL``, pyarrow's default mimalloc
-otherwise; the ``Arrow pool`` column names it): on a VM with transparent huge pages, mimalloc's
-first large allocations of a fresh process cost much system time (see docs/read-api.md, "Cold
-processes"), so the rows part is worth running under ``ARROW_DEFAULT_MEMORY_POOL=system`` too.
+The ``Arrow pool`` column names the pool the core's reads allocate from (``core/memory.py``: the
+system allocator unless ``ARROW_DEFAULT_MEMORY_POOL`` names one; on a VM with transparent huge
+pages, mimalloc's first large allocations of a fresh process cost much system time, see
+docs/read-api.md, "Cold processes"); delta-rs allocates outside Arrow's pools.
 
 Usage: ``python benchmarks/bench_changes.py [--part log,rows] [--repeat 5] [--write-readme]``
 (``python benchmarks/generate.py --tables a-1k,a-10k,a-100k,a`` first).
@@ -56,7 +56,10 @@ imports_start = time.perf_counter()
 _EPILOGUE = """
 seconds = time.perf_counter() - start_time
 import pyarrow
-pool = pyarrow.default_memory_pool().backend_name  # (after the timer: deltalake needs no pyarrow)
+# The pool the reads allocate from (after the timer: deltalake needs no pyarrow): the core's
+# read pool where the core ran, else the process's default.
+memory = sys.modules.get("airflow_delta_provider.core.memory")
+pool = (memory.READ_POOL if memory else pyarrow.default_memory_pool()).backend_name
 print(json.dumps({"seconds": seconds, "cpu": cpu() - start_cpu, "imports": imports, "n": n, "pool": pool}))
 """
 CODE = {

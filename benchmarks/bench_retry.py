@@ -24,10 +24,12 @@ idempotent append that lands (a hard-linked copy of the log per run), a *duplica
 (``commit_files`` of ``bench-old-3`` version 3, which the checkpoint records: skipped as already
 committed) and a metadata-only snapshot (protocol, metadata, a txn). It reports the minimum CPU
 time of each and its ratio to the first table of the pair (the goal: within 20%). CPU time, not
-wall time: on a shared machine it is the steadier of the two; the minimum of ``--repeat``.
+wall time: on a shared machine it is the steadier of the two; the minimum of ``--repeat``. With
+``--uncached`` the core's parse caches of checkpoint footers and page indexes (kept by content)
+are emptied before every run: what the first read of a checkpoint in a process pays.
 
 Usage: ``python benchmarks/bench_retry.py [--repeat 5] [--append a-1k,a,a-100k]
-[--inprocess a-rs-tail-1k,a-rs-tail]`` (run ``generate.py`` first).
+[--inprocess a-rs-tail-1k,a-rs-tail [--uncached]]`` (run ``generate.py`` first).
 """
 
 from __future__ import annotations
@@ -119,7 +121,7 @@ def append_rounds(tables: list[str], repeat: int) -> None:
         )
 
 
-def inprocess_rounds(tables: list[str], repeat: int) -> None:
+def inprocess_rounds(tables: list[str], repeat: int, uncached: bool = False) -> None:
     """Append, duplicate append and metadata-only load on each table, in this process."""
     import gc
     import os
@@ -131,7 +133,7 @@ def inprocess_rounds(tables: list[str], repeat: int) -> None:
     import pyarrow.parquet as pq
     from bench_read import DATA
 
-    from airflow_delta_provider.core import DeltaTable
+    from airflow_delta_provider.core import DeltaTable, checkpoint_pages
 
     def copy_log(uri: str) -> str:
         copy = tempfile.mkdtemp(prefix="bench-inprocess-")
@@ -181,10 +183,13 @@ def inprocess_rounds(tables: list[str], repeat: int) -> None:
         for name, operation in operations.items():
             for table in tables:
                 gc.collect()
+                if uncached:
+                    checkpoint_pages.clear_caches()
                 runs.setdefault((name, table), []).append(operation(str(DATA / table)))
     with open("/proc/loadavg") as f:
         load = " ".join(f.read().split()[:3])
-    print(f"In one process, interleaved, min CPU of {repeat}; load average {load}.")
+    caches = "parse caches emptied before each run" if uncached else "parse caches kept"
+    print(f"In one process, interleaved, min CPU of {repeat} ({caches}); load average {load}.")
     print("| operation | " + " | ".join(tables) + " | ratio to the first |")
     print("|---|" + "---:|" * (len(tables) + 1))
     for name in operations:
@@ -200,9 +205,12 @@ def main() -> None:
     parser.add_argument(
         "--inprocess", default=None, help="tables measured in this process (e.g. a-rs-tail-1k,a-rs-tail)"
     )
+    parser.add_argument(
+        "--uncached", action="store_true", help="with --inprocess: empty the parse caches before each run"
+    )
     args = parser.parse_args()
     if args.inprocess:
-        inprocess_rounds(args.inprocess.split(","), args.repeat)
+        inprocess_rounds(args.inprocess.split(","), args.repeat, args.uncached)
         return
     if args.append:
         append_rounds(args.append.split(","), args.repeat)

@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.actions import AddFile, RemoveFile
+from airflow_delta_provider.core.commit_plan import CommitPlan
 from airflow_delta_provider.core.deletion_vectors import (
     deletion_vector_file,
     encode_deletion_vector_file_id,
@@ -75,7 +76,8 @@ def build(root: Path, files: int, rows: int, deleted: float) -> tuple[str, str]:
     for table in tables.values():
         table.commit_files(names)
     snapshot = tables["dv"].snapshot()
-    actions: list[Any] = []
+    removes: list[RemoveFile] = []
+    adds: list[AddFile] = []
     for add in snapshot.files().to_pylist():
         victims = np.sort(rng.choice(rows, size=int(rows * deleted), replace=False)).astype(np.uint64)
         bitmap = serialize_deletion_vector(victims)
@@ -89,35 +91,53 @@ def build(root: Path, files: int, rows: int, deleted: float) -> tuple[str, str]:
             "cardinality": len(victims),
         }
         common = {"partition_values": {}, "size": add["size"], "stats": add["stats"]}
-        actions.append(RemoveFile(add["path"], deletion_timestamp=1, **common))
-        actions.append(AddFile(add["path"], modification_time=1, deletion_vector=descriptor, **common))
-    OptimisticTransaction(tables["dv"].storage, read_snapshot=snapshot).commit(actions, operation="DELETE")
+        removes.append(RemoveFile(add["path"], deletion_timestamp=1, **common))
+        adds.append(AddFile(add["path"], modification_time=1, deletion_vector=descriptor, **common))
+    OptimisticTransaction(tables["dv"].storage, read_snapshot=snapshot).commit(
+        CommitPlan("DELETE", removes=tuple(removes), adds=tuple(adds))
+    )
     return str(plain), str(dv)
 
 
-def spark_scan(spark: Any, uri: str) -> float:
+def spark_scan(spark: Any, uri: str) -> tuple[float, float, list[Any]]:
     """One scan that reads every value of every row: an aggregate over all columns (the ``noop``
-    sink would never read the values Spark decodes lazily)."""
+    sink would never read the values Spark decodes lazily). Returns the wall time, the CPU time
+    of the driver's Python process and of the JVM (local mode: the executors' threads, the JIT
+    and the garbage collector included), and the aggregate."""
     from pyspark.sql import functions as F
 
     from airflow_delta_provider.spark import read_delta
 
-    start = time.perf_counter()
-    read_delta(spark, uri).agg(
-        F.count("*"), F.sum("id"), F.sum("value"), F.max("name"), F.max("day")
-    ).collect()
-    return time.perf_counter() - start
+    jvm = _jvm_pid(spark)
+    start, cpu = time.perf_counter(), _cpu_seconds(os.getpid()) + _cpu_seconds(jvm)
+    result = (
+        read_delta(spark, uri)
+        .agg(F.count("*"), F.sum("id"), F.sum("value"), F.max("name"), F.max("day"))
+        .collect()
+    )
+    return time.perf_counter() - start, _cpu_seconds(os.getpid()) + _cpu_seconds(jvm) - cpu, result
 
 
-def rs_scan(uri: str) -> float:
+def _jvm_pid(spark: Any) -> int:
+    return int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, all its threads (``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rs_scan(uri: str) -> tuple[float, float]:
+    """delta-rs's scan of every column and row (its batches consumed), wall and CPU time."""
     from deltalake import DeltaTable as RsDeltaTable
     from deltalake import QueryBuilder
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _cpu_seconds(os.getpid())
     reader = QueryBuilder().register("t", RsDeltaTable(uri)).execute("SELECT * FROM t")
     for _ in reader:
         pass
-    return time.perf_counter() - start
+    return time.perf_counter() - start, _cpu_seconds(os.getpid()) - cpu
 
 
 def main() -> None:
@@ -134,6 +154,7 @@ def main() -> None:
     spark = (
         SparkSession.builder.master("local[2]")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.memory", "2g")
         .getOrCreate()
@@ -143,29 +164,34 @@ def main() -> None:
         plain, dv = build(Path(work), args.files, args.rows, args.deleted)
         assert spark.read.parquet(plain).count() == args.files * args.rows
         spark_scan(spark, plain), spark_scan(spark, dv)  # warm-up: JIT, the session's caches
-        times: dict[str, list[float]] = {"plain": [], "dv": [], "rs-plain": [], "rs-dv": []}
+        runs: dict[str, list[tuple[float, float]]] = {"plain": [], "dv": [], "rs-plain": [], "rs-dv": []}
+        loads = []
         for _ in range(args.repeat):
-            times["plain"].append(spark_scan(spark, plain))
-            times["dv"].append(spark_scan(spark, dv))
-            times["rs-plain"].append(rs_scan(plain))
-            times["rs-dv"].append(rs_scan(dv))
-        ratios = [d / p for d, p in zip(times["dv"], times["plain"], strict=True)]
-        rs_ratios = [d / p for d, p in zip(times["rs-dv"], times["rs-plain"], strict=True)]
+            loads.append(os.getloadavg()[0])
+            *measured, plain_rows = spark_scan(spark, plain)
+            runs["plain"].append((measured[0], measured[1]))
+            *measured, dv_rows = spark_scan(spark, dv)
+            runs["dv"].append((measured[0], measured[1]))
+            runs["rs-plain"].append(rs_scan(plain))
+            runs["rs-dv"].append(rs_scan(dv))
+        expected = args.files * (args.rows - int(args.rows * args.deleted))  # as build() deletes
+        assert plain_rows[0][0] == args.files * args.rows and dv_rows[0][0] == expected, (plain_rows, dv_rows)
     spark.stop()
-    load = os.getloadavg()
     lines = [
         f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-        f"Spark {spark.version} local[2]; load average at the end "
-        f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}.",
+        f"Spark {spark.version} local[2]; load average (1 min) during the pairs {min(loads):.1f}-"
+        f"{max(loads):.1f}.",
         f"{args.files} files x {args.rows:,} rows (id, value, name, day), {args.deleted:.0%} of each "
-        f"file's rows deleted by its deletion vector; {args.repeat} pairs after a warm-up.",
+        f"file's rows deleted by its deletion vector; {args.repeat} pairs after a warm-up. CPU: the "
+        f"JVM's and the driver's user + system time (Spark), the process's (delta-rs).",
         "",
-        "| scan | median s (min-max) | dv / plain per pair: median (min-max) |",
-        "|---|---:|---:|",
-        _row("read_delta, plain", times["plain"], None),
-        _row("read_delta, deletion vectors", times["dv"], ratios),
-        _row("delta-rs, plain", times["rs-plain"], None),
-        _row("delta-rs, deletion vectors", times["rs-dv"], rs_ratios),
+        "| scan | wall s median (min) | CPU s median (min) | dv / plain per pair, wall: median (min) | "
+        "CPU: median (min) |",
+        "|---|---:|---:|---:|---:|",
+        _row("read_delta, plain", runs["plain"], None),
+        _row("read_delta, deletion vectors", runs["dv"], runs["plain"]),
+        _row("delta-rs, plain", runs["rs-plain"], None),
+        _row("delta-rs, deletion vectors", runs["rs-dv"], runs["rs-plain"]),
     ]
     text = "\n".join(lines)
     print(text)
@@ -173,12 +199,19 @@ def main() -> None:
         _write_readme(text)
 
 
-def _row(name: str, values: list[float], ratios: list[float] | None) -> str:
-    spread = f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
-    ratio = (
-        "" if ratios is None else f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
-    )
-    return f"| {name} | {spread} | {ratio} |"
+def _row(name: str, runs: list[tuple[float, float]], base: list[tuple[float, float]] | None) -> str:
+    walls, cpus = [r[0] for r in runs], [r[1] for r in runs]
+    cells = [
+        f"{statistics.median(walls):.2f} ({min(walls):.2f})",
+        f"{statistics.median(cpus):.2f} ({min(cpus):.2f})",
+    ]
+    if base is None:
+        cells += ["", ""]
+    else:
+        for index in (0, 1):
+            ratios = [r[index] / b[index] for r, b in zip(runs, base, strict=True)]
+            cells.append(f"{statistics.median(ratios):.2f}x ({min(ratios):.2f})")
+    return f"| {name} | " + " | ".join(cells) + " |"
 
 
 def _write_readme(text: str) -> None:

@@ -1,8 +1,14 @@
-"""Nightly maintenance of several Delta tables: OPTIMIZE, checkpoint, expired-log cleanup and VACUUM when due.
+"""Nightly maintenance of several Delta tables: data retention, PURGE, OPTIMIZE, checkpoint, expired-log
+cleanup and VACUUM when due.
 
 Which tables: the Airflow Variable ``delta_maintenance_tables`` (a JSON list of table URIs), or,
 when it is unset, every Delta table directly under the demo root (``$DELTA_DEMO_ROOT``, default
 ``.demo/`` beside this folder), so ``make demo`` maintains the tables the other example DAGs wrote.
+
+A table that carries a data retention policy (its ``airflow.dataRetention`` property, e.g.
+``{"column": "ds", "keep": "interval 90 days"}``) loses its rows older than that each night; a run that
+would delete more than half of a table's rows is refused for that table. Files whose rows deletion
+vectors delete are purged, so VACUUM can remove those rows' bytes once the retention has passed.
 
 Trigger with ``{"dry_run": true}`` to see what would be done without writing or deleting anything.
 The per-table report is in the ``maintenance_report`` XCom of ``maintain_tables`` and in the log of
@@ -30,7 +36,7 @@ TABLES_VARIABLE = "delta_maintenance_tables"
 # [START howto_operator_delta_maintenance]
 with DAG(
     dag_id="delta_nightly_maintenance",
-    description="Compact small files, checkpoint, clean up expired logs and VACUUM Delta tables when due.",
+    description="Apply data retention, purge, compact, checkpoint, clean up logs and VACUUM Delta tables.",
     schedule="0 3 * * *",
     start_date=datetime(2026, 1, 1),
     catchup=False,
@@ -69,7 +75,9 @@ with DAG(
     maintain = DeltaMaintenanceOperator(
         task_id="maintain_tables",
         tables=tables_to_maintain(),
-        # OPTIMIZE runs in the worker (pyarrow); for big tables schedule DeltaOptimizeOperator on Spark.
+        # PURGE and OPTIMIZE run in the worker (pyarrow); for big tables schedule DeltaOptimizeOperator
+        # (purge=True for PURGE) on Spark.
+        run_purge=True,
         run_optimize=True,
         optimize_min_files="{{ params.optimize_min_files }}",
         vacuum_interval="interval 7 days",
@@ -90,10 +98,11 @@ with DAG(
         for entry in result["tables"]:
             steps = ", ".join(f"{name} {step['status']}" for name, step in entry["steps"].items())
             print(
-                f"{entry['table']}: {entry['status']} ({steps}); {entry['files_compacted']} small file(s) "
-                f"compacted into {entry['files_written']}, {entry['files_removed']} data file(s) "
-                f"and {entry['log_files_removed']} log file(s) removed, {entry['bytes_removed']} bytes; "
-                f"versions retained: {entry['versions_retained']}"
+                f"{entry['table']}: {entry['status']} ({steps}); {entry['rows_deleted']} row(s) past the "
+                f"retention deleted, {entry['files_purged']} file(s) purged, {entry['files_compacted']} "
+                f"small file(s) compacted into {entry['files_written']}, {entry['files_removed']} data "
+                f"file(s) and {entry['log_files_removed']} log file(s) removed, {entry['bytes_removed']} "
+                f"bytes; versions retained: {entry['versions_retained']}"
             )
         if result["failed"]:
             raise AirflowFailException(f"Maintenance failed for: {', '.join(result['failed'])}.")

@@ -22,7 +22,10 @@ Run it with ``make demo``. Everything lives under ``.demo/`` in the repository: 
    written, the expired log files before it are deleted, and the data files the clear and the
    retry replaced or left behind are removed. The table itself keeps every commit, so the History
    view the demo points at shows the runs, the retry and the other writer;
-5. prints the table's history and its rows per day, and where to see it all in Airflow's UI
+5. runs ``delta_erase_customer`` on an orders table with deletion vectors (DELETE, then PURGE and
+   VACUUM as one maintenance step) and counts the customer's rows in every file under its root, and
+   ``delta_rollback`` on a copy of the events table, undoing the failing day's run in one RESTORE;
+6. prints the table's history and its rows per day, and where to see it all in Airflow's UI
    (the provider's Delta view, docs/ui.md).
 """
 
@@ -182,12 +185,12 @@ def leave_orphan(table_uri: str) -> str:
     return str(orphan.relative_to(root))
 
 
-def copy_of(table_uri: str) -> str:
+def copy_of(table_uri: str, suffix: str = "a_month_later") -> str:
     """A copy of the table (its log and files, modification times kept) beside it under .demo/."""
     from airflow_delta_provider.core import DeltaTable
 
     source = Path(DeltaTable(table_uri).storage.root)
-    copy = source.with_name(f"{source.name}_a_month_later")
+    copy = source.with_name(f"{source.name}_{suffix}")
     shutil.copytree(source, copy)
     return str(copy)
 
@@ -232,6 +235,7 @@ def main() -> None:
 
     print(f"  {FAILING_DAY.date()}: the task will fail after its commit (the traceback below is expected)")
     dag_run, failures = run_failing_after_commit(ingest.dag, FAILING_DAY)
+    failing_run_id = dag_run.run_id
     print(
         f"  {FAILING_DAY.date()}: try 1 committed version {failures[0] if failures else '?'} and then "
         f"failed; the retry: {describe(return_value(dag_run, 'ingest_events'))}; run {dag_run.state}"
@@ -282,6 +286,8 @@ def main() -> None:
     later = copy_of(table_uri)
     later_maintenance(later)
     print_history(later, "History of the copy after it (the expired commits are gone; newest first):")
+    erase_a_customer()
+    roll_back(table_uri, bad_run_id=failing_run_id)
 
     table = DeltaTable(table_uri)
     snapshot = table.snapshot()
@@ -328,6 +334,79 @@ def silver_after_sensor(silver: Any) -> None:
     )
     if found != expected:
         raise SystemExit(f"silver {found} != events {expected}")
+
+
+def customer_rows_on_disk(root: Path, customer: int) -> int:
+    """Rows of ``customer`` in every Parquet file under ``root``, read as stored (no log applied)."""
+    import pyarrow.parquet as pq
+
+    return sum(
+        pq.read_table(path, columns=["customer_id"]).column("customer_id").to_pylist().count(customer)
+        for path in root.rglob("*.parquet")
+    )
+
+
+def erase_a_customer() -> None:
+    """The GDPR erasure example on an orders table with deletion vectors, whose removed files'
+    retention is zero (so this run's VACUUM may delete them): the customer's rows before and after."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from airflow_delta_provider.core import DeltaTable
+
+    print("\n== delta_erase_customer (DELETE, then PURGE and VACUUM as one maintenance step) ==")
+    erase = load("erase_customer.py")
+    root = Path(erase.ORDERS)
+    table = DeltaTable.create(
+        str(root),
+        pa.schema([("customer_id", pa.int64()), ("amount", pa.int64())]),
+        properties={
+            "delta.enableDeletionVectors": "true",
+            "delta.deletedFileRetentionDuration": "interval 0 hours",
+        },
+    )
+    for n in range(2):
+        pq.write_table(
+            pa.table({"customer_id": [1, 2, 3, 4, 5] * 2, "amount": list(range(n * 10, n * 10 + 10))}),
+            root / f"part-{n}.parquet",
+        )
+        table.commit_files([f"part-{n}.parquet"])
+    before = customer_rows_on_disk(root, 2)
+    dag_run = erase.dag.test(run_conf={"customer_id": 2})
+    report = return_value(dag_run, "report") or {}
+    print(
+        f"  run {dag_run.state}; version {report.get('deleted_at_version')} deleted "
+        f"{report.get('deleted_rows')} row(s) of customer 2 ({report.get('mode')}); PURGE rewrote "
+        f"{report.get('purged_files')} file(s), VACUUM removed {report.get('vacuumed_files')}"
+    )
+    print(
+        f"  customer 2's rows in the files under {root}: {before} before, "
+        f"{customer_rows_on_disk(root, 2)} after; in the table: "
+        f"{DeltaTable(str(root)).snapshot().to_pyarrow_table().column('customer_id').to_pylist().count(2)}"
+    )
+
+
+def roll_back(table_uri: str, bad_run_id: str) -> None:
+    """The rollback example on a copy of the events table: undo the failing day's run."""
+    from airflow_delta_provider.core import DeltaTable
+
+    copy = copy_of(table_uri, "rolled_back")
+    print(f"\n== delta_rollback (RESTORE to before run {bad_run_id}), on a copy: {copy} ==")
+    os.environ["DELTA_EVENTS_TABLE"] = copy
+    try:
+        rollback = load("rollback.py")
+    finally:
+        os.environ.pop("DELTA_EVENTS_TABLE", None)
+    rows_before = DeltaTable(copy).snapshot().to_pyarrow_table(columns=["ds"])
+    dag_run = rollback.dag.test(run_conf={"bad_run_id": bad_run_id})
+    result = return_value(dag_run, "restore_before_bad_run") or {}
+    rows_after = DeltaTable(copy).snapshot().to_pyarrow_table(columns=["ds"])
+    print(
+        f"  run {dag_run.state}; version {result.get('version')} restored version "
+        f"{result.get('restored_version')} ({result.get('num_restored_files')} file(s) restored, "
+        f"{result.get('num_removed_files')} removed): {rows_before.num_rows} rows -> {rows_after.num_rows}, "
+        f"days {sorted(set(rows_after.column('ds').to_pylist()))}"
+    )
 
 
 def where_to_look(table_uri: str) -> None:

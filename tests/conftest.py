@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
@@ -24,6 +25,11 @@ os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
 # gcsfs >= 2026.10 looks each bucket's type up over gRPC first; against the http GCS emulator that
 # times out after 60 s per bucket. Read by gcsfs at import time, inherited by writer processes.
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+
+# Property tests judge results, never time: a per-example deadline is a timing threshold, which fails
+# on a loaded CI machine while the code is right.
+settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("suite")
 
 # Shared server fixtures kept in their own modules (importable by every tier): Spark's cluster and
 # Connect server.

@@ -1,10 +1,12 @@
-"""Shared helpers of the DELETE tests: tables built through the core, their state, the oracles."""
+"""Shared helpers of the DELETE (and PURGE) tests: tables built through the core, their state, the
+oracles, and the corpus tables other writers wrote with deletion vectors."""
 
 from __future__ import annotations
 
 import json
 import os
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -112,3 +114,58 @@ def commit_actions(table: DeltaTable, version: int) -> list[dict[str, Any]]:
 
 def kind(actions: Iterable[Mapping[str, Any]], name: str) -> list[dict[str, Any]]:
     return [a[name] for a in actions if name in a]
+
+
+# --- the corpus: tables other writers wrote with deletion vectors -----------------------------
+
+CORPUS = Path(__file__).resolve().parent / "conformance" / "corpus" / "tables"
+#: Spark-written tables with deletion vectors (and one delta-rs table), and an integer column.
+DV_TABLES = {
+    "delta-rs/table_with_deletion_logs": "id",
+    "delta-kernel-rs/table-with-dv-small": "value",
+    "delta-kernel-rs/dv-partitioned-with-checkpoint/delta": "col1",
+    "delta-kernel-rs/dv-with-columnmapping/delta": "col1",
+    "delta-kernel-rs/log-replay-dv-key-cases/delta": "id",
+    "delta/basic-dv-with-checkpoint": "id",
+}
+
+
+def rs_column_rows(uri: str, columns: list[str]) -> list[tuple[Any, ...]]:
+    """The rows delta-rs reads, as sorted tuples of ``columns``."""
+    rs = deltalake.DeltaTable(uri)
+    names = ", ".join(f'"{c}"' for c in columns)
+    data = pa.table(deltalake.QueryBuilder().register("t", rs).execute(f"select {names} from t").read_all())
+    values = []
+    for column in data.columns:
+        if pa.types.is_string_view(column.type) or pa.types.is_large_string(column.type):
+            column = column.cast(pa.string())
+        values.append(column.to_pylist())
+    return sorted(zip(*values, strict=True), key=repr)
+
+
+def core_column_rows(table: DeltaTable, columns: list[str]) -> list[tuple[Any, ...]]:
+    """The rows the core reads, as sorted tuples of ``columns``."""
+    data = table.snapshot().to_pyarrow_table(columns)
+    return sorted(zip(*(data.column(c).to_pylist() for c in columns), strict=True), key=repr)
+
+
+# --- data retention: a table of days ---------------------------------------------------------
+
+#: Days of events, one partition each: today and 10, 20, ... 90 days ago; three rows per day.
+AGES = range(0, 100, 10)
+
+
+def events_by_day(root: Path, properties: Mapping[str, str] | None = None) -> DeltaTable:
+    """A table partitioned by ``ds`` (ISO dates), one file of three rows per day of :data:`AGES`
+    (ids ``3n .. 3n+2`` for the n-th day, today first)."""
+    schema = pa.schema([("id", pa.int64()), ("ds", pa.string())])
+    table = DeltaTable.create(str(root), schema, partition_by=["ds"], properties=dict(properties or {}))
+    today = datetime.now(UTC).date()
+    files = []
+    for n, age in enumerate(AGES):
+        day = (today - timedelta(days=age)).isoformat()
+        os.makedirs(root / f"ds={day}", exist_ok=True)
+        pq.write_table(pa.table({"id": [3 * n, 3 * n + 1, 3 * n + 2]}), root / f"ds={day}/part-{n}.parquet")
+        files.append(f"ds={day}/part-{n}.parquet")
+    table.commit_files(files)
+    return table

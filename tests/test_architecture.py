@@ -14,7 +14,7 @@ ROOT = "airflow_delta_provider"
 #: The core's layers, bottom up (docs/architecture.md). A module may import its own layer or
 #: lower ones, never a higher one.
 CORE_LAYERS: list[tuple[str, set[str]]] = [
-    ("foundation", {"errors", "redaction", "arguments", "arrays"}),
+    ("foundation", {"errors", "redaction", "arguments", "arrays", "memory"}),
     (
         "storage",
         {
@@ -59,6 +59,7 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
             "parquet_compat",
             "page_scan",
             "thrift",
+            "page_index",
             "row_tracking",
             "sql_engine",
             "constraints",
@@ -100,6 +101,7 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
             "vacuum.retention",
             "optimize",
             "optimize_outputs",
+            "purge",
             "restore",
             "vacuum.distributed",
             "vacuum.discard",
@@ -111,6 +113,7 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
             "delete",
             "delete_plan",
             "delete_rows",
+            "data_retention",
         },
     ),
     ("facade", {"table", "__init__"}),

@@ -423,6 +423,15 @@ def _lifecycle_did_what_it_says(namespace: dict[str, Any]) -> None:
     assert namespace["found"].version_before == 4 and [c.version for c in namespace["found"].commits] == [5]
     assert [h["operation"] for h in table.history(3)] == ["RESTORE"] * 3
     assert table.snapshot().files().num_rows == table.snapshot(4).files().num_rows == 4
+    # PURGE: the DELETE example's vector-hidden row rewritten away; retention: one old day deleted.
+    orders = namespace["orders"].snapshot()
+    assert namespace["purged"].committed and orders.files().column("deletion_vector").null_count == 1
+    assert namespace["retained"].num_deleted_rows == 1
+    assert sorted(namespace["clicks"].snapshot().partition_values().column("ds").to_pylist()) == [
+        "2026-09-01",
+        "2026-10-01",
+        "2026-11-01",
+    ]
 
 
 #: What a document needs beyond the world every document gets, run before its blocks.

@@ -2,11 +2,12 @@
 
 Every :class:`RowScan` names one file and which of its rows one commit changed: all of them, those
 a deletion vector does not mark (an added or removed file read under its own DV), or those one DV
-marks and another does not (a DV that grew or shrank). Files read whole go into one dataset (two:
-change-data files carry their ``_change_type``, the others get it from the log), with their
-partition values, version and commit time as per-file constants; the others are read one by one and
-masked. A file that is gone (VACUUM deleted it) is an error that names it, the version that needs it
-and the retention that removed it.
+marks and another does not (a DV that grew or shrank). All files are read in one scan per kind
+(change-data files carry their ``_change_type``, the others get it from the log), each file once
+however many commits count it (:func:`~.scan.read_files`); the columns that come from the log (a
+file's partition values, a change's type, version and commit time) are constant columns of each
+scan's rows. A file that is gone (VACUUM deleted it) is an error that names it, the version that
+needs it and the retention that removed it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,13 @@ from airflow_delta_provider.core.changes_schema import CHANGE_TYPE, COMMIT_TIMES
 from airflow_delta_provider.core.deletion_vectors import deletion_vector_unique_id
 from airflow_delta_provider.core.errors import ChangeDataFileNotFoundError
 from airflow_delta_provider.core.partitions import partition_columns_from_map
-from airflow_delta_provider.core.scan import deletion_vector_rows, file_dataset
+from airflow_delta_provider.core.scan import (
+    FileRead,
+    RowSelection,
+    deletion_vector_rows,
+    read_files,
+    runs,
+)
 from airflow_delta_provider.core.schema import rename_to_logical
 
 if TYPE_CHECKING:
@@ -132,13 +139,10 @@ def read_rows(
     physical_columns = [f.name for f in data_fields] + [f.name for f in extra]
     reader = _Reader(storage, physical, partitions, deletion_vectors, retention)
     parts = [
-        reader.whole([s for s in scans if s.whole and s.change_type is None], physical_columns, cdc=True),
-        reader.whole(
-            [s for s in scans if s.whole and s.change_type is not None], physical_columns, cdc=False
-        ),
-        *reader.selected([s for s in scans if not s.whole], physical_columns),
+        *reader.read([s for s in scans if s.change_type is None], physical_columns, cdc=True),
+        *reader.read([s for s in scans if s.change_type is not None], physical_columns, cdc=False),
     ]
-    table = pa.concat_tables([p for p in parts if p is not None] or [_empty(data_fields, extra)])
+    table = pa.concat_tables(parts or [_empty(data_fields, extra)])
     data = rename_to_logical(
         table.select([f.name for f in data_fields]), pa.schema([logical.field(i) for i in wanted])
     )
@@ -157,9 +161,7 @@ def _empty(data_fields: list[pa.Field], extra: list[pa.Field]) -> pa.Table:
 
 
 class _Reader:
-    """Reads scans of one table with one physical schema. The columns that come from the log (a
-    file's partition values, a change's type, version and commit time) are taken, per row, from a
-    small table of per-file values by the row's file (pyarrow's ``__fragment_index``)."""
+    """Reads scans of one table with one physical schema."""
 
     def __init__(
         self,
@@ -175,52 +177,59 @@ class _Reader:
         self._dvs = deletion_vectors
         self._retention = retention
 
-    def whole(self, scans: list[RowScan], columns: list[str], *, cdc: bool) -> pa.Table | None:
-        """Every row of each file, in one dataset; a change-data file's rows carry their change type."""
+    def read(self, scans: list[RowScan], columns: list[str], *, cdc: bool) -> list[pa.Table]:
+        """The rows the scans count, with ``columns`` (none or one table): each file read once for
+        all its scans (a file inserted and deleted within the range, a file whose deletion vector
+        changed in many commits), not at all when no scan selects a row of it; the log's values
+        are each scan's, over its rows."""
         if not scans:
-            return None
+            return []
         own = [f for f in self._data_fields if f.name in columns]
         if cdc and CHANGE_TYPE in columns:
             own.append(CDC_FIELDS[0])
-        dataset = file_dataset(self._storage, [s.path for s in scans], pa.schema(own))
-        table = self._read(dataset, scans, [*(f.name for f in own), _FRAGMENT_INDEX])
-        return self._with_log_columns(table, scans, table.column(_FRAGMENT_INDEX), columns)
+        by_path: dict[str, list[int]] = {}
+        for index, scan in enumerate(scans):
+            by_path.setdefault(scan.path, []).append(index)
+        files = [
+            FileRead(path, tuple(self._selection(scans[i]) for i in members))
+            for path, members in by_path.items()
+        ]
+        try:
+            tables = read_files(self._storage, files, pa.schema(own))
+        except OSError:  # FileNotFoundError, or the filesystem's own "not found"
+            self._raise_vanished(scans)
+            raise
+        counted = [
+            (index, table)
+            for members, per_selection in zip(by_path.values(), tables, strict=True)
+            for index, table in zip(members, per_selection, strict=True)
+            if table.num_rows
+        ]
+        if not counted:
+            return []
+        data = pa.concat_tables([table for _, table in counted])
+        lengths = np.array([table.num_rows for _, table in counted], dtype=np.int64)
+        order = arrays.integers([index for index, _ in counted], pa.int64())
+        log_values = self._log_values(scans, [c for c in columns if c not in data.column_names])
+        return [
+            pa.table(
+                {
+                    c: data.column(c)
+                    if c in data.column_names
+                    else runs(log_values.column(c).take(order), lengths)
+                    for c in columns
+                }
+            )
+        ]
 
-    def selected(self, scans: list[RowScan], columns: list[str]) -> list[pa.Table]:
-        """The rows each scan's deletion vectors select; each file is read once for all its scans
-        (a file whose deletion vector changed in many commits), and not at all when no scan
-        selects a row of it."""
-        files: dict[tuple[str, tuple[tuple[str, str | None], ...]], list[RowScan]] = {}
-        for scan in scans:
-            key = (scan.path, tuple(sorted((scan.partition_values or {}).items())))
-            files.setdefault(key, []).append(scan)
-        own = [f for f in self._data_fields if f.name in columns]
-        parts = []
-        for group in files.values():
-            selections = [(s, self._selection(s)) for s in group]
-            selections = [(s, rows) for s, rows in selections if rows is None or len(rows)]
-            if not selections:
-                continue
-            dataset = file_dataset(self._storage, [selections[0][0].path], pa.schema(own))
-            table = self._read(dataset, [selections[0][0]], [f.name for f in own], use_threads=False)
-            for scan, rows in selections:
-                picked = table.filter(self._mask(scan, rows, table.num_rows))
-                index = arrays.from_numpy(np.zeros(picked.num_rows, dtype=np.int32))
-                parts.append(self._with_log_columns(picked, [scan], index, columns))
-        return parts
-
-    def _with_log_columns(
-        self, table: pa.Table, scans: list[RowScan], index: pa.Array | pa.ChunkedArray, columns: list[str]
-    ) -> pa.Table:
-        """``table``'s columns among ``columns``, and the others from the scans' values, row by row
-        (``index``: the scan of each row)."""
-        log_columns = self._log_values(scans, [c for c in columns if c not in table.column_names])
-        return pa.table(
-            {
-                c: table.column(c) if c in table.column_names else log_columns.column(c).take(index)
-                for c in columns
-            }
-        )
+    def _selection(self, scan: RowScan) -> RowSelection | None:
+        """The rows a scan counts: those its ``include`` DV marks and its ``exclude`` DV does not,
+        or those its ``exclude`` DV does not mark, or all."""
+        if scan.include is not None:
+            return RowSelection(self._dvs.difference(scan.include, scan.exclude, scan.version), keep=True)
+        if scan.exclude is not None:
+            return RowSelection(self._dvs.rows(scan.exclude, scan.version), keep=False)
+        return None
 
     def _log_values(self, scans: list[RowScan], names: list[str]) -> pa.Table:
         """Per scan, the asked-for columns that come from the log: typed partition values, change
@@ -242,43 +251,10 @@ class _Reader:
                 columns[f.name] = arrays.array(values[f.name], raw).cast(f.type)
         return pa.table(columns) if columns else pa.table({"_": pa.nulls(len(scans))})
 
-    def _selection(self, scan: RowScan) -> npt.NDArray[np.uint64] | None:
-        """The rows a scan selects (None: every row its exclusion leaves)."""
-        if scan.include is None:
-            return None
-        return self._dvs.difference(scan.include, scan.exclude, scan.version)
-
-    def _mask(self, scan: RowScan, rows: npt.NDArray[np.uint64] | None, num_rows: int) -> pa.BooleanArray:
-        if rows is not None:
-            keep = np.zeros(num_rows, dtype=bool)
-            keep[_within(rows, num_rows)] = True
-        else:
-            keep = np.ones(num_rows, dtype=bool)
-            if scan.exclude is not None:
-                keep[_within(self._dvs.rows(scan.exclude, scan.version), num_rows)] = False
-        return arrays.from_numpy(keep)
-
-    def _read(
-        self, dataset: Any, scans: list[RowScan], columns: list[str], *, use_threads: bool = True
-    ) -> pa.Table:
-        try:
-            table: pa.Table = dataset.to_table(columns=columns, use_threads=use_threads)
-        except OSError:  # FileNotFoundError, or the filesystem's own "not found"
-            for scan in scans:
-                local = self._storage.path.decode(scan.path)
-                if not self._storage.exists(local):
-                    what = "change data file" if scan.change_type is None else "data file"
-                    raise vanished_file_error(
-                        self._storage.to_uri(local), scan.version, what, self._retention
-                    ) from None
-            raise
-        return table
-
-
-#: pyarrow's special column: the position, among the dataset's files, of the file a row came from.
-_FRAGMENT_INDEX = "__fragment_index"
-
-
-def _within(rows: npt.NDArray[np.uint64], num_rows: int) -> npt.NDArray[np.intp]:
-    """Row indexes below ``num_rows`` (a DV may name rows past a file's end; they are ignored)."""
-    return rows[rows < num_rows].astype(np.intp)
+    def _raise_vanished(self, scans: list[RowScan]) -> None:
+        """Raises the error naming the first file of ``scans`` that is gone, if one is."""
+        for scan in scans:
+            local = self._storage.path.decode(scan.path)
+            if not self._storage.exists(local):
+                what = "change data file" if scan.change_type is None else "data file"
+                raise vanished_file_error(self._storage.to_uri(local), scan.version, what, self._retention)

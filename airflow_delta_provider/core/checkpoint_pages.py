@@ -10,13 +10,23 @@ gives None and the caller decodes the column with pyarrow: a shortcut, never a s
 from __future__ import annotations
 
 import bisect
+import contextlib
+import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
+from airflow_delta_provider.core.page_index import (
+    PageIndexError,
+    PageLocations,
+    clear_page_locations,
+    null_pages,
+    page_locations,
+)
 from airflow_delta_provider.core.page_scan import codec_of, decompressed, read_page_header
+from airflow_delta_provider.core.parquet_footer import TAIL_BYTES
 from airflow_delta_provider.core.thrift import read_struct, varint
 
 if TYPE_CHECKING:
@@ -39,9 +49,8 @@ _FOOTER_SPEC: dict[int, Any] = {2: None, 4: {1: {4: None, 5: None, 6: None, 7: N
 #: Where a column chunk's offset index and column index are: (offset, length) or None.
 _Locations = tuple[tuple[int, int] | None, tuple[int, int] | None]
 _Footer = tuple["_Node", list[list[_Locations]]]
-#: Footers parsed, by (path, size): checkpoint files are never rewritten under their name.
-_FOOTERS: dict[tuple[str, int], _Footer] = {}
-_FOOTERS_KEPT = 16
+#: Per column of a row group: its offset index decoded, and its column index's bytes.
+_GroupIndexes = tuple[dict[int, "PageLocations"], dict[int, bytes]]
 
 
 #: Ranges closer than this are read as one span.
@@ -77,6 +86,7 @@ class CheckpointPages:
         self._path = path
         self._metadata = parquet.metadata
         self._parsed: _Footer | None = None
+        self._indexes: dict[int, _GroupIndexes] = {}
 
     def action_rows(self, name: str, group: int) -> list[tuple[int, Any]] | None:
         """(0-based row in the row group, value) of every row of ``group`` holding action ``name``,
@@ -87,56 +97,77 @@ class CheckpointPages:
             return None
 
     def _action_rows(self, name: str, group: int) -> list[tuple[int, Any]]:
-        root, indexes = self._footer()
+        root, _ = self._footer()
         top = next((child for child in root.children if child.name == name), None)
         if top is None or top.repetition == _REPEATED or not top.children:
             raise Unreadable(name)
         leaves = list(_leaves(top))
-        locations = [indexes[group][leaf.column][0] for leaf in leaves]
         probe = _probe(top, leaves)
-        column_index = indexes[group][leaves[probe].column][1]
+        offsets, column_indexes = self._group_indexes(group)
+        if any(leaf.column not in offsets for leaf in leaves):
+            raise Unreadable("no offset index")
+        offset_indexes = [offsets[leaf.column] for leaf in leaves]
         # The probe names the action (Delta requires it in every such action): its column index
         # says which pages hold the action at all.
-        required = column_index is not None
-        wanted = [*locations, column_index] if required else locations
-        if any(location is None for location in wanted):
-            raise Unreadable("no offset index")
-        pages = self._read([loc for loc in wanted if loc is not None])
-        offset_indexes = [_page_locations(data) for data in pages[: len(leaves)]]
-        null_pages = _null_pages(pages[-1]) if required else None
-        rows = self._present_rows(group, leaves[probe], offset_indexes[probe], top.max_definition, null_pages)
+        column_index = column_indexes.get(leaves[probe].column)
+        empty_pages = null_pages(column_index) if column_index is not None else None
+        rows = self._present_rows(
+            group, leaves[probe], offset_indexes[probe], top.max_definition, empty_pages
+        )
         if not rows:
             return []
         entries = self._leaf_entries(group, leaves, offset_indexes, rows)
         return [(row, _assemble(top, entries, row)) for row in rows]
 
+    def _group_indexes(self, group: int) -> _GroupIndexes:
+        """The offset index of every leaf of the small actions in ``group``, and the column index
+        of each action's key field: read and decoded together at the first action asked for
+        (they lie side by side, and decoding them as one batch costs little more than one)."""
+        found = self._indexes.get(group)
+        if found is not None:
+            return found
+        root, indexes = self._footer()
+        columns: dict[int, tuple[int, int]] = {}  # leaf column: its offset index's range
+        keys: dict[int, tuple[int, int]] = {}  # key field's column: its column index's range
+        for top in root.children:
+            if top.name not in KEYS or not top.children:
+                continue
+            leaves = _leaves(top)
+            for leaf in leaves:
+                offset_index = indexes[group][leaf.column][0]
+                if offset_index is not None:
+                    columns[leaf.column] = offset_index
+            with contextlib.suppress(Unreadable):
+                key = leaves[_probe(top, leaves)].column
+                column_index = indexes[group][key][1]
+                if column_index is not None:
+                    keys[key] = column_index
+        data = self._read([*columns.values(), *keys.values()])
+        offset_data = data[: len(columns)]
+        try:
+            offsets = dict(zip(columns, page_locations(offset_data), strict=True))
+        except PageIndexError:  # one unreadable index: the others still serve their actions
+            offsets = {}
+            for column, one in zip(columns, offset_data, strict=True):
+                with contextlib.suppress(PageIndexError):
+                    [offsets[column]] = page_locations([one])
+        found = self._indexes[group] = (offsets, dict(zip(keys, data[len(columns) :], strict=True)))
+        return found
+
     # --- footer ----------------------------------------------------------------------------
 
     def _footer(self) -> _Footer:
-        """The schema tree and each column chunk's page index locations (parsed once per file)."""
+        """The schema tree and each column chunk's page index locations."""
         if self._parsed is None:
             size = self._size()
-            key = (self._path, size)
-            parsed = _FOOTERS.get(key)
-            if parsed is None:
-                parsed = _FOOTERS[key] = self._parse_footer(size)
-                while len(_FOOTERS) > _FOOTERS_KEPT:
-                    del _FOOTERS[next(iter(_FOOTERS))]
-            self._parsed = parsed
+            [tail] = self._read([(max(size - TAIL_BYTES, 0), min(size, TAIL_BYTES))])
+            if len(tail) < 8 or tail[-4:] != b"PAR1":
+                raise Unreadable("no Parquet trailer")
+            length = int.from_bytes(tail[-8:-4], "little")
+            if length + 8 > len(tail):
+                [tail] = self._read([(size - 8 - length, length + 8)])
+            self._parsed = _parsed_footer(bytes(tail[len(tail) - 8 - length : -8]))
         return self._parsed
-
-    def _parse_footer(self, size: int) -> _Footer:
-        [tail] = self._read([(size - 8, 8)])
-        if tail[4:] != b"PAR1":
-            raise Unreadable("no Parquet trailer")
-        length = int.from_bytes(tail[:4], "little")
-        [footer] = self._read([(size - 8 - length, length)])
-        meta, _ = read_struct(footer, 0, _FOOTER_SPEC)
-        indexes = [
-            [(_location(chunk, 4, 5), _location(chunk, 6, 7)) for chunk in row_group[1]]
-            for row_group in meta[4]
-        ]
-        return _schema_tree(meta[2]), indexes
 
     def _size(self) -> int:
         info = self._storage.info(self._path)
@@ -263,6 +294,25 @@ class CheckpointPages:
 # --- footer pieces ------------------------------------------------------------------------------
 
 
+def clear_caches() -> None:
+    """Forget every footer and offset index parsed (they are kept by content, never stale: for
+    benchmarks of a first read, and to free their memory)."""
+    _parsed_footer.cache_clear()
+    clear_page_locations()
+
+
+@functools.lru_cache(maxsize=16)
+def _parsed_footer(footer: bytes) -> _Footer:
+    """The footer's schema tree and page index locations, parsed once per footer content: the
+    same bytes parse the same (the checkpoints of a table, read snapshot after snapshot, or a copy
+    of one, do not parse again). Callers do not change what it returns."""
+    meta, _ = read_struct(footer, 0, _FOOTER_SPEC)
+    indexes = [
+        [(_location(chunk, 4, 5), _location(chunk, 6, 7)) for chunk in row_group[1]] for row_group in meta[4]
+    ]
+    return _schema_tree(meta[2]), indexes
+
+
 def _schema_tree(elements: list[dict[int, Any]]) -> _Node:
     """The schema's node tree from its flattened SchemaElements, leaves numbered as columns."""
     position = 0
@@ -332,60 +382,6 @@ def _probe(top: _Node, leaves: list[_Node]) -> int:
     raise Unreadable("no key field")
 
 
-def _page_locations(data: bytes) -> list[tuple[int, int, int]]:
-    """An OffsetIndex: (offset, compressed size, first row) of each data page.
-
-    Its ``PageLocation`` structs (three varints each) are read in one loop, not as generic
-    structs: a checkpoint of a million rows has ~50 pages per column, ~20 columns to look at.
-    """
-    if len(data) < 2 or data[0] != 0x19:  # field 1, a list
-        return _page_locations_slowly(data)
-    header = data[1]
-    count, position = header >> 4, 2
-    if count == 15:
-        count, position = varint(memoryview(data), 2)
-    if header & 0x0F != 12:  # of structs
-        raise Unreadable("offset index")
-    locations: list[tuple[int, int, int]] = []
-    for _ in range(count):
-        if data[position] != 0x16:  # not exactly (offset, size, first row): read it generically
-            return _page_locations_slowly(data)
-        position += 1
-        fields = []
-        for follows in (0x15, 0x16, 0x00):
-            raw, position = varint(data, position)
-            fields.append((raw >> 1) ^ -(raw & 1))
-            if data[position] != follows:
-                return _page_locations_slowly(data)
-            position += 1
-        locations.append((fields[0], fields[1], fields[2]))
-    if not locations:
-        raise Unreadable("empty offset index")
-    return locations
-
-
-def _page_locations_slowly(data: bytes) -> list[tuple[int, int, int]]:
-    index, _ = read_struct(data, 0, {1: None})
-    locations = [(loc[1], loc[2], loc[3]) for loc in index[1]]
-    if not locations:
-        raise Unreadable("empty offset index")
-    return locations
-
-
-def _null_pages(data: bytes) -> np.ndarray:
-    """A ColumnIndex's ``null_pages`` (its first field): whether each page holds only nulls."""
-    if len(data) < 2 or data[0] != 0x19 or data[1] & 0x0F not in (1, 2):  # a list of booleans
-        raise Unreadable("column index")
-    count, position = data[1] >> 4, 2
-    if count == 15:
-        count, position = varint(memoryview(data), 2)
-    flags = np.frombuffer(data, np.uint8, count, position)
-    if not np.isin(flags, (0, 1, 2)).all():
-        raise Unreadable("column index")
-    empty: np.ndarray = flags == 1
-    return empty
-
-
 def _codec(compression: str) -> pa.Codec | None:
     if compression == "UNCOMPRESSED":
         return None
@@ -445,6 +441,8 @@ def _hybrid(data: memoryview, width: int, count: int) -> np.ndarray:
     """The RLE / bit-packed hybrid encoding: ``count`` unsigned values of ``width`` bits."""
     if width == 0 or count == 0:
         return np.zeros(count, np.int32)
+    if width > 31:
+        raise Unreadable("values wider than 31 bits")
     parts: list[np.ndarray] = []
     total = 0
     position = 0
@@ -452,12 +450,13 @@ def _hybrid(data: memoryview, width: int, count: int) -> np.ndarray:
     while total < count:
         header, position = varint(data, position)
         if header & 1:  # bit-packed: groups of 8 values
-            groups = header >> 1
-            size = groups * width
+            size = (header >> 1) * width
             if position + size > len(data):
                 raise Unreadable("bit-packed run past the end")
-            bits = np.unpackbits(np.frombuffer(data[position : position + size], np.uint8), bitorder="little")
-            values = bits.reshape(-1, width) @ (1 << np.arange(width, dtype=np.int64))
+            bits = np.unpackbits(np.frombuffer(data, np.uint8, size, position), bitorder="little")
+            if width > 1:
+                bits = bits.reshape(-1, width) @ (1 << np.arange(width, dtype=np.int64))
+            values = bits.astype(np.int32)
             position += size
         else:
             run = header >> 1
@@ -465,12 +464,13 @@ def _hybrid(data: memoryview, width: int, count: int) -> np.ndarray:
                 raise Unreadable("RLE run past the end")
             value = int.from_bytes(data[position : position + value_bytes], "little")
             position += value_bytes
-            if not parts and run >= count:  # one run covers the page (a page of nulls)
-                return np.full(count, value, np.int32)
-            values = np.full(run, value, np.int64)
+            if value >> width:
+                raise Unreadable("an RLE value wider than its bit width")
+            values = np.full(min(run, count - total), value, np.int32)
         parts.append(values)
         total += len(values)
-    return np.concatenate(parts)[:count].astype(np.int32)
+    levels = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    return levels[:count]
 
 
 def _page(

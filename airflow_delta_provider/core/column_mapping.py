@@ -40,9 +40,11 @@ __all__ = [
     "MODE_KEY",
     "PARQUET_FIELD_ID",
     "assign_column_mapping",
+    "column_dropped",
     "column_mapping_mode",
     "configured_mode",
     "delta_physical_name",
+    "extra_columns",
     "field_id",
     "logical_file_data",
     "logical_file_schema",
@@ -339,6 +341,35 @@ def _assign_type(
         element = _assign_type(arrow_type.value_type, f"{path}.element", assign)
         return pa.list_(arrow_type.value_field.with_type(element))
     return arrow_type
+
+
+def column_dropped(schema: pa.Schema, configuration: Mapping[str, str]) -> bool:
+    """Whether a column (or nested field) may have been dropped from a column-mapped table: an id
+    up to ``maxColumnId`` that no field of the schema has (ids are handed out one by one, so a
+    table whose fields hold every id never lost one). Its files may then hold columns the schema
+    no longer names."""
+    ids = {i for f in _walk(list(schema)) if (i := column_id(f)) is not None}
+    max_id = int(configuration.get(MAX_COLUMN_ID_KEY) or 0)
+    return not set(range(1, max_id + 1)) <= ids
+
+
+def extra_columns(file_schema: pa.Schema, table_physical: pa.Schema) -> list[str]:
+    """The columns of a data file, at every depth, that the table's physical schema does not have
+    (Delta's ``fileHasExtraColumns``: names compared case-insensitively, as Spark resolves them)."""
+
+    def extra(found: list[pa.Field], known: list[pa.Field], parent: str) -> list[str]:
+        by_name = {f.name.lower(): f for f in known}
+        names = []
+        for field in found:
+            path = f"{parent}{field.name}"
+            match = by_name.get(field.name.lower())
+            if match is None:
+                names.append(path)
+            else:
+                names += extra(_nested_fields(field.type), _nested_fields(match.type), f"{path}.")
+        return names
+
+    return extra(list(file_schema), list(table_physical), "")
 
 
 def _walk(fields: list[pa.Field]) -> Iterator[pa.Field]:

@@ -33,6 +33,8 @@ __all__ = [
     "ConstraintViolationError",
     "ConsumerCursorError",
     "CorruptLogError",
+    "DataRetentionError",
+    "DataRetentionLimitError",
     "DeleteFilesError",
     "DeletionVectorError",
     "DeltaError",
@@ -438,6 +440,16 @@ class VacuumRetentionTooShortError(RetentionError):
 
 class VacuumRetentionNegativeError(RetentionError):
     delta_error_class = "DELTA_VACUUM_RETENTION_PERIOD_NEGATIVE"
+
+
+class DataRetentionError(RetentionError):
+    """A data retention policy that cannot apply to the table (an unknown column, a column that
+    holds no time, values that are no dates); nothing was deleted."""
+
+
+class DataRetentionLimitError(DataRetentionError):
+    """A data retention run would delete more of the table's rows than its ``max_deleted_fraction``
+    allows (a typo in the policy must never empty a table); nothing was deleted."""
 
 
 class OptimizeRewriteError(DeltaError):

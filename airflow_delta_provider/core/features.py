@@ -203,17 +203,14 @@ FEATURES: dict[str, Feature] = {
             reader=True,
             legacy_reader=2,
             legacy_writer=5,
-            support=_support(optimize=Support.UNLESS_USED),
             in_use=_column_mapping_used,
             in_use_reason="delta.columnMapping.mode is not 'none'",
             enabled_by=("delta.columnMapping.mode", lambda config: config.column_mapping_mode != "none"),
             note=(
                 "modes name and id: reads resolve physical names; commits check that every file names "
                 "its columns physically (field ids in id mode) and key partition values and stats by "
-                "physical name; create and schema evolution assign ids and maxColumnId"
-            ),
-            refusal=(
-                "OPTIMIZE does not write its rewritten files under physical column names (with field ids) yet"
+                "physical name; create and schema evolution assign ids and maxColumnId; OPTIMIZE and "
+                "PURGE rewrite under physical names (a purge drops the columns the schema no longer has)"
             ),
         ),
         Feature(

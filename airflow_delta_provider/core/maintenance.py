@@ -2,7 +2,9 @@
 
 Scheduled maintenance (the Airflow layer's ``DeltaMaintenanceOperator``, the UI) asks these
 questions; the answers are typed decisions, one dataclass per step, with the setting each
-rests on and where its value came from. Nothing here writes or deletes.
+rests on and where its value came from, and typed reports of what a step did. Nothing here
+writes or deletes. The data retention step's decision and report are defined beside the run that
+acts on them (:mod:`.data_retention`, a layer below) and exported here with the others.
 """
 
 from __future__ import annotations
@@ -11,8 +13,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from airflow_delta_provider.core.data_retention import (
+    DataRetentionDecision,
+    DataRetentionResult,
+    data_retention_due,
+)
 from airflow_delta_provider.core.history import info_object
 from airflow_delta_provider.core.optimize import OptimizeOptions, plan_optimize
+from airflow_delta_provider.core.purge import plan_purge
 from airflow_delta_provider.core.table_config import ENABLE_EXPIRED_LOG_CLEANUP, Setting, TableConfig
 from airflow_delta_provider.core.vacuum.record import LAST_VACUUM_INFO, VACUUM_END
 
@@ -25,13 +33,18 @@ __all__ = [
     "DEFAULT_VACUUM_INTERVAL",
     "CheckpointDecision",
     "CleanupDecision",
+    "DataRetentionDecision",
+    "DataRetentionResult",
     "LastVacuum",
     "OptimizeDecision",
+    "PurgeDecision",
     "VacuumDecision",
     "checkpoint_due",
     "cleanup_due",
+    "data_retention_due",
     "last_vacuum",
     "optimize_due",
+    "purge_due",
     "vacuum_due",
 ]
 
@@ -194,6 +207,46 @@ def optimize_due(
     if plan.num_files < min_files:
         return OptimizeDecision(False, f"{what}; fewer than the threshold of {min_files}", *counts)
     return OptimizeDecision(True, f"{what}; threshold {min_files}", *counts)
+
+
+@dataclass(frozen=True)
+class PurgeDecision:
+    """Whether a PURGE is due: some file's deletion vector deletes rows (or a file holds a column
+    dropped under column mapping), so the deleted rows' bytes are still in live files.
+
+    :param files: the files a purge would rewrite.
+    :param deletion_vectors: how many of them carry a deletion vector.
+    :param bins: the files it would write (at most).
+    """
+
+    due: bool
+    reason: str
+    files: int
+    deletion_vectors: int
+    bins: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "due": self.due,
+            "reason": self.reason,
+            "files": self.files,
+            "deletion_vectors": self.deletion_vectors,
+            "bins": self.bins,
+        }
+
+
+def purge_due(snapshot: Snapshot) -> PurgeDecision:
+    """Whether a PURGE of ``snapshot`` would rewrite anything (its plan; no data file is read)."""
+    plan = plan_purge(snapshot)
+    vectors = sum(b.num_deletion_vectors for b in plan.bins)
+    counts = (plan.num_files, vectors, len(plan.bins))
+    if not plan.bins:
+        return PurgeDecision(False, "no file has rows deleted by a deletion vector", *counts)
+    return PurgeDecision(
+        True,
+        f"{plan.num_files} file(s) ({vectors} with a deletion vector) hold deleted rows or dropped columns",
+        *counts,
+    )
 
 
 def checkpoint_due(snapshot: Snapshot, config: TableConfig | None = None) -> CheckpointDecision:

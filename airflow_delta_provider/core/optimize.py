@@ -24,6 +24,12 @@ import pyarrow.compute as pc
 
 from airflow_delta_provider.core.actions import AddFile, RemoveFile
 from airflow_delta_provider.core.arguments import check_bool, check_positive_int
+from airflow_delta_provider.core.column_mapping import (
+    column_mapping_mode,
+    logical_file_schema,
+    physical_data,
+    physical_path,
+)
 from airflow_delta_provider.core.commit_plan import (
     NO_FILES,
     CommitPlan,
@@ -48,7 +54,7 @@ from airflow_delta_provider.core.optimize_outputs import (
 from airflow_delta_provider.core.partitions import partition_path
 from airflow_delta_provider.core.predicate import Predicate
 from airflow_delta_provider.core.redaction import get_logger
-from airflow_delta_provider.core.schema import check_schema_compatible
+from airflow_delta_provider.core.schema import check_schema_compatible, physical_name
 from airflow_delta_provider.core.stats import indexed_columns, read_footers
 from airflow_delta_provider.core.table_config import TARGET_FILE_SIZE, Setting
 from airflow_delta_provider.core.transaction import OptimisticTransaction
@@ -65,11 +71,16 @@ __all__ = [
     "OptimizeOptions",
     "OptimizePlan",
     "OptimizeResult",
+    "RewriteOptions",
+    "already_rewritten",
     "check_outputs",
     "commit_optimize",
     "optimize",
+    "pack_bins",
     "plan_optimize",
+    "rewrite_and_commit",
     "rewrite_locally",
+    "select_partitions",
 ]
 
 log = get_logger(__name__)
@@ -86,33 +97,45 @@ Rewriter = Callable[["OptimizePlan"], Mapping[int, Sequence[str]]]
 
 
 @dataclass(frozen=True, kw_only=True)
-class OptimizeOptions(CommitProperties):
-    """Every option of an OPTIMIZE (``DeltaTable.optimize``), beside the
-    :class:`~.commit_plan.CommitProperties` every commit takes (with ``app_id`` and
-    ``app_version`` an OPTIMIZE is idempotent).
+class RewriteOptions(CommitProperties):
+    """What every rewrite of files into bins takes (OPTIMIZE, and REORG PURGE in :mod:`.purge`),
+    beside the :class:`~.commit_plan.CommitProperties` every commit takes (with ``app_id`` and
+    ``app_version`` the rewrite is idempotent).
 
-    :param partition_filter: a SQL predicate on partition columns (Delta's ``OPTIMIZE ... WHERE``);
-        only the partitions it selects are compacted.
-    :param target_file_size: bytes; overrides ``delta.targetFileSize`` (default 1 GiB).
-    :param min_file_size: files at least this big are left alone (default: the target size,
-        as Delta's ``optimize.minFileSize`` and ``maxFileSize`` are both 1 GiB).
+    :param partition_filter: a SQL predicate on partition columns (Delta's ``OPTIMIZE ... WHERE``,
+        ``REORG TABLE ... WHERE``); only the partitions it selects are rewritten.
+    :param target_file_size: bytes; overrides ``delta.targetFileSize`` (default 1 GiB), the most a
+        bin holds.
     :param dry_run: plan only; rewrite and commit nothing.
     """
 
     partition_filter: str | None = None
     target_file_size: int | str | None = None
-    min_file_size: int | None = None
     dry_run: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_positive_int("min_file_size", self.min_file_size)
         check_bool("dry_run", self.dry_run)
         if self.partition_filter is not None and not isinstance(self.partition_filter, str):
             raise ValueError(
                 "partition_filter must be a SQL predicate on partition columns, got "
                 f"{self.partition_filter!r}."
             )
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptimizeOptions(RewriteOptions):
+    """Every option of an OPTIMIZE (``DeltaTable.optimize``): those of :class:`RewriteOptions`, and
+
+    :param min_file_size: files at least this big are left alone (default: the target size,
+        as Delta's ``optimize.minFileSize`` and ``maxFileSize`` are both 1 GiB).
+    """
+
+    min_file_size: int | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive_int("min_file_size", self.min_file_size)
 
 
 @dataclass(frozen=True)
@@ -162,7 +185,10 @@ class OptimizePlan:
     :param min_file_size: files at least this big were left alone.
     :param partition_filter: the predicate that selected the partitions, if any.
     :param num_files_considered: active files in the selected partitions.
-    :param num_candidates: files small enough or with a deletion vector.
+    :param num_candidates: files small enough or with a deletion vector (REORG PURGE: the files
+        it selects, see :mod:`.purge`).
+    :param operation: ``OPTIMIZE``, or ``REORG`` for a purge: the commit's operation and
+        parameters.
     """
 
     snapshot: Snapshot
@@ -172,11 +198,12 @@ class OptimizePlan:
     partition_filter: str | None
     num_files_considered: int
     num_candidates: int
+    operation: str = OPTIMIZE
 
     @classmethod
-    def empty(cls, snapshot: Snapshot) -> OptimizePlan:
-        """A plan of nothing (the OPTIMIZE was already committed)."""
-        return cls(snapshot, (), snapshot.config.target_file_size, 0, None, 0, 0)
+    def empty(cls, snapshot: Snapshot, operation: str = OPTIMIZE) -> OptimizePlan:
+        """A plan of nothing (the OPTIMIZE or REORG was already committed)."""
+        return cls(snapshot, (), snapshot.config.target_file_size, 0, None, 0, 0, operation)
 
     @property
     def num_files(self) -> int:
@@ -193,6 +220,7 @@ class OptimizePlan:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "operation": self.operation,
             "version": self.snapshot.version,
             "partition_filter": self.partition_filter,
             "target_file_size": self.target_file_size.to_dict(),
@@ -227,6 +255,11 @@ class OptimizeResult:
         return self.commit is not None and self.commit.committed
 
     @property
+    def version(self) -> int:
+        """The committed version (or the one recording this rewrite's ``app_id``; else the one read)."""
+        return self.commit.version if self.commit is not None else self.plan.snapshot.version
+
+    @property
     def reason(self) -> str | None:
         """None when committed; else ``dry_run``, ``no_files`` or the commit's reason."""
         if self.dry_run:
@@ -239,7 +272,8 @@ class OptimizeResult:
         return {
             "committed": self.committed,
             "reason": self.reason,
-            "version": self.commit.version if self.commit is not None else self.plan.snapshot.version,
+            "operation": self.plan.operation,
+            "version": self.version,
             "plan": self.plan.to_dict(),
             "metrics": dict(self.metrics),
             "written": list(self.written),
@@ -255,37 +289,60 @@ def plan_optimize(snapshot: Snapshot, options: OptimizeOptions | None = None) ->
 
     :raises PredicateError: ``partition_filter`` is not a predicate on partition columns.
     :raises UnsupportedFeatureError: the table uses a feature this OPTIMIZE cannot honour (the
-        feature registry's ``Operation.OPTIMIZE`` entries: what a write refuses, row tracking, and
-        column mapping in use).
+        feature registry's ``Operation.OPTIMIZE`` entries: what a write refuses, row tracking).
     """
     options = options or OptimizeOptions()
+    files, predicate, target = select_partitions(snapshot, options)
+    min_size = options.min_file_size if options.min_file_size is not None else target.value
+    has_dv = files.column("deletion_vector").is_valid()
+    candidates = files.filter(pc.or_(pc.less(files.column("size"), min_size), has_dv))
+    plan = OptimizePlan(
+        snapshot=snapshot,
+        bins=pack_bins(candidates, target.value, rewrite_single=False),
+        target_file_size=target,
+        min_file_size=min_size,
+        partition_filter=predicate.text if predicate is not None else None,
+        num_files_considered=files.num_rows,
+        num_candidates=candidates.num_rows,
+    )
+    log_plan(plan)
+    return plan
+
+
+def select_partitions(
+    snapshot: Snapshot, options: RewriteOptions
+) -> tuple[pa.Table, Predicate | None, Setting[int]]:
+    """The active files of the partitions ``options.partition_filter`` selects (every file without
+    one), the parsed filter, and the bin size limit, after checking the table allows a rewrite."""
     check_supported(snapshot.protocol, snapshot.metadata, Operation.OPTIMIZE)
     target = snapshot.config.resolve(TARGET_FILE_SIZE, options.target_file_size)
-    min_size = options.min_file_size if options.min_file_size is not None else target.value
     files = snapshot.files()
     predicate = None
     if options.partition_filter is not None:
         predicate = Predicate(options.partition_filter, snapshot.partition_columns)
         if snapshot.partition_columns and files.num_rows:
             files = files.filter(predicate.mask(snapshot.partition_values()))
-    has_dv = files.column("deletion_vector").is_valid()
-    candidate = pc.or_(pc.less(files.column("size"), min_size), has_dv)
-    candidates = files.filter(candidate)
+    return files, predicate, target
+
+
+def pack_bins(candidates: pa.Table, target: int, *, rewrite_single: bool) -> tuple[Bin, ...]:
+    """Delta's ``groupFilesIntoBins``: per partition, the candidates sorted by size are packed into
+    bins of at most ``target`` bytes. A bin of one file is kept only when ``rewrite_single`` (a
+    REORG rewrites every file it selects) or when that file has a deletion vector: rewriting it
+    alone would change nothing else."""
     groups: dict[tuple[tuple[str, str | None], ...], list[int]] = {}
-    values = candidates.column("partition_values").to_pylist()
-    for row, mapping in enumerate(values):
+    for row, mapping in enumerate(candidates.column("partition_values").to_pylist()):
         key = tuple(sorted(dict(mapping or {}).items()))
         groups.setdefault(key, []).append(row)
     sizes = candidates.column("size").to_pylist()
     dvs = candidates.column("deletion_vector").is_valid().to_pylist()
     bins: list[Bin] = []
     for key in sorted(groups, key=lambda k: [(c, v is None, v or "") for c, v in k]):
-        rows = sorted(groups[key], key=lambda r: (sizes[r], r))
         packed: list[list[int]] = []
         current: list[int] = []
         current_size = 0
-        for row in rows:
-            if current and current_size + sizes[row] > target.value:
+        for row in sorted(groups[key], key=lambda r: (sizes[r], r)):
+            if current and current_size + sizes[row] > target:
                 packed.append(current)
                 current, current_size = [], 0
             current.append(row)
@@ -293,20 +350,17 @@ def plan_optimize(snapshot: Snapshot, options: OptimizeOptions | None = None) ->
         if current:
             packed.append(current)
         for members in packed:
-            if len(members) > 1 or dvs[members[0]]:
+            if len(members) > 1 or rewrite_single or dvs[members[0]]:
                 bins.append(Bin(len(bins), dict(key), candidates.take(pa.array(members, pa.int64()))))
-    plan = OptimizePlan(
-        snapshot=snapshot,
-        bins=tuple(bins),
-        target_file_size=target,
-        min_file_size=min_size,
-        partition_filter=predicate.text if predicate is not None else None,
-        num_files_considered=files.num_rows,
-        num_candidates=candidates.num_rows,
-    )
+    return tuple(bins)
+
+
+def log_plan(plan: OptimizePlan) -> None:
+    snapshot = plan.snapshot
     log.info(
-        "OPTIMIZE plan for %s at version %d: %d of %d file(s) are candidates; %d bin(s) of %d file(s), "
+        "%s plan for %s at version %d: %d of %d file(s) are candidates; %d bin(s) of %d file(s), "
         "%d bytes, target %d bytes (%s).",
+        plan.operation,
         snapshot.storage.root_uri,
         snapshot.version,
         plan.num_candidates,
@@ -314,10 +368,9 @@ def plan_optimize(snapshot: Snapshot, options: OptimizeOptions | None = None) ->
         len(plan.bins),
         plan.num_files,
         plan.size,
-        target.value,
-        target.source,
+        plan.target_file_size.value,
+        plan.target_file_size.source,
     )
-    return plan
 
 
 def deleted_rows(snapshot: Snapshot, deletion_vector: Mapping[str, Any]) -> list[int]:
@@ -360,10 +413,11 @@ def commit_optimize(
     store: LogStore,
     plan: OptimizePlan,
     written: Mapping[int, Sequence[str]],
-    options: OptimizeOptions | None = None,
+    options: CommitProperties | None = None,
     post_commit_hooks: Sequence[PostCommitHook] = (),
 ) -> OptimizeResult:
-    """Commit the files an engine wrote for ``plan``'s bins, replacing the bins' inputs.
+    """Commit the files an engine wrote for ``plan``'s bins, replacing the bins' inputs, as one
+    ``OPTIMIZE`` commit (or ``REORG`` for a purge plan).
 
     :param written: per bin index, the files written for it (relative to the root, or URIs
         under it); a bin whose rows were all deleted may have none.
@@ -375,12 +429,12 @@ def commit_optimize(
     :raises ConcurrentDeleteReadError: a concurrent commit removed an input (the error names it).
     :raises ConcurrentDeleteDeleteError: a concurrent commit removed the same inputs (another OPTIMIZE).
     """
-    options = options or OptimizeOptions()
+    options = options or CommitProperties()
     outputs = check_outputs(plan, written)
     transaction = OptimisticTransaction(
         store, read_snapshot=plan.snapshot, properties=options, post_commit_hooks=post_commit_hooks
     )
-    done = transaction.already_committed(OPTIMIZE)
+    done = transaction.already_committed(plan.operation)
     if done is not None:
         return OptimizeResult(plan, done)
     if not plan.bins:
@@ -391,15 +445,9 @@ def commit_optimize(
         dataclasses.replace(r, data_change=False) for b in plan.bins for r in remove_actions(b.files, now)
     )
     metrics = optimize_metrics(removes, adds)
-    parameters = {
-        "predicate": [plan.partition_filter] if plan.partition_filter else [],
-        "zOrderBy": [],
-        "clusterBy": [],
-        "auto": False,
-    }
     commit = CommitPlan(
-        OPTIMIZE,
-        {k: json.dumps(v, separators=(",", ":")) for k, v in parameters.items()},
+        plan.operation,
+        _parameters(plan),
         metrics,
         removes=removes,
         adds=adds,
@@ -410,7 +458,8 @@ def commit_optimize(
     result = transaction.commit(commit)
     if result.committed:
         log.info(
-            "OPTIMIZE of %s committed at version %d: %d file(s) (%d bytes) rewritten into %d (%d bytes).",
+            "%s of %s committed at version %d: %d file(s) (%d bytes) rewritten into %d (%d bytes).",
+            plan.operation,
             store.root_uri,
             result.version,
             len(removes),
@@ -419,6 +468,17 @@ def commit_optimize(
             metrics["numAddedBytes"],
         )
     return OptimizeResult(plan, result, metrics if result.committed else {}, tuple(paths))
+
+
+def _parameters(plan: OptimizePlan) -> dict[str, str]:
+    """Delta's ``operationParameters`` (``DeltaOperations.Optimize`` / ``Reorg``), JSON-encoded as
+    Delta writes them."""
+    parameters: dict[str, Any] = {"predicate": [plan.partition_filter] if plan.partition_filter else []}
+    if plan.operation == OPTIMIZE:
+        parameters.update(zOrderBy=[], clusterBy=[], auto=False)
+    else:
+        parameters["applyPurge"] = True
+    return {k: json.dumps(v, separators=(",", ":")) for k, v in parameters.items()}
 
 
 def _rewritten_files(
@@ -438,16 +498,25 @@ def _rewritten_files(
             paths.append(path)
     data_files = collect_files(store, files=paths, partition_columns=partition_columns)
     data_schema = pa.schema([f for f in snapshot.schema if f.name not in set(partition_columns)])
+    mapping = column_mapping_mode(snapshot.protocol, snapshot.metadata)
+    stats_columns = indexed_columns(data_schema, snapshot.properties)
+    if mapping != "none":  # the log keys statistics by physical name
+        stats_columns = [physical_path(data_schema, path) for path in stats_columns]
     footers = read_footers(
-        store,
-        [f.path for f in data_files],
-        stats_columns=indexed_columns(data_schema, snapshot.properties),
-        sizes=[f.size for f in data_files],
+        store, [f.path for f in data_files], stats_columns=stats_columns, sizes=[f.size for f in data_files]
     )
     for data_file, footer in zip(data_files, footers, strict=True):
-        file_schema = pa.schema([f for f in footer.schema if f.name not in set(partition_columns)])
         try:
-            check_schema_compatible(data_schema, file_schema)
+            # Under column mapping a file names its columns physically (ids in id mode): checked
+            # under the logical names they stand for, as every commit checks them.
+            columns = (
+                footer.schema
+                if mapping == "none"
+                else logical_file_schema(snapshot.schema, footer.schema, mapping)
+            )
+            check_schema_compatible(
+                data_schema, pa.schema([f for f in columns if f.name not in set(partition_columns)])
+            )
         except SchemaError as err:
             raise type(err)(f"{store.to_uri(data_file.path)}: {err}") from None
     check_row_counts(plan, rows_per_bin(bin_of, footers))
@@ -474,10 +543,23 @@ def output_name() -> str:
 
 
 def read_bin(plan: OptimizePlan, bin_: Bin) -> pa.Table:
-    """The rows of one bin, deletion vectors applied, without partition columns."""
-    rows = plan.snapshot.to_pyarrow_table(paths=bin_.paths)
-    partition_columns = set(plan.snapshot.partition_columns)
-    return rows.select([n for n in rows.column_names if n not in partition_columns])
+    """The rows of one bin as a file of the table holds them: deletion vectors applied, without
+    partition columns, physical column names (and field ids) under column mapping. Columns the
+    table no longer has (dropped under column mapping) are not read."""
+    snapshot = plan.snapshot
+    rows = snapshot.to_pyarrow_table(paths=bin_.paths)
+    partition_columns = set(snapshot.partition_columns)
+    rows = rows.select([n for n in rows.column_names if n not in partition_columns])
+    if column_mapping_mode(snapshot.protocol, snapshot.metadata) == "none":
+        return rows
+    return physical_data(rows, snapshot.schema)
+
+
+def partition_directory(snapshot: Snapshot, partition_values: Mapping[str, str | None]) -> str:
+    """A partition's directory (``p=a/q=1``; physical names under column mapping, as the log keys
+    partition values by them)."""
+    keys = [physical_name(snapshot.schema.field(c)) for c in snapshot.partition_columns]
+    return partition_path(dict(partition_values), keys)
 
 
 def rewrite_locally(plan: OptimizePlan, *, write_subdir: str = DEFAULT_WRITE_SUBDIR) -> dict[int, list[str]]:
@@ -490,7 +572,6 @@ def rewrite_locally(plan: OptimizePlan, *, write_subdir: str = DEFAULT_WRITE_SUB
 
     snapshot = plan.snapshot
     storage = snapshot.storage
-    columns = list(snapshot.partition_columns)
     written: dict[int, list[str]] = {}
     try:
         for number, bin_ in enumerate(plan.bins, 1):
@@ -498,7 +579,8 @@ def rewrite_locally(plan: OptimizePlan, *, write_subdir: str = DEFAULT_WRITE_SUB
             written[bin_.index] = []
             if rows.num_rows == 0:
                 continue
-            parts = (write_subdir.strip("/"), partition_path(bin_.partition_values, columns), output_name())
+            directory = partition_directory(snapshot, bin_.partition_values)
+            parts = (write_subdir.strip("/"), directory, output_name())
             relative = "/".join(p for p in parts if p)
             sink = pa.BufferOutputStream()
             pq.write_table(rows, sink, compression="snappy")
@@ -508,7 +590,7 @@ def rewrite_locally(plan: OptimizePlan, *, write_subdir: str = DEFAULT_WRITE_SUB
                 log.info("Rewrote %d of %d bin(s) of %s.", number, len(plan.bins), storage.root_uri)
     except BaseException as err:
         paths = [storage.join(p) for files in written.values() for p in files]
-        discard_uncommitted(storage, paths, reason=f"the OPTIMIZE rewrite failed ({excerpt(err)})")
+        discard_uncommitted(storage, paths, reason=f"the {plan.operation} rewrite failed ({excerpt(err)})")
         raise
     return written
 
@@ -520,7 +602,33 @@ def optimize(
     *,
     rewrite: Rewriter | None = None,
 ) -> OptimizeResult:
-    """Plan, rewrite (``rewrite``, default :func:`rewrite_locally`) and commit an OPTIMIZE.
+    """Plan, rewrite (``rewrite``, default :func:`rewrite_locally`) and commit an OPTIMIZE
+    (see :func:`rewrite_and_commit`)."""
+    options = options or OptimizeOptions()
+    done = already_rewritten(snapshot, options, OPTIMIZE)
+    if done is not None:
+        return done
+    plan = plan_optimize(snapshot, options)
+    return rewrite_and_commit(plan, options, post_commit_hooks, rewrite=rewrite)
+
+
+def already_rewritten(snapshot: Snapshot, options: RewriteOptions, operation: str) -> OptimizeResult | None:
+    """The result of a rewrite whose ``app_id`` / ``app_version`` the table already holds (checked
+    before planning and rewriting: a retry whose commit landed does nothing again); else None."""
+    transaction = OptimisticTransaction(snapshot.storage, read_snapshot=snapshot, properties=options)
+    done = transaction.already_committed(operation)
+    return OptimizeResult(OptimizePlan.empty(snapshot, operation), done) if done is not None else None
+
+
+def rewrite_and_commit(
+    plan: OptimizePlan,
+    options: RewriteOptions,
+    post_commit_hooks: Sequence[PostCommitHook] = (),
+    *,
+    rewrite: Rewriter | None = None,
+) -> OptimizeResult:
+    """Rewrite a plan's bins (``rewrite``, default :func:`rewrite_locally`) and commit them
+    (nothing on a dry run or an empty plan): OPTIMIZE's and REORG PURGE's execution.
 
     Nothing of a failed attempt stays in the table: when the rewrite reports files it may not
     commit, or the commit is refused (a conflict, a schema mismatch) or finds the ``app_id`` /
@@ -531,32 +639,30 @@ def optimize(
         nothing was committed.
     :raises InvalidPathError: the rewrite reported a path it may not commit (see :func:`check_outputs`).
     """
-    options = options or OptimizeOptions()
-    store = snapshot.storage
-    # Before planning and rewriting: a retry whose commit already landed does nothing again.
-    transaction = OptimisticTransaction(store, read_snapshot=snapshot, properties=options)
-    done = transaction.already_committed(OPTIMIZE)
-    if done is not None:
-        return OptimizeResult(OptimizePlan.empty(snapshot), done)
-    plan = plan_optimize(snapshot, options)
     if options.dry_run or not plan.bins:
         return OptimizeResult(plan, None, dry_run=options.dry_run)
+    store = plan.snapshot.storage
     written = _rewrite(plan, rewrite or rewrite_locally)
     if not isinstance(written, Mapping):
         check_outputs(plan, written)  # raises: we cannot know what it wrote
     outputs, refused = sort_outputs(plan, written)
     paths = [store.join(p) for files in outputs.values() for p in files]
+    operation = plan.operation
     if refused:
-        discard_uncommitted(store, paths, reason="its rewrite also reported paths OPTIMIZE may not commit")
+        discard_uncommitted(
+            store, paths, reason=f"its rewrite also reported paths {operation} may not commit"
+        )
         raise refusal(plan, refused)
     try:
         result = commit_optimize(store, plan, outputs, options, post_commit_hooks)
     except (DeltaError, ValueError) as err:
-        discard_uncommitted(store, paths, reason=f"the OPTIMIZE commit was refused: {excerpt(err)}")
+        discard_uncommitted(store, paths, reason=f"the {operation} commit was refused: {excerpt(err)}")
         raise
     if not result.committed:
         # A concurrent run with the same app_id and app_version committed first.
-        discard_uncommitted(store, paths, reason=f"the table already holds this OPTIMIZE ({result.reason})")
+        discard_uncommitted(
+            store, paths, reason=f"the table already holds this {operation} ({result.reason})"
+        )
     return result
 
 

@@ -1,4 +1,4 @@
-"""What an OPTIMIZE rewrite may report, and what its failure says.
+"""What an OPTIMIZE (or REORG PURGE) rewrite may report, and what its failure says.
 
 A rewrite engine (the pyarrow one, Spark, a caller's own) reports the files it wrote per bin; the
 commit may only hold new files under the root that carry exactly the bins' rows, and a clean-up
@@ -60,6 +60,9 @@ class OptimizePlan(Protocol):
     @property
     def num_files(self) -> int: ...
 
+    @property
+    def operation(self) -> str: ...
+
 
 def sort_outputs(
     plan: OptimizePlan, written: Mapping[int, Sequence[str]]
@@ -113,7 +116,7 @@ def check_outputs(plan: OptimizePlan, written: Mapping[int, Sequence[str]]) -> d
     """
     if not isinstance(written, Mapping):
         raise InvalidPathError(
-            f"The rewrite of an OPTIMIZE of {plan.snapshot.storage.root_uri} returned "
+            f"The rewrite of an {plan.operation} of {plan.snapshot.storage.root_uri} returned "
             f"{type(written).__name__}, not a mapping of bin index to the files written for it."
         )
     outputs, refused = sort_outputs(plan, written)
@@ -126,9 +129,10 @@ def refusal(plan: OptimizePlan, refused: Sequence[str]) -> InvalidPathError:
     """The error naming what :func:`sort_outputs` refused."""
     more = f" (and {len(refused) - 1} more: {'; '.join(refused[1:4])})" if len(refused) > 1 else ""
     return InvalidPathError(
-        f"OPTIMIZE of {plan.snapshot.storage.root_uri} refuses what its rewrite reported: {refused[0]}"
-        f"{more}. Nothing was committed, and no refused path was touched. A rewrite must return, per bin "
-        f"of the plan, the new files it wrote under the table root, outside hidden directories."
+        f"{plan.operation} of {plan.snapshot.storage.root_uri} refuses what its rewrite reported: "
+        f"{refused[0]}{more}. Nothing was committed, and no refused path was touched. A rewrite must "
+        f"return, per bin of the plan, the new files it wrote under the table root, outside hidden "
+        f"directories."
     )
 
 
@@ -167,10 +171,11 @@ def check_row_counts(plan: OptimizePlan, written_rows: Mapping[int, int]) -> Non
         written = written_rows.get(bin_.index, 0)
         if expected is not None and written != expected:
             raise OptimizeRewriteError(
-                f"OPTIMIZE of {plan.snapshot.storage.root_uri} refuses the rewrite of bin {bin_.index} "
-                f"(partition {bin_.partition_values or 'none'}): its files hold {written} row(s), the "
-                f"{bin_.files.num_rows} input file(s) {expected} (deletion vectors applied). Committing "
-                f"it would {'lose' if written < expected else 'duplicate'} rows. Nothing was committed."
+                f"{plan.operation} of {plan.snapshot.storage.root_uri} refuses the rewrite of bin "
+                f"{bin_.index} (partition {bin_.partition_values or 'none'}): its files hold {written} "
+                f"row(s), the {bin_.files.num_rows} input file(s) {expected} (deletion vectors applied). "
+                f"Committing it would {'lose' if written < expected else 'duplicate'} rows. Nothing was "
+                f"committed."
             )
 
 
@@ -201,18 +206,18 @@ def rewrite_failure(plan: OptimizePlan, err: BaseException) -> str:
     """What happened to a failed rewrite, and what to do."""
     snapshot = plan.snapshot
     message = (
-        f"OPTIMIZE of {snapshot.storage.root_uri} failed while rewriting {plan.num_files} file(s) in "
+        f"{plan.operation} of {snapshot.storage.root_uri} failed while rewriting {plan.num_files} file(s) in "
         f"{len(plan.bins)} bin(s) planned at version {snapshot.version}: {excerpt(err)}. Nothing was "
         f"committed and the files this attempt wrote were removed: the table is unchanged."
     )
     if isinstance(err, FileNotFoundError) or any(m in str(err) for m in _MISSING_FILE_MARKERS):
         return message + (
             " A file the plan read is missing from storage: a concurrent commit removed it and VACUUM "
-            "(with a short retention) deleted it, or it was deleted by hand. Run OPTIMIZE again (it "
+            f"(with a short retention) deleted it, or it was deleted by hand. Run {plan.operation} again (it "
             "plans on the latest version); if the latest version still lists a missing file, the table "
             "needs repair: put the file back, or RESTORE a version whose files all exist."
         )
-    return message + " Fix the cause and run OPTIMIZE again."
+    return message + f" Fix the cause and run {plan.operation} again."
 
 
 def excerpt(err: BaseException) -> str:

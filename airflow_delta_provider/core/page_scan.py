@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import pyarrow as pa
 
+from airflow_delta_provider.core.memory import READ_POOL
 from airflow_delta_provider.core.parquet_footer import unreadable
 from airflow_delta_provider.core.thrift import (
     T_FALSE,
@@ -155,14 +156,10 @@ _CODEC_CACHE: dict[str, pa.Codec] = {}
 
 
 def decompressed(body: bytes | memoryview, size: int, codec: pa.Codec | None) -> memoryview:
-    """The page body decompressed, without a copy; from the system allocator, so that a few
-    kilobytes do not make Arrow's default pool commit its arena."""
+    """The page body decompressed, without a copy, from the read pool (:mod:`.memory`)."""
     if codec is None:
         return memoryview(body)
-    return memoryview(codec.decompress(body, decompressed_size=size, memory_pool=_SYSTEM_POOL)).cast("B")
-
-
-_SYSTEM_POOL = pa.system_memory_pool()
+    return memoryview(codec.decompress(body, decompressed_size=size, memory_pool=READ_POOL)).cast("B")
 
 
 def _fixed(data: memoryview, dtype: np.dtype[Any], encoding: int | None, most: Any) -> np.ndarray | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     import pyarrow.dataset as ds
 
     from airflow_delta_provider.core.actions import DomainMetadata, Metadata, Protocol, Transaction
+    from airflow_delta_provider.core.scan import FileRead
     from airflow_delta_provider.core.segment import LogSegment
     from airflow_delta_provider.core.storage import LogStore
     from airflow_delta_provider.core.table_config import TableConfig
@@ -413,6 +415,8 @@ class Snapshot:
         :param columns: logical column names to read (default: all).
         :param paths: read only these active files (``add.path`` values; OPTIMIZE reads a bin).
         """
+        from airflow_delta_provider.core.scan import read_files
+
         adds = self._file_state.adds
         if paths is not None:
             adds = adds.filter(pc.is_in(adds.column("path"), pa.array(list(paths), pa.string())))
@@ -421,30 +425,44 @@ class Snapshot:
         wanted = (
             list(range(len(logical))) if columns is None else [logical.get_field_index(c) for c in columns]
         )
-        physical_names = [read_schema.field(i).name for i in wanted]
-        has_dv = adds.column("deletionVector").is_valid()
-        parts = []
-        plain = adds.filter(pc.invert(has_dv))
-        if plain.num_rows:
-            parts.append(self._dataset(plain, read_schema).to_table(columns=physical_names))
-        for row in pc.indices_nonzero(has_dv).to_pylist():
-            parts.append(self._read_with_deletion_vector(adds.slice(row, 1), read_schema, physical_names))
         selected = pa.schema([read_schema.field(i) for i in wanted])
-        table = (
-            pa.concat_tables([p.select(physical_names) for p in parts]) if parts else selected.empty_table()
-        )
+        partition_names = {f.name for f in self._partition_fields(read_schema)}
+        data = pa.schema([f for f in selected if f.name not in partition_names])
+        tables = [t for (t,) in read_files(self._storage, self._file_reads(adds), data)]
+        table = self._with_partition_values(adds, tables, selected)
         if read_schema is not logical:
             from airflow_delta_provider.core.schema import rename_to_logical
 
             table = rename_to_logical(table, pa.schema([logical.field(i) for i in wanted]))
         return table
 
-    def _read_with_deletion_vector(
-        self, add: pa.Table, read_schema: pa.Schema, columns: list[str]
-    ) -> pa.Table:
-        from airflow_delta_provider.core.deletion_vectors import selection_mask
-        from airflow_delta_provider.core.scan import deletion_vector_rows
+    def _file_reads(self, adds: pa.Table) -> list[FileRead]:
+        """The files of ``adds``, each with the rows its deletion vector leaves."""
+        from airflow_delta_provider.core.scan import FileRead, RowSelection, deletion_vector_rows
 
-        table = self._dataset(add, read_schema).to_table(columns=columns, use_threads=False)
-        deleted = deletion_vector_rows(self._storage, add.column("deletionVector")[0].as_py())
-        return table.filter(selection_mask(table.num_rows, deleted))
+        reads = []
+        for path, dv in zip(
+            adds.column("path").to_pylist(), adds.column("deletionVector").to_pylist(), strict=True
+        ):
+            kept = None if dv is None else RowSelection(deletion_vector_rows(self._storage, dv), keep=False)
+            reads.append(FileRead(path, (kept,)))
+        return reads
+
+    def _with_partition_values(self, adds: pa.Table, tables: list[pa.Table], selected: pa.Schema) -> pa.Table:
+        """The files' rows (``tables``, row-aligned with ``adds``) with the ``selected`` columns:
+        partition columns from the log, typed, over each file's rows."""
+        from airflow_delta_provider.core.partitions import partition_columns_from_map
+        from airflow_delta_provider.core.scan import runs
+
+        counted = [index for index, table in enumerate(tables) if table.num_rows]
+        if not counted:
+            return selected.empty_table()
+        data = pa.concat_tables([tables[i] for i in counted])
+        columns = {name: data.column(name) for name in data.column_names}
+        fields = [f for f in self._partition_fields(self._read_schema) if f.name in selected.names]
+        if fields:
+            values = adds.column("partitionValues").take(pa.array(counted, pa.int64())).combine_chunks()
+            typed = partition_columns_from_map(values, pa.schema(fields))
+            lengths = np.array([tables[i].num_rows for i in counted], dtype=np.int64)
+            columns.update({f.name: runs(typed.field(f.name), lengths) for f in fields})
+        return pa.Table.from_arrays([columns[name] for name in selected.names], schema=selected)

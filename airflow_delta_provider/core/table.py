@@ -12,6 +12,7 @@ from airflow_delta_provider.core.checkpoint import CheckpointOptions, should_che
 from airflow_delta_provider.core.cleanup import CleanupOptions, cleanup_logs
 from airflow_delta_provider.core.commit_plan import CommitProperties
 from airflow_delta_provider.core.create import CreateOptions, create_table
+from airflow_delta_provider.core.data_retention import DataRetentionOptions, apply_data_retention
 from airflow_delta_provider.core.delete import DeleteOptions, delete
 from airflow_delta_provider.core.errors import (
     TableNotFoundError,
@@ -24,6 +25,7 @@ from airflow_delta_provider.core.history import (
 )
 from airflow_delta_provider.core.idempotency import already_committed
 from airflow_delta_provider.core.optimize import OptimizeOptions, optimize
+from airflow_delta_provider.core.purge import PurgeOptions, purge
 from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.restore import RestoreOptions, find_tagged_commits
 from airflow_delta_provider.core.restore import restore as restore_table
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.checkpoint import CheckpointResult
     from airflow_delta_provider.core.cleanup import CleanupResult
     from airflow_delta_provider.core.commit_plan import CommitResult
+    from airflow_delta_provider.core.data_retention import DataRetentionResult
     from airflow_delta_provider.core.delete import DeleteResult, RowMatcher
     from airflow_delta_provider.core.optimize import OptimizeResult, Rewriter
     from airflow_delta_provider.core.restore import RestoreResult, TaggedCommits
@@ -113,6 +116,13 @@ class _CheckpointArguments(CheckpointOptions):
 @dataclass(frozen=True, kw_only=True)
 class _OptimizeArguments(OptimizeOptions):
     """What :meth:`DeltaTable.optimize` takes: the options, and the engine of the rewrite."""
+
+    rewrite: Rewriter | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _PurgeArguments(PurgeOptions):
+    """What :meth:`DeltaTable.purge` takes: the options, and the engine of the rewrite."""
 
     rewrite: Rewriter | None = field(default=None, compare=False, repr=False)
 
@@ -417,6 +427,27 @@ class DeltaTable:
         hooks = self._post_commit_hooks(options)
         return delete(self.snapshot(), options, hooks, match_rows=options.match_rows)
 
+    @_takes(DataRetentionOptions)
+    def apply_data_retention(self, options: DataRetentionOptions) -> DataRetentionResult:
+        """Delete the rows older than a retention policy's cutoff (``now - keep``) in one ``DELETE``
+        commit tagged ``airflow.dataRetention`` (see ``docs/lifecycle.md``, data retention).
+
+        The policy is ``policy`` or the table's ``airflow.dataRetention`` property. On a partition
+        column (or a date partition generated from the column) whole files go and none is read.
+        A run that would delete more than the policy's ``max_deleted_fraction`` (default 0.5) of
+        the rows is refused, dry run included.
+
+        :param options: the keyword arguments of
+            :class:`~airflow_delta_provider.core.data_retention.DataRetentionOptions` (``policy``,
+            ``dry_run``, ``now``) and of the commit's
+            :class:`~airflow_delta_provider.core.commit_plan.CommitProperties`.
+        :raises RetentionError: the policy is malformed (an unknown key, an interval without a
+            unit, a blank column); ``InvalidTablePropertyError`` when it is the table's.
+        :raises DataRetentionError: the column is not the table's, or holds no time.
+        :raises DataRetentionLimitError: the run would delete more than ``max_deleted_fraction``.
+        """
+        return apply_data_retention(self.snapshot(), options, self._post_commit_hooks(options))
+
     # --- maintenance ---------------------------------------------------------------------
 
     @_takes(_CheckpointArguments)
@@ -470,6 +501,31 @@ class DeltaTable:
         """
         hooks = self._post_commit_hooks(options)
         return optimize(self.snapshot(), options, hooks, rewrite=options.rewrite)
+
+    @_takes(_PurgeArguments)
+    def purge(self, options: _PurgeArguments) -> OptimizeResult:
+        """Rewrite every file whose rows a deletion vector deletes without those rows, in one
+        ``dataChange=false`` ``REORG`` commit (Delta's ``REORG TABLE ... APPLY (PURGE)``), so that
+        the next VACUUM, once the files are older than the retention, removes the deleted rows'
+        bytes (see ``docs/lifecycle.md``, PURGE and the erasure sequence).
+
+        Files with a deletion vector but no row count, and files holding columns dropped under
+        column mapping, are rewritten too, as Delta does; readers see the same rows before and
+        after. ``result.metrics`` are Delta's (OPTIMIZE's set, ``numDeletionVectorsRemoved``
+        among them).
+
+        :param rewrite: the engine writing each bin (default: pyarrow in this process; the
+            Airflow layer's ``DeltaOptimizeOperator(purge=True)`` rewrites on Spark).
+        :param options: the keyword arguments of :class:`~airflow_delta_provider.core.purge.PurgeOptions`
+            (``partition_filter``, ``target_file_size``, ``dry_run``) and of the commit's
+            :class:`~airflow_delta_provider.core.commit_plan.CommitProperties`
+            (``app_id``/``app_version``, ``user_metadata``, ``tags`` ...).
+        :raises ConcurrentDeleteReadError: a concurrent commit (a DELETE) removed a file the purge
+            rewrote; nothing is committed, run it again.
+        :raises ConcurrentDeleteDeleteError: a concurrent rewrite removed the same files.
+        """
+        hooks = self._post_commit_hooks(options)
+        return purge(self.snapshot(), options, hooks, rewrite=options.rewrite)
 
     @_takes(VacuumOptions)
     def vacuum(self, options: VacuumOptions) -> VacuumResult:

@@ -10,7 +10,9 @@ raises an error naming the key, the value and its source (docs/maintenance.md, "
 from __future__ import annotations
 
 import enum
+import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import cached_property
@@ -20,10 +22,11 @@ from airflow_delta_provider.core.errors import InvalidTablePropertyError, Retent
 from airflow_delta_provider.core.redaction import get_logger
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable
 
 __all__ = [
     "CHECKPOINT_INTERVAL",
+    "DATA_RETENTION",
     "DELETED_FILE_RETENTION",
     "ENABLE_EXPIRED_LOG_CLEANUP",
     "LOG_RETENTION",
@@ -31,10 +34,12 @@ __all__ = [
     "PROVIDER_OPTIONS",
     "SET_TRANSACTION_RETENTION",
     "TARGET_FILE_SIZE",
+    "DataRetentionPolicy",
     "Setting",
     "Source",
     "TableConfig",
     "parse_byte_size",
+    "parse_data_retention",
     "parse_interval",
     "to_byte_size",
     "to_interval",
@@ -66,6 +71,9 @@ ENABLE_ROW_TRACKING = "delta.enableRowTracking"
 ENABLE_TYPE_WIDENING = "delta.enableTypeWidening"
 ENABLE_ICEBERG_COMPAT_V1 = "delta.enableIcebergCompatV1"
 ENABLE_ICEBERG_COMPAT_V2 = "delta.enableIcebergCompatV2"
+#: The provider's own table property: a data retention policy that travels with the table (not
+#: ``delta.``: Delta refuses unknown properties in its namespace).
+DATA_RETENTION = "airflow.dataRetention"
 #: OPTIMIZE's default target (and small-file threshold): Delta's ``optimize.maxFileSize`` and
 #: ``optimize.minFileSize``, both 1 GiB. (OSS delta-spark reads no table property for it; delta-rs
 #: and Databricks read ``delta.targetFileSize``, which this core honours too.)
@@ -99,7 +107,8 @@ class Setting(Generic[T]):
         if isinstance(self.value, timedelta) or (self.value is None and self.name in _INTERVALS):
             seconds = self.value.total_seconds() if isinstance(self.value, timedelta) else None
             return {"name": self.name, "seconds": seconds, "source": str(self.source)}
-        return {"name": self.name, "value": self.value, "source": str(self.source)}
+        value = self.value.to_dict() if isinstance(self.value, DataRetentionPolicy) else self.value
+        return {"name": self.name, "value": value, "source": str(self.source)}
 
 
 # --- value parsers ---------------------------------------------------------------------------
@@ -311,10 +320,122 @@ def _text(text: str, name: str) -> str:
     return text.strip()
 
 
+#: Rows older than the cutoff beyond this share of the table refuse a retention run, unless raised.
+DEFAULT_MAX_DELETED_FRACTION = 0.5
+_POLICY_KEYS = ("column", "keep", "max_deleted_fraction")
+
+
+@dataclass(frozen=True)
+class DataRetentionPolicy:
+    """Keep the rows of the last ``keep``: rows whose ``column`` is older than ``now - keep`` go.
+
+    :param column: the column holding each row's time (a date or timestamp column, or a partition
+        column of ISO dates).
+    :param keep: how long rows are kept; more than zero.
+    :param max_deleted_fraction: a run that would delete more than this share of the table's rows
+        is refused (default 0.5): a typo must never empty a table.
+    """
+
+    column: str
+    keep: timedelta
+    max_deleted_fraction: float = DEFAULT_MAX_DELETED_FRACTION
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "column": self.column,
+            "keep": interval_text(self.keep),
+            "keep_seconds": self.keep.total_seconds(),
+            "max_deleted_fraction": self.max_deleted_fraction,
+        }
+
+
+def interval_text(value: timedelta) -> str:
+    """An interval as Delta writes one (``interval 90 days``), in the largest whole unit."""
+    seconds = value.total_seconds()
+    for unit, size in (("week", 604800), ("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            count = int(seconds // size)
+            return f"interval {count} {unit}{'s' if count != 1 else ''}"
+    return f"interval {seconds:g} seconds"
+
+
+def parse_data_retention(value: Any, *, name: str = DATA_RETENTION) -> DataRetentionPolicy:
+    """A data retention policy: a mapping (or its JSON text, as the table property holds it) of
+    ``column``, ``keep`` and optionally ``max_deleted_fraction``, parsed strictly: an unknown key,
+    a blank column, an interval without a unit or of zero, a fraction outside (0, 1] are refused.
+
+    :raises RetentionError: naming ``name``, the key and the value.
+    """
+    if isinstance(value, DataRetentionPolicy):
+        return value
+    given = value
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            value = None
+    if not isinstance(value, Mapping):
+        raise RetentionError(
+            f'{name} must be a policy such as {{"column": "ds", "keep": "interval 90 days"}} (a '
+            f"mapping, or its JSON text); got {_shown(given)}."
+        )
+    unknown = sorted(str(k) for k in value if k not in _POLICY_KEYS)
+    if unknown:
+        raise RetentionError(f"{name} has the unknown key(s) {unknown}; the keys are {list(_POLICY_KEYS)}.")
+    column = value.get("column")
+    if not isinstance(column, str) or not column.strip():
+        raise RetentionError(
+            f"{name} needs 'column', the name of the column holding each row's time; got {column!r}."
+        )
+    return DataRetentionPolicy(
+        column.strip(), _policy_keep(value.get("keep"), name), _policy_fraction(value, name)
+    )
+
+
+def _policy_keep(keep: Any, name: str) -> timedelta:
+    if isinstance(keep, timedelta):
+        interval = _in_range(keep, f"{name} keep", repr(keep))
+    elif isinstance(keep, str):
+        interval = parse_interval(keep, name=f"{name} keep")  # a unit is required: "90" is refused
+    else:
+        raise RetentionError(
+            f"{name} needs 'keep', how long rows are kept, as an interval with its unit such as "
+            f"'interval 90 days'; got {keep!r}."
+        )
+    if interval <= timedelta():
+        raise RetentionError(f"{name} keep={keep!r} keeps nothing; give an interval of more than zero.")
+    return interval
+
+
+def _policy_fraction(value: Mapping[str, Any], name: str) -> float:
+    fraction = value.get("max_deleted_fraction", DEFAULT_MAX_DELETED_FRACTION)
+    if (
+        isinstance(fraction, bool)
+        or not isinstance(fraction, int | float)
+        or not 0 < fraction <= 1  # NaN fails this too
+    ):
+        raise RetentionError(
+            f"{name} max_deleted_fraction={fraction!r} must be a number above 0 and at most 1 (the largest "
+            f"share of the table's rows one run may delete)."
+        )
+    return float(fraction)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+def _data_retention(text: str, name: str) -> DataRetentionPolicy:
+    return parse_data_retention(text, name=name)
+
+
 def _coerce_argument(parse: Callable[[str, str], Any], value: Any, name: str) -> Any:
     """An explicit argument or provider default: typed values as they are, strings parsed."""
     if parse is _property_interval:
         return to_interval(value, name=name)
+    if parse is _data_retention:
+        return parse_data_retention(value, name=name)
     if parse is _boolean and isinstance(value, bool):
         return value
     if parse is _byte_size:
@@ -375,6 +496,7 @@ PROPERTIES: dict[str, PropertySpec] = {
         PropertySpec(ENABLE_TYPE_WIDENING, _boolean, False),
         PropertySpec(ENABLE_ICEBERG_COMPAT_V1, _boolean, False),
         PropertySpec(ENABLE_ICEBERG_COMPAT_V2, _boolean, False),
+        PropertySpec(DATA_RETENTION, _data_retention, None),
     )
 }
 _INTERVALS = frozenset(name for name, spec in PROPERTIES.items() if spec.parse is _property_interval)
@@ -532,6 +654,11 @@ class TableConfig:
     def target_file_size(self) -> Setting[int]:
         """OPTIMIZE's target file size in bytes (``delta.targetFileSize``, default 1 GiB)."""
         return self._configured(TARGET_FILE_SIZE)
+
+    @property
+    def data_retention(self) -> Setting[DataRetentionPolicy | None]:
+        """The table's data retention policy (``airflow.dataRetention``), None when it has none."""
+        return self._configured(DATA_RETENTION)
 
     @cached_property
     def universal_formats(self) -> frozenset[str]:

@@ -29,9 +29,11 @@ from airflow_delta_provider.operators.maintenance_policy import (
 )
 from airflow_delta_provider.utils.coercion import (
     is_deferred,
+    is_deferred_inside,
     to_bool,
     to_byte_size,
     to_choice,
+    to_data_retention,
     to_int,
     to_interval,
     to_list,
@@ -336,9 +338,19 @@ def _log_paths(logger: Any, files: Sequence[str]) -> None:
 class DeltaMaintenanceOperator(BaseOperator):
     """Run the maintenance policy over one or many Delta tables.
 
-    For each table, in Delta's order (OPTIMIZE first, so the checkpoint covers its commit;
-    checkpoint before cleanup; VACUUM last because it is the destructive one):
+    For each table, in Delta's order (the rows' retention first, then the rewrites, so the
+    checkpoint covers their commits; checkpoint before cleanup; VACUUM last because it is the
+    destructive one):
 
+    - **data retention** (when the table has a policy: ``data_retention``, else its
+      ``airflow.dataRetention`` property): the rows older than ``now - keep`` are deleted through
+      DELETE (whole files for a partition column or a date partition generated from the column);
+      a run that would delete more than the policy's ``max_deleted_fraction`` (default 0.5) of the
+      rows fails the table, nothing deleted;
+    - **PURGE** (off unless ``run_purge=True``) when a file's deletion vector deletes rows: those
+      files are rewritten without them (Delta's REORG PURGE), so that this run's VACUUM, once they
+      are older than the retention, removes the deleted rows' bytes: the erasure sequence
+      (``docs/lifecycle.md``) as one policy step;
     0. **OPTIMIZE** (off unless ``run_optimize=True``) when due: its plan would rewrite at least
        ``optimize_min_files`` small files (bins of files under ``delta.targetFileSize``, and files
        with deletion vectors). The rewrite runs in the worker with pyarrow, one bin at a time;
@@ -360,6 +372,11 @@ class DeltaMaintenanceOperator(BaseOperator):
     :param delta_conn_ids: ``delta`` connections naming further tables. (templated)
     :param storage_conn_id: an Airflow storage connection for the URIs in ``tables``. (templated)
     :param storage_options: fsspec options for the URIs in ``tables``.
+    :param data_retention: a data retention policy for every table, ``{"column": "ds", "keep":
+        "interval 90 days"}`` (optionally ``"max_deleted_fraction": 0.5``), or its JSON; None: each
+        table's ``airflow.dataRetention`` property, if any. (templated)
+    :param run_data_retention: apply the policy where there is one (default True).
+    :param run_purge: consider PURGE (default False).
     :param run_optimize: consider OPTIMIZE (default False).
     :param optimize_min_files: small files before OPTIMIZE is due (default 50, Delta's
         auto-compaction ``minNumFiles``). (templated)
@@ -392,6 +409,7 @@ class DeltaMaintenanceOperator(BaseOperator):
         "dry_run",
         "optimize_target_file_size",
         "optimize_min_files",
+        "data_retention",
     )
     ui_color = "#e8fde8"
 
@@ -402,6 +420,9 @@ class DeltaMaintenanceOperator(BaseOperator):
         delta_conn_ids: str | Sequence[str] = (),
         storage_conn_id: str | None = None,
         storage_options: Mapping[str, Any] | None = None,
+        data_retention: Mapping[str, Any] | str | None = None,
+        run_data_retention: bool = True,
+        run_purge: bool = False,
         run_optimize: bool = False,
         optimize_min_files: int | str = DEFAULT_OPTIMIZE_MIN_FILES,
         optimize_target_file_size: int | str | None = None,
@@ -440,6 +461,11 @@ class DeltaMaintenanceOperator(BaseOperator):
         self.delta_conn_ids = delta_conn_ids
         self.storage_conn_id = storage_conn_id
         self.storage_options = dict(storage_options) if storage_options else None
+        if not is_deferred_inside(data_retention):
+            to_data_retention(data_retention, "data_retention")
+        self.data_retention = data_retention
+        self.run_data_retention = to_bool(run_data_retention, "run_data_retention", strings=False)
+        self.run_purge = to_bool(run_purge, "run_purge", strings=False)
         self.run_optimize = to_bool(run_optimize, "run_optimize", strings=False)
         validate(optimize_min_files, to_int, "optimize_min_files", minimum=1, optional=False)
         self.optimize_min_files = optimize_min_files
@@ -510,6 +536,9 @@ class DeltaMaintenanceOperator(BaseOperator):
                 self.optimize_min_files, "optimize_min_files", minimum=1, optional=False
             )
             or 1,
+            data_retention=to_data_retention(self.data_retention, "data_retention"),
+            run_data_retention=self.run_data_retention,
+            run_purge=self.run_purge,
             run_optimize=self.run_optimize,
             run_checkpoint=self.run_checkpoint,
             run_cleanup=self.run_cleanup,

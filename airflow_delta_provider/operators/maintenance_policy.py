@@ -1,5 +1,5 @@
-"""The maintenance policy over many tables: per table OPTIMIZE, checkpoint, log cleanup and VACUUM, each
-when the core's decision says it is due, and one report of what ran and why.
+"""The maintenance policy over many tables: per table data retention, PURGE, OPTIMIZE, checkpoint, log
+cleanup and VACUUM, each when the core's decision says it is due, and one report of what ran and why.
 
 :class:`~airflow_delta_provider.operators.maintenance.DeltaMaintenanceOperator` renders and checks its
 arguments into a :class:`MaintenancePolicy` and hands it here. A failing table does not stop the others.
@@ -7,6 +7,7 @@ arguments into a :class:`MaintenancePolicy` and hands it here. A failing table d
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, is_dataclass
 from datetime import datetime, timedelta
@@ -19,6 +20,7 @@ from airflow_delta_provider.core.maintenance import (
     checkpoint_due,
     cleanup_due,
     optimize_due,
+    purge_due,
     vacuum_due,
 )
 from airflow_delta_provider.core.optimize import OptimizeOptions
@@ -30,7 +32,10 @@ if TYPE_CHECKING:
 
     from airflow.sdk.types import Logger
 
+    from airflow_delta_provider.core.maintenance import OptimizeDecision, PurgeDecision
+    from airflow_delta_provider.core.optimize import OptimizeResult
     from airflow_delta_provider.core.table import DeltaTable
+    from airflow_delta_provider.core.table_config import DataRetentionPolicy
     from airflow_delta_provider.hooks.delta import DeltaTableHook
 
 __all__ = [
@@ -54,6 +59,8 @@ _TOTALS = (
     "log_bytes_removed",
     "files_compacted",
     "files_written",
+    "rows_deleted",
+    "files_purged",
 )
 
 
@@ -105,8 +112,9 @@ class StepReport:
 
     :param status: what happened.
     :param reason: why, in words.
-    :param decision: the core's decision (``CheckpointDecision``, ``CleanupDecision``,
-        ``VacuumDecision``) as JSON, when one was taken.
+    :param decision: the core's decision (``DataRetentionDecision``, ``PurgeDecision``,
+        ``OptimizeDecision``, ``CheckpointDecision``, ``CleanupDecision``, ``VacuumDecision``) as
+        JSON, when one was taken.
     :param result: what the step did (the core's result as JSON, paths capped), when it ran.
     """
 
@@ -135,6 +143,9 @@ class MaintenancePolicy:
     vacuum_mode: str
     optimize_target_file_size: int | None = None
     optimize_min_files: int = DEFAULT_OPTIMIZE_MIN_FILES
+    data_retention: DataRetentionPolicy | None = None
+    run_data_retention: bool = True
+    run_purge: bool = False
     run_optimize: bool = False
     run_checkpoint: bool = True
     run_cleanup: bool = True
@@ -155,7 +166,18 @@ class MaintenancePolicy:
         optimize = f"from {count(self.optimize_min_files, 'small file')}" if self.run_optimize else "off"
         checkpoint = "when due" if self.run_checkpoint else "off"
         cleanup = "when due" if self.run_cleanup else "off"
-        return f"OPTIMIZE {optimize}, checkpoint {checkpoint}, log cleanup {cleanup}, VACUUM {vacuum}"
+        retention = "off"
+        if self.run_data_retention:
+            retention = (
+                json.dumps(self.data_retention.to_dict())
+                if self.data_retention is not None
+                else "by each table's airflow.dataRetention"
+            )
+        purge = "when due" if self.run_purge else "off"
+        return (
+            f"data retention {retention}, PURGE {purge}, OPTIMIZE {optimize}, checkpoint {checkpoint}, "
+            f"log cleanup {cleanup}, VACUUM {vacuum}"
+        )
 
 
 def run_policy(
@@ -198,6 +220,8 @@ def _maintain(
     }
     steps: dict[str, dict[str, Any]] = report["steps"]  # StepReport.to_dict() per step
     planned: list[tuple[str, bool, Callable[[DeltaTable, MaintenancePolicy], StepReport]]] = [
+        ("data_retention", policy.run_data_retention, _data_retention),
+        ("purge", policy.run_purge, _purge),
         ("optimize", policy.run_optimize, _optimize),
         ("checkpoint", policy.run_checkpoint, _checkpoint),
         ("cleanup", policy.run_cleanup, _cleanup),
@@ -268,25 +292,75 @@ def _summarise(report: dict[str, Any]) -> None:
     report["files_removed"] = int(vacuum.get("num_files") or 0)
     report["bytes_removed"] = int(vacuum.get("num_bytes") or 0)
     report["earliest_retained_version"] = cleanup.get("earliest_retained_version")
+    retention = (steps.get("data_retention") or {}).get("result") or {}
+    purged = ((steps.get("purge") or {}).get("result") or {}).get("metrics") or {}
+    report["rows_deleted"] = int(retention.get("num_deleted_rows") or 0)
+    report["files_purged"] = int(purged.get("numRemovedFiles") or 0)
+
+
+def _data_retention(table: DeltaTable, policy: MaintenancePolicy) -> StepReport:
+    """Delete the rows older than the policy's cutoff (the argument's policy, else the table's)."""
+    result = table.apply_data_retention(policy=policy.data_retention, dry_run=policy.dry_run)
+    decision = result.decision
+    if decision.policy.value is None:
+        return StepReport(StepStatus.DISABLED, decision.reason, decision.to_dict())
+    if not decision.due:
+        return StepReport(StepStatus.NOT_DUE, decision.reason, decision.to_dict())
+    if policy.dry_run:
+        return StepReport(StepStatus.DUE, f"{decision.reason}; dry run, nothing deleted", decision.to_dict())
+    summary = jsonable(result.to_dict())
+    summary.pop("decision", None)
+    deleted = count(result.num_deleted_rows or 0, "row")
+    reason = f"{decision.reason}; deleted {deleted} at version {summary['version']}"
+    return StepReport(StepStatus.RAN, reason, decision.to_dict(), summary)
+
+
+def _purge(table: DeltaTable, policy: MaintenancePolicy) -> StepReport:
+    """Rewrite the files whose deletion vectors delete rows (REORG PURGE)."""
+    return _rewrite_step(
+        purge_due(table.snapshot()),
+        policy,
+        table.purge,
+        lambda metrics: (
+            f"rewrote {count(metrics.get('numRemovedFiles', 0), 'file')} "
+            f"({count(metrics.get('numDeletionVectorsRemoved', 0), 'deletion vector')})"
+        ),
+    )
 
 
 def _optimize(table: DeltaTable, policy: MaintenancePolicy) -> StepReport:
     options = OptimizeOptions(target_file_size=policy.optimize_target_file_size)
-    decision = optimize_due(table.snapshot(), min_files=policy.optimize_min_files, options=options)
+    return _rewrite_step(
+        optimize_due(table.snapshot(), min_files=policy.optimize_min_files, options=options),
+        policy,
+        lambda: table.optimize(target_file_size=policy.optimize_target_file_size),
+        lambda metrics: (
+            f"rewrote {count(metrics.get('numRemovedFiles', 0), 'file')} into "
+            f"{metrics.get('numAddedFiles', 0)}"
+        ),
+    )
+
+
+def _rewrite_step(
+    decision: OptimizeDecision | PurgeDecision,
+    policy: MaintenancePolicy,
+    rewrite: Callable[[], OptimizeResult],
+    rewrote: Callable[[Mapping[str, int]], str],
+) -> StepReport:
+    """A step on OPTIMIZE's machinery (OPTIMIZE, PURGE): not due, due in a dry run, else the
+    rewrite's commit, ``rewrote`` saying what its metrics count."""
     if not decision.due:
         return StepReport(StepStatus.NOT_DUE, decision.reason, decision.to_dict())
     if policy.dry_run:
         return StepReport(
             StepStatus.DUE, f"{decision.reason}; dry run, nothing rewritten", decision.to_dict()
         )
-    result = table.optimize(target_file_size=policy.optimize_target_file_size)
+    result = rewrite()
     summary = jsonable(result.to_dict())
     summary.pop("commit", None)
     summary["written"] = summary.get("written", [])[:MAX_XCOM_FILES]
-    metrics = result.metrics
     reason = (
-        f"{decision.reason}; rewrote {count(metrics.get('numRemovedFiles', 0), 'file')} into "
-        f"{metrics.get('numAddedFiles', 0)} at version {summary.get('version')}"
+        f"{decision.reason}; {rewrote(result.metrics)} at version {result.version}"
         if result.committed
         else f"{decision.reason}; nothing committed ({result.reason})"
     )

@@ -1,10 +1,12 @@
-"""OPTIMIZE (bin-packing compaction) of a Delta table, the rewrite running on Spark.
+"""OPTIMIZE (bin-packing compaction) of a Delta table, or its REORG PURGE, the rewrite running on Spark.
 
-The core decides what to compact and commits it (:mod:`airflow_delta_provider.core.optimize`); Spark
-reads each bin (deletion vectors applied on the executors) and writes one file per bin into a fresh
-directory per attempt. A retry of a landed commit, an empty plan and a dry run return without
-starting Spark; an attempt that does not land has its files deleted by the core's rules.
-docs/maintenance-operators.md ("DeltaOptimizeOperator") has the steps.
+The core decides what to rewrite and commits it (:mod:`airflow_delta_provider.core.optimize`, and
+:mod:`airflow_delta_provider.core.purge` with ``purge=True``: Delta's purge selection and a ``REORG``
+commit); Spark reads each bin (deletion vectors applied on the executors, physical names and field
+ids kept under column mapping) and writes one file per bin into a fresh directory per attempt. A
+retry of a landed commit, an empty plan and a dry run return without starting Spark; an attempt
+that does not land has its files deleted by the core's rules. docs/maintenance-operators.md
+("DeltaOptimizeOperator") has the steps.
 """
 
 from __future__ import annotations
@@ -17,13 +19,17 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.apache.spark.operators.spark_pyspark import PySparkOperator
 from airflow.providers.common.compat.standard.operators import PythonOperator
 
+from airflow_delta_provider.core.column_mapping import column_mapping_mode, spark_write_schemas
 from airflow_delta_provider.core.optimize import (
+    OPTIMIZE,
     OptimizeOptions,
     OptimizePlan,
     OptimizeResult,
+    RewriteOptions,
     deleted_rows,
     plan_optimize,
 )
+from airflow_delta_provider.core.purge import REORG, PurgeOptions, plan_purge
 from airflow_delta_provider.hooks.mixins import DeltaTableMixin, delta_template_fields
 from airflow_delta_provider.operators.commit import RunIdentity, already_committed, resolve_idempotency_key
 from airflow_delta_provider.operators.spark_attempt import (
@@ -52,6 +58,7 @@ if TYPE_CHECKING:
 
     from airflow.sdk import Context
 
+    from airflow_delta_provider.core.snapshot import Snapshot
     from airflow_delta_provider.core.table import DeltaTable
 
 __all__ = ["BIN_COLUMN", "DeltaOptimizeOperator"]
@@ -71,7 +78,7 @@ class _Pending:
     """What the execution decided before starting Spark, for the rewrite inside the session."""
 
     table: DeltaTable
-    options: OptimizeOptions
+    options: RewriteOptions
     identity: RunIdentity
     context: Context
 
@@ -99,7 +106,12 @@ class DeltaOptimizeOperator(DeltaTableMixin, RoutedSparkOutput, PySparkOperator,
     Readers see the same rows before and after; sensors and asset watchers that count only data
     changes do not fire on it (its files are committed with ``dataChange=false``).
 
-    .. seealso:: ``docs/maintenance.md`` (OPTIMIZE)
+    With ``purge=True`` it runs Delta's ``REORG TABLE ... APPLY (PURGE)`` instead: every file whose
+    rows a deletion vector deletes (and every file holding a column dropped under column mapping)
+    is rewritten without them, single files included, in a ``REORG`` commit, so that VACUUM can
+    then remove the deleted rows' bytes (the erasure sequence, ``docs/lifecycle.md``).
+
+    .. seealso:: ``docs/maintenance.md`` (OPTIMIZE) and ``docs/lifecycle.md`` (PURGE)
 
     :param table_uri: the table root. (templated)
     :param delta_conn_id: a ``delta`` connection naming the table. (templated)
@@ -109,7 +121,10 @@ class DeltaOptimizeOperator(DeltaTableMixin, RoutedSparkOutput, PySparkOperator,
     :param target_file_size: bytes, or a size in Spark's units (``"128mb"``, ``"1g"``, ``"1tb"``);
         overrides ``delta.targetFileSize`` (default 1 GiB). None (or a template rendering None): the
         table's; a blank value is an error. (templated)
-    :param min_file_size: files at least this big are left alone (default: the target size).
+    :param min_file_size: files at least this big are left alone (default: the target size); not
+        with ``purge``, which selects files by their deletion vectors.
+    :param purge: run REORG PURGE (Delta's file selection and ``REORG`` commit) instead of the
+        bin-packing OPTIMIZE.
     :param app_id: Delta ``txnAppId``; default: the task instance. (templated)
     :param app_version: Delta ``txnVersion``; default: equal across retries, raised by a clear. (templated)
     :param dry_run: plan only (no Spark, no commit); the plan is returned. (templated)
@@ -120,9 +135,10 @@ class DeltaOptimizeOperator(DeltaTableMixin, RoutedSparkOutput, PySparkOperator,
     :param conn_id: a ``spark`` or ``spark_connect`` connection; default ``local[*]``. (templated)
     :param config_kwargs: Spark configuration. (templated)
 
-    Returns (XCom): ``table_uri``, ``version``, ``committed``, ``reason`` (None, ``no_files``,
-    ``dry_run``, ``already_committed``), ``plan`` (bins, files, bytes, the target and its source),
-    ``metrics`` (Delta's OPTIMIZE metrics), ``write_dir``, ``app_id``, ``app_version``.
+    Returns (XCom): ``table_uri``, ``operation`` (``OPTIMIZE`` or ``REORG``), ``version``,
+    ``committed``, ``reason`` (None, ``no_files``, ``dry_run``, ``already_committed``), ``plan``
+    (bins, files, bytes, deletion vectors, the target and its source), ``metrics`` (Delta's OPTIMIZE
+    metrics, ``numDeletionVectorsRemoved`` among them), ``write_dir``, ``app_id``, ``app_version``.
     """
 
     template_fields: Sequence[str] = (
@@ -144,6 +160,7 @@ class DeltaOptimizeOperator(DeltaTableMixin, RoutedSparkOutput, PySparkOperator,
         partition_filter: str | None = None,
         target_file_size: int | str | None = None,
         min_file_size: int | None = None,
+        purge: bool = False,
         app_id: str | None = None,
         app_version: int | str | None = None,
         dry_run: bool | str = False,
@@ -167,6 +184,12 @@ class DeltaOptimizeOperator(DeltaTableMixin, RoutedSparkOutput, PySparkOperator,
         self.partition_filter = partition_filter
         self.target_file_size = target_file_size
         self.min_file_size = to_int(min_file_size, "min_file_size", minimum=1)
+        self.purge = to_bool(purge, "purge", strings=False)
+        if self.purge and self.min_file_size is not None:
+            raise ValueError(
+                f"min_file_size={min_file_size!r} does not apply to a purge (purge=True), which rewrites "
+                f"every file with deleted rows whatever its size; leave it out."
+            )
         self.app_id = app_id
         self.app_version = app_version
         self.dry_run = dry_run  # the argument name is the contract
@@ -181,25 +204,32 @@ class DeltaOptimizeOperator(DeltaTableMixin, RoutedSparkOutput, PySparkOperator,
         identity, app_id, app_version = resolve_idempotency_key(
             context, self.app_id, self.app_version, "overwrite"
         )
-        options = OptimizeOptions(
-            partition_filter=to_text(self.partition_filter, "partition_filter"),
-            target_file_size=to_byte_size(self.target_file_size, "target_file_size"),
-            min_file_size=self.min_file_size,
-            app_id=app_id,
-            app_version=app_version,
-            user_metadata=identity.user_metadata(),
-            tags=identity.tags(),
-            dry_run=to_bool(self.dry_run, "dry_run"),
+        arguments: dict[str, Any] = {
+            "partition_filter": to_text(self.partition_filter, "partition_filter"),
+            "target_file_size": to_byte_size(self.target_file_size, "target_file_size"),
+            "app_id": app_id,
+            "app_version": app_version,
+            "user_metadata": identity.user_metadata(),
+            "tags": identity.tags(),
+            "dry_run": to_bool(self.dry_run, "dry_run"),
+        }
+        options: OptimizeOptions | PurgeOptions = (
+            PurgeOptions(**arguments)
+            if self.purge
+            else OptimizeOptions(min_file_size=self.min_file_size, **arguments)
         )
         table = self.hook.get_table()
         snapshot = table.snapshot()
         # Before Spark starts: a retry whose commit already landed must not rewrite anything again.
         done = already_committed(table, app_id, app_version, snapshot=snapshot)
         if done is not None:
-            return self._report(
-                OptimizeResult(OptimizePlan.empty(snapshot), done), options, note="Spark was not started."
-            )
-        plan = plan_optimize(snapshot, options)
+            empty = OptimizePlan.empty(snapshot, REORG if self.purge else OPTIMIZE)
+            return self._report(OptimizeResult(empty, done), options, note="Spark was not started.")
+        plan = (
+            plan_optimize(snapshot, options)
+            if isinstance(options, OptimizeOptions)
+            else plan_purge(snapshot, options)
+        )
         if options.dry_run or not plan.bins:
             result = OptimizeResult(plan, None, dry_run=options.dry_run)
             return self._report(result, options, note="Spark was not started.")
@@ -231,7 +261,8 @@ class DeltaOptimizeOperator(DeltaTableMixin, RoutedSparkOutput, PySparkOperator,
             # The core replans on the latest snapshot, calls rewrite (a failure becomes an
             # OptimizeRewriteError), checks what it reports, and commits, deleting what the rewrite
             # wrote when the commit is refused or a concurrent run of this task committed first.
-            result = table.optimize(rewrite=rewrite, **_as_kwargs(options))
+            run = table.purge if isinstance(options, PurgeOptions) else table.optimize
+            result = run(rewrite=rewrite, **_as_kwargs(options))
         except BaseException:
             assert options.app_id is not None and options.app_version is not None
             if not commit_landed(table, options.app_id, options.app_version):
@@ -250,9 +281,7 @@ class DeltaOptimizeOperator(DeltaTableMixin, RoutedSparkOutput, PySparkOperator,
 
         snapshot = plan.snapshot
         storage = snapshot.storage
-        partition_columns = set(snapshot.partition_columns)
-        full = StructType.fromJson(json.loads(snapshot.metadata.schema_string))
-        schema = StructType([f for f in full.fields if f.name not in partition_columns])
+        schema = StructType.fromJson(_file_schema(snapshot))
         target = f"{root}/{attempt}"
 
         def uri(path: str) -> str:
@@ -285,7 +314,8 @@ class DeltaOptimizeOperator(DeltaTableMixin, RoutedSparkOutput, PySparkOperator,
             )
         data = reduce(lambda a, b: a.unionByName(b), frames)
         self.log.info(
-            "Rewriting %s (%s, %s with deletion vectors) into %s on Spark, under %s.",
+            "%s: rewriting %s (%s, %s with deletion vectors) into %s on Spark, under %s.",
+            plan.operation,
             count(plan.num_files, "file"),
             count(plan.size, "byte"),
             with_dv,
@@ -311,7 +341,7 @@ class DeltaOptimizeOperator(DeltaTableMixin, RoutedSparkOutput, PySparkOperator,
     def _report(
         self,
         result: OptimizeResult,
-        options: OptimizeOptions,
+        options: RewriteOptions,
         *,
         note: str = "",
         write_dir: str | None = None,
@@ -326,22 +356,26 @@ class DeltaOptimizeOperator(DeltaTableMixin, RoutedSparkOutput, PySparkOperator,
         )
         plan = result.plan
         uri = self.hook.table_uri
+        operation = plan.operation
         if result.committed:
             metrics = result.metrics
             self.log.info(
-                "OPTIMIZE of %s committed at version %d: %s (%s) rewritten into %s (%s).",
+                "%s of %s committed at version %d: %s (%s, %s) rewritten into %s (%s).",
+                operation,
                 uri,
                 report["version"],
                 count(metrics["numRemovedFiles"], "file"),
                 count(metrics["numRemovedBytes"], "byte"),
+                count(metrics["numDeletionVectorsRemoved"], "deletion vector"),
                 count(metrics["numAddedFiles"], "file"),
                 count(metrics["numAddedBytes"], "byte"),
             )
         elif result.reason == "already_committed":
             self.log.info(
-                "Nothing to do: %s already holds this task instance's OPTIMIZE (appId=%r, txnVersion=%d) at "
+                "Nothing to do: %s already holds this task instance's %s (appId=%r, txnVersion=%d) at "
                 "table version %d. %s",
                 uri,
+                operation,
                 options.app_id,
                 options.app_version,
                 report["version"],
@@ -349,11 +383,20 @@ class DeltaOptimizeOperator(DeltaTableMixin, RoutedSparkOutput, PySparkOperator,
             )
         elif result.reason == "dry_run":
             self.log.info(
-                "Dry run: OPTIMIZE of %s would rewrite %s (%s) into %s. %s",
+                "Dry run: %s of %s would rewrite %s (%s) into %s. %s",
+                operation,
                 uri,
                 count(plan.num_files, "file"),
                 count(plan.size, "byte"),
                 count(len(plan.bins), "file"),
+                note,
+            )
+        elif operation == REORG:
+            self.log.info(
+                "Nothing to purge in %s at version %d: none of %s has rows deleted by a deletion vector. %s",
+                uri,
+                plan.snapshot.version,
+                count(plan.num_files_considered, "file"),
                 note,
             )
         else:
@@ -369,5 +412,22 @@ class DeltaOptimizeOperator(DeltaTableMixin, RoutedSparkOutput, PySparkOperator,
         return report
 
 
-def _as_kwargs(options: OptimizeOptions) -> dict[str, Any]:
+def _as_kwargs(options: RewriteOptions) -> dict[str, Any]:
     return {f.name: getattr(options, f.name) for f in fields(options)}
+
+
+def _file_schema(snapshot: Snapshot) -> dict[str, Any]:
+    """The Spark schema (JSON) of the table's data files: the data columns, physically named and
+    with their ``parquet.field.id`` under column mapping. Spark reads the files by these names and
+    writes the ids back (``spark.sql.parquet.fieldId.write.enabled``, on by default); columns the
+    table dropped are not read."""
+    partition_columns = set(snapshot.partition_columns)
+    fields = [
+        f for f in json.loads(snapshot.metadata.schema_string)["fields"] if f["name"] not in partition_columns
+    ]
+    data = {"type": "struct", "fields": fields}
+    mode = column_mapping_mode(snapshot.protocol, snapshot.metadata)
+    if mode == "none":
+        return data
+    _, physical = spark_write_schemas(snapshot.schema, data, snapshot.properties, mode)
+    return physical

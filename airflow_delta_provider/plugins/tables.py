@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.core.consumer import parse_consumer_app_id
+from airflow_delta_provider.core.errors import InvalidTablePropertyError
 from airflow_delta_provider.core.features import (
     FEATURES,
     Operation,
@@ -39,7 +40,7 @@ from airflow_delta_provider.core.logfiles import LogFileKind
 from airflow_delta_provider.core.maintenance import checkpoint_due, cleanup_due, vacuum_due
 from airflow_delta_provider.core.redaction import masked_options
 from airflow_delta_provider.core.segment import complete_checkpoints, list_log_files
-from airflow_delta_provider.core.table_config import to_interval
+from airflow_delta_provider.core.table_config import DATA_RETENTION, to_interval
 from airflow_delta_provider.core.vacuum.record import read_last_vacuum_info
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ MAX_HISTORY = 100
 #: How far back the maintenance view looks for VACUUM START/END commits.
 VACUUM_LOOKBACK = 100
 _TAG = "airflow."
-_MAINTENANCE_OPERATIONS = ("VACUUM START", "VACUUM END", "OPTIMIZE")
+_MAINTENANCE_OPERATIONS = ("VACUUM START", "VACUUM END", "OPTIMIZE", "REORG")
 #: How much of a free-form commitInfo value is shown: characters, and levels of nesting.
 _TEXT_LIMIT = 500
 _DEPTH_LIMIT = 8
@@ -376,9 +377,10 @@ def table_maintenance(
     vacuum = vacuum_due(table, vacuum_interval, now).to_dict()
     vacuum["retention"] = config.deleted_file_retention.to_dict()
     vacuum["last_vacuum_info_version"] = read_last_vacuum_info(table.storage)
+    lookback = history(table.storage, snapshot.version, VACUUM_LOOKBACK)
     recent = [
         _entry(info, table.storage)
-        for info in history(table.storage, snapshot.version, VACUUM_LOOKBACK)
+        for info in lookback
         if (free_text(info.get("operation")) or "").startswith("VACUUM")
     ]
     vacuum["recent"] = recent[:10]
@@ -389,8 +391,52 @@ def table_maintenance(
         "checkpoint": checkpoint,
         "cleanup": cleanup,
         "vacuum": vacuum,
+        "data_retention": _data_retention(snapshot, lookback, table.storage),
         "commit_timestamps_source": commit_timestamps(snapshot)[-1].source if commits else None,
     }
+
+
+def _data_retention(snapshot: Snapshot, commits: list[dict[str, Any]], storage: LogStore) -> dict[str, Any]:
+    """The table's data retention policy (its ``airflow.dataRetention``, read by the core's
+    TableConfig), the last retention run and the last PURGE among ``commits``, with what each removed."""
+    try:
+        setting = snapshot.config.data_retention
+        policy: dict[str, Any] | None = setting.to_dict()["value"]
+        error = None
+    except InvalidTablePropertyError as err:
+        policy, error = None, str(err)
+    last_run = last_purge = None
+    for info in commits:  # newest first
+        operation = free_text(info.get("operation"))
+        tags = _object(info.get("tags"))
+        if last_run is None and operation == "DELETE" and DATA_RETENTION in tags:
+            applied = _object(tags[DATA_RETENTION])
+            last_run = {
+                **_removed(info, storage),
+                "cutoff": free_text(applied.get("cutoff")),
+                "policy": {k: free_text(applied.get(k)) for k in ("column", "keep", "max_deleted_fraction")},
+                "deleted_rows": info_integer(_object(info.get("operationMetrics")).get("numDeletedRows")),
+            }
+        if last_purge is None and operation == "REORG":
+            metrics = _object(info.get("operationMetrics"))
+            last_purge = {
+                **_removed(info, storage),
+                "deletion_vectors_removed": info_integer(metrics.get("numDeletionVectorsRemoved")),
+            }
+    return {
+        "property": DATA_RETENTION,
+        "policy": policy,
+        "error": error,
+        "last_run": last_run,
+        "last_purge": last_purge,
+        "lookback_commits": VACUUM_LOOKBACK,
+    }
+
+
+def _removed(info: dict[str, Any], storage: LogStore) -> dict[str, Any]:
+    entry = _entry(info, storage)
+    keys = ("version", "timestamp", "parameters", "files_removed", "bytes_removed", "airflow")
+    return {key: entry.get(key) for key in keys}
 
 
 def interval(value: str | None, default: timedelta) -> timedelta | None:

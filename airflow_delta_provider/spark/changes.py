@@ -6,8 +6,8 @@ which files count, with which change type, version and commit time, and which of
 deletion vector that grew: the newly deleted rows). Spark reads each of those files once, change-data
 files with their ``_change_type`` column; each row is keyed to its file by ``_metadata.file_path``
 and joined with the file's scans (a file can count in several commits), which bring the per-scan
-values; a scan that counts only some rows keeps or drops them by ``_metadata.row_index``, joined with
-the row sets the core decoded.
+values and, for a scan that counts only some rows, the row set the core decoded (a few rows as a
+list, more as a bitmap), which each row's ``_metadata.row_index`` is tested against.
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ from airflow_delta_provider.spark.files import (
     empty_frame,
     field,
     file_keys,
+    in_row_set,
     join_files,
     logical_columns,
-    row_key,
-    row_keys,
+    row_set_columns,
     scan_files,
 )
 from airflow_delta_provider.spark.paths import spark_file_paths, spark_path
@@ -60,7 +60,6 @@ log = get_logger(__name__)
 
 SCAN = "__delta_read_scan"
 MODE = "__delta_read_scan_mode"
-MARKED = "__delta_read_marked_row"
 _PARTITION = "__delta_read_partition_{}"
 _CONSTANT = "__delta_read_{}"
 #: How a scan's rows count: all, only the marked ones, all but the marked ones.
@@ -189,6 +188,7 @@ class _ChangeScan:
                 raise vanished from err
             raise
         frame = join_files(data, scans).withColumn(SCAN, checked(SCAN, self.storage.root_uri))
+        frame = frame.filter(F.col(SCAN).isNotNull())  # uses the checked column: the check runs
         if partial:
             frame = self._select_rows(frame)
         partitions = {
@@ -217,17 +217,10 @@ class _ChangeScan:
         """Keeps the rows each scan counts: all, those its row set holds, or those it does not."""
         from pyspark.sql import functions as F
 
-        partial = [i for i, s in enumerate(self.scans) if not s.whole]
-        sets = [self.changes.selected_rows(self.scans[i]) for i in partial]
-        keys, shift = row_keys(partial, sets, len(self.scans), [self.scans[i].path for i in partial])
-        marked = self.spark.createDataFrame(
-            pa.table({MARKED: pa.array(keys, pa.int64()), f"{MARKED}_hit": pa.repeat(True, len(keys))})
-        )
-        joined = frame.join(marked, row_key(SCAN, shift) == F.col(MARKED), "left")
-        hit = F.col(f"{MARKED}_hit").isNotNull()
         mode = F.col(MODE)
-        keep = (mode == _WHOLE) | ((mode == _INCLUDE) & hit) | ((mode == _EXCLUDE) & ~hit)
-        return joined.filter(keep)
+        marked = in_row_set()
+        keep = (mode == _WHOLE) | ((mode == _INCLUDE) & marked) | ((mode == _EXCLUDE) & ~marked)
+        return frame.filter(keep)
 
     def _scans_frame(self, paths: list[str]) -> Any:
         """One row per scan: its file's ``_metadata.file_path``, ordinal, row mode, change type,
@@ -252,6 +245,12 @@ class _ChangeScan:
             field(_CONSTANT.format(COMMIT_VERSION), "long"),
             field(_CONSTANT.format(COMMIT_TIMESTAMP), "timestamp"),
         ]
+        if any(not s.whole for s in scans):
+            row_sets, row_fields = row_set_columns(
+                [None if s.whole else self.changes.selected_rows(s) for s in scans], [s.path for s in scans]
+            )
+            columns.update(row_sets)
+            fields += row_fields
         by_name = {c.logical: c for c in self.schema.columns}
         partition_fields = []
         for name in self.changes.partition_columns:

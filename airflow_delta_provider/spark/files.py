@@ -2,16 +2,15 @@
 
 What :func:`~.read.read_delta` and :func:`~.changes.read_changes` share:
 
-- :func:`scan_files`: the files read with the table's physical schema (column mapping: physical
-  names, field ids in ``id`` mode; a widened column in each file's own type, cast to the table's),
-  every column nullable; a file Spark would leave out of its listing is refused. With ``keyed``,
-  each row carries ``_metadata.file_path`` (:data:`FILE`) and, with ``row_index``,
-  ``_metadata.row_index`` (:data:`ROW`);
-- :func:`file_keys`: the value of :data:`FILE` for each file, to join per-file values on
-  (:func:`~.paths.metadata_file_path`), and :func:`checked`, which fails the query for a row whose
-  file matches none;
-- :func:`row_keys`: ``ordinal << shift | row`` for row sets decoded on the driver, joined on the
-  executors with the same expression of the rows' ordinal and :data:`ROW`.
+- :func:`scan_files`: the files read with the table's physical schema (column mapping, widened
+  columns per file), every column nullable; a file Spark would leave out of its listing is
+  refused. With ``keyed``, each row carries ``_metadata.file_path`` (:data:`FILE`) and, with
+  ``row_index``, ``_metadata.row_index`` (:data:`ROW`);
+- :func:`file_keys` / :func:`join_files`: each row joined with its file's values, and
+  :func:`checked`, which fails the query for a row whose file matches none;
+- :func:`row_set_columns`: row sets decoded on the driver (deletion vectors) as per-file columns
+  of that join, a few rows as a list, more as a bitmap of 64-bit words; :func:`in_row_set`
+  tests a row's :data:`ROW` against its file's set with no further join.
 """
 
 from __future__ import annotations
@@ -42,8 +41,9 @@ __all__ = [
     "checked",
     "column",
     "file_keys",
+    "in_row_set",
     "join_files",
-    "row_keys",
+    "row_set_columns",
     "scan_files",
     "spark_type",
 ]
@@ -221,31 +221,84 @@ def checked(ordinal: str, root_uri: str) -> Any:
     return F.when(F.col(ordinal).isNull(), F.raise_error(message)).otherwise(F.col(ordinal))
 
 
-def row_keys(
-    ordinals: Sequence[int], row_sets: Sequence[npt.NDArray[np.uint64]], count: int, what: Sequence[str]
-) -> tuple[npt.NDArray[np.int64], int]:
-    """``ordinal << shift | row`` for each row of each set, and ``shift`` (room for ``count`` ordinals).
+#: Columns of the joined per-file table that hold its row set (:func:`row_set_columns`).
+ROW_LIST = "__delta_read_row_list"
+ROW_BITS = "__delta_read_row_bits"
+ROW_BITS_FROM = "__delta_read_row_bits_from"
+ROW_BITS_TO = "__delta_read_row_bits_to"
+#: A row set of at most this many rows is a list (each row compared with each); a larger one a bitmap.
+LIST_ROWS = 16
+#: The most rows one bitmap spans (a 1 GiB bitmap; Spark indexes its words with an int).
+MAX_BITMAP_ROWS = 1 << 33
 
-    :param what: names each set's file in the error for a row index beyond the room left.
+
+def row_set_columns(
+    row_sets: Sequence[npt.NDArray[np.uint64] | None], what: Sequence[str]
+) -> tuple[dict[str, pa.Array], list[dict[str, Any]]]:
+    """Per file (or scan), its row set as columns Spark tests a row index against in place
+    (:func:`in_row_set`), and their Spark fields: a few rows as a list; more as a bitmap of
+    64-bit words over the rows from the first marked one's word to the last one's (bit ``i`` of
+    word ``w``: row ``from + 64 * w + i``), so that the broadcast table stays small for sparse
+    sets and each row's test is one lookup for dense ones.
+
+    :param row_sets: sorted, unique row indexes per file; None or empty marks no row.
+    :param what: names each set's file, for the error about a row index no file can hold.
+    :raises DeltaError: a set spans more rows than :data:`MAX_BITMAP_ROWS`.
     """
-    shift = 63 - max(1, count.bit_length())
-    limit = np.uint64(1) << np.uint64(shift)
-    parts = []
-    for ordinal, rows, name in zip(ordinals, row_sets, what, strict=True):
-        if rows.size and rows.max() >= limit:
+    lists: list[list[int] | None] = []
+    bitmaps: list[npt.NDArray[np.int64] | None] = []
+    bounds: list[tuple[int | None, int | None]] = []
+    for rows, name in zip(row_sets, what, strict=True):
+        if rows is None or not rows.size or rows.size <= LIST_ROWS:
+            lists.append(None if rows is None or not rows.size else rows.astype(np.int64).tolist())
+            bitmaps.append(None)
+            bounds.append((None, None))
+            continue
+        first = int(rows[0]) & ~63
+        if int(rows[-1]) - first >= MAX_BITMAP_ROWS:
             raise DeltaError(
-                f"A deletion vector of {name} marks row {int(rows.max())}, beyond the {int(limit)} rows per "
-                f"file a read of {count} files can address on Spark."
+                f"A deletion vector of {name} marks rows {int(rows[0])} to {int(rows[-1])}, more than the "
+                f"{MAX_BITMAP_ROWS} rows a read on Spark can hold as a bitmap per file; a data file holds "
+                f"far fewer rows, so the deletion vector is corrupt. Read the table with the core."
             )
-        parts.append((np.int64(ordinal) << np.int64(shift)) | rows.astype(np.int64))
-    return (np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)), shift
+        offsets = rows - np.uint64(first)
+        word = (offsets >> np.uint64(6)).astype(np.intp)
+        starts = np.flatnonzero(np.diff(word, prepend=-1))  # the first row of each word
+        words = np.zeros(int(word[-1]) + 1, dtype=np.uint64)
+        # A word's rows set distinct bits: their sum is their union.
+        words[word[starts]] = np.add.reduceat(np.uint64(1) << (offsets & np.uint64(63)), starts)
+        bitmaps.append(words.view(np.int64))
+        lists.append(None)
+        bounds.append((first, first + 64 * words.size))
+    columns = {
+        ROW_LIST: pa.array(lists, pa.list_(pa.int64())),
+        ROW_BITS: pa.array(bitmaps, pa.list_(pa.int64())),
+        ROW_BITS_FROM: pa.array([b[0] for b in bounds], pa.int64()),
+        ROW_BITS_TO: pa.array([b[1] for b in bounds], pa.int64()),
+    }
+    longs = {"type": "array", "elementType": "long", "containsNull": False}
+    fields = [
+        field(ROW_LIST, longs),
+        field(ROW_BITS, longs),
+        field(ROW_BITS_FROM, "long"),
+        field(ROW_BITS_TO, "long"),
+    ]
+    return columns, fields
 
 
-def row_key(ordinal: str, shift: int) -> Any:
-    """The Spark expression of :func:`row_keys` for the rows of a scan."""
+def in_row_set() -> Any:
+    """Whether a row's :data:`ROW` is in its file's row set (the columns of :func:`row_set_columns`,
+    joined to it); false where the file has none."""
     from pyspark.sql import functions as F
 
-    return F.shiftleft(F.col(ordinal), shift).bitwiseOR(F.col(ROW))
+    bit = (
+        f"shiftright(element_at({ROW_BITS}, cast(shiftright({ROW} - {ROW_BITS_FROM}, 6) AS INT) + 1), "
+        f"cast({ROW} & 63 AS INT)) & 1 = 1"
+    )
+    return F.expr(
+        f"CASE WHEN {ROW_LIST} IS NOT NULL THEN array_contains({ROW_LIST}, {ROW}) "
+        f"WHEN {ROW} >= {ROW_BITS_FROM} AND {ROW} < {ROW_BITS_TO} THEN {bit} ELSE false END"
+    )
 
 
 def empty_frame(spark: Any, fields: list[dict[str, Any]]) -> Any:

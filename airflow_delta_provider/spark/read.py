@@ -27,10 +27,10 @@ from airflow_delta_provider.spark.files import (
     empty_frame,
     field,
     file_keys,
+    in_row_set,
     join_files,
     logical_columns,
-    row_key,
-    row_keys,
+    row_set_columns,
     scan_files,
 )
 from airflow_delta_provider.spark.filters import spark_condition
@@ -40,6 +40,8 @@ from airflow_delta_provider.spark.schema import check_spark_version, read_schema
 if TYPE_CHECKING:
     import datetime as dt
     from collections.abc import Mapping, Sequence
+
+    import numpy.typing as npt
 
     from airflow_delta_provider.core.snapshot import Snapshot
     from airflow_delta_provider.core.table import DeltaTable
@@ -51,7 +53,6 @@ log = get_logger(__name__)
 
 # Columns the read adds and drops again; named so that no table column collides with them.
 ORDINAL = "__delta_read_file_ordinal"
-KEY = "__delta_read_deleted_row"
 _PARTITION = "__delta_read_partition_{}"
 #: Parallel reads of deletion vector files.
 DV_READERS = 16
@@ -196,58 +197,88 @@ class _ScanBuilder:
     paths: list[str]
 
     def build(self, files: pa.Table, partition_values: pa.Table, has_dv: pa.Array | None) -> Any:
+        """The rows of ``files``: of an unpartitioned table, the files without deletion vectors in a
+        plain scan (no per-row work) and those with them in a keyed one; else one scan."""
+        everything = np.arange(files.num_rows)
+        if has_dv is None or partition_values.num_columns:
+            return self._scan(everything, files, partition_values, with_dv=has_dv is not None)
+        with_dv = has_dv.to_numpy(zero_copy_only=False)
+        frame = self._scan(everything[with_dv], files, partition_values, with_dv=True)
+        if not with_dv.all():
+            plain = self._scan(everything[~with_dv], files, partition_values, with_dv=False)
+            frame = plain.unionByName(frame)
+        return frame
+
+    def _scan(
+        self, rows: npt.NDArray[np.int64], files: pa.Table, partition_values: pa.Table, *, with_dv: bool
+    ) -> Any:
+        """The rows of the files at ``rows`` of ``files``, their deleted rows dropped when ``with_dv``."""
         from pyspark.sql import functions as F
 
-        keyed = has_dv is not None or partition_values.num_columns > 0
+        chosen = pa.array(rows, pa.int64())
+        files = files.take(chosen)
+        if partition_values.num_columns:
+            partition_values = partition_values.take(chosen)
+        paths = [self.paths[i] for i in rows.tolist()]
+        keyed = with_dv or partition_values.num_columns > 0
         frame = scan_files(
             self.spark,
             self.snapshot.storage,
             self.schema,
             files.column("path").to_pylist(),
-            self.paths,
+            paths,
             keyed=keyed,
-            row_index=has_dv is not None,
+            row_index=with_dv,
             sizes=files.column("size").to_pylist(),
         )
         partitions: dict[str, Any] = {}
         if keyed:
-            frame = join_files(frame, self._files_frame(partition_values))
+            deleted = self._deleted_rows(files) if with_dv else None
+            frame = join_files(frame, self._files_frame(paths, partition_values, deleted))
             frame = frame.withColumn(ORDINAL, checked(ORDINAL, self.snapshot.storage.root_uri))
             partitions = {
                 name: F.when(F.col(ORDINAL).isNotNull(), F.col(_PARTITION.format(index)))  # the check runs
                 for index, name in enumerate(partition_values.column_names)
             }
-        if has_dv is not None:
-            frame = self._drop_deleted_rows(frame, files, has_dv)
+        if with_dv:
+            frame = frame.filter(F.col(ORDINAL).isNotNull() & ~in_row_set())
         return frame.select(*logical_columns(self.schema, partitions))
 
-    def _files_frame(self, partition_values: pa.Table) -> Any:
-        """One row per file: its ``_metadata.file_path``, ordinal and typed partition values."""
+    def _files_frame(
+        self,
+        paths: list[str],
+        partition_values: pa.Table,
+        deleted: list[npt.NDArray[np.uint64] | None] | None,
+    ) -> Any:
+        """One row per file: its ``_metadata.file_path``, ordinal, typed partition values and the
+        rows its deletion vector deletes."""
         from pyspark.sql.types import StructType
 
         columns: dict[str, pa.Array] = {
-            FILE: file_keys(self.paths),
-            ORDINAL: pa.array(np.arange(len(self.paths), dtype=np.int64)),
+            FILE: file_keys(paths),
+            ORDINAL: pa.array(np.arange(len(paths), dtype=np.int64)),
         }
         fields = [field(FILE, "string"), field(ORDINAL, "long")]
         types = {c.logical: c.logical_type for c in self.schema.columns}
         for index, name in enumerate(partition_values.column_names):
             columns[_PARTITION.format(index)] = partition_values.column(name).combine_chunks()
             fields.append(field(_PARTITION.format(index), types[name]))
+        if deleted is not None:
+            row_sets, row_fields = row_set_columns(deleted, paths)
+            columns.update(row_sets)
+            fields += row_fields
         # The schema, not Arrow's types, decides: a zone-less Arrow timestamp is timestamp_ntz.
         schema = StructType.fromJson({"type": "struct", "fields": fields})
         return self.spark.createDataFrame(pa.table(columns), schema=schema)
 
-    def _drop_deleted_rows(self, frame: Any, files: pa.Table, has_dv: pa.Array) -> Any:
-        """Anti-joins the rows with the deleted ones, decoded by the core (in parallel)."""
-        from pyspark.sql import functions as F
-
-        ordinals = np.flatnonzero(has_dv.to_numpy(zero_copy_only=False)).tolist()
-        descriptors = files.column("deletion_vector").take(pa.array(ordinals)).to_pylist()
+    def _deleted_rows(self, files: pa.Table) -> list[npt.NDArray[np.uint64] | None]:
+        """The rows each file's deletion vector deletes (None: it has none), decoded by the core,
+        in parallel."""
+        descriptors = files.column("deletion_vector").to_pylist()
         storage = self.snapshot.storage
+
+        def decoded(dv: dict[str, Any] | None) -> npt.NDArray[np.uint64] | None:
+            return None if dv is None else deletion_vector_rows(storage, dv)
+
         with ThreadPoolExecutor(max_workers=max(1, min(DV_READERS, len(descriptors)))) as pool:
-            decoded = list(pool.map(lambda dv: deletion_vector_rows(storage, dv), descriptors))
-        names = [files.column("path")[i].as_py() for i in ordinals]
-        keys, shift = row_keys(ordinals, decoded, len(self.paths), names)
-        deleted = self.spark.createDataFrame(pa.table({KEY: pa.array(keys, pa.int64())}))
-        return frame.join(deleted, row_key(ORDINAL, shift) == F.col(KEY), "left_anti")
+            return list(pool.map(decoded, descriptors))

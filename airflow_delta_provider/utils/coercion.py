@@ -24,12 +24,14 @@ __all__ = [
     "BOOLEAN_WORDS",
     "LONG_MAX",
     "is_deferred",
+    "is_deferred_inside",
     "is_none",
     "to_app_id",
     "to_app_version",
     "to_bool",
     "to_byte_size",
     "to_choice",
+    "to_data_retention",
     "to_int",
     "to_interval",
     "to_list",
@@ -263,6 +265,30 @@ def to_byte_size(value: Any, name: str, *, optional: bool = True) -> int | None:
     from airflow_delta_provider.core.table_config import to_byte_size as parse_size_argument
 
     return parse_size_argument(value, name=name)
+
+
+def to_data_retention(value: Any, name: str) -> Any:
+    """A data retention policy (a ``DataRetentionPolicy``) from a mapping or its JSON text, parsed by
+    the core's one policy parser; None when not given (None or ``"None"``).
+
+    :raises ValueError: a blank string, a bool, or a value of another kind.
+    :raises RetentionError: a malformed policy (the core names the key and the value).
+    """
+    requirement = 'must be a policy such as {"column": "ds", "keep": "interval 90 days"} (or its JSON)'
+    if _not_given(value, name, (Mapping, str), requirement, optional=True):
+        return None
+    from airflow_delta_provider.core.table_config import parse_data_retention
+
+    return parse_data_retention(value, name=name)
+
+
+def is_deferred_inside(value: Any) -> bool:
+    """Whether a value, or a value of a mapping or a list it holds, is known only at run time."""
+    if isinstance(value, Mapping):
+        return any(is_deferred_inside(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(is_deferred_inside(v) for v in value)
+    return is_deferred(value)
 
 
 def _not_given(value: Any, name: str, kinds: tuple[type, ...], requirement: str, *, optional: bool) -> bool:

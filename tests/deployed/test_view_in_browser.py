@@ -176,6 +176,10 @@ def test_the_view_shows_the_example_tables_history_health_and_maintenance(
     assert "not due" in vacuum and "next due" in vacuum
     assert any("VACUUM END" in t and "COMPLETED" in t for t in _texts(browser, "#vacuums li"))
     assert _texts(browser, "#maint-checkpoint") and _texts(browser, "#maint-cleanup")
+    # Data retention and PURGE: the events table has no policy of its own.
+    (retention,) = _texts(browser, "#maint-retention")
+    assert "no policy" in retention and "airflow.dataRetention" in retention
+    assert _texts(browser, "#maint-purge")
 
     # The retry after a commit: a skip on the timeline, linked to try 2.
     _show(browser, tables[retried_uri], "history")

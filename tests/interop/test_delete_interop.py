@@ -9,42 +9,13 @@ import json
 import shutil
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 import deltalake
 import pyarrow as pa
 import pytest
+from delete_support import CORPUS, DV_TABLES, core_column_rows, rs_column_rows
 
 from airflow_delta_provider.core import DeltaTable
-
-CORPUS = Path(__file__).resolve().parents[1] / "conformance" / "corpus" / "tables"
-
-#: Spark-written tables with deletion vectors, and an integer column to delete by.
-DV_TABLES = {
-    "delta-rs/table_with_deletion_logs": "id",
-    "delta-kernel-rs/table-with-dv-small": "value",
-    "delta-kernel-rs/dv-partitioned-with-checkpoint/delta": "col1",
-    "delta-kernel-rs/dv-with-columnmapping/delta": "col1",
-    "delta-kernel-rs/log-replay-dv-key-cases/delta": "id",
-    "delta/basic-dv-with-checkpoint": "id",
-}
-
-
-def rs_rows(uri: str, columns: list[str]) -> list[tuple[Any, ...]]:
-    rs = deltalake.DeltaTable(uri)
-    names = ", ".join(f'"{c}"' for c in columns)
-    data = pa.table(deltalake.QueryBuilder().register("t", rs).execute(f"select {names} from t").read_all())
-    values = []
-    for column in data.columns:
-        if pa.types.is_string_view(column.type) or pa.types.is_large_string(column.type):
-            column = column.cast(pa.string())
-        values.append(column.to_pylist())
-    return sorted(zip(*values, strict=True), key=repr)
-
-
-def core_rows(table: DeltaTable, columns: list[str]) -> list[tuple[Any, ...]]:
-    data = table.snapshot().to_pyarrow_table(columns)
-    return sorted(zip(*(data.column(c).to_pylist() for c in columns), strict=True), key=repr)
 
 
 @pytest.mark.parametrize("name", sorted(DV_TABLES))
@@ -54,8 +25,8 @@ def test_deleting_from_spark_written_deletion_vector_tables(tmp_path: Path, name
     table = DeltaTable(str(root))
     column = DV_TABLES[name]
     columns = table.snapshot().schema.names
-    before = core_rows(table, columns)
-    assert before == rs_rows(str(root), columns)
+    before = core_column_rows(table, columns)
+    assert before == rs_column_rows(str(root), columns)
     index = columns.index(column)
     values = sorted({row[index] for row in before if row[index] is not None})
     doomed = values[::3]
@@ -63,7 +34,7 @@ def test_deleting_from_spark_written_deletion_vector_tables(tmp_path: Path, name
     expected = [row for row in before if row[index] not in set(doomed)]
     assert result.committed and result.mode == "deletion_vectors"
     assert result.num_deleted_rows == len(before) - len(expected)
-    assert core_rows(table, columns) == expected == rs_rows(str(root), columns)
+    assert core_column_rows(table, columns) == expected == rs_column_rows(str(root), columns)
     # The changes of the DELETE are exactly the deleted rows (the table's own vectors merged in).
     if table.snapshot().properties.get("delta.enableChangeDataFeed") == "true":
         changed = table.changes(result.version, result.version).to_pyarrow_table(columns)
@@ -134,8 +105,8 @@ def test_typed_predicates_delete_what_delta_rs_deletes(
     result = ours.delete(predicate)
     assert result.committed
     columns = TYPES.names
-    expected = rs_rows(str(theirs), columns)
-    assert core_rows(ours, columns) == expected == rs_rows(ours.uri, columns)
+    expected = rs_column_rows(str(theirs), columns)
+    assert core_column_rows(ours, columns) == expected == rs_column_rows(ours.uri, columns)
     assert 0 < len(expected) < 90
 
 
@@ -150,6 +121,6 @@ def test_checkpoints_carry_the_deletion_vectors(tmp_path: Path) -> None:
         table.delete(f"id = {n * 7}")
     assert (Path(table.storage.root) / "_delta_log" / "_last_checkpoint").exists()
     expected = sorted(((i,) for i in range(100) if i % 7 or i >= 84), key=repr)
-    assert core_rows(table, ["id"]) == expected == rs_rows(table.uri, ["id"])
+    assert core_column_rows(table, ["id"]) == expected == rs_column_rows(table.uri, ["id"])
     checkpoint = json.loads((Path(table.storage.root) / "_delta_log" / "_last_checkpoint").read_text())
     assert checkpoint["version"] == 10

@@ -258,6 +258,7 @@ async function showMaintenance(content) {
       el("div", {}, `retention: ${setting(v.retention)}`),
       el("div", {}, v.last_vacuum_info_version !== null ? `_last_vacuum_info: files of versions up to ${v.last_vacuum_info_version} were vacuumed` : "no _last_vacuum_info")),
   ));
+  content.append(el("h2", {}, "Data retention and PURGE"), retentionCard(m.data_retention));
   content.append(el("h2", {}, `VACUUMs in the last ${v.lookback_commits} commits`));
   content.append(v.recent.length
     ? el("ul", { class: "timeline", id: "vacuums" }, v.recent.map((e) => el("li", { class: "kind-maintenance", "data-version": e.version },
@@ -271,6 +272,30 @@ async function showMaintenance(content) {
         ].filter(Boolean).join(", ")),
         e.airflow ? el("div", {}, "by ", tiLink(e.airflow)) : null)))
     : el("p", { id: "vacuums" }, "none"));
+}
+
+function removedLine(what, e) {
+  return el("div", {}, `${what} at version ${e.version} (${e.timestamp}): `, [
+    e.files_removed !== null ? `${plural(e.files_removed, "file")} removed` : null,
+    e.bytes_removed !== null ? bytes(e.bytes_removed) : null,
+  ].filter(Boolean).join(", "), e.airflow ? [" by ", tiLink(e.airflow)] : null);
+}
+
+function retentionCard(r) {
+  const p = r.policy, run = r.last_run, purge = r.last_purge;
+  return el("div", { class: "cards" },
+    el("div", { class: "card wide", id: "maint-retention" },
+      el("div", { class: "value" }, "Data retention"),
+      r.error ? el("div", { class: "refused" }, r.error)
+        : p ? el("div", {}, `keep ${p.keep} of ${p.column} (at most ${Math.round(p.max_deleted_fraction * 100)}% of the rows per run), from ${r.property}`)
+        : el("div", {}, `no policy: set the table property ${r.property}, or data_retention on DeltaMaintenanceOperator`),
+      run ? [removedLine("last run", run),
+        el("div", {}, `${run.deleted_rows === null ? "an unknown number of" : run.deleted_rows} row(s) older than ${run.cutoff} deleted (${run.parameters.predicate || ""})`)]
+        : el("div", {}, `no retention run in the last ${r.lookback_commits} commits`)),
+    el("div", { class: "card wide", id: "maint-purge" },
+      el("div", { class: "value" }, "PURGE"),
+      purge ? [removedLine("last purge", purge), el("div", {}, `${plural(purge.deletion_vectors_removed ?? 0, "deletion vector")} purged: the deleted rows are in no live file`)]
+        : el("div", {}, `no purge in the last ${r.lookback_commits} commits`)));
 }
 
 // --- navigation ----------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import pytest
 from airflow_delta_provider.core import checkpoint_reader as reader
 from airflow_delta_provider.core.checkpoint_pages import CheckpointPages
 from airflow_delta_provider.core.storage import open_store
+from airflow_delta_provider.core.thrift import read_struct
 
 _MAP = pa.map_(pa.string(), pa.string())
 PROTOCOL = pa.struct(
@@ -98,6 +99,30 @@ def _by_pyarrow(parquet: pq.ParquetFile, name: str) -> list[tuple[int, dict]]:
     )
 
 
+def _dense_layout() -> dict[str, list[tuple[int, dict | None]]]:
+    """Small actions at irregular rows, maps of varied sizes: levels of several bit widths, in
+    bit-packed runs between RLE runs."""
+    rng = np.random.default_rng(7)
+    txn_rows = np.flatnonzero(rng.random(3_000) < 0.3).tolist()
+    metadata_rows = sorted(set(rng.integers(0, 3_000, 40).tolist()) - set(txn_rows[:5]))
+    return {
+        "txn": [
+            (row, {"appId": f"app-{row}", "version": row, "lastUpdated": row % 3 or None}) for row in txn_rows
+        ],
+        "metaData": [
+            (
+                row,
+                {
+                    **METADATAS[k % 2],
+                    "id": f"t-{row}",
+                    "configuration": {f"k{j}": "v" * j for j in range(k % 5)},
+                },
+            )
+            for k, row in enumerate(metadata_rows)
+        ],
+    }
+
+
 LAYOUTS = {
     "at-the-end": {
         "protocol": [(2_998, PROTOCOLS[0])],
@@ -113,6 +138,7 @@ LAYOUTS = {
         "domainMetadata": [(7, {"domain": "d", "configuration": "{}", "removed": False})],
     },
     "none-of-some": {"protocol": [(5, PROTOCOLS[0])], "metaData": [(6, METADATAS[1])]},
+    "dense": _dense_layout(),
 }
 OPTIONS = {
     "defaults": {},
@@ -223,3 +249,52 @@ def test_rows_are_found_by_the_action_key(tmp_path):
     rows = CheckpointPages(open_store(str(tmp_path)), str(path), parquet).action_rows("txn", 0)
     assert rows == [(10, {"appId": "a", "version": 1, "lastUpdated": None})]
     assert [row for row, _ in _by_pyarrow(parquet, "txn")] == [10, 2_000]  # pyarrow sees both
+
+
+def test_a_file_replaced_under_its_name_is_read_anew(tmp_path):
+    """What is parsed is kept by the bytes it came from, not by path and size: a file replaced
+    by one of the same size and layout gives its own rows."""
+    path = tmp_path / "c.parquet"
+    storage = open_store(str(tmp_path))
+    found = []
+    for app in ("app-1", "app-2"):
+        _checkpoint(
+            path,
+            3_000,
+            {"txn": [(2_990, {"appId": app, "version": 1, "lastUpdated": None})]},
+            max_rows_per_page=100,
+            use_dictionary=False,
+            compression="none",
+        )
+        found.append(
+            (
+                path.stat().st_size,
+                CheckpointPages(storage, str(path), pq.ParquetFile(path)).action_rows("txn", 0),
+            )
+        )
+    assert found[0][0] == found[1][0]
+    assert [rows for _, rows in found] == [
+        [(2_990, {"appId": "app-1", "version": 1, "lastUpdated": None})],
+        [(2_990, {"appId": "app-2", "version": 1, "lastUpdated": None})],
+    ]
+
+
+def test_an_unreadable_offset_index_costs_only_its_action_the_page_route(tmp_path):
+    """The offset indexes of a row group are decoded together; one that cannot be read (here
+    overwritten) leaves its action to pyarrow and the others to the pages."""
+    path = tmp_path / "c.parquet"
+    _checkpoint(path, 3_000, LAYOUTS["at-the-end"], max_rows_per_page=100)
+    parquet = pq.ParquetFile(path)
+    data = bytearray(path.read_bytes())
+    footer_length = int.from_bytes(data[-8:-4], "little")
+    meta, _ = read_struct(bytes(data[-8 - footer_length : -8]), 0, {4: {1: {4: None, 5: None}}})
+    txn_version = next(
+        i for i in range(parquet.metadata.num_columns) if parquet.schema.column(i).path == "txn.version"
+    )
+    chunk = meta[4][0][1][txn_version]
+    data[chunk[4] : chunk[4] + chunk[5]] = b"\x19\x2c" + b"\x80" * (chunk[5] - 2)
+    path.write_bytes(bytes(data))
+    pages = CheckpointPages(open_store(str(tmp_path)), str(path), pq.ParquetFile(path))
+    assert pages.action_rows("txn", 0) is None
+    for name in ("protocol", "metaData"):
+        assert pages.action_rows(name, 0) == _by_pyarrow(parquet, name), name

@@ -143,16 +143,11 @@ def test_writer_only_names_listed_as_reader_features_are_not_readable():
         check_readable(Protocol(3, 7, frozenset({"appendOnly"}), frozenset({"appendOnly"})))
 
 
-def test_optimize_refuses_column_mapping_only_in_use_and_says_why_and_what_to_do():
+def test_optimize_and_purge_rewrite_column_mapped_tables():
+    """OPTIMIZE and REORG PURGE (both ``Operation.OPTIMIZE``) write physical names and field ids."""
     protocol = writer_only("columnMapping")
-    check_supported(protocol, metadata({"delta.columnMapping.mode": "none"}), Operation.OPTIMIZE)
-    with pytest.raises(UnsupportedFeatureError) as info:
-        check_supported(protocol, metadata({"delta.columnMapping.mode": "name"}), Operation.OPTIMIZE)
-    message = str(info.value)
-    assert (info.value.feature, info.value.operation) == ("columnMapping", "optimize")
-    assert "for an optimize" in message and "physical column names" in message
-    assert "delta.columnMapping.mode is not 'none'" in message
-    assert "Spark with Delta Lake" in message
+    for mode in ("none", "name", "id"):
+        check_supported(protocol, metadata({"delta.columnMapping.mode": mode}), Operation.OPTIMIZE)
 
 
 def test_optimize_refuses_everything_a_write_refuses():

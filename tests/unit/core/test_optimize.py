@@ -156,12 +156,6 @@ def test_a_bad_target_file_size_property_names_the_property(tmp_path: Path) -> N
     ("writer_features", "configuration", "feature", "reason"),
     [
         (["rowTracking", "domainMetadata"], {}, "rowTracking", "row's id and commit version"),
-        (
-            ["columnMapping"],
-            {"delta.columnMapping.mode": "name", "delta.columnMapping.maxColumnId": "1"},
-            "columnMapping",
-            "physical column names",
-        ),
     ],
 )
 def test_tables_with_features_optimize_cannot_honour_are_refused_by_the_registry_unchanged(
@@ -170,20 +164,13 @@ def test_tables_with_features_optimize_cannot_honour_are_refused_by_the_registry
     root = tmp_path / "t"
     (root / "_delta_log").mkdir(parents=True)
     protocol = {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": writer_features}
-    if feature == "columnMapping":
-        protocol = {**protocol, "minReaderVersion": 3, "readerFeatures": ["columnMapping"]}
-    field = (
-        {"delta.columnMapping.id": 1, "delta.columnMapping.physicalName": "col-1"}
-        if feature == "columnMapping"
-        else {}
-    )
     meta = {
         "id": "x",
         "format": {"provider": "parquet", "options": {}},
         "schemaString": json.dumps(
             {
                 "type": "struct",
-                "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": field}],
+                "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}],
             }
         ),
         "partitionColumns": [],

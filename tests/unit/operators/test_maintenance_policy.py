@@ -9,6 +9,7 @@ from enum import Enum
 from pathlib import PurePosixPath
 from typing import Any
 
+from airflow_delta_provider.core.table_config import parse_data_retention
 from airflow_delta_provider.operators.maintenance_policy import (
     MAX_XCOM_FILES,
     MaintenancePolicy,
@@ -41,12 +42,23 @@ def test_xcom_path_lists_are_capped_but_counts_stay_complete() -> None:
 
 def test_the_plan_in_words_names_every_step_and_its_setting() -> None:
     assert policy(run_optimize=True, optimize_min_files=50).describe() == (
-        "OPTIMIZE from 50 small files, checkpoint when due, log cleanup when due, "
-        "VACUUM FULL at most every 7 days"
+        "data retention by each table's airflow.dataRetention, PURGE off, OPTIMIZE from 50 small files, "
+        "checkpoint when due, log cleanup when due, VACUUM FULL at most every 7 days"
     )
     assert policy(vacuum_interval=None, vacuum_mode="lite").describe().endswith("VACUUM LITE on every run")
-    assert policy(run_checkpoint=False, run_cleanup=False, run_vacuum=False).describe() == (
-        "OPTIMIZE off, checkpoint off, log cleanup off, VACUUM off"
+    assert policy(
+        run_data_retention=False, run_checkpoint=False, run_cleanup=False, run_vacuum=False
+    ).describe() == (
+        "data retention off, PURGE off, OPTIMIZE off, checkpoint off, log cleanup off, VACUUM off"
+    )
+    keep = parse_data_retention({"column": "ds", "keep": "interval 90 days"})
+    assert (
+        policy(data_retention=keep, run_purge=True)
+        .describe()
+        .startswith(
+            'data retention {"column": "ds", "keep": "interval 90 days", "keep_seconds": 7776000.0, '
+            '"max_deleted_fraction": 0.5}, PURGE when due, '
+        )
     )
 
 

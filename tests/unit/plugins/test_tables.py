@@ -177,3 +177,63 @@ def test_the_target_file_size_is_the_cores(view: Any, value: str | None) -> None
     assert response.status_code == 200, response.text
     assert response.json()["target_file_size"] == expected.to_dict()
     assert expected.value > 0 and expected.source == ("default" if value is None else "table property")
+
+
+# --- data retention and PURGE on the Maintenance page ------------------------------------------------
+
+
+def test_maintenance_shows_the_retention_policy_its_last_run_and_the_last_purge(view: Any) -> None:
+    from datetime import UTC, datetime
+
+    import pyarrow.parquet as pq
+
+    from airflow_delta_provider.core.table_config import DATA_RETENTION
+
+    policy = {"column": "ds", "keep": "interval 30 days"}
+    root = view.root / "retained"
+    table = DeltaTable.create(
+        str(root),
+        pa.schema([("id", pa.int64()), ("ds", pa.string())]),
+        partition_by=["ds"],
+        properties={DATA_RETENTION: json.dumps(policy), "delta.enableDeletionVectors": "true"},
+    )
+    for n, day in enumerate(("2026-01-01", "2026-03-01", "2026-03-02")):
+        (root / f"ds={day}").mkdir()
+        pq.write_table(pa.table({"id": [2 * n, 2 * n + 1]}), root / f"ds={day}/p.parquet")
+        table.commit_files([f"ds={day}/p.parquet"])
+    asset_id = view.asset(table.uri, CREATED)
+
+    before = view.ok(f"/api/assets/{asset_id}/maintenance")["data_retention"]
+    assert before["policy"] == {
+        "column": "ds",
+        "keep": "interval 30 days",
+        "keep_seconds": 2592000.0,
+        "max_deleted_fraction": 0.5,
+    }
+    assert (before["last_run"], before["last_purge"], before["error"]) == (None, None, None)
+
+    ran = table.apply_data_retention(now=datetime(2026, 3, 10, tzinfo=UTC))
+    table.delete("id = 2")
+    purged = table.purge()
+    shown = view.ok(f"/api/assets/{asset_id}/maintenance")["data_retention"]
+    run = shown["last_run"]
+    assert run["version"] == ran.delete.version and run["deleted_rows"] == 2  # type: ignore[union-attr]
+    assert run["files_removed"] == 1 and run["cutoff"] == "2026-02-08T00:00:00+00:00"
+    assert run["policy"]["keep"] == "interval 30 days" and run["parameters"]["predicate"]
+    purge = shown["last_purge"]
+    assert purge["version"] == purged.version and purge["deletion_vectors_removed"] == 1
+    history = view.ok(f"/api/assets/{asset_id}/history")["entries"]
+    assert history[0]["operation"] == "REORG" and history[0]["kind"] == "maintenance"
+
+
+def test_maintenance_shows_a_bad_retention_property_as_the_core_refuses_it(view: Any) -> None:
+    from airflow_delta_provider.core.table_config import DATA_RETENTION
+
+    table = DeltaTable.create(
+        str(view.root / "bad-retention"),
+        SCHEMA,
+        properties={DATA_RETENTION: '{"column": "id", "keep": "30"}'},
+    )
+    asset_id = view.asset(table.uri, CREATED)
+    shown = view.ok(f"/api/assets/{asset_id}/maintenance")["data_retention"]
+    assert shown["policy"] is None and "airflow.dataRetention keep='30'" in shown["error"]

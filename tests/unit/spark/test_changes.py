@@ -128,6 +128,56 @@ def _descriptor(add: dict[str, Any]) -> dict[str, Any] | None:
     return None if dv is None else {k: v for k, v in dv.items() if v is not None}
 
 
+def test_deletion_vectors_that_grow_and_shrink_by_many_rows(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file's deletion vector grows from 40 to 120 rows, then a RESTORE sets it to 20 others: the
+    newly deleted and the reinserted rows are bitmaps on Spark, the same rows as the core for every
+    range; a row of a file Spark names otherwise than predicted fails the query."""
+    root = tmp_path / "t %41 ü"
+    table = DeltaTable.create(
+        str(root),
+        pa.schema([("id", pa.int64())]),
+        properties={"delta.enableDeletionVectors": "true"},
+    )
+    for n in range(2):
+        pq.write_table(pa.table({"id": list(range(n * 1000, n * 1000 + 300))}), root / f"part {n}.parquet")
+    table.commit_files(["part 0.parquet", "part 1.parquet"])
+    first_dv = set(range(0, 200, 5))
+    for deleted in (first_dv, first_dv | set(range(1, 200, 2)), set(range(100, 140, 2))):
+        snapshot = table.snapshot()
+        first = next(
+            f
+            for f in snapshot.files().to_pylist()
+            if table.storage.path.decode(f["path"]).endswith("part 0.parquet")
+        )
+        common = {"partition_values": {}, "size": first["size"], "stats": first["stats"]}
+        remove = RemoveFile(first["path"], deletion_timestamp=1, deletion_vector=_descriptor(first), **common)
+        add = AddFile(
+            first["path"],
+            modification_time=1,
+            deletion_vector=inline_deletion_vector(sorted(deleted)),
+            **common,
+        )
+        operation = "RESTORE" if len(deleted) == 20 else "DELETE"
+        OptimisticTransaction(table.storage, read_snapshot=snapshot).commit(
+            CommitPlan(operation, removes=(remove,), adds=(add,))
+        )
+    latest = table.version()
+    assert latest == 4
+    for start in range(latest + 1):
+        for end in range(start, latest + 1):
+            _same(spark, root, start, end)
+    grown = read_changes(spark, table, 3, 3).toArrow()
+    assert sorted(grown.column("id").to_pylist()) == sorted(set(range(1, 200, 2)) - first_dv)  # 80 rows
+    assert set(grown.column("_change_type").to_pylist()) == {"delete"}
+    import airflow_delta_provider.spark.files as files_module
+
+    monkeypatch.setattr(files_module, "metadata_file_path", lambda path: "file:/elsewhere")
+    with pytest.raises(Exception, match="names differently"):
+        read_changes(spark, table, 0).collect()
+
+
 @pytest.mark.parametrize("table_root", CDF_TABLES)
 def test_a_snapshot_as_change_feed_inserts(spark: Any, table_root: str) -> None:
     """A consumer's first read (Delta's streaming source starts with the snapshot): the snapshot's
