@@ -467,6 +467,19 @@ def test_footers_are_told_apart_by_their_schema_bytes_and_leave_no_garbage(tmp_p
     assert cycles <= len(variants)  # one per schema (its first footer), not one per file
 
 
+def _count_local_reads(storage, monkeypatch) -> list[tuple[str, int]]:
+    """(path, length) of every ranged read of the local store from now on (the real reads)."""
+    reads: list[tuple[str, int]] = []
+    original = type(storage).read_range
+
+    def counted(self, path, start, length):
+        reads.append((path, length))
+        return original(self, path, start, length)
+
+    monkeypatch.setattr(type(storage), "read_range", counted)
+    return reads
+
+
 def test_local_tails_grow_to_the_footers_seen(tmp_path, monkeypatch):
     """Local tails start small (copying them is the cost); a footer larger than the tail is read
     again, exactly, and the next windows' tails hold footers as large as the largest seen: one
@@ -482,19 +495,12 @@ def test_local_tails_grow_to_the_footers_seen(tmp_path, monkeypatch):
     footer = int.from_bytes((tmp_path / "w00.parquet").read_bytes()[-8:-4], "little")
     assert footer > parquet_footer.LOCAL_TAIL_BYTES  # the first window's tails are too short
     storage = open_store(str(tmp_path))
-    reads: list[int] = []
-    original = type(storage).read_range
-
-    def counted(self, path, start, length):
-        reads.append(length)
-        return original(self, path, start, length)
-
-    monkeypatch.setattr(type(storage), "read_range", counted)
+    reads = _count_local_reads(storage, monkeypatch)
     monkeypatch.setattr(stats_module, "FOOTER_WINDOW", 4)
     columns = [(name,) for name in wide.schema.names]
     infos = read_footers(storage, paths, stats_columns=columns)
     assert len(reads) == 4 * 2 + 8  # the first window twice per file, then once
-    assert all(length >= footer + 8 for length in reads[8:])
+    assert all(length >= footer + 8 for _, length in reads[8:])
     expected = [stats_module.footer_info(pq.read_metadata(p), columns) for p in paths]
     assert [i.stats for i in infos] == [e.stats for e in expected]
 
@@ -511,19 +517,13 @@ def test_local_tails_grow_to_hold_the_float_chunks_of_files_like_the_first(tmp_p
         pq.write_table(table, tmp_path / f"p{n:02d}.parquet", use_dictionary=False, compression="none")
         paths.append(str(tmp_path / f"p{n:02d}.parquet"))
     storage = open_store(str(tmp_path))
-    reads: list[str] = []
-    original = type(storage).read_range
-
-    def counted(self, path, start, length):
-        reads.append(path)
-        return original(self, path, start, length)
-
-    monkeypatch.setattr(type(storage), "read_range", counted)
+    reads = _count_local_reads(storage, monkeypatch)
     monkeypatch.setattr(stats_module, "FOOTER_WINDOW", 4)
     infos = read_footers(storage, paths, stats_columns=[("f",), ("s",)])
     # The first window: tail and chunk per file; the second: the tail alone; the third's float
     # chunks (~480 KB before the end) are beyond any tail: read apart again.
-    assert [reads.count(p) for p in paths] == [2] * 4 + [1] * 4 + [2] * 4
+    read_paths = [path for path, _ in reads]
+    assert [read_paths.count(p) for p in paths] == [2] * 4 + [1] * 4 + [2] * 4
     alone = [read_footers(storage, [path], stats_columns=[("f",), ("s",)])[0] for path in paths]
     assert [i.stats for i in infos] == [i.stats for i in alone]  # each chunk read apart
     assert all('"maxValues"' in i.stats for i in infos)
