@@ -312,6 +312,30 @@ def test_no_module_builds_a_table_config_of_its_own() -> None:
     assert {name: lines for name, lines in built.items() if lines} == {}
 
 
+def _schema_string_reads(tree: ast.AST) -> list[int]:
+    """Lines that hand a ``schema_string`` attribute to a call (a parse of its own, not the one)."""
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and any(isinstance(arg, ast.Attribute) and arg.attr == "schema_string" for arg in node.args)
+    ]
+
+
+#: ``Metadata.schema_json`` is the one parse of a ``schemaString`` (its nesting bounded, a corrupt
+#: one named as such); ``actions`` is where it lives.
+SCHEMA_STRING_PARSERS = {f"{ROOT}.core.actions"}
+
+
+def test_a_schema_string_is_parsed_only_by_metadata_schema_json() -> None:
+    parsed = {
+        name: _schema_string_reads(ast.parse(path.read_text()))
+        for name, path in MODULES.items()
+        if name not in SCHEMA_STRING_PARSERS
+    }
+    assert {name: lines for name, lines in parsed.items() if lines} == {}
+
+
 def _is_compat(path: Path) -> bool:
     """``*_compat.py``: where a dependency's private API may be used, each pinned by a test."""
     return path.stem.endswith("_compat")
@@ -470,6 +494,7 @@ def test_the_checks_see_what_they_check() -> None:
     """Each check above finds what it forbids when it is there (the rules cannot pass vacuously)."""
     sample = ast.parse("TableConfig({})\nclient._pipeline.run()\nfrom pyarrow import _parquet\n")
     assert _calls_to(sample, "TableConfig") == [1]
+    assert _schema_string_reads(ast.parse("json.loads(m.schema_string)\nm.schema_json")) == [1]
     assert [n.attr for n in ast.walk(sample) if isinstance(n, ast.Attribute) and _private(n.attr)] == [
         "_pipeline"
     ]

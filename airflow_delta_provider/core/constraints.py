@@ -10,6 +10,7 @@ docs/write-api.md ("Invariants, CHECK constraints, generated columns") has the s
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from dataclasses import dataclass
@@ -621,7 +622,7 @@ def checked_identity_schema(
                     f"Leave the column out of the DataFrame and write through DeltaPySparkOperator, which "
                     f"generates them (Delta's DELTA_IDENTITY_COLUMNS_EXPLICIT_INSERT_NOT_SUPPORTED)."
                 )
-    schema = json.loads(metadata.schema_string)
+    schema = copy.deepcopy(metadata.schema_json)
     changed = False
     for column in columns:
         if column.name.lower() not in wanted:
@@ -676,7 +677,7 @@ def merged_identity_schema(restored: Metadata, current: Metadata) -> str:
     columns = {c.name: c for c in identity_columns(restored)}
     if not marks or not columns:
         return restored.schema_string
-    schema = json.loads(restored.schema_string)
+    schema = copy.deepcopy(restored.schema_json)
     changed = False
     for field in schema.get("fields") or []:
         meta = field.setdefault("metadata", {})

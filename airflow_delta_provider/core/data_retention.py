@@ -342,7 +342,7 @@ def _older_than(column: str, kind: pa.DataType, cutoff: datetime, snapshot: Snap
 
 def _generated_date_partition(snapshot: Snapshot, column: str) -> str | None:
     """A date partition column generated from ``column`` (``CAST(column AS DATE)`` ...), if any."""
-    fields = json.loads(snapshot.metadata.schema_string).get("fields", [])
+    fields = snapshot.metadata.schema_json.get("fields", [])
     partitions = set(snapshot.partition_columns)
     for item in fields:
         expression = (item.get("metadata") or {}).get(_GENERATION)

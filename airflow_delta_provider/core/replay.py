@@ -17,7 +17,6 @@ its file and line (or checkpoint row).
 from __future__ import annotations
 
 import itertools
-import json
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -317,7 +316,7 @@ def log_partition_keys(small: SmallState) -> tuple[str, ...]:
     try:
         if not columns or column_mapping_mode(small.protocol, small.metadata) == "none":
             return columns
-        fields = json.loads(small.metadata.schema_string).get("fields") or []
+        fields = small.metadata.schema_json.get("fields") or []
     except (DeltaError, ValueError, AttributeError):
         return columns
     by_name = {f.get("name"): f for f in fields if isinstance(f, dict)}

@@ -8,13 +8,14 @@ one is installed, else through :mod:`~airflow_delta_provider.hooks.storage_conne
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 
-from airflow_delta_provider.core.paths import TablePath
+from airflow_delta_provider.core.paths import TablePath, has_scheme
 from airflow_delta_provider.core.redaction import sensitive_options
 from airflow_delta_provider.core.storage.options import fsspec_options
 from airflow_delta_provider.hooks.connection_fields import (
@@ -85,6 +86,13 @@ class DeltaTableHook(BaseHook):
             raise ValueError(
                 f"storage_options must be a mapping of fsspec options, got {type(storage_options).__name__}."
             )
+        for name, value in (
+            ("delta_conn_id", delta_conn_id),
+            ("table_uri", table_uri),
+            ("storage_conn_id", storage_conn_id),
+        ):
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"{name} must be a string, got {type(value).__name__}.")
         self.delta_conn_id = delta_conn_id
         self._table_uri = table_uri
         self._storage_conn_id = storage_conn_id
@@ -126,9 +134,12 @@ class DeltaTableHook(BaseHook):
             conn = self.get_connection(self.delta_conn_id)
             mask_connection(conn)
             extra = connection_extra(conn)
-            uri = uri or extra.get("table_uri") or conn.host
+            uri = uri or self._connection_location(extra, conn.host)
             mask_uri(uri)
-            storage_conn_id = storage_conn_id or extra.get("storage_conn_id")
+            storage_conn_id = storage_conn_id or _text_field(
+                extra.get("storage_conn_id"),
+                f"The storage_conn_id extra of connection {self.delta_conn_id!r}",
+            )
             raw = json_object(
                 extra.get("storage_options") or {},
                 f"The storage_options extra of connection {self.delta_conn_id!r}",
@@ -161,6 +172,19 @@ class DeltaTableHook(BaseHook):
                 f"connection {self.delta_conn_id!r}."
             )
         return str(uri), storage_conn_id, options
+
+    def _connection_location(self, extra: Mapping[str, Any], host: str | None) -> str | None:
+        """The delta connection's table location: a URI or an absolute path, never relative (a
+        relative one would name another table on each worker, by its working directory)."""
+        uri = _text_field(extra.get("table_uri"), f"The table_uri extra of connection {self.delta_conn_id!r}")
+        uri = uri or host
+        if uri and not has_scheme(uri) and not os.path.isabs(uri):
+            raise StorageConnectionError(
+                f"The table location of connection {self.delta_conn_id!r} is a relative path, which each "
+                f"worker would resolve against its own working directory: set a URI (s3://bucket/table, "
+                f"file:///abs/path) or an absolute path."
+            )
+        return uri
 
     @property
     def table_uri(self) -> str:
@@ -282,3 +306,13 @@ def _leaf_values(value: Any) -> list[Any]:
     if isinstance(value, list | tuple):
         return [leaf for item in value for leaf in _leaf_values(item)]
     return [value]
+
+
+def _text_field(value: Any, what: str) -> str | None:
+    """A connection's text field: None when unset; refused, without its content, when not text."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or not value.strip():
+        got = "a blank string" if isinstance(value, str) else type(value).__name__
+        raise StorageConnectionError(f"{what} must be a non-blank string, got {got}.")
+    return value

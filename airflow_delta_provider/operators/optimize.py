@@ -11,7 +11,6 @@ that does not land has its files deleted by the core's rules. docs/maintenance-o
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, fields
 from functools import reduce
 from typing import TYPE_CHECKING, Any
@@ -422,9 +421,7 @@ def _file_schema(snapshot: Snapshot) -> dict[str, Any]:
     writes the ids back (``spark.sql.parquet.fieldId.write.enabled``, on by default); columns the
     table dropped are not read."""
     partition_columns = set(snapshot.partition_columns)
-    fields = [
-        f for f in json.loads(snapshot.metadata.schema_string)["fields"] if f["name"] not in partition_columns
-    ]
+    fields = [f for f in snapshot.metadata.schema_json["fields"] if f["name"] not in partition_columns]
     data = {"type": "struct", "fields": fields}
     mode = column_mapping_mode(snapshot.protocol, snapshot.metadata)
     if mode == "none":

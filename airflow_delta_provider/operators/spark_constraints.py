@@ -8,7 +8,6 @@ decided once, in :mod:`airflow_delta_provider.core.constraints`.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +38,7 @@ def _quoted(name: str) -> str:
 
 
 def _column_types(metadata: Metadata) -> dict[str, Any]:
-    fields = json.loads(metadata.schema_string).get("fields") or []
+    fields = metadata.schema_json.get("fields") or []
     return {str(f.get("name")): f.get("type") for f in fields if isinstance(f, dict)}
 
 

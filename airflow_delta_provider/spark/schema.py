@@ -8,7 +8,6 @@ and a positional cast renames nested fields back to their logical names.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -72,7 +71,7 @@ class ReadSchema:
 
 def read_schema(snapshot: Snapshot) -> ReadSchema:
     """The columns of ``snapshot`` as Spark reads them."""
-    fields = json.loads(snapshot.metadata.schema_string)["fields"]
+    fields = snapshot.metadata.schema_json["fields"]
     mode = column_mapping_mode(snapshot.protocol, snapshot.metadata)
     return read_schema_of(fields, mode, snapshot.partition_columns)
 

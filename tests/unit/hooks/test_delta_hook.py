@@ -276,3 +276,49 @@ def test_a_connection_whose_extra_is_no_json_object_is_refused(tmp_path, monkeyp
         match=r"The extra of connection 'lake' \(delta\) must be a JSON object, got a list",
     ):
         DeltaTableHook("lake").get_table()
+
+
+@pytest.mark.parametrize(
+    ("extra", "host", "message"),
+    [
+        (
+            {"table_uri": ["s3://b/t"]},
+            None,
+            r"The table_uri extra of connection 'lake' must be a non-blank string, got list",
+        ),
+        (
+            {"table_uri": 7},
+            None,
+            r"The table_uri extra of connection 'lake' must be a non-blank string, got int",
+        ),
+        (
+            {"table_uri": "  "},
+            None,
+            r"The table_uri extra of connection 'lake' must be a non-blank string, got a blank",
+        ),
+        (
+            {"storage_conn_id": 12},
+            "/abs/t",
+            r"The storage_conn_id extra of connection 'lake' must be .* got int",
+        ),
+        ({}, "lake/events", r"The table location of connection 'lake' is a relative path"),
+        ({"table_uri": "events"}, None, r"The table location of connection 'lake' is a relative path"),
+    ],
+)
+def test_a_connection_location_or_storage_id_of_the_wrong_kind_is_refused_before_any_io(
+    tmp_path, monkeypatch, extra, host, message
+):
+    """A relative location would be resolved against each worker's working directory (another table
+    on every worker), a non-string one would be opened as its repr: both refused, nothing created."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("AIRFLOW_CONN_LAKE", json.dumps({"conn_type": "delta", "host": host, "extra": extra}))
+    with pytest.raises(StorageConnectionError, match=message):
+        DeltaTableHook("lake").get_table()
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argument", ["delta_conn_id", "table_uri", "storage_conn_id"])
+@pytest.mark.parametrize("value", [12, ["s3://b/t"], {"uri": "x"}])
+def test_a_hook_argument_that_is_no_string_is_refused(argument, value):
+    with pytest.raises(ValueError, match=rf"{argument} must be a string, got {type(value).__name__}"):
+        DeltaTableHook(**{argument: value})
