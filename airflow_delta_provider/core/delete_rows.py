@@ -23,7 +23,7 @@ from airflow_delta_provider.core.actions import AddCDCFile, AddFile
 from airflow_delta_provider.core.column_mapping import column_mapping_mode, physical_data, physical_path
 from airflow_delta_provider.core.datafiles import DataFile
 from airflow_delta_provider.core.partitions import partition_path
-from airflow_delta_provider.core.scan import deletion_vector_rows, file_dataset
+from airflow_delta_provider.core.scan import data_file_errors, deletion_vector_rows, file_dataset
 from airflow_delta_provider.core.schema import physical_name, physical_schema, rename_to_logical
 from airflow_delta_provider.core.stats import indexed_columns, read_footers
 
@@ -117,7 +117,8 @@ class FileReader:
 
         def one(indexed: tuple[int, Any]) -> T:
             index, fragment = indexed
-            table = fragment.to_table(schema=dataset.schema, columns=names, use_threads=False)
+            with data_file_errors():
+                table = fragment.to_table(schema=dataset.schema, columns=names, use_threads=False)
             return work(index, rename_to_logical(table, logical))
 
         fragments = list(enumerate(dataset.get_fragments()))

@@ -197,7 +197,7 @@ class UnsupportedFeatureError(DeltaError):
 
 
 class InvalidDataFileError(DeltaError):
-    """A file to commit is not a readable Parquet file."""
+    """A file to commit, or a data file the log references, is not a readable Parquet file."""
 
 
 class SchemaError(DeltaError, ValueError):

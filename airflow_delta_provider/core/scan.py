@@ -11,6 +11,7 @@ groups that hold them. :func:`runs` builds the constant columns of files read on
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +19,9 @@ import numpy as np
 import pyarrow as pa
 
 from airflow_delta_provider.core.deletion_vectors import read_deletion_vector
+from airflow_delta_provider.core.errors import InvalidDataFileError
 from airflow_delta_provider.core.memory import READ_POOL
+from airflow_delta_provider.core.redaction import redact
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -56,6 +59,22 @@ class FileRead:
     selections: tuple[RowSelection | None, ...] = (None,)
 
 
+@contextmanager
+def data_file_errors() -> Iterator[None]:
+    """A data file the log references that is not Parquet (or is damaged), as the core's error:
+    pyarrow's message names the file; what to do is said here."""
+    try:
+        yield
+    except pa.ArrowInvalid as err:
+        raise InvalidDataFileError(
+            redact(
+                f"A data file of the table cannot be read as Parquet: {str(err).strip().rstrip('.')}. The log references a damaged "
+                f"or foreign file: restore it from a backup, or RESTORE the table to a version before the "
+                f"commit that added it."
+            )
+        ) from None
+
+
 def read_files(storage: LogStore, files: Sequence[FileRead], schema: pa.Schema) -> list[list[pa.Table]]:
     """The rows of each file, per selection: ``result[i][j]`` holds the rows of ``files[i]``
     that ``files[i].selections[j]`` selects, with the columns of ``schema``.
@@ -64,7 +83,13 @@ def read_files(storage: LogStore, files: Sequence[FileRead], schema: pa.Schema) 
     :param schema: the columns to read, as the files name them (a column a file lacks is null; a
         narrower type in a file is cast).
     :raises OSError: a file cannot be read (``FileNotFoundError`` or the filesystem's own error).
+    :raises InvalidDataFileError: a file is not Parquet, or is damaged.
     """
+    with data_file_errors():
+        return _read_files(storage, files, schema)
+
+
+def _read_files(storage: LogStore, files: Sequence[FileRead], schema: pa.Schema) -> list[list[pa.Table]]:
     import pyarrow.dataset as ds  # (imports pandas: only when data is read)
     import pyarrow.fs as pafs
 
