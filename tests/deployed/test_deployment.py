@@ -363,11 +363,12 @@ def test_the_nightly_maintenance_dag_runs(deployment: Deployment) -> None:
     report = deployment.xcom("delta_nightly_maintenance", run_id, "maintain_tables", "maintenance_report")
     (table,) = report["tables"]
     assert table["table"] == f"file://{events}" and table["status"] == "success"
-    assert set(table["steps"]) == {"optimize", "checkpoint", "cleanup", "vacuum"}
+    assert set(table["steps"]) == {"data_retention", "purge", "optimize", "checkpoint", "cleanup", "vacuum"}
     records = deployment.task_log("delta_nightly_maintenance", run_id, "maintain_tables")
     text = "\n".join(str(r.get("event", "")) for r in records)
     assert (
-        "Maintaining 1 Delta table: OPTIMIZE from " in text
+        "Maintaining 1 Delta table: data retention " in text
+        and ", PURGE when due, OPTIMIZE from " in text
         and "small files, checkpoint when due, log cleanup when due, VACUUM FULL at most every 7" in text
     )
     # The operator's own wording: plain counts and human durations. (The reasons it quotes are the
