@@ -66,11 +66,12 @@ def data_file_errors() -> Iterator[None]:
     try:
         yield
     except pa.ArrowInvalid as err:
+        problem = str(err).strip().rstrip(".")
         raise InvalidDataFileError(
             redact(
-                f"A data file of the table cannot be read as Parquet: {str(err).strip().rstrip('.')}. The log references a damaged "
-                f"or foreign file: restore it from a backup, or RESTORE the table to a version before the "
-                f"commit that added it."
+                f"A data file of the table cannot be read as Parquet: {problem}. The log references a "
+                f"damaged or foreign file: restore it from a backup, or RESTORE the table to a version "
+                f"before the commit that added it."
             )
         ) from None
 

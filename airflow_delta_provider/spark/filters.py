@@ -10,7 +10,6 @@ would keep.
 from __future__ import annotations
 
 import datetime as dt
-from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -35,7 +34,7 @@ def spark_condition(clause: Clause, columns: Mapping[str, Any]) -> Any:
     if isinstance(clause, Junction):
         parts = [spark_condition(p, columns) for p in clause.parts]
         join: Callable[[Any, Any], Any] = (lambda a, b: a & b) if clause.op == "and" else (lambda a, b: a | b)
-        return reduce(join, parts)
+        return _balanced(parts, join)
     assert isinstance(clause, Comparison)
     column = columns[clause.column]
     if clause.op == "is_null":
@@ -54,6 +53,15 @@ def spark_condition(clause: Clause, columns: Mapping[str, Any]) -> Any:
         ">": lambda: column > value,
         ">=": lambda: column >= value,
     }[clause.op]()
+
+
+def _balanced(parts: list[Any], join: Callable[[Any, Any], Any]) -> Any:
+    """``parts`` joined as a balanced tree: a long ``IN`` list or chain nests log2(n) deep, not n
+    (Spark's analyzer, and Spark Connect's plan encoding, recurse once per level)."""
+    if len(parts) == 1:
+        return parts[0]
+    middle = len(parts) // 2
+    return join(_balanced(parts[:middle], join), _balanced(parts[middle:], join))
 
 
 def spark_literal(value: pa.Scalar) -> Any:

@@ -178,6 +178,18 @@ def test_the_filter_skips_files_before_spark_sees_them(spark: Any, tmp_path: Pat
     assert empty.count() == 0 and empty.columns == ["id", "ds"]
 
 
+def test_a_long_in_list_is_one_shallow_condition(spark: Any, tmp_path: Path) -> None:
+    """A filter with thousands of values (an IN list from an upstream task) nests log2(n) deep on
+    Spark, as the core reads it: no stack overflow in the analyzer, the same rows."""
+    root = tmp_path / "t"
+    table = DeltaTable.create(str(root), pa.schema([("id", pa.int64())]))
+    pq.write_table(pa.table({"id": list(range(10_000))}), root / "part-0.parquet")
+    table.commit_files(["part-0.parquet"])
+    wanted = list(range(0, 10_000, 3))
+    frame = read_delta(spark, table, filter=f"id IN ({', '.join(map(str, wanted))})")
+    assert sorted(frame.toArrow().column("id").to_pylist()) == wanted
+
+
 def test_a_row_spark_names_differently_fails_the_query(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
