@@ -16,7 +16,11 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import pyarrow as pa
 
 from airflow_delta_provider.core.errors import SchemaError, SchemaMismatchError, UnsupportedFeatureError
-from airflow_delta_provider.core.schema_json import check_schema_depth, parse_schema_string
+from airflow_delta_provider.core.schema_json import (
+    check_arrow_schema_depth,
+    check_schema_depth,
+    parse_schema_string,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -248,7 +252,7 @@ def schema_to_delta(schema: pa.Schema) -> dict[str, Any]:
 
     :raises SchemaError: an arrow type has no Delta equivalent, or two columns differ only in case.
     """
-    _check_unique(list(schema), parent="")
+    _check_unique(list(check_arrow_schema_depth(schema)), parent="")
     return {"type": "struct", "fields": [_field_to_delta(field, parent="") for field in schema]}
 
 
@@ -562,6 +566,7 @@ def merge_schemas(table: pa.Schema, new: pa.Schema) -> pa.Schema:
         (the message names the column path and both Delta types), or is spelled differently.
     :raises SchemaError: a new column has no Delta type (arrow ``null``, ``uint64`` ...).
     """
+    check_arrow_schema_depth(new)
     return pa.schema(_merge_fields(list(table), list(new), parent=""), metadata=table.metadata)
 
 
@@ -643,7 +648,7 @@ def check_schema_compatible(table: pa.Schema, data: pa.Schema) -> None:
         advice to enable schema merging.
     :raises SchemaError: a data column has no Delta type, or two differ only in case.
     """
-    _check_fields(list(table), list(data), parent="")
+    _check_fields(list(table), list(check_arrow_schema_depth(data)), parent="")
 
 
 def _check_fields(table: list[pa.Field], data: list[pa.Field], parent: str) -> None:

@@ -1,8 +1,9 @@
-"""The one reading of a ``schemaString``'s JSON: parsed, and its types' nesting bounded.
+"""The one reading of a ``schemaString``'s JSON, and the one bound on a schema's nesting.
 
 Every reader and writer of a schema walks it recursively (converting it, checking a commit,
-comparing two versions of it): a schema nested deeper than :data:`MAX_SCHEMA_DEPTH` is refused
-here by name, instead of ending in a RecursionError wherever the walk runs out of stack.
+comparing two versions of it): a schema nested deeper than :data:`MAX_SCHEMA_DEPTH`, as JSON from
+a log or as an Arrow schema from a caller or a data file, is refused here by name, instead of
+ending in a RecursionError wherever the walk runs out of stack.
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pyarrow as pa
+
 from airflow_delta_provider.core.action_checks import shorten
 from airflow_delta_provider.core.errors import SchemaError
 
-__all__ = ["MAX_SCHEMA_DEPTH", "check_schema_depth", "parse_schema_string"]
+__all__ = ["MAX_SCHEMA_DEPTH", "check_arrow_schema_depth", "check_schema_depth", "parse_schema_string"]
 
 #: How deeply a schema's types may nest (a struct in an array in a map ...). Every reader and
 #: writer of a schema walks it recursively; a deeper one would end in a RecursionError somewhere
@@ -55,6 +58,29 @@ def check_schema_depth(delta_type: Any) -> Any:
             elif kind == "map":
                 pending += [(item.get("keyType"), depth + 1), (item.get("valueType"), depth + 1)]
     return delta_type
+
+
+def check_arrow_schema_depth(schema: pa.Schema) -> pa.Schema:
+    """``schema`` (an Arrow schema), after checking its types nest at most :data:`MAX_SCHEMA_DEPTH`
+    deep, as :func:`check_schema_depth` does for a Delta type.
+
+    :raises SchemaError: they nest deeper (naming the column).
+    """
+    pending = [(field.type, 1, field.name) for field in schema]
+    while pending:  # iterative: the depth is what is being checked
+        data_type, depth, column = pending.pop()
+        if depth > MAX_SCHEMA_DEPTH:
+            raise SchemaError(
+                f"The column {shorten(repr(column))} nests its types more than {MAX_SCHEMA_DEPTH} levels "
+                f"deep; this core reads and writes schemas nested at most {MAX_SCHEMA_DEPTH} levels."
+            )
+        if pa.types.is_struct(data_type):
+            pending += [(data_type.field(i).type, depth + 1, column) for i in range(data_type.num_fields)]
+        elif pa.types.is_map(data_type):
+            pending += [(data_type.key_type, depth + 1, column), (data_type.item_type, depth + 1, column)]
+        elif isinstance(data_type, pa.ListType | pa.LargeListType | pa.FixedSizeListType | pa.ListViewType):
+            pending.append((data_type.value_type, depth + 1, column))
+    return schema
 
 
 def _too_deep(text: str) -> SchemaError:
