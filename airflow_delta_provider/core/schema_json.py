@@ -9,12 +9,13 @@ ending in a RecursionError wherever the walk runs out of stack.
 from __future__ import annotations
 
 import json
-from typing import Any
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.core.action_checks import shorten
 from airflow_delta_provider.core.errors import SchemaError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["MAX_SCHEMA_DEPTH", "check_arrow_schema_depth", "check_schema_depth", "parse_schema_string"]
 
@@ -66,6 +67,8 @@ def check_arrow_schema_depth(schema: pa.Schema) -> pa.Schema:
 
     :raises SchemaError: they nest deeper (naming the column).
     """
+    import pyarrow as pa  # not at import: the log's actions import this module, entry points no pyarrow
+
     pending = [(field.type, 1, field.name) for field in schema]
     while pending:  # iterative: the depth is what is being checked
         data_type, depth, column = pending.pop()

@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 
     from airflow_delta_provider.core import DeltaTable
 
-TODAY = datetime.now(UTC).date()
 ONLY_ROWS = {"run_checkpoint": False, "run_cleanup": False, "run_vacuum": False}
 
 
@@ -51,13 +50,14 @@ def run(table: DeltaTable, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any
 
 def test_the_policy_argument_deletes_the_old_partitions_and_reports_them(tmp_path: Path) -> None:
     table = events(tmp_path / "events")
+    today = datetime.now(UTC).date()  # read when the run reads it (a module constant goes stale at midnight)
     report, pushed = run(table, data_retention={"column": "ds", "keep": "interval 65 days"}, **ONLY_ROWS)
 
     assert pushed == report
     (entry,) = report["tables"]
     step = entry["steps"]["data_retention"]
     assert step["status"] == "ran" and "deleted 9 rows" in step["reason"]
-    assert step["decision"]["predicate"] == f"`ds` < '{(TODAY - timedelta(days=65)).isoformat()}'"
+    assert step["decision"]["predicate"] == f"`ds` < '{(today - timedelta(days=65)).isoformat()}'"
     assert step["decision"]["metadata_only"] is True and step["decision"]["policy"]["source"] == "argument"
     assert step["result"]["num_deleted_rows"] == 9 and step["result"]["delete"]["mode"] == "metadata"
     assert entry["rows_deleted"] == 9 and report["totals"]["rows_deleted"] == 9
