@@ -264,16 +264,14 @@ class _Touched:
     new: npt.NDArray[np.uint64]
 
 
-def _touched(
-    candidates: Candidates, matched: Mapping[str, npt.NDArray[np.uint64]], reader: FileReader
-) -> list[_Touched]:
+def _touched(scan: Scan) -> list[_Touched]:
     """The files whose matching rows are not all deleted already (Delta's ``isUnchanged``)."""
-    index = {path: i for i, path in enumerate(candidates.paths)}
-    dvs = candidates.files.column("deletion_vector")
+    index = {path: i for i, path in enumerate(scan.candidates.paths)}
+    dvs = scan.candidates.files.column("deletion_vector")
     touched = []
-    for path, rows in matched.items():
+    for path, rows in scan.matched.items():
         i = index[path]
-        old = reader.deleted_rows(dvs[i].as_py())
+        old = scan.reader.deleted_rows(dvs[i].as_py())
         new = np.setdiff1d(rows, old, assume_unique=True).astype(np.uint64)
         if new.size:
             touched.append(_Touched(i, old, new))
@@ -282,15 +280,8 @@ def _touched(
 
 def deletion_vector_plan(scan: Scan) -> DeletePlan:
     """Mark the matching rows in each file's deletion vector (one new DV file for the commit)."""
-    snapshot, predicate, candidates, reader, timer = (
-        scan.snapshot,
-        scan.predicate,
-        scan.candidates,
-        scan.reader,
-        scan.timer,
-    )
-    matched = scan.matched
-    touched = _touched(candidates, matched, reader)
+    snapshot, predicate, candidates, timer = scan.snapshot, scan.predicate, scan.candidates, scan.timer
+    touched = _touched(scan)
     files = candidates.files.take(pa.array([t.index for t in touched], pa.int64()))
     stats = _physical_stats(snapshot, files)
     rows = files.to_pylist()
@@ -445,19 +436,12 @@ def _all_null_counts(counts: Mapping[str, Any], logical: int, physical: int) -> 
 
 def copy_on_write_plan(scan: Scan) -> DeletePlan:
     """Rewrite each file holding a matching row without it (and record the deleted rows)."""
-    snapshot, predicate, candidates, reader, timer = (
-        scan.snapshot,
-        scan.predicate,
-        scan.candidates,
-        scan.reader,
-        scan.timer,
-    )
-    matched = scan.matched
-    touched = _touched(candidates, matched, reader)
+    snapshot, predicate, candidates, timer = scan.snapshot, scan.predicate, scan.candidates, scan.timer
+    touched = _touched(scan)
     chosen = candidates.take([t.index for t in touched])
     written: list[str] = []
     try:
-        rewrite = _rewrite(snapshot, chosen, touched, reader, written)
+        rewrite = _rewrite(snapshot, chosen, touched, scan.reader, written)
     except BaseException:
         discard_written(snapshot, written, "rewriting its files failed")
         raise

@@ -35,7 +35,7 @@ def parse_schema_string(text: str) -> Any:
     try:
         parsed = json.loads(text)
     except RecursionError:
-        raise _too_deep(text) from None
+        raise _too_deep(f"The Delta schema {shorten(repr(text))}") from None
     return check_schema_depth(parsed)
 
 
@@ -49,7 +49,7 @@ def check_schema_depth(delta_type: Any) -> Any:
     while pending:  # iterative: the depth is what is being checked
         item, depth = pending.pop()
         if depth > MAX_SCHEMA_DEPTH:
-            raise _too_deep(json.dumps(delta_type)[:200])
+            raise _too_deep(f"The Delta schema {shorten(repr(json.dumps(delta_type)[:200]))}")
         if isinstance(item, dict):
             kind = item.get("type")
             if kind == "struct" and isinstance(item.get("fields"), list):
@@ -73,10 +73,7 @@ def check_arrow_schema_depth(schema: pa.Schema) -> pa.Schema:
     while pending:  # iterative: the depth is what is being checked
         data_type, depth, column = pending.pop()
         if depth > MAX_SCHEMA_DEPTH:
-            raise SchemaError(
-                f"The column {shorten(repr(column))} nests its types more than {MAX_SCHEMA_DEPTH} levels "
-                f"deep; this core reads and writes schemas nested at most {MAX_SCHEMA_DEPTH} levels."
-            )
+            raise _too_deep(f"The column {shorten(repr(column))}")
         if pa.types.is_struct(data_type):
             pending += [(data_type.field(i).type, depth + 1, column) for i in range(data_type.num_fields)]
         elif pa.types.is_map(data_type):
@@ -86,8 +83,8 @@ def check_arrow_schema_depth(schema: pa.Schema) -> pa.Schema:
     return schema
 
 
-def _too_deep(text: str) -> SchemaError:
+def _too_deep(subject: str) -> SchemaError:
     return SchemaError(
-        f"The Delta schema {shorten(repr(text))} nests its types more than {MAX_SCHEMA_DEPTH} levels "
-        f"deep; this core reads and writes schemas nested at most {MAX_SCHEMA_DEPTH} levels."
+        f"{subject} nests its types more than {MAX_SCHEMA_DEPTH} levels deep; this core reads and "
+        f"writes schemas nested at most {MAX_SCHEMA_DEPTH} levels."
     )
