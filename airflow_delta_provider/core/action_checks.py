@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.core.delta_types import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN, is_integer
-from airflow_delta_provider.core.errors import CorruptLogError, ProtocolError
+from airflow_delta_provider.core.errors import CorruptLogError, ProtocolError, shorten
 from airflow_delta_provider.core.paths import escapes_root
 
 if TYPE_CHECKING:
@@ -85,11 +85,6 @@ def malformed_action_error(
         f"from a backup, or repair it with the engine that wrote it.",
         path=path,
     )
-
-
-def shorten(text: str, limit: int = 80) -> str:
-    """``text`` cut to ``limit`` characters (ending in ``...``), for a value shown in a message."""
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _describe(value: Any) -> str:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.action_checks import check_action, shorten
+from airflow_delta_provider.core.action_checks import check_action
 from airflow_delta_provider.core.delta_types import (
     INT_MAX,
     LONG_MAX,
@@ -23,7 +23,7 @@ from airflow_delta_provider.core.delta_types import (
     check_string,
     show_value,
 )
-from airflow_delta_provider.core.errors import CorruptLogError, InvalidLogValueError, SchemaError
+from airflow_delta_provider.core.errors import CorruptLogError, InvalidLogValueError, SchemaError, shorten
 from airflow_delta_provider.core.schema_json import parse_schema_string
 from airflow_delta_provider.core.table_config import TableConfig
 
@@ -213,6 +213,8 @@ class Metadata:
         :raises SchemaError: the schema uses a type this core does not support, or nests deeper
             than :data:`~.schema_json.MAX_SCHEMA_DEPTH`.
         """
+        # Here, not at the top: the schema module imports pyarrow, which the Airflow entry points
+        # (they import the actions) must not.
         from airflow_delta_provider.core.schema import schema_from_delta
 
         return schema_from_delta(self.schema_json)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.core.actions import Protocol
 from airflow_delta_provider.core.arguments import check_bool, check_positive_int
+from airflow_delta_provider.core.checkpoint_reader import read_checkpoint_small_actions
 from airflow_delta_provider.core.errors import (
     DeltaError,
     InvalidPathError,
@@ -405,8 +406,6 @@ def _unreferenced_sidecars(
     referenced: set[str] = set()
     for f in remaining:
         if f.kind in (LogFileKind.CLASSIC_CHECKPOINT, LogFileKind.UUID_CHECKPOINT) and f.file.size > 0:
-            from airflow_delta_provider.core.checkpoint_reader import read_checkpoint_small_actions
-
             for action in read_checkpoint_small_actions(storage, Checkpoint(f.version, (f,))):
                 sidecar = action.get("sidecar")
                 if sidecar and sidecar.get("path"):

@@ -36,6 +36,7 @@ from airflow_delta_provider.core.features import Operation, check_supported
 from airflow_delta_provider.core.partitions import partition_columns_from_map
 from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.row_tracking import ROW_TRACKING_DOMAIN
+from airflow_delta_provider.core.skipping import partitions_may_match
 
 if TYPE_CHECKING:
     from airflow_delta_provider.core.commit_plan import ReadSet
@@ -237,7 +238,4 @@ class ConflictChecker:
         condition on data columns may select any row of a file its partition part allows)."""
         if predicate.columns <= set(values.column_names):
             return bool(predicate.mask(values).to_numpy(zero_copy_only=False).any())
-        # Imported here: skipping's module constants import pandas, which no append should pay.
-        from airflow_delta_provider.core.skipping import partitions_may_match
-
         return bool(partitions_may_match(predicate, self.metadata.schema, values).any())

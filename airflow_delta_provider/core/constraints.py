@@ -20,13 +20,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from airflow_delta_provider.core.action_checks import shorten
 from airflow_delta_provider.core.column_mapping import logical_file_data, physical_path
 from airflow_delta_provider.core.errors import (
     ConstraintViolationError,
     CorruptLogError,
     SchemaError,
     UnsupportedExpressionError,
+    shorten,
 )
 from airflow_delta_provider.core.partitions import parse_partition_value
 from airflow_delta_provider.core.redaction import get_logger

@@ -77,6 +77,11 @@ __all__ = [
 ]
 
 
+def shorten(text: str, limit: int = 80) -> str:
+    """``text`` cut to ``limit`` characters (ending in ``...``), for a value shown in a message."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 class DeltaError(Exception):
     """Base class of every error raised by the core.
 

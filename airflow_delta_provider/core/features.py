@@ -15,6 +15,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from airflow_delta_provider.core.actions import Metadata, Protocol
 from airflow_delta_provider.core.errors import ProtocolError, UnsupportedFeatureError
 
 if TYPE_CHECKING:
@@ -22,7 +23,6 @@ if TYPE_CHECKING:
 
     import pyarrow as pa
 
-    from airflow_delta_provider.core.actions import Metadata, Protocol
     from airflow_delta_provider.core.table_config import TableConfig
 
 __all__ = [
@@ -400,8 +400,6 @@ def merge_protocols(first: Protocol, *others: Protocol) -> Protocol:
     versions); once one lists table features, the result lists every feature any of them
     supports, explicitly or implied by a legacy version.
     """
-    from airflow_delta_provider.core.actions import Protocol
-
     protocols = (first, *others)
     reader = max(p.min_reader_version for p in protocols)
     writer = max(p.min_writer_version for p in protocols)
@@ -566,7 +564,8 @@ def minimum_protocol(schema: pa.Schema, properties: Mapping[str, str]) -> Protoc
 
     :raises UnsupportedFeatureError: a property enables a feature this core cannot write.
     """
-    from airflow_delta_provider.core.actions import Metadata, Protocol
+    # Here, not at the top: the schema module imports pyarrow, which the Airflow entry points
+    # (they import this registry) must not.
     from airflow_delta_provider.core.schema import schema_to_delta_json
 
     refusals = {

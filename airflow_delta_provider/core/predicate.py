@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_delta_provider.core.action_checks import shorten
-from airflow_delta_provider.core.errors import DeltaError
+from airflow_delta_provider.core.errors import DeltaError, shorten
 from airflow_delta_provider.core.partitions import parse_partition_value
 from airflow_delta_provider.core.schema import arrow_type_to_delta, delta_type_name
 

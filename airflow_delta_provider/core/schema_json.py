@@ -11,8 +11,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.action_checks import shorten
-from airflow_delta_provider.core.errors import SchemaError
+from airflow_delta_provider.core.errors import SchemaError, shorten
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from airflow_delta_provider.core.column_mapping import column_mapping_mode
 from airflow_delta_provider.core.predicate import Comparison, Junction
 from airflow_delta_provider.core.schema import TYPE_CHANGES_KEY, physical_name
 from airflow_delta_provider.core.stats_parsed import parse_stats, stats_parsed_type
@@ -103,8 +104,6 @@ class _FileStats:
 
 
 def _physical(snapshot: Snapshot, column: str) -> str:
-    from airflow_delta_provider.core.column_mapping import column_mapping_mode
-
     field = snapshot.schema.field(column)
     if column_mapping_mode(snapshot.protocol, snapshot.metadata) == "none":
         return str(field.name)

@@ -18,11 +18,27 @@ import pyarrow.compute as pc
 
 from airflow_delta_provider.core.checksum import checksum_answers
 from airflow_delta_provider.core.commits import CommitActions, check_replayable, read_commits
-from airflow_delta_provider.core.errors import CorruptLogError, DeletionVectorError, DeltaError
+from airflow_delta_provider.core.errors import (
+    CorruptLogError,
+    DeletionVectorError,
+    DeltaError,
+    UnsupportedFeatureError,
+)
 from airflow_delta_provider.core.features import Operation, check_supported, reader_features
+from airflow_delta_provider.core.partitions import partition_columns_from_map
 from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.replay import FileState, SmallState, replay_files, replay_small_state
+from airflow_delta_provider.core.scan import (
+    FileRead,
+    RowSelection,
+    deletion_vector_rows,
+    file_dataset,
+    read_files,
+    runs,
+)
+from airflow_delta_provider.core.schema import physical_schema, rename_to_logical
 from airflow_delta_provider.core.segment import build_segment
+from airflow_delta_provider.core.validation import check_column_mapping
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -30,7 +46,6 @@ if TYPE_CHECKING:
     import pyarrow.dataset as ds
 
     from airflow_delta_provider.core.actions import DomainMetadata, Metadata, Protocol, Transaction
-    from airflow_delta_provider.core.scan import FileRead
     from airflow_delta_provider.core.segment import LogSegment
     from airflow_delta_provider.core.storage import LogStore
     from airflow_delta_provider.core.table_config import TableConfig
@@ -298,8 +313,6 @@ class Snapshot:
     def partition_values(self) -> pa.Table:
         """Typed partition values of the active files, one column per partition column, row-aligned
         with :meth:`files`."""
-        from airflow_delta_provider.core.partitions import partition_columns_from_map
-
         fields = self._partition_fields(self._read_schema)
         typed = partition_columns_from_map(
             self._file_state.adds.column("partitionValues").combine_chunks(), pa.schema(fields)
@@ -350,8 +363,6 @@ class Snapshot:
         :raises DeletionVectorError: files carry deletion vectors (use :meth:`to_pyarrow_table`).
         :raises UnsupportedFeatureError: the table uses column mapping (use :meth:`to_pyarrow_table`).
         """
-        from airflow_delta_provider.core.errors import UnsupportedFeatureError
-
         adds = self._file_state.adds
         self._refuse_deletion_vectors(adds, "to_pyarrow_dataset()")
         if self._column_mapping_mode != "none":
@@ -370,8 +381,6 @@ class Snapshot:
         mode = self._column_mapping_mode
         if mode == "none":
             return self.schema
-        from airflow_delta_provider.core.schema import physical_schema
-        from airflow_delta_provider.core.validation import check_column_mapping
 
         check_column_mapping(self.metadata)  # two columns of one physical name: refused, not misread
         return physical_schema(self.schema, mode)
@@ -384,9 +393,6 @@ class Snapshot:
 
     def _dataset(self, adds: pa.Table, read_schema: pa.Schema) -> ds.Dataset:
         """A dataset of ``adds`` read with ``read_schema`` (logical, or physical under column mapping)."""
-        from airflow_delta_provider.core.partitions import partition_columns_from_map
-        from airflow_delta_provider.core.scan import file_dataset
-
         partition_fields = self._partition_fields(read_schema)
         partition_names = {f.name for f in partition_fields}
         data_fields = [f for f in read_schema if f.name not in partition_names]
@@ -415,8 +421,6 @@ class Snapshot:
         :param columns: logical column names to read (default: all).
         :param paths: read only these active files (``add.path`` values; OPTIMIZE reads a bin).
         """
-        from airflow_delta_provider.core.scan import read_files
-
         adds = self._file_state.adds
         if paths is not None:
             adds = adds.filter(pc.is_in(adds.column("path"), pa.array(list(paths), pa.string())))
@@ -431,15 +435,11 @@ class Snapshot:
         tables = [t for (t,) in read_files(self._storage, self._file_reads(adds), data)]
         table = self._with_partition_values(adds, tables, selected)
         if read_schema is not logical:
-            from airflow_delta_provider.core.schema import rename_to_logical
-
             table = rename_to_logical(table, pa.schema([logical.field(i) for i in wanted]))
         return table
 
     def _file_reads(self, adds: pa.Table) -> list[FileRead]:
         """The files of ``adds``, each with the rows its deletion vector leaves."""
-        from airflow_delta_provider.core.scan import FileRead, RowSelection, deletion_vector_rows
-
         reads = []
         for path, dv in zip(
             adds.column("path").to_pylist(), adds.column("deletionVector").to_pylist(), strict=True
@@ -451,9 +451,6 @@ class Snapshot:
     def _with_partition_values(self, adds: pa.Table, tables: list[pa.Table], selected: pa.Schema) -> pa.Table:
         """The files' rows (``tables``, row-aligned with ``adds``) with the ``selected`` columns:
         partition columns from the log, typed, over each file's rows."""
-        from airflow_delta_provider.core.partitions import partition_columns_from_map
-        from airflow_delta_provider.core.scan import runs
-
         counted = [index for index, table in enumerate(tables) if table.num_rows]
         if not counted:
             return selected.empty_table()

@@ -26,7 +26,9 @@ from airflow_delta_provider.core.logfiles import (
     classic_checkpoint_name,
     multipart_checkpoint_name,
 )
+from airflow_delta_provider.core.partitions import partition_columns_from_map
 from airflow_delta_provider.core.redaction import get_logger
+from airflow_delta_provider.core.schema import physical_schema
 from airflow_delta_provider.core.stats_parsed import parse_stats, stats_parsed_type
 
 if TYPE_CHECKING:
@@ -162,8 +164,6 @@ def build_add_column(state: CheckpointState, config: TableConfig) -> pa.ChunkedA
     if config.checkpoint_stats_as_struct:
         physical, partition_fields = _physical_fields(state)
         if partition_fields:
-            from airflow_delta_provider.core.partitions import partition_columns_from_map
-
             parsed = partition_columns_from_map(
                 adds.column("partitionValues"), pa.schema([f.with_nullable(True) for f in partition_fields])
             )
@@ -199,8 +199,6 @@ def _struct_column(columns: list[pa.ChunkedArray | pa.Array], fields: list[pa.Fi
 
 def _physical_fields(state: CheckpointState) -> tuple[list[pa.Field], list[pa.Field]]:
     """The table's columns under their physical names, and the partition columns among them."""
-    from airflow_delta_provider.core.schema import physical_schema
-
     metadata = state.small.metadata
     schema = metadata.schema
     mode = "none"

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from airflow_delta_provider.core.deletion_vectors import deletion_vector_path
-from airflow_delta_provider.core.errors import InvalidPathError, VacuumLiteError
+from airflow_delta_provider.core.errors import CorruptLogError, InvalidPathError, VacuumLiteError
 from airflow_delta_provider.core.history import commit_timestamps
 from airflow_delta_provider.core.logfiles import LogFileKind
 from airflow_delta_provider.core.paths import LOG_DIR
@@ -340,8 +340,6 @@ def _removed_files(storage: LogStore, paths: Sequence[str]) -> list[tuple[str, i
                     try:
                         actions.append(json.loads(line))
                     except ValueError as err:
-                        from airflow_delta_provider.core.errors import CorruptLogError
-
                         raise CorruptLogError(
                             f"Line {number} of {storage.to_uri(path)} is not valid JSON ({err}).",
                             path=storage.to_uri(path),
