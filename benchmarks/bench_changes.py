@@ -20,7 +20,7 @@ alternate within each round, and the median of ``--repeat`` rounds is reported w
 average of the machine: wall time, and the CPU time of the process (user + system, all
 threads), which a loaded machine disturbs less.
 
-The ``Arrow pool`` column names the pool the core's reads allocate from (``core/memory.py``: the
+The ``Arrow pool`` column names the pool the core's reads allocate from (``core/utils/memory.py``: the
 system allocator unless ``ARROW_DEFAULT_MEMORY_POOL`` names one; on a VM with transparent huge
 pages, mimalloc's first large allocations of a fresh process cost much system time, see
 docs/read-api.md, "Cold processes"); delta-rs allocates outside Arrow's pools.
@@ -58,7 +58,7 @@ seconds = time.perf_counter() - start_time
 import pyarrow
 # The pool the reads allocate from (after the timer: deltalake needs no pyarrow): the core's
 # read pool where the core ran, else the process's default.
-memory = sys.modules.get("airflow_delta_provider.core.memory")
+memory = sys.modules.get("airflow_delta_provider.core.utils.memory")
 pool = (memory.READ_POOL if memory else pyarrow.default_memory_pool()).backend_name
 print(json.dumps({"seconds": seconds, "cpu": cpu() - start_cpu, "imports": imports, "n": n, "pool": pool}))
 """

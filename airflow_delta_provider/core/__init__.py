@@ -15,11 +15,11 @@ not use. ``from airflow_delta_provider.core import DeltaTable`` works as before.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from airflow_delta_provider.core.errors import *  # noqa: F403
 from airflow_delta_provider.core.errors import __all__ as _errors_all
+from airflow_delta_provider.core.utils.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     # The same names, for type checkers and for tests/test_architecture.py, which reads these
@@ -54,15 +54,4 @@ __all__ = [
     *_errors_all,
 ]
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups are plain attribute reads
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-import airflow_delta_provider.core.arrays as arrays
+import airflow_delta_provider.core.utils.arrays as arrays
 from airflow_delta_provider.core.actions import Metadata, Protocol
 from airflow_delta_provider.core.changes_bounds import (
     ChangeRange,
@@ -38,9 +38,9 @@ from airflow_delta_provider.core.errors import (
 )
 from airflow_delta_provider.core.features import Operation, check_supported
 from airflow_delta_provider.core.file_actions import DELETION_VECTOR_TYPE
-from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.schema import physical_schema
 from airflow_delta_provider.core.snapshot import load_snapshot
+from airflow_delta_provider.core.utils.redaction import get_logger
 from airflow_delta_provider.core.validation import check_column_mapping
 
 if TYPE_CHECKING:

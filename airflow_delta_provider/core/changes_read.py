@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-import airflow_delta_provider.core.arrays as arrays
+import airflow_delta_provider.core.utils.arrays as arrays
 from airflow_delta_provider.core.changes_schema import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
 from airflow_delta_provider.core.deletion_vectors import deletion_vector_unique_id
 from airflow_delta_provider.core.errors import ChangeDataFileNotFoundError

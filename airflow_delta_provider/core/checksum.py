@@ -26,7 +26,7 @@ from airflow_delta_provider.core.actions import (
 )
 from airflow_delta_provider.core.delta_types import LONG_MAX
 from airflow_delta_provider.core.logfiles import checksum_name
-from airflow_delta_provider.core.redaction import get_logger
+from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

@@ -18,7 +18,6 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.core.actions import Protocol
-from airflow_delta_provider.core.arguments import check_bool, check_positive_int
 from airflow_delta_provider.core.checkpoint_reader import read_checkpoint_small_actions
 from airflow_delta_provider.core.errors import (
     DeltaError,
@@ -32,7 +31,6 @@ from airflow_delta_provider.core.features import (
     writer_features,
 )
 from airflow_delta_provider.core.logfiles import SIDECAR_DIR, LogFileKind, is_temp_file
-from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.segment import (
     Checkpoint,
     complete_checkpoints,
@@ -40,6 +38,8 @@ from airflow_delta_provider.core.segment import (
     read_last_checkpoint,
 )
 from airflow_delta_provider.core.table_config import LOG_RETENTION, Setting, TableConfig
+from airflow_delta_provider.core.utils.arguments import check_bool, check_positive_int
+from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence

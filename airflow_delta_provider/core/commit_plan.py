@@ -20,8 +20,8 @@ from airflow_delta_provider.core.actions import (
     RemoveFile,
     Transaction,
 )
-from airflow_delta_provider.core.arguments import check_bool, check_positive_int
 from airflow_delta_provider.core.features import Operation
+from airflow_delta_provider.core.utils.arguments import check_bool, check_positive_int
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence

@@ -34,9 +34,9 @@ from airflow_delta_provider.core.errors import (
 )
 from airflow_delta_provider.core.features import Operation, check_supported
 from airflow_delta_provider.core.partitions import partition_columns_from_map
-from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.row_tracking import ROW_TRACKING_DOMAIN
 from airflow_delta_provider.core.skipping import partitions_may_match
+from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
     from airflow_delta_provider.core.commit_plan import ReadSet

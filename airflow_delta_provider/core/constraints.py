@@ -29,13 +29,13 @@ from airflow_delta_provider.core.errors import (
     shorten,
 )
 from airflow_delta_provider.core.partitions import parse_partition_value
-from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.schema import (
     COLUMN_MAPPING_PHYSICAL_NAME_KEY,
     arrow_type_to_delta,
     physical_name,
 )
 from airflow_delta_provider.core.sql_engine import EngineError, first_match
+from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping, Sequence

@@ -18,7 +18,7 @@ from airflow_delta_provider.core.changes_bounds import ChangeRange, range_commit
 from airflow_delta_provider.core.commit_plan import CursorAdvance
 from airflow_delta_provider.core.commits import read_commit
 from airflow_delta_provider.core.errors import ConsumerCursorError
-from airflow_delta_provider.core.redaction import get_logger
+from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
     from airflow_delta_provider.core.changes import Changes

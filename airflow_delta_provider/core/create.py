@@ -28,7 +28,6 @@ from airflow_delta_provider.core.errors import (
     TableNotFoundError,
 )
 from airflow_delta_provider.core.features import minimum_protocol
-from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.row_tracking import new_table_properties
 from airflow_delta_provider.core.schema import (
     arrow_type_to_delta,
@@ -38,6 +37,7 @@ from airflow_delta_provider.core.schema import (
 )
 from airflow_delta_provider.core.snapshot import load_snapshot
 from airflow_delta_provider.core.transaction import OptimisticTransaction
+from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from airflow_delta_provider.core.arguments import check_positive_int
 from airflow_delta_provider.core.commit_plan import CommitProperties, CommitResult
 from airflow_delta_provider.core.delete_plan import (
     DELETE,
@@ -41,9 +40,10 @@ from airflow_delta_provider.core.features import (
     deletion_vectors_writable,
 )
 from airflow_delta_provider.core.predicate import Predicate, PredicateError
-from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.skipping import files_matching
 from airflow_delta_provider.core.transaction import OptimisticTransaction
+from airflow_delta_provider.core.utils.arguments import check_positive_int
+from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

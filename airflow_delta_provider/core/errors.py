@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.redaction import redact
+from airflow_delta_provider.core.utils.redaction import redact
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

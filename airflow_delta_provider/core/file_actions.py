@@ -15,10 +15,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_delta_provider.core.arrays import scalar, strings
-from airflow_delta_provider.core.arrays import table as arrow_table
 from airflow_delta_provider.core.errors import CorruptLogError
 from airflow_delta_provider.core.paths import escapes_root
+from airflow_delta_provider.core.utils.arrays import scalar, strings
+from airflow_delta_provider.core.utils.arrays import table as arrow_table
 
 DELETION_VECTOR_TYPE = pa.struct(
     [

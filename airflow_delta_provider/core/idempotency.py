@@ -15,8 +15,8 @@ from airflow_delta_provider.core.commit_plan import ALREADY_COMMITTED, CommitRes
 from airflow_delta_provider.core.commits import read_commit
 from airflow_delta_provider.core.errors import DeltaError, TableNotFoundError
 from airflow_delta_provider.core.logfiles import commit_name
-from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.snapshot import load_snapshot
+from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
     from airflow_delta_provider.core.actions import Transaction

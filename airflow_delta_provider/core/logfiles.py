@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.redaction import get_logger
+from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

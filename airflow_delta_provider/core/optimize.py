@@ -23,7 +23,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_delta_provider.core.actions import AddFile, RemoveFile
-from airflow_delta_provider.core.arguments import check_bool, check_positive_int
 from airflow_delta_provider.core.column_mapping import (
     column_mapping_mode,
     logical_file_schema,
@@ -53,11 +52,12 @@ from airflow_delta_provider.core.optimize_outputs import (
 )
 from airflow_delta_provider.core.partitions import partition_path
 from airflow_delta_provider.core.predicate import Predicate
-from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.schema import check_schema_compatible, physical_name
 from airflow_delta_provider.core.stats import indexed_columns, read_footers
 from airflow_delta_provider.core.table_config import TARGET_FILE_SIZE, Setting
 from airflow_delta_provider.core.transaction import OptimisticTransaction
+from airflow_delta_provider.core.utils.arguments import check_bool, check_positive_int
+from airflow_delta_provider.core.utils.redaction import get_logger
 from airflow_delta_provider.core.vacuum.discard import discard_uncommitted
 
 if TYPE_CHECKING:

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import pyarrow as pa
 
-from airflow_delta_provider.core.memory import READ_POOL
 from airflow_delta_provider.core.parquet_footer import unreadable
 from airflow_delta_provider.core.thrift import (
     T_FALSE,
@@ -29,6 +28,7 @@ from airflow_delta_provider.core.thrift import (
     skip_compact,
     varint,
 )
+from airflow_delta_provider.core.utils.memory import READ_POOL
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

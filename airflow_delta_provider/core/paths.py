@@ -7,7 +7,7 @@ filesystem path a URI again, decoding a data-file path written in the log (relat
 URL-encoded, or an absolute URI), making a path relative to the root, and deciding
 whether a path is confined to the root. Credentials never enter a TablePath: a location
 that carries them is refused before anything else happens (see
-:mod:`~airflow_delta_provider.core.redaction`).
+:mod:`~airflow_delta_provider.core.utils.redaction`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from airflow_delta_provider.core.errors import InvalidPathError
-from airflow_delta_provider.core.redaction import (
+from airflow_delta_provider.core.utils.redaction import (
     has_credentials,
     location_secrets,
     register_secret,

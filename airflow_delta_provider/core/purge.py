@@ -29,10 +29,10 @@ from airflow_delta_provider.core.optimize import (
     rewrite_and_commit,
     select_partitions,
 )
-from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.schema import physical_schema
 from airflow_delta_provider.core.stats import read_footers
 from airflow_delta_provider.core.stats_parsed import parse_stats, stats_parsed_type
+from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -25,8 +25,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_delta_provider.core.actions import DomainMetadata, Metadata, Protocol, Transaction
-from airflow_delta_provider.core.arrays import scalar
-from airflow_delta_provider.core.arrays import table as arrow_table
 from airflow_delta_provider.core.checkpoint_reader import (
     SMALL_ACTION_COLUMNS,
     check_checkpoint_shape,
@@ -40,6 +38,8 @@ from airflow_delta_provider.core.errors import CorruptLogError, DeltaError
 from airflow_delta_provider.core.features import reader_features
 from airflow_delta_provider.core.file_actions import ADD_SCHEMA, DELETION_VECTOR_TYPE, REMOVE_SCHEMA
 from airflow_delta_provider.core.reconcile import drop_touched, reconcile_commits
+from airflow_delta_provider.core.utils.arrays import scalar
+from airflow_delta_provider.core.utils.arrays import table as arrow_table
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

@@ -21,7 +21,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_delta_provider.core.actions import AddFile, DomainMetadata, RemoveFile
-from airflow_delta_provider.core.arguments import check_bool
 from airflow_delta_provider.core.commit_plan import CommitPlan, CommitProperties, CommitResult, ReadSet
 from airflow_delta_provider.core.constraints import merged_identity_schema
 from airflow_delta_provider.core.create import remove_actions
@@ -42,10 +41,11 @@ from airflow_delta_provider.core.errors import (
 from airflow_delta_provider.core.features import Operation, merge_protocols, writer_features
 from airflow_delta_provider.core.history import commit_info, commit_timestamps, to_millis, version_at
 from airflow_delta_provider.core.logfiles import LogFileKind, commit_name
-from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.segment import complete_checkpoints, list_log_files
 from airflow_delta_provider.core.snapshot import load_snapshot
 from airflow_delta_provider.core.transaction import OptimisticTransaction
+from airflow_delta_provider.core.utils.arguments import check_bool
+from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

@@ -20,8 +20,8 @@ import pyarrow as pa
 
 from airflow_delta_provider.core.deletion_vectors import read_deletion_vector
 from airflow_delta_provider.core.errors import InvalidDataFileError
-from airflow_delta_provider.core.memory import READ_POOL
-from airflow_delta_provider.core.redaction import redact
+from airflow_delta_provider.core.utils.memory import READ_POOL
+from airflow_delta_provider.core.utils.redaction import redact
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence

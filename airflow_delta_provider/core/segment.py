@@ -29,7 +29,7 @@ from airflow_delta_provider.core.logfiles import (
     parse_log_file,
     version_prefix,
 )
-from airflow_delta_provider.core.redaction import get_logger
+from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence

@@ -30,7 +30,7 @@ __all__ = ["files_matching", "partitions_may_match"]
 
 #: How far above a timestamp maximum a value may lie: Delta writes the maxima truncated to milliseconds.
 #: (Built from a buffer: ``pa.scalar`` of a Python value imports pandas, which DELETE's import of
-#: this module would make every process importing the facade pay; see ``core/arrays.py``.)
+#: this module would make every process importing the facade pay; see ``core/utils/arrays.py``.)
 _TIMESTAMP_MAX_SLACK = pa.Array.from_buffers(
     pa.duration("us"), 1, [None, pa.py_buffer(np.array([999], dtype=np.int64))]
 )[0]

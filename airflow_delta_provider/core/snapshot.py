@@ -26,7 +26,6 @@ from airflow_delta_provider.core.errors import (
 )
 from airflow_delta_provider.core.features import Operation, check_supported, reader_features
 from airflow_delta_provider.core.partitions import partition_columns_from_map
-from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.replay import FileState, SmallState, replay_files, replay_small_state
 from airflow_delta_provider.core.scan import (
     FileRead,
@@ -38,6 +37,7 @@ from airflow_delta_provider.core.scan import (
 )
 from airflow_delta_provider.core.schema import physical_schema, rename_to_logical
 from airflow_delta_provider.core.segment import build_segment
+from airflow_delta_provider.core.utils.redaction import get_logger
 from airflow_delta_provider.core.validation import check_column_mapping
 
 if TYPE_CHECKING:

@@ -30,7 +30,6 @@ from airflow_delta_provider.core.parquet_footer import (
     parse_footer,
     schema_end,
 )
-from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.stats_encoding import (
     DECIMAL_BYTES,
     FLOAT,
@@ -46,6 +45,7 @@ from airflow_delta_provider.core.stats_encoding import (
     nested_object_json,
     text_json,
 )
+from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
-from airflow_delta_provider.core.redaction import get_logger
+from airflow_delta_provider.core.utils.redaction import get_logger
 
 log = get_logger(__name__)
 

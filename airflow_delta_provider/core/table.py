@@ -26,7 +26,6 @@ from airflow_delta_provider.core.history import (
 from airflow_delta_provider.core.idempotency import already_committed
 from airflow_delta_provider.core.optimize import OptimizeOptions, optimize
 from airflow_delta_provider.core.purge import PurgeOptions, purge
-from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.restore import RestoreOptions, find_tagged_commits
 from airflow_delta_provider.core.restore import restore as restore_table
 from airflow_delta_provider.core.segment import (
@@ -35,6 +34,7 @@ from airflow_delta_provider.core.segment import (
 from airflow_delta_provider.core.snapshot import Snapshot, load_snapshot
 from airflow_delta_provider.core.storage import open_store
 from airflow_delta_provider.core.transaction import PostCommitHook
+from airflow_delta_provider.core.utils.redaction import get_logger
 from airflow_delta_provider.core.vacuum import VacuumOptions, vacuum
 from airflow_delta_provider.core.write import CommitOptions, commit_files
 

@@ -56,7 +56,6 @@ from airflow_delta_provider.core.errors import (
 from airflow_delta_provider.core.features import check_supported
 from airflow_delta_provider.core.idempotency import already_committed_result
 from airflow_delta_provider.core.logfiles import LogFileKind, commit_name, parse_log_file, version_prefix
-from airflow_delta_provider.core.redaction import get_logger, redact
 from airflow_delta_provider.core.row_tracking import (
     assign_row_ids,
     assigns_row_ids,
@@ -64,6 +63,7 @@ from airflow_delta_provider.core.row_tracking import (
     winner_high_water_mark,
 )
 from airflow_delta_provider.core.snapshot import load_snapshot
+from airflow_delta_provider.core.utils.redaction import get_logger, redact
 from airflow_delta_provider.core.validation import validate_actions, validate_commit_info
 
 if TYPE_CHECKING:

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 from airflow_delta_provider.core.commits import read_commit
 from airflow_delta_provider.core.errors import TableNotFoundError
 from airflow_delta_provider.core.logfiles import commit_name
-from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.segment import read_last_checkpoint
+from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

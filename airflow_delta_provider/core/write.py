@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, Literal
 import pyarrow as pa
 
 from airflow_delta_provider.core.actions import AddFile, Metadata, Protocol, RemoveFile
-from airflow_delta_provider.core.arguments import check_bool, check_positive_int
 from airflow_delta_provider.core.column_mapping import (
     assign_column_mapping,
     column_mapping_mode,
@@ -52,7 +51,6 @@ from airflow_delta_provider.core.errors import (
 from airflow_delta_provider.core.features import Operation, check_supported, minimum_protocol
 from airflow_delta_provider.core.partitions import parse_partition_path, parse_partition_value
 from airflow_delta_provider.core.predicate import Predicate, PredicateError
-from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.schema import (
     arrow_type_to_delta,
     check_schema_compatible,
@@ -63,6 +61,8 @@ from airflow_delta_provider.core.schema import (
 from airflow_delta_provider.core.snapshot import load_snapshot
 from airflow_delta_provider.core.stats import FooterInfo, indexed_columns, read_footers
 from airflow_delta_provider.core.transaction import OptimisticTransaction
+from airflow_delta_provider.core.utils.arguments import check_bool, check_positive_int
+from airflow_delta_provider.core.utils.redaction import get_logger
 from airflow_delta_provider.core.validation import log_types
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ import pyarrow as pa
 from airflow.providers.apache.spark.operators.spark_pyspark import PySparkOperator
 from airflow.providers.common.compat.standard.operators import PythonOperator
 
-from airflow_delta_provider.core.redaction import get_logger
+from airflow_delta_provider.core.utils import get_logger
 from airflow_delta_provider.core.vacuum.distributed import (
     DELETED_SCHEMA,
     FILE,

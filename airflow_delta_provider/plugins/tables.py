@@ -38,9 +38,9 @@ from airflow_delta_provider.core.history import (
 )
 from airflow_delta_provider.core.logfiles import LogFileKind
 from airflow_delta_provider.core.maintenance import checkpoint_due, cleanup_due, vacuum_due
-from airflow_delta_provider.core.redaction import masked_options
 from airflow_delta_provider.core.segment import complete_checkpoints, list_log_files
 from airflow_delta_provider.core.table_config import DATA_RETENTION, to_interval
+from airflow_delta_provider.core.utils import masked_options
 from airflow_delta_provider.core.vacuum.record import read_last_vacuum_info
 
 if TYPE_CHECKING:

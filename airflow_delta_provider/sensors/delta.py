@@ -10,7 +10,7 @@ from airflow.sdk import Asset, BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_delta_provider.assets.delta import table_asset_uri
-from airflow_delta_provider.core.redaction import redact
+from airflow_delta_provider.core.utils import redact
 from airflow_delta_provider.core.watch import CommitFilter, payload, poll
 from airflow_delta_provider.hooks.mixins import DeltaTableMixin, delta_template_fields
 from airflow_delta_provider.triggers.delta import DeltaTableVersionTrigger

@@ -25,8 +25,8 @@ from airflow_delta_provider.core.changes_schema import (
     check_no_reserved_columns,
 )
 from airflow_delta_provider.core.partitions import partition_columns_from_map
-from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.schema import schema_to_delta
+from airflow_delta_provider.core.utils import get_logger
 from airflow_delta_provider.spark.files import (
     FILE,
     checked,

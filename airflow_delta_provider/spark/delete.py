@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from airflow_delta_provider.core.redaction import get_logger
+from airflow_delta_provider.core.utils import get_logger
 from airflow_delta_provider.spark.files import (
     FILE,
     ROW,

@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_delta_provider.core.predicate import Predicate
-from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.scan import deletion_vector_rows
+from airflow_delta_provider.core.utils import get_logger
 from airflow_delta_provider.spark.files import (
     FILE,
     checked,

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.redaction import redact
+from airflow_delta_provider.core.utils import redact
 
 if TYPE_CHECKING:
     from collections.abc import Callable

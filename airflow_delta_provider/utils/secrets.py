@@ -1,12 +1,12 @@
 """Secrets at the Airflow boundary: masked where they enter, refused where they would be stored.
 
 What counts as a credential (a URI's ``user:password@`` or ``?sig=``, an option named like a secret) and how
-text is redacted is decided once, in :mod:`airflow_delta_provider.core.redaction`; this module
+text is redacted is decided once, in :mod:`airflow_delta_provider.core.utils.redaction`; this module
 applies those rules where Airflow hands the provider credentials:
 
 * every secret the provider sees (a storage option or connection extra named like a secret, a
   connection password, the password of a URI's userinfo) is registered with the core's
-  :func:`~airflow_delta_provider.core.redaction.redact` (so core error messages hide it) and with
+  :func:`~airflow_delta_provider.core.utils.redaction.redact` (so core error messages hide it) and with
   Airflow's secrets masker (so task logs and rendered template fields hide it);
 * a table location carrying credentials (userinfo, a signed query string) is refused before it
   is used at all, with an error that says to use a connection: a location is logged, stored as
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_delta_provider.core.redaction import (
+from airflow_delta_provider.core.utils import (
     location_secrets,
     redact,
     register_secret,

@@ -496,7 +496,7 @@ def test_a_signed_url_in_hostile_log_content_reaches_no_output(
     error event and the Test button. Nothing registered the signature: its parameter name is enough."""
     import asyncio
 
-    from airflow_delta_provider.core.redaction import get_logger
+    from airflow_delta_provider.core.utils.redaction import get_logger
 
     secret = planted()
     url = template.format(secret=quote(secret, safe=""))

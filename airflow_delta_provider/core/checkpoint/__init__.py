@@ -14,7 +14,6 @@ import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.arguments import check_positive_int
 from airflow_delta_provider.core.checkpoint.hint import canonical_json, last_checkpoint_checksum
 from airflow_delta_provider.core.checkpoint.placement import spark_partition_ids
 from airflow_delta_provider.core.checkpoint.policy import should_checkpoint
@@ -32,9 +31,10 @@ from airflow_delta_provider.core.checkpoint.writer import (
 )
 from airflow_delta_provider.core.features import Operation, check_supported, writer_features
 from airflow_delta_provider.core.logfiles import LAST_CHECKPOINT
-from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.replay import replay_files, replay_small_state
 from airflow_delta_provider.core.segment import hinted_checkpoint_exists, read_last_checkpoint
+from airflow_delta_provider.core.utils.arguments import check_positive_int
+from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
     from airflow_delta_provider.core.snapshot import Snapshot

@@ -27,9 +27,9 @@ from airflow_delta_provider.core.logfiles import (
     multipart_checkpoint_name,
 )
 from airflow_delta_provider.core.partitions import partition_columns_from_map
-from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.schema import physical_schema
 from airflow_delta_provider.core.stats_parsed import parse_stats, stats_parsed_type
+from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
     from airflow_delta_provider.core.replay import SmallState

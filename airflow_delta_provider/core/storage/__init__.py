@@ -19,7 +19,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.core.paths import LOG_DIR, TablePath
-from airflow_delta_provider.core.redaction import register_secrets_in
 from airflow_delta_provider.core.storage.azure import AzureStore, is_azure_filesystem
 from airflow_delta_provider.core.storage.base import FileInfo, LogStore, TreeListing
 from airflow_delta_provider.core.storage.gcs import GcsStore, is_gcs_filesystem
@@ -28,6 +27,7 @@ from airflow_delta_provider.core.storage.local import LocalStore
 from airflow_delta_provider.core.storage.memory import MemoryStore
 from airflow_delta_provider.core.storage.options import fsspec_options
 from airflow_delta_provider.core.storage.s3 import S3Store, is_s3_filesystem
+from airflow_delta_provider.core.utils.redaction import register_secrets_in
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -17,9 +17,9 @@ from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.storage.deletes import DELETED, MISSING, delete_paths, describe, run_blocking
 from airflow_delta_provider.core.storage.progress import Progress
+from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
     import asyncio

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from airflow_delta_provider.core.errors import DeleteFilesError
-from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.storage.progress import Progress
+from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine, Mapping, Sequence

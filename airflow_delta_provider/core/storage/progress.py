@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from airflow_delta_provider.core.redaction import get_logger
+from airflow_delta_provider.core.utils.redaction import get_logger
 
 log = get_logger(__name__)
 

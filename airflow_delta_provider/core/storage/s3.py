@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote_plus
 
 from airflow_delta_provider.core.errors import CommitFileExistsError, StorageError
-from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.storage.base import (
     LIST_EXPAND_DEPTH,
     FileInfo,
@@ -32,6 +31,7 @@ from airflow_delta_provider.core.storage.base import (
 from airflow_delta_provider.core.storage.deletes import DELETED, BatchRefused
 from airflow_delta_provider.core.storage.progress import Progress
 from airflow_delta_provider.core.storage.sdk_compat import s3_call
+from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Container, Coroutine, Iterator, Mapping, Sequence

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
-from airflow_delta_provider.core.arguments import check_bool, check_positive_int
 from airflow_delta_provider.core.errors import DeleteFilesError, VacuumDeleteError
 from airflow_delta_provider.core.features import Operation, check_supported
-from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.storage.base import DELETE_BATCH
+from airflow_delta_provider.core.utils.arguments import check_bool, check_positive_int
+from airflow_delta_provider.core.utils.redaction import get_logger
 from airflow_delta_provider.core.vacuum.plan import (
     HiddenNames,
     VacuumEngine,

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.core.commit_plan import CommitPlan
 from airflow_delta_provider.core.features import Operation
-from airflow_delta_provider.core.redaction import get_logger
 from airflow_delta_provider.core.transaction import OptimisticTransaction
+from airflow_delta_provider.core.utils.redaction import get_logger
 from airflow_delta_provider.core.vacuum.result import VacuumStatus
 from airflow_delta_provider.core.vacuum.retention import ResolvedVacuumRetention, millis
 

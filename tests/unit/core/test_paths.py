@@ -4,7 +4,7 @@ import pytest
 
 from airflow_delta_provider.core.errors import InvalidPathError
 from airflow_delta_provider.core.paths import TablePath
-from airflow_delta_provider.core.redaction import redact
+from airflow_delta_provider.core.utils.redaction import redact
 
 SECRET = "wJalrXUtnFEMI-paths"
 

@@ -540,7 +540,7 @@ def test_a_directory_at_the_checksum_name(table, caplog):
 def test_post_commit_errors_are_redacted(tmp_path, caplog):
     """The error of a post-commit step names the path, which here holds a registered secret:
     neither the warning nor the result shows it."""
-    from airflow_delta_provider.core.redaction import register_secret
+    from airflow_delta_provider.core.utils.redaction import register_secret
 
     secret = f"s3cr3t-{uuid.uuid4().hex}"
     register_secret(secret)

@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from airflow_delta_provider.core.errors import DeltaError
-from airflow_delta_provider.core.redaction import redact, sensitive_options
+from airflow_delta_provider.core.utils.redaction import redact, sensitive_options
 from airflow_delta_provider.utils.secrets import (
     credential_free,
     describe_error,

@@ -1,4 +1,4 @@
-"""The read pool (core/memory.py): the system allocator, unless the process named a pool itself
+"""The read pool (core/utils/memory.py): the system allocator, unless the process named a pool itself
 with ``ARROW_DEFAULT_MEMORY_POOL``; the process's default pool is never changed."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import sys
 import pyarrow as pa
 import pytest
 
-from airflow_delta_provider.core.memory import read_pool
+from airflow_delta_provider.core.utils.memory import read_pool
 
 _SHOW_POOLS = (
-    "import pyarrow as pa; from airflow_delta_provider.core.memory import READ_POOL; "
+    "import pyarrow as pa; from airflow_delta_provider.core.utils.memory import READ_POOL; "
     "print(READ_POOL.backend_name, pa.default_memory_pool().backend_name)"
 )
 

@@ -5,7 +5,7 @@ import traceback
 import pytest
 
 from airflow_delta_provider.core.errors import CorruptLogError, DeltaError, InvalidPathError
-from airflow_delta_provider.core.redaction import (
+from airflow_delta_provider.core.utils.redaction import (
     has_credentials,
     is_credential_parameter,
     is_sensitive_option,
@@ -255,7 +255,7 @@ def test_keyword_errors_are_redacted_too() -> None:
 def test_provider_loggers_redact_messages_and_tracebacks(caplog: pytest.LogCaptureFixture) -> None:
     import logging
 
-    from airflow_delta_provider.core.redaction import get_logger
+    from airflow_delta_provider.core.utils.redaction import get_logger
 
     secret = "logged-s3cr3t-value"
     register_secret(secret)
@@ -279,7 +279,7 @@ def test_provider_loggers_redact_messages_and_tracebacks(caplog: pytest.LogCaptu
 def test_a_traceback_with_nothing_to_hide_keeps_its_exception(caplog: pytest.LogCaptureFixture) -> None:
     import logging
 
-    from airflow_delta_provider.core.redaction import get_logger
+    from airflow_delta_provider.core.utils.redaction import get_logger
 
     log = get_logger("airflow_delta_provider.core.test_logging")
     with caplog.at_level(logging.INFO, logger="airflow_delta_provider.core.test_logging"):
