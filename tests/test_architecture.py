@@ -29,7 +29,7 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
     (
         "storage",
         {
-            "paths",
+            "storage.paths",
             "storage",
             "storage.base",
             "storage.local",

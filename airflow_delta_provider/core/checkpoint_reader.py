@@ -35,7 +35,7 @@ from airflow_delta_provider.core.file_actions import (
     rows_to_table,
 )
 from airflow_delta_provider.core.logfiles import SIDECAR_DIR
-from airflow_delta_provider.core.paths import has_scheme
+from airflow_delta_provider.core.storage.paths import has_scheme
 from airflow_delta_provider.core.utils.arrays import from_numpy, strings, to_bools
 from airflow_delta_provider.core.utils.arrays import table as arrow_table
 

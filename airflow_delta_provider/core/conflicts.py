@@ -41,8 +41,8 @@ from airflow_delta_provider.core.utils.redaction import get_logger
 if TYPE_CHECKING:
     from airflow_delta_provider.core.commit_plan import ReadSet
     from airflow_delta_provider.core.commits import CommitActions
-    from airflow_delta_provider.core.paths import TablePath
     from airflow_delta_provider.core.predicate import Predicate
+    from airflow_delta_provider.core.storage.paths import TablePath
 
 log = get_logger(__name__)
 

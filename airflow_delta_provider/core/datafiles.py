@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 from airflow_delta_provider.core.errors import InvalidPathError, SchemaError, SchemaMismatchError
 from airflow_delta_provider.core.partitions import parse_partition_path
-from airflow_delta_provider.core.paths import LOG_DIR, TablePath, has_scheme
+from airflow_delta_provider.core.storage.paths import LOG_DIR, TablePath, has_scheme
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence

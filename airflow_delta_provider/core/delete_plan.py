@@ -30,11 +30,11 @@ from airflow_delta_provider.core.deletion_vectors import (
 from airflow_delta_provider.core.errors import DeltaError
 from airflow_delta_provider.core.features import Operation, change_data_feed_enabled
 from airflow_delta_provider.core.partitions import partition_path
-from airflow_delta_provider.core.paths import has_scheme
 from airflow_delta_provider.core.schema import physical_name
 from airflow_delta_provider.core.stats import read_footers
 from airflow_delta_provider.core.stats_encoding import stats_json
 from airflow_delta_provider.core.stats_parsed import parse_stats, stats_parsed_type
+from airflow_delta_provider.core.storage.paths import has_scheme
 from airflow_delta_provider.core.utils.redaction import get_logger
 from airflow_delta_provider.core.vacuum.discard import discard_uncommitted
 

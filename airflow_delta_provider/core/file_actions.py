@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_delta_provider.core.errors import CorruptLogError
-from airflow_delta_provider.core.paths import escapes_root
+from airflow_delta_provider.core.storage.paths import escapes_root
 from airflow_delta_provider.core.utils.arrays import scalar, strings
 from airflow_delta_provider.core.utils.arrays import table as arrow_table
 

@@ -46,8 +46,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from airflow_delta_provider.core.commits import CommitActions
-    from airflow_delta_provider.core.paths import TablePath
     from airflow_delta_provider.core.storage import LogStore
+    from airflow_delta_provider.core.storage.paths import TablePath
 
 
 #: ``map<string, string>``, as the log holds partition values.

@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 
-from airflow_delta_provider.core.paths import TablePath, has_scheme
-from airflow_delta_provider.core.storage.options import fsspec_options
+from airflow_delta_provider.core.storage import TablePath, fsspec_options, has_scheme
 from airflow_delta_provider.core.utils import sensitive_options
 from airflow_delta_provider.hooks.connection_fields import (
     StorageConnectionError,

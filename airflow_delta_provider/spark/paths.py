@@ -18,7 +18,7 @@ from urllib.parse import quote, unquote
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from airflow_delta_provider.core.paths import TablePath
+    from airflow_delta_provider.core.storage import TablePath
 
 __all__ = ["metadata_file_path", "same_file_key", "spark_file_paths", "spark_path"]
 

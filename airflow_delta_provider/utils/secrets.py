@@ -97,7 +97,7 @@ def public_location(uri: str) -> str:
 
     :param uri: the location as given or rendered.
     """
-    from airflow_delta_provider.core.paths import TablePath
+    from airflow_delta_provider.core.storage import TablePath
 
     return TablePath.parse(credential_free(uri.strip())).uri
 

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.paths import TablePath
+from airflow_delta_provider.core.storage.paths import TablePath
 
 if TYPE_CHECKING:
     from pathlib import Path

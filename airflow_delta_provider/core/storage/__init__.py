@@ -1,24 +1,19 @@
-"""Storage: one :class:`LogStore` interface, one implementation per scheme family.
+"""Storage: where a table lives and how its files are read, listed, written and deleted.
 
-:func:`open_store` parses a location into a :class:`~airflow_delta_provider.core.paths.TablePath`
-(refusing credentials in it), maps the storage options (delta-rs / object_store keys or
-fsspec's, see :mod:`.options`), and picks the store:
-
-- local paths and ``file://``: :class:`~.local.LocalStore` (hard-link put-if-absent);
-- ``s3://`` (``s3a``, ``s3n``): :class:`~.s3.S3Store` (conditional ``PUT If-None-Match: *``,
-  after checking once per process and bucket that the store honours it);
-- ``abfs://``, ``abfss://``, ``az://``: :class:`~.azure.AzureStore` (``If-None-Match: *``);
-- ``gs://``, ``gcs://``: :class:`~.gcs.GcsStore` (``ifGenerationMatch=0``);
-- ``memory://``: :class:`~.memory.MemoryStore` (tests);
-- any other fsspec scheme: :class:`~.generic.FsspecStore`, readable; commits are refused
-  because it has no atomic put-if-absent.
+:class:`TablePath` (:mod:`.paths`) parses a location, owns normalisation and root confinement;
+:func:`open_store` maps the storage options (delta-rs / object_store keys or fsspec's, see
+:mod:`.options`) and picks one :class:`LogStore` per scheme family: local paths (hard-link
+put-if-absent), ``s3://`` (conditional ``PUT If-None-Match: *``, once checked per bucket),
+``abfs[s]://`` and ``az://`` (``If-None-Match: *``), ``gs://`` (``ifGenerationMatch=0``),
+``memory://`` (tests); any other fsspec scheme is readable, and commits to it are refused
+(no atomic put-if-absent). Many deletes go through one scheduler (:mod:`.deletes`). Nothing
+here imports pyarrow.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.paths import LOG_DIR, TablePath
 from airflow_delta_provider.core.storage.azure import AzureStore, is_azure_filesystem
 from airflow_delta_provider.core.storage.base import FileInfo, LogStore, TreeListing
 from airflow_delta_provider.core.storage.gcs import GcsStore, is_gcs_filesystem
@@ -26,6 +21,7 @@ from airflow_delta_provider.core.storage.generic import FsspecStore
 from airflow_delta_provider.core.storage.local import LocalStore
 from airflow_delta_provider.core.storage.memory import MemoryStore
 from airflow_delta_provider.core.storage.options import fsspec_options
+from airflow_delta_provider.core.storage.paths import LOG_DIR, TablePath, escapes_root, has_scheme
 from airflow_delta_provider.core.storage.s3 import S3Store, is_s3_filesystem
 from airflow_delta_provider.core.utils.redaction import register_secrets_in
 
@@ -44,7 +40,11 @@ __all__ = [
     "LogStore",
     "MemoryStore",
     "S3Store",
+    "TablePath",
     "TreeListing",
+    "escapes_root",
+    "fsspec_options",
+    "has_scheme",
     "open_store",
 ]
 

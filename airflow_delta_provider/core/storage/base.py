@@ -3,7 +3,7 @@
 One implementation per scheme family (:mod:`.local`, :mod:`.s3`, :mod:`.memory`,
 :mod:`.generic`); :func:`~airflow_delta_provider.core.storage.open_store` picks one. Paths
 given to and returned by a store are its filesystem paths (no scheme for local and S3);
-:class:`~airflow_delta_provider.core.paths.TablePath` converts them.
+:class:`~airflow_delta_provider.core.storage.paths.TablePath` converts them.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.fs as pafs
 
-    from airflow_delta_provider.core.paths import TablePath
+    from airflow_delta_provider.core.storage.paths import TablePath
 
 log = get_logger(__name__)
 

@@ -6,7 +6,7 @@ batch of paths and say, per path, what happened" (:meth:`~BatchDeleter._send_del
 concurrency, progress, per-object outcomes and retries, the fallback from refused batch requests
 to single deletes, stopping and the one :class:`~airflow_delta_provider.core.errors.DeleteFilesError`
 are decided here, the same way for every store (docs/storage.md, "Deletes"). Which paths may be
-deleted at all is decided before they get here (:class:`~airflow_delta_provider.core.paths.TablePath`,
+deleted at all is decided before they get here (:class:`~airflow_delta_provider.core.storage.paths.TablePath`,
 :func:`~airflow_delta_provider.core.vacuum.plan.check_under_root`).
 """
 

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from airflow_delta_provider.core.paths import TablePath
 from airflow_delta_provider.core.storage.base import TreeListing, file_info
+from airflow_delta_provider.core.storage.paths import TablePath
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator

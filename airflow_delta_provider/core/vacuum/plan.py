@@ -11,9 +11,9 @@ from airflow_delta_provider.core.deletion_vectors import deletion_vector_path
 from airflow_delta_provider.core.errors import CorruptLogError, InvalidPathError, VacuumLiteError
 from airflow_delta_provider.core.history import commit_timestamps
 from airflow_delta_provider.core.logfiles import LogFileKind
-from airflow_delta_provider.core.paths import LOG_DIR
 from airflow_delta_provider.core.segment import list_log_files
 from airflow_delta_provider.core.storage.local import LocalStore
+from airflow_delta_provider.core.storage.paths import LOG_DIR
 from airflow_delta_provider.core.utils.redaction import get_logger
 from airflow_delta_provider.core.vacuum.record import LAST_VACUUM_INFO, read_last_vacuum_info
 from airflow_delta_provider.core.vacuum.retention import millis

@@ -15,7 +15,7 @@ from airflow_delta_provider.core.file_actions import (
     may_climb,
     rows_to_table,
 )
-from airflow_delta_provider.core.paths import escapes_root
+from airflow_delta_provider.core.storage.paths import escapes_root
 
 from .conftest import DV
 

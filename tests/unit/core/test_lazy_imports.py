@@ -49,7 +49,7 @@ def test_a_reader_imports_no_operation() -> None:
 
 def test_paths_and_errors_import_no_pyarrow() -> None:
     loaded = _modules_after(
-        "import airflow_delta_provider.core.paths, airflow_delta_provider.core.storage.options"
+        "import airflow_delta_provider.core.storage.paths, airflow_delta_provider.core.storage.options"
     )
     assert "airflow_delta_provider.core.errors" in loaded  # the package's own eager names
     assert {"pyarrow", "numpy", "airflow_delta_provider.core.table"} & loaded == set()

@@ -22,7 +22,7 @@ from airflow_delta_provider.core.action_checks import action_problem
 from airflow_delta_provider.core.commit_plan import CommitPlan
 from airflow_delta_provider.core.delta_types import LONG_MAX
 from airflow_delta_provider.core.errors import ProtocolError
-from airflow_delta_provider.core.paths import escapes_root
+from airflow_delta_provider.core.storage.paths import escapes_root
 from airflow_delta_provider.core.transaction import OptimisticTransaction
 
 from .conftest import DV

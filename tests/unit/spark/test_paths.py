@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_delta_provider.core.paths import TablePath
+from airflow_delta_provider.core.storage.paths import TablePath
 from airflow_delta_provider.spark.paths import metadata_file_path, same_file_key, spark_file_paths, spark_path
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_delta_provider.core.errors import InvalidPathError
-from airflow_delta_provider.core.paths import TablePath
+from airflow_delta_provider.core.storage.paths import TablePath
 from airflow_delta_provider.core.utils.redaction import redact
 
 SECRET = "wJalrXUtnFEMI-paths"

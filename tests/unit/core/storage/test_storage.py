@@ -7,8 +7,8 @@ import uuid
 import pytest
 
 from airflow_delta_provider.core.errors import CommitFileExistsError, InvalidPathError, StorageError
-from airflow_delta_provider.core.paths import TablePath
 from airflow_delta_provider.core.storage import open_store
+from airflow_delta_provider.core.storage.paths import TablePath
 
 
 @pytest.mark.parametrize(
