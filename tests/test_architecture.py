@@ -66,11 +66,12 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
             "stats",
             "stats_encoding",
             "stats_parsed",
-            "parquet_footer",
-            "parquet_compat",
-            "page_scan",
-            "thrift",
-            "page_index",
+            "parquet",
+            "parquet.footer",
+            "parquet.pyarrow_compat",
+            "parquet.page_scan",
+            "parquet.thrift",
+            "parquet.page_index",
             "row_tracking",
             "sql_engine",
             "constraints",
@@ -516,7 +517,7 @@ def test_the_checks_see_what_they_check() -> None:
     assert [n.attr for n in ast.walk(sample) if isinstance(n, ast.Attribute) and _private(n.attr)] == [
         "_pipeline"
     ]
-    assert _is_compat(PACKAGE / "core" / "parquet_compat.py")
+    assert _is_compat(PACKAGE / "core" / "parquet" / "pyarrow_compat.py")
     assert any(_private(part) for part in ["pyarrow", "_parquet"])
     assert _airflow_layer(f"{ROOT}.utils.coercion") == 0 and _airflow_layer(f"{ROOT}.hooks.delta") == 1
     long_docstring = ast.parse('"""What.\n' + "detail\n" * (MAX_MODULE_DOCSTRING_LINES - 1) + '"""\nx = 1\n')

@@ -18,16 +18,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from airflow_delta_provider.core.page_index import (
+from airflow_delta_provider.core.parquet.footer import TAIL_BYTES
+from airflow_delta_provider.core.parquet.page_index import (
     PageIndexError,
     PageLocations,
     clear_page_locations,
     null_pages,
     page_locations,
 )
-from airflow_delta_provider.core.page_scan import codec_of, decompressed, read_page_header
-from airflow_delta_provider.core.parquet_footer import TAIL_BYTES
-from airflow_delta_provider.core.thrift import read_struct, varint
+from airflow_delta_provider.core.parquet.page_scan import codec_of, decompressed, read_page_header
+from airflow_delta_provider.core.parquet.thrift import read_struct, varint
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq

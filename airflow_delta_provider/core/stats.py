@@ -21,8 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_delta_provider.core.errors import SchemaError
-from airflow_delta_provider.core.page_scan import read_leaf_values
-from airflow_delta_provider.core.parquet_footer import (
+from airflow_delta_provider.core.parquet.footer import (
     LOCAL_TAIL_BYTES,
     LOCAL_TAIL_STEP,
     TAIL_BYTES,
@@ -30,6 +29,7 @@ from airflow_delta_provider.core.parquet_footer import (
     parse_footer,
     schema_end,
 )
+from airflow_delta_provider.core.parquet.page_scan import read_leaf_values
 from airflow_delta_provider.core.stats_encoding import (
     DECIMAL_BYTES,
     FLOAT,

@@ -12,8 +12,8 @@ import pytest
 
 from airflow_delta_provider.core import checkpoint_reader as reader
 from airflow_delta_provider.core.checkpoint_pages import CheckpointPages
+from airflow_delta_provider.core.parquet.thrift import read_struct
 from airflow_delta_provider.core.storage import open_store
-from airflow_delta_provider.core.thrift import read_struct
 
 _MAP = pa.map_(pa.string(), pa.string())
 PROTOCOL = pa.struct(

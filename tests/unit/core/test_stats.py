@@ -11,8 +11,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_delta_provider.core import page_scan, parquet_footer, stats_encoding
+from airflow_delta_provider.core import stats_encoding
 from airflow_delta_provider.core.errors import InvalidDataFileError, SchemaError
+from airflow_delta_provider.core.parquet import footer as parquet_footer
+from airflow_delta_provider.core.parquet import page_scan
 from airflow_delta_provider.core.stats import indexed_columns, read_footer, read_footers
 from airflow_delta_provider.core.storage import open_store
 
@@ -353,9 +355,9 @@ def test_raw_footer_values_give_the_bounds_pyarrows_converted_values_give(
     monkeypatch.setattr(stats_module, "leaf_of", converted)
     assert _facts(read_footers(storage, paths, stats_columns=varied_stats_columns)) == _facts(raw)
     monkeypatch.setattr(stats_module, "leaf_of", original)
-    from airflow_delta_provider.core import parquet_compat
+    from airflow_delta_provider.core.parquet import pyarrow_compat
 
-    monkeypatch.setattr(parquet_compat, "_Reader", None)  # pq.read_metadata instead
+    monkeypatch.setattr(pyarrow_compat, "_Reader", None)  # pq.read_metadata instead
     assert _facts(read_footers(storage, paths, stats_columns=varied_stats_columns)) == _facts(raw)
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from airflow_delta_provider.core.page_scan import DTYPES
+from airflow_delta_provider.core.parquet.page_scan import DTYPES
 from airflow_delta_provider.core.stats_encoding import (
     DATE,
     FLOAT,

@@ -12,7 +12,7 @@ import threading
 
 import numpy as np
 
-from airflow_delta_provider.core.thrift import read_struct, varint
+from airflow_delta_provider.core.parquet.thrift import read_struct, varint
 
 #: (offset, compressed size, first row) of each data page of a column chunk.
 PageLocations = list[tuple[int, int, int]]

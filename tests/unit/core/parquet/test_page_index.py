@@ -8,10 +8,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_delta_provider.core import page_index
-from airflow_delta_provider.core.page_index import PageIndexError, null_pages, page_locations
-from airflow_delta_provider.core.page_scan import read_page_header
-from airflow_delta_provider.core.thrift import read_struct
+from airflow_delta_provider.core.parquet import page_index
+from airflow_delta_provider.core.parquet.page_index import PageIndexError, null_pages, page_locations
+from airflow_delta_provider.core.parquet.page_scan import read_page_header
+from airflow_delta_provider.core.parquet.thrift import read_struct
 
 _DATA_PAGES = (0, 3)  # DATA_PAGE, DATA_PAGE_V2
 

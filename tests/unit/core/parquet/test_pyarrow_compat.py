@@ -1,4 +1,4 @@
-"""The one private pyarrow API the core uses (``core/parquet_compat.py``), pinned: the native
+"""The one private pyarrow API the core uses (``core/parquet/pyarrow_compat.py``), pinned: the native
 footer reader gives the public reader's ``FileMetaData``, and a corrupt footer is an exception."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_delta_provider.core import parquet_compat
-from airflow_delta_provider.core.parquet_compat import read_footer_metadata
+from airflow_delta_provider.core.parquet import pyarrow_compat
+from airflow_delta_provider.core.parquet.pyarrow_compat import read_footer_metadata
 
 
 def footer_of(table: pa.Table) -> bytes:
@@ -21,7 +21,7 @@ def footer_of(table: pa.Table) -> bytes:
 
 
 def test_the_native_reader_is_there_and_reads_what_the_public_reader_reads():
-    assert parquet_compat._Reader is not None  # the fast path is in use with this pyarrow
+    assert pyarrow_compat._Reader is not None  # the fast path is in use with this pyarrow
     footer = footer_of(pa.table({"id": pa.array([3, 1, 2], pa.int64()), "s": ["b", None, "a"]}))
     native = read_footer_metadata(footer)
     public = pq.read_metadata(pa.BufferReader(footer))

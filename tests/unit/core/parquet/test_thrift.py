@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_delta_provider.core.thrift import T_STRUCT, read_struct, skip_compact
+from airflow_delta_provider.core.parquet.thrift import T_STRUCT, read_struct, skip_compact
 
 
 def _footer(table: pa.Table, **options) -> tuple[bytes, pq.FileMetaData]:

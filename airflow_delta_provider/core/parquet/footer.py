@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from airflow_delta_provider.core.errors import InvalidDataFileError
-from airflow_delta_provider.core.parquet_compat import read_footer_metadata
-from airflow_delta_provider.core.thrift import T_I32, T_LIST, skip_compact
+from airflow_delta_provider.core.parquet.pyarrow_compat import read_footer_metadata
+from airflow_delta_provider.core.parquet.thrift import T_I32, T_LIST, skip_compact
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq

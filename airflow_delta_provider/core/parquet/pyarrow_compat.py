@@ -4,7 +4,7 @@
 it: half the cost per footer, which a commit of thousands of files pays per file. Where a pyarrow
 lacks it, :func:`read_footer_metadata` falls back to the public ``pyarrow.parquet.read_metadata``.
 (Not ``_reconstruct_filemetadata``: it aborts the process on a corrupt footer.)
-``tests/unit/core/test_parquet_compat.py`` pins what is relied on: the same ``FileMetaData`` as
+``tests/unit/core/parquet/test_pyarrow_compat.py`` pins what is relied on: the same ``FileMetaData`` as
 the public reader's, and a corrupt footer raised as an exception.
 """
 

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import pyarrow as pa
 
-from airflow_delta_provider.core.parquet_footer import unreadable
-from airflow_delta_provider.core.thrift import (
+from airflow_delta_provider.core.parquet.footer import unreadable
+from airflow_delta_provider.core.parquet.thrift import (
     T_FALSE,
     T_I16,
     T_I64,

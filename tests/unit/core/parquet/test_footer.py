@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core.errors import InvalidDataFileError
-from airflow_delta_provider.core.parquet_footer import footer_bytes, parse_footer, schema_end
+from airflow_delta_provider.core.parquet.footer import footer_bytes, parse_footer, schema_end
 from airflow_delta_provider.core.storage import open_store
 
 
