@@ -1,7 +1,7 @@
 """The provider-wide ``[delta]`` configuration section.
 
 Values here are defaults for every table; a table's own properties and a task's explicit
-arguments take precedence (see :mod:`airflow_delta_provider.core.table_config`, which declares
+arguments take precedence (see :mod:`airflow_delta_provider.core.protocol.table_config`, which declares
 each property and its ``[delta]`` option once). The core never reads Airflow configuration:
 the Airflow layer passes these values in.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.core.commit_plan import DEFAULT_MAX_ATTEMPTS
-from airflow_delta_provider.core.table_config import PROVIDER_OPTIONS, SET_TRANSACTION_RETENTION
+from airflow_delta_provider.core.protocol import PROVIDER_OPTIONS, SET_TRANSACTION_RETENTION
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

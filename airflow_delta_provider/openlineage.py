@@ -51,7 +51,7 @@ def dataset_naming(table_uri: str) -> tuple[str, str]:
 
 def _field_type(arrow_type: pa.DataType) -> str:
     """The Delta name of a column type (``long``, ``decimal(10,2)``, ``struct``...)."""
-    from airflow_delta_provider.core.schema import arrow_type_to_delta
+    from airflow_delta_provider.core.protocol import arrow_type_to_delta
 
     delta_type = arrow_type_to_delta(arrow_type)
     if isinstance(delta_type, str):

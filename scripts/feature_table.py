@@ -6,7 +6,7 @@ import re
 import sys
 from pathlib import Path
 
-from airflow_delta_provider.core.features import feature_table_markdown
+from airflow_delta_provider.core.protocol import feature_table_markdown
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "features.md"
 BLOCK = re.compile(r"(<!-- feature-table:begin -->\n).*?(<!-- feature-table:end -->)", re.DOTALL)

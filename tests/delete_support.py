@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.column_mapping import physical_data
+from airflow_delta_provider.core.protocol.column_mapping import physical_data
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence

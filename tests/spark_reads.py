@@ -15,11 +15,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.actions import AddFile, RemoveFile
 from airflow_delta_provider.core.commit_plan import CommitPlan
 from airflow_delta_provider.core.deletion_vectors import inline_deletion_vector
-from airflow_delta_provider.core.partitions import partition_path
 from airflow_delta_provider.core.predicate import Predicate
+from airflow_delta_provider.core.protocol.actions import AddFile, RemoveFile
+from airflow_delta_provider.core.protocol.partitions import partition_path
 from airflow_delta_provider.core.transaction import OptimisticTransaction
 
 if TYPE_CHECKING:

@@ -48,18 +48,18 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
     (
         "model",
         {
-            "delta_types",
-            "action_checks",
-            "schema",
-            "schema_json",
-            "column_mapping",
-            "partitions",
-            "actions",
-            "validation",
+            "protocol.delta_types",
+            "protocol.action_checks",
+            "protocol.schema",
+            "protocol.schema_json",
+            "protocol.column_mapping",
+            "protocol.partitions",
+            "protocol.actions",
+            "protocol.validation",
             "deletion_vectors",
             "logfiles",
-            "features",
-            "table_config",
+            "protocol.features",
+            "protocol.table_config",
             "predicate",
             "datafiles",
             "file_actions",
@@ -67,14 +67,15 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
             "stats_encoding",
             "stats_parsed",
             "parquet",
+            "protocol",
             "parquet.footer",
             "parquet.pyarrow_compat",
             "parquet.page_scan",
             "parquet.thrift",
             "parquet.page_index",
-            "row_tracking",
-            "sql_engine",
-            "constraints",
+            "protocol.row_tracking",
+            "protocol.sql_engine",
+            "protocol.constraints",
         },
     ),
     (
@@ -307,7 +308,7 @@ def test_lazy_names_are_edges_of_the_graph() -> None:
 #: The modules that build a TableConfig: the class itself, and ``Metadata.config`` (a table's own
 #: properties, typed). Everything else reads ``Snapshot.config``, its ``table_only`` view, or
 #: ``Metadata.config``.
-TABLE_CONFIG_BUILDERS = {f"{ROOT}.core.table_config", f"{ROOT}.core.actions"}
+TABLE_CONFIG_BUILDERS = {f"{ROOT}.core.protocol.table_config", f"{ROOT}.core.protocol.actions"}
 
 
 def _calls_to(tree: ast.AST, name: str) -> list[int]:
@@ -343,7 +344,7 @@ def _schema_string_reads(tree: ast.AST) -> list[int]:
 
 #: ``Metadata.schema_json`` is the one parse of a ``schemaString`` (its nesting bounded, a corrupt
 #: one named as such); ``actions`` is where it lives.
-SCHEMA_STRING_PARSERS = {f"{ROOT}.core.actions"}
+SCHEMA_STRING_PARSERS = {f"{ROOT}.core.protocol.actions"}
 
 
 def test_a_schema_string_is_parsed_only_by_metadata_schema_json() -> None:

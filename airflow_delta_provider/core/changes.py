@@ -16,7 +16,6 @@ import numpy as np
 import pyarrow as pa
 
 import airflow_delta_provider.core.utils.arrays as arrays
-from airflow_delta_provider.core.actions import Metadata, Protocol
 from airflow_delta_provider.core.changes_bounds import (
     ChangeRange,
     commit_time,
@@ -29,19 +28,20 @@ from airflow_delta_provider.core.changes_schema import (
     check_no_reserved_columns,
     check_read_compatible,
 )
-from airflow_delta_provider.core.column_mapping import column_mapping_mode, configured_mode
 from airflow_delta_provider.core.commits import read_commit_files
 from airflow_delta_provider.core.errors import (
     CommitsCleanedUpError,
     VersionGapError,
     VersionNotFoundError,
 )
-from airflow_delta_provider.core.features import Operation, check_supported
 from airflow_delta_provider.core.file_actions import DELETION_VECTOR_TYPE
-from airflow_delta_provider.core.schema import physical_schema
+from airflow_delta_provider.core.protocol.actions import Metadata, Protocol
+from airflow_delta_provider.core.protocol.column_mapping import column_mapping_mode, configured_mode
+from airflow_delta_provider.core.protocol.features import Operation, check_supported
+from airflow_delta_provider.core.protocol.schema import physical_schema
+from airflow_delta_provider.core.protocol.validation import check_column_mapping
 from airflow_delta_provider.core.snapshot import load_snapshot
 from airflow_delta_provider.core.utils.redaction import get_logger
-from airflow_delta_provider.core.validation import check_column_mapping
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

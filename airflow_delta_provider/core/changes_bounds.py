@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.delta_types import LONG_MAX
 from airflow_delta_provider.core.errors import (
     CommitsCleanedUpError,
     CorruptLogError,
@@ -31,6 +30,7 @@ from airflow_delta_provider.core.history import (
     version_at,
 )
 from airflow_delta_provider.core.logfiles import LogFileKind, commit_name
+from airflow_delta_provider.core.protocol.delta_types import LONG_MAX
 from airflow_delta_provider.core.segment import list_log_files
 
 if TYPE_CHECKING:
@@ -40,8 +40,8 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.commits import CommitActions
     from airflow_delta_provider.core.history import CommitTimestamp
     from airflow_delta_provider.core.logfiles import LogFile
+    from airflow_delta_provider.core.protocol.table_config import Setting
     from airflow_delta_provider.core.snapshot import Snapshot
-    from airflow_delta_provider.core.table_config import Setting
 
     Timestamp = datetime | str | int | float
 

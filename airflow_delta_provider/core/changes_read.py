@@ -22,7 +22,8 @@ import airflow_delta_provider.core.utils.arrays as arrays
 from airflow_delta_provider.core.changes_schema import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
 from airflow_delta_provider.core.deletion_vectors import deletion_vector_unique_id
 from airflow_delta_provider.core.errors import ChangeDataFileNotFoundError
-from airflow_delta_provider.core.partitions import partition_columns_from_map
+from airflow_delta_provider.core.protocol.partitions import partition_columns_from_map
+from airflow_delta_provider.core.protocol.schema import rename_to_logical
 from airflow_delta_provider.core.scan import (
     FileRead,
     RowSelection,
@@ -30,15 +31,14 @@ from airflow_delta_provider.core.scan import (
     read_files,
     runs,
 )
-from airflow_delta_provider.core.schema import rename_to_logical
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     import numpy.typing as npt
 
+    from airflow_delta_provider.core.protocol.table_config import Setting
     from airflow_delta_provider.core.storage import LogStore
-    from airflow_delta_provider.core.table_config import Setting
 
 #: The types of the columns a change feed adds (Delta's: string, long, timestamp).
 CDC_FIELDS = (

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.column_mapping import configured_mode, delta_physical_name
 from airflow_delta_provider.core.errors import ChangeDataSchemaError
+from airflow_delta_provider.core.protocol.column_mapping import configured_mode, delta_physical_name
 
 if TYPE_CHECKING:
-    from airflow_delta_provider.core.actions import Metadata
+    from airflow_delta_provider.core.protocol.actions import Metadata
 
 #: The columns a change feed adds (Delta's ``CDCReader.CDC_*``); a table column may not use them.
 CHANGE_TYPE = "_change_type"

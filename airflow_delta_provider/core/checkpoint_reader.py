@@ -24,7 +24,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from airflow_delta_provider.core.action_checks import action_problem, malformed_action_error
 from airflow_delta_provider.core.checkpoint_pages import CheckpointPages
 from airflow_delta_provider.core.commits import parse_commit
 from airflow_delta_provider.core.errors import CorruptLogError
@@ -35,6 +34,7 @@ from airflow_delta_provider.core.file_actions import (
     rows_to_table,
 )
 from airflow_delta_provider.core.logfiles import SIDECAR_DIR
+from airflow_delta_provider.core.protocol.action_checks import action_problem, malformed_action_error
 from airflow_delta_provider.core.storage.paths import has_scheme
 from airflow_delta_provider.core.utils.arrays import from_numpy, strings, to_bools
 from airflow_delta_provider.core.utils.arrays import table as arrow_table

@@ -14,8 +14,9 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.action_checks import action_problem
-from airflow_delta_provider.core.actions import (
+from airflow_delta_provider.core.logfiles import checksum_name
+from airflow_delta_provider.core.protocol.action_checks import action_problem
+from airflow_delta_provider.core.protocol.actions import (
     AddFile,
     DomainMetadata,
     Metadata,
@@ -24,8 +25,7 @@ from airflow_delta_provider.core.actions import (
     Transaction,
     dumps,
 )
-from airflow_delta_provider.core.delta_types import LONG_MAX
-from airflow_delta_provider.core.logfiles import checksum_name
+from airflow_delta_provider.core.protocol.delta_types import LONG_MAX
 from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:

@@ -17,27 +17,27 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.actions import Protocol
 from airflow_delta_provider.core.checkpoint_reader import read_checkpoint_small_actions
 from airflow_delta_provider.core.errors import (
     DeltaError,
     InvalidPathError,
     RetentionError,
 )
-from airflow_delta_provider.core.features import (
+from airflow_delta_provider.core.logfiles import SIDECAR_DIR, LogFileKind, is_temp_file
+from airflow_delta_provider.core.protocol.actions import Protocol
+from airflow_delta_provider.core.protocol.features import (
     Operation,
     check_supported,
     reader_features,
     writer_features,
 )
-from airflow_delta_provider.core.logfiles import SIDECAR_DIR, LogFileKind, is_temp_file
+from airflow_delta_provider.core.protocol.table_config import LOG_RETENTION, Setting, TableConfig
 from airflow_delta_provider.core.segment import (
     Checkpoint,
     complete_checkpoints,
     log_files_of,
     read_last_checkpoint,
 )
-from airflow_delta_provider.core.table_config import LOG_RETENTION, Setting, TableConfig
 from airflow_delta_provider.core.utils.arguments import check_bool, check_positive_int
 from airflow_delta_provider.core.utils.redaction import get_logger
 

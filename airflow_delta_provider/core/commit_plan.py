@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.actions import (
+from airflow_delta_provider.core.protocol.actions import (
     AddCDCFile,
     AddFile,
     DomainMetadata,
@@ -20,7 +20,7 @@ from airflow_delta_provider.core.actions import (
     RemoveFile,
     Transaction,
 )
-from airflow_delta_provider.core.features import Operation
+from airflow_delta_provider.core.protocol.features import Operation
 from airflow_delta_provider.core.utils.arguments import check_bool, check_positive_int
 
 if TYPE_CHECKING:

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from airflow_delta_provider.core.action_checks import action_problem, malformed_action_error
 from airflow_delta_provider.core.errors import CorruptLogError
 from airflow_delta_provider.core.logfiles import commit_name
+from airflow_delta_provider.core.protocol.action_checks import action_problem, malformed_action_error
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

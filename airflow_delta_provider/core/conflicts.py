@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from airflow_delta_provider.core.actions import Metadata, Protocol, Transaction
 from airflow_delta_provider.core.errors import (
     ConcurrentAppendError,
     ConcurrentDeleteDeleteError,
@@ -32,9 +31,10 @@ from airflow_delta_provider.core.errors import (
     ProtocolChangedError,
     UnsupportedFeatureError,
 )
-from airflow_delta_provider.core.features import Operation, check_supported
-from airflow_delta_provider.core.partitions import partition_columns_from_map
-from airflow_delta_provider.core.row_tracking import ROW_TRACKING_DOMAIN
+from airflow_delta_provider.core.protocol.actions import Metadata, Protocol, Transaction
+from airflow_delta_provider.core.protocol.features import Operation, check_supported
+from airflow_delta_provider.core.protocol.partitions import partition_columns_from_map
+from airflow_delta_provider.core.protocol.row_tracking import ROW_TRACKING_DOMAIN
 from airflow_delta_provider.core.skipping import partitions_may_match
 from airflow_delta_provider.core.utils.redaction import get_logger
 

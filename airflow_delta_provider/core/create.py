@@ -17,8 +17,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
-from airflow_delta_provider.core.actions import Metadata, Protocol, RemoveFile
-from airflow_delta_provider.core.column_mapping import assign_column_mapping, configured_mode
 from airflow_delta_provider.core.commit_plan import CommitPlan, CommitProperties, CommitResult, ReadSet
 from airflow_delta_provider.core.errors import (
     ProtocolChangedError,
@@ -27,9 +25,11 @@ from airflow_delta_provider.core.errors import (
     TableAlreadyExistsError,
     TableNotFoundError,
 )
-from airflow_delta_provider.core.features import minimum_protocol
-from airflow_delta_provider.core.row_tracking import new_table_properties
-from airflow_delta_provider.core.schema import (
+from airflow_delta_provider.core.protocol.actions import Metadata, Protocol, RemoveFile
+from airflow_delta_provider.core.protocol.column_mapping import assign_column_mapping, configured_mode
+from airflow_delta_provider.core.protocol.features import minimum_protocol
+from airflow_delta_provider.core.protocol.row_tracking import new_table_properties
+from airflow_delta_provider.core.protocol.schema import (
     arrow_type_to_delta,
     check_schema_compatible,
     schema_from_delta,

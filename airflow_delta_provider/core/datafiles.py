@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from airflow_delta_provider.core.errors import InvalidPathError, SchemaError, SchemaMismatchError
-from airflow_delta_provider.core.partitions import parse_partition_path
+from airflow_delta_provider.core.protocol.partitions import parse_partition_path
 from airflow_delta_provider.core.storage.paths import LOG_DIR, TablePath, has_scheme
 
 if TYPE_CHECKING:

@@ -18,7 +18,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_delta_provider.core.actions import AddCDCFile, AddFile, RemoveFile
 from airflow_delta_provider.core.commit_plan import CommitPlan, ReadSet
 from airflow_delta_provider.core.create import remove_actions
 from airflow_delta_provider.core.delete_rows import FileReader
@@ -28,9 +27,10 @@ from airflow_delta_provider.core.deletion_vectors import (
     serialize_deletion_vector,
 )
 from airflow_delta_provider.core.errors import DeltaError
-from airflow_delta_provider.core.features import Operation, change_data_feed_enabled
-from airflow_delta_provider.core.partitions import partition_path
-from airflow_delta_provider.core.schema import physical_name
+from airflow_delta_provider.core.protocol.actions import AddCDCFile, AddFile, RemoveFile
+from airflow_delta_provider.core.protocol.features import Operation, change_data_feed_enabled
+from airflow_delta_provider.core.protocol.partitions import partition_path
+from airflow_delta_provider.core.protocol.schema import physical_name
 from airflow_delta_provider.core.stats import read_footers
 from airflow_delta_provider.core.stats_encoding import stats_json
 from airflow_delta_provider.core.stats_parsed import parse_stats, stats_parsed_type

@@ -19,12 +19,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from airflow_delta_provider.core.actions import AddCDCFile, AddFile
-from airflow_delta_provider.core.column_mapping import column_mapping_mode, physical_data, physical_path
 from airflow_delta_provider.core.datafiles import DataFile
-from airflow_delta_provider.core.partitions import partition_path
+from airflow_delta_provider.core.protocol.actions import AddCDCFile, AddFile
+from airflow_delta_provider.core.protocol.column_mapping import (
+    column_mapping_mode,
+    physical_data,
+    physical_path,
+)
+from airflow_delta_provider.core.protocol.partitions import partition_path
+from airflow_delta_provider.core.protocol.schema import physical_name, physical_schema, rename_to_logical
 from airflow_delta_provider.core.scan import data_file_errors, deletion_vector_rows, file_dataset
-from airflow_delta_provider.core.schema import physical_name, physical_schema, rename_to_logical
 from airflow_delta_provider.core.stats import indexed_columns, read_footers
 
 if TYPE_CHECKING:

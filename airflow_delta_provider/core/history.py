@@ -15,7 +15,6 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.core.commits import commit_info_of, read_commit, read_commit_bytes
-from airflow_delta_provider.core.delta_types import LONG_MAX, LONG_MIN
 from airflow_delta_provider.core.errors import (
     CorruptLogError,
     TimestampEarlierThanRetentionError,
@@ -23,6 +22,7 @@ from airflow_delta_provider.core.errors import (
     VersionNotFoundError,
 )
 from airflow_delta_provider.core.logfiles import LogFileKind, commit_name
+from airflow_delta_provider.core.protocol.delta_types import LONG_MAX, LONG_MIN
 from airflow_delta_provider.core.segment import build_segment, complete_checkpoints, list_log_files
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ from airflow_delta_provider.core.snapshot import load_snapshot
 from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
-    from airflow_delta_provider.core.actions import Transaction
+    from airflow_delta_provider.core.protocol.actions import Transaction
     from airflow_delta_provider.core.snapshot import Snapshot
     from airflow_delta_provider.core.storage import LogStore
 

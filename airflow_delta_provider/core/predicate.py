@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_delta_provider.core.errors import DeltaError, shorten
-from airflow_delta_provider.core.partitions import parse_partition_value
-from airflow_delta_provider.core.schema import arrow_type_to_delta, delta_type_name
+from airflow_delta_provider.core.protocol.partitions import parse_partition_value
+from airflow_delta_provider.core.protocol.schema import arrow_type_to_delta, delta_type_name
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_delta_provider.core.column_mapping import column_dropped, column_mapping_mode, extra_columns
 from airflow_delta_provider.core.optimize import (
     OptimizePlan,
     OptimizeResult,
@@ -29,7 +28,12 @@ from airflow_delta_provider.core.optimize import (
     rewrite_and_commit,
     select_partitions,
 )
-from airflow_delta_provider.core.schema import physical_schema
+from airflow_delta_provider.core.protocol.column_mapping import (
+    column_dropped,
+    column_mapping_mode,
+    extra_columns,
+)
+from airflow_delta_provider.core.protocol.schema import physical_schema
 from airflow_delta_provider.core.stats import read_footers
 from airflow_delta_provider.core.stats_parsed import parse_stats, stats_parsed_type
 from airflow_delta_provider.core.utils.redaction import get_logger

@@ -22,7 +22,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
-from airflow_delta_provider.core.action_checks import action_problem, malformed_action_error
 from airflow_delta_provider.core.commits import (
     file_line_origin,
     parse_line,
@@ -38,6 +37,7 @@ from airflow_delta_provider.core.file_actions import (
     first_bad_file_row,
     rows_to_table,
 )
+from airflow_delta_provider.core.protocol.action_checks import action_problem, malformed_action_error
 from airflow_delta_provider.core.utils.arrays import from_numpy, scalar, strings, to_bools
 from airflow_delta_provider.core.utils.arrays import table as arrow_table
 from airflow_delta_provider.core.utils.memory import READ_POOL

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_delta_provider.core.actions import DomainMetadata, Metadata, Protocol, Transaction
 from airflow_delta_provider.core.checkpoint_reader import (
     SMALL_ACTION_COLUMNS,
     check_checkpoint_shape,
@@ -33,10 +32,11 @@ from airflow_delta_provider.core.checkpoint_reader import (
     require_checkpoint_state,
     sidecar_path,
 )
-from airflow_delta_provider.core.column_mapping import column_mapping_mode, delta_physical_name
 from airflow_delta_provider.core.errors import CorruptLogError, DeltaError
-from airflow_delta_provider.core.features import reader_features
 from airflow_delta_provider.core.file_actions import ADD_SCHEMA, DELETION_VECTOR_TYPE, REMOVE_SCHEMA
+from airflow_delta_provider.core.protocol.actions import DomainMetadata, Metadata, Protocol, Transaction
+from airflow_delta_provider.core.protocol.column_mapping import column_mapping_mode, delta_physical_name
+from airflow_delta_provider.core.protocol.features import reader_features
 from airflow_delta_provider.core.reconcile import drop_touched, reconcile_commits
 from airflow_delta_provider.core.utils.arrays import scalar
 from airflow_delta_provider.core.utils.arrays import table as arrow_table

@@ -15,9 +15,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_delta_provider.core.column_mapping import column_mapping_mode
 from airflow_delta_provider.core.predicate import Comparison, Junction
-from airflow_delta_provider.core.schema import TYPE_CHANGES_KEY, physical_name
+from airflow_delta_provider.core.protocol.column_mapping import column_mapping_mode
+from airflow_delta_provider.core.protocol.schema import TYPE_CHANGES_KEY, physical_name
 from airflow_delta_provider.core.stats_parsed import parse_stats, stats_parsed_type
 
 if TYPE_CHECKING:

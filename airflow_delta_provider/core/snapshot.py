@@ -24,8 +24,10 @@ from airflow_delta_provider.core.errors import (
     DeltaError,
     UnsupportedFeatureError,
 )
-from airflow_delta_provider.core.features import Operation, check_supported, reader_features
-from airflow_delta_provider.core.partitions import partition_columns_from_map
+from airflow_delta_provider.core.protocol.features import Operation, check_supported, reader_features
+from airflow_delta_provider.core.protocol.partitions import partition_columns_from_map
+from airflow_delta_provider.core.protocol.schema import physical_schema, rename_to_logical
+from airflow_delta_provider.core.protocol.validation import check_column_mapping
 from airflow_delta_provider.core.replay import FileState, SmallState, replay_files, replay_small_state
 from airflow_delta_provider.core.scan import (
     FileRead,
@@ -35,20 +37,18 @@ from airflow_delta_provider.core.scan import (
     read_files,
     runs,
 )
-from airflow_delta_provider.core.schema import physical_schema, rename_to_logical
 from airflow_delta_provider.core.segment import build_segment
 from airflow_delta_provider.core.utils.redaction import get_logger
-from airflow_delta_provider.core.validation import check_column_mapping
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     import pyarrow.dataset as ds
 
-    from airflow_delta_provider.core.actions import DomainMetadata, Metadata, Protocol, Transaction
+    from airflow_delta_provider.core.protocol.actions import DomainMetadata, Metadata, Protocol, Transaction
+    from airflow_delta_provider.core.protocol.table_config import TableConfig
     from airflow_delta_provider.core.segment import LogSegment
     from airflow_delta_provider.core.storage import LogStore
-    from airflow_delta_provider.core.table_config import TableConfig
 
 log = get_logger(__name__)
 

@@ -51,8 +51,8 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.data_retention import DataRetentionResult
     from airflow_delta_provider.core.delete import DeleteResult, RowMatcher
     from airflow_delta_provider.core.optimize import OptimizeResult, Rewriter
+    from airflow_delta_provider.core.protocol.table_config import TableConfig
     from airflow_delta_provider.core.restore import RestoreResult, TaggedCommits
-    from airflow_delta_provider.core.table_config import TableConfig
     from airflow_delta_provider.core.transaction import LandedCommit
     from airflow_delta_provider.core.vacuum import VacuumResult
 

@@ -19,16 +19,6 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider import __version__
-from airflow_delta_provider.core.actions import (
-    AddCDCFile,
-    AddFile,
-    DomainMetadata,
-    Metadata,
-    Protocol,
-    RemoveFile,
-    Transaction,
-    dumps,
-)
 from airflow_delta_provider.core.checksum import next_checksum, read_checksum, write_checksum
 from airflow_delta_provider.core.commit_plan import (
     ALREADY_COMMITTED,
@@ -53,18 +43,28 @@ from airflow_delta_provider.core.errors import (
     DeltaError,
     MaxCommitAttemptsExceededError,
 )
-from airflow_delta_provider.core.features import check_supported
 from airflow_delta_provider.core.idempotency import already_committed_result
 from airflow_delta_provider.core.logfiles import LogFileKind, commit_name, parse_log_file, version_prefix
-from airflow_delta_provider.core.row_tracking import (
+from airflow_delta_provider.core.protocol.actions import (
+    AddCDCFile,
+    AddFile,
+    DomainMetadata,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    Transaction,
+    dumps,
+)
+from airflow_delta_provider.core.protocol.features import check_supported
+from airflow_delta_provider.core.protocol.row_tracking import (
     assign_row_ids,
     assigns_row_ids,
     high_water_mark,
     winner_high_water_mark,
 )
+from airflow_delta_provider.core.protocol.validation import validate_actions, validate_commit_info
 from airflow_delta_provider.core.snapshot import load_snapshot
 from airflow_delta_provider.core.utils.redaction import get_logger, redact
-from airflow_delta_provider.core.validation import validate_actions, validate_commit_info
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence

@@ -18,14 +18,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
-from airflow_delta_provider.core.actions import AddFile, Metadata, Protocol, RemoveFile
-from airflow_delta_provider.core.column_mapping import (
-    assign_column_mapping,
-    column_mapping_mode,
-    configured_mode,
-    logical_file_schema,
-    physical_path,
-)
 from airflow_delta_provider.core.commit_plan import (
     NO_FILES,
     CommitPlan,
@@ -33,7 +25,6 @@ from airflow_delta_provider.core.commit_plan import (
     CommitResult,
     ReadSet,
 )
-from airflow_delta_provider.core.constraints import check_rows, checked_identity_schema
 from airflow_delta_provider.core.create import (
     as_schema,
     new_metadata,
@@ -48,22 +39,31 @@ from airflow_delta_provider.core.errors import (
     SchemaMismatchError,
     TableNotFoundError,
 )
-from airflow_delta_provider.core.features import Operation, check_supported, minimum_protocol
-from airflow_delta_provider.core.partitions import parse_partition_path, parse_partition_value
 from airflow_delta_provider.core.predicate import Predicate, PredicateError
-from airflow_delta_provider.core.schema import (
+from airflow_delta_provider.core.protocol.actions import AddFile, Metadata, Protocol, RemoveFile
+from airflow_delta_provider.core.protocol.column_mapping import (
+    assign_column_mapping,
+    column_mapping_mode,
+    configured_mode,
+    logical_file_schema,
+    physical_path,
+)
+from airflow_delta_provider.core.protocol.constraints import check_rows, checked_identity_schema
+from airflow_delta_provider.core.protocol.features import Operation, check_supported, minimum_protocol
+from airflow_delta_provider.core.protocol.partitions import parse_partition_path, parse_partition_value
+from airflow_delta_provider.core.protocol.schema import (
     arrow_type_to_delta,
     check_schema_compatible,
     merge_schemas,
     physical_name_map,
     schema_to_delta_json,
 )
+from airflow_delta_provider.core.protocol.validation import log_types
 from airflow_delta_provider.core.snapshot import load_snapshot
 from airflow_delta_provider.core.stats import FooterInfo, indexed_columns, read_footers
 from airflow_delta_provider.core.transaction import OptimisticTransaction
 from airflow_delta_provider.core.utils.arguments import check_bool, check_positive_int
 from airflow_delta_provider.core.utils.redaction import get_logger
-from airflow_delta_provider.core.validation import log_types
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

@@ -34,8 +34,8 @@ if TYPE_CHECKING:
 
     from airflow_delta_provider.core.maintenance import OptimizeDecision, PurgeDecision
     from airflow_delta_provider.core.optimize import OptimizeResult
+    from airflow_delta_provider.core.protocol import DataRetentionPolicy
     from airflow_delta_provider.core.table import DeltaTable
-    from airflow_delta_provider.core.table_config import DataRetentionPolicy
     from airflow_delta_provider.hooks.delta import DeltaTableHook
 
 __all__ = [

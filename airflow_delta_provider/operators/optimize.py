@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.apache.spark.operators.spark_pyspark import PySparkOperator
 from airflow.providers.common.compat.standard.operators import PythonOperator
 
-from airflow_delta_provider.core.column_mapping import column_mapping_mode, spark_write_schemas
 from airflow_delta_provider.core.optimize import (
     OPTIMIZE,
     OptimizeOptions,
@@ -28,6 +27,7 @@ from airflow_delta_provider.core.optimize import (
     deleted_rows,
     plan_optimize,
 )
+from airflow_delta_provider.core.protocol import column_mapping_mode, spark_write_schemas
 from airflow_delta_provider.core.purge import REORG, PurgeOptions, plan_purge
 from airflow_delta_provider.hooks.mixins import DeltaTableMixin, delta_template_fields
 from airflow_delta_provider.operators.commit import RunIdentity, already_committed, resolve_idempotency_key

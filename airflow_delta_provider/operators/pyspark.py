@@ -543,8 +543,11 @@ def _with_physical_names(
     inner fields in the table's order, safe upcasts), then each column is cast to the same
     shape under physical names, which renames by position. The core checks the footers.
     """
-    from airflow_delta_provider.core.column_mapping import column_mapping_mode, spark_write_schemas
-    from airflow_delta_provider.core.schema import physical_name_map
+    from airflow_delta_provider.core.protocol import (
+        column_mapping_mode,
+        physical_name_map,
+        spark_write_schemas,
+    )
 
     mode = column_mapping_mode(snapshot.protocol, snapshot.metadata)
     if mode == "none":

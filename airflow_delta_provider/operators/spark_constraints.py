@@ -3,7 +3,7 @@
 Invariants, CHECK constraints and generation expressions are Spark SQL, so the PySpark operator
 evaluates them with Spark itself, before anything is written, with Delta's semantics; missing
 generated and identity columns are computed first, as Delta does. What the constraints are is
-decided once, in :mod:`airflow_delta_provider.core.constraints`.
+decided once, in :mod:`airflow_delta_provider.core.protocol.constraints`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_delta_provider.core.errors import ConstraintViolationError
 
 if TYPE_CHECKING:
-    from airflow_delta_provider.core.actions import Metadata
+    from airflow_delta_provider.core.protocol import Metadata
 
 __all__ = ["PreparedFrame", "prepare_frame"]
 
@@ -53,7 +53,7 @@ def prepare_frame(frame: Any, metadata: Metadata, log: Any) -> PreparedFrame:
 
     # Here, not at the top, like pyspark: the module is imported in every parse of a DAG file
     # naming the PySpark operator, and core.constraints imports pyarrow that only execution needs.
-    from airflow_delta_provider.core.constraints import identity_columns, table_constraints
+    from airflow_delta_provider.core.protocol import identity_columns, table_constraints
 
     constraints = table_constraints(metadata)
     identities = identity_columns(metadata)

@@ -21,14 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.core.consumer import parse_consumer_app_id
 from airflow_delta_provider.core.errors import InvalidTablePropertyError
-from airflow_delta_provider.core.features import (
-    FEATURES,
-    Operation,
-    features_in_use,
-    reader_features,
-    supports,
-    writer_features,
-)
 from airflow_delta_provider.core.history import (
     commit_counts,
     commit_timestamps,
@@ -38,8 +30,17 @@ from airflow_delta_provider.core.history import (
 )
 from airflow_delta_provider.core.logfiles import LogFileKind
 from airflow_delta_provider.core.maintenance import checkpoint_due, cleanup_due, vacuum_due
+from airflow_delta_provider.core.protocol import (
+    DATA_RETENTION,
+    FEATURES,
+    Operation,
+    features_in_use,
+    reader_features,
+    supports,
+    to_interval,
+    writer_features,
+)
 from airflow_delta_provider.core.segment import complete_checkpoints, list_log_files
-from airflow_delta_provider.core.table_config import DATA_RETENTION, to_interval
 from airflow_delta_provider.core.utils import masked_options
 from airflow_delta_provider.core.vacuum.record import read_last_vacuum_info
 

@@ -24,8 +24,7 @@ from airflow_delta_provider.core.changes_schema import (
     COMMIT_VERSION,
     check_no_reserved_columns,
 )
-from airflow_delta_provider.core.partitions import partition_columns_from_map
-from airflow_delta_provider.core.schema import schema_to_delta
+from airflow_delta_provider.core.protocol import partition_columns_from_map, schema_to_delta
 from airflow_delta_provider.core.utils import get_logger
 from airflow_delta_provider.spark.files import (
     FILE,

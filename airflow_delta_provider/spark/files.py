@@ -173,8 +173,7 @@ def file_type_groups(
 
 def _file_type_json(arrow_type: pa.DataType) -> Any:
     """The Spark type (JSON) of a column as a file stores it."""
-    from airflow_delta_provider.core.column_mapping import spark_read_fields
-    from airflow_delta_provider.core.schema import arrow_type_to_delta
+    from airflow_delta_provider.core.protocol import arrow_type_to_delta, spark_read_fields
 
     item = {"name": "x", "type": arrow_type_to_delta(arrow_type), "nullable": True, "metadata": {}}
     return spark_read_fields([item], "none")[0][0]["type"]

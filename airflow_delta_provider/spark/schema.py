@@ -12,9 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.column_mapping import column_mapping_mode, spark_read_fields
 from airflow_delta_provider.core.errors import UnsupportedFeatureError
-from airflow_delta_provider.core.schema import TYPE_CHANGES_KEY
+from airflow_delta_provider.core.protocol import TYPE_CHANGES_KEY, column_mapping_mode, spark_read_fields
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence

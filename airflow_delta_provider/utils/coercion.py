@@ -237,7 +237,7 @@ def to_list(value: Any, name: str, *, unique: bool = False) -> list[str]:
 def to_interval(value: Any, name: str, *, optional: bool = True) -> timedelta | None:
     """A duration from a timedelta, a number of hours, or a Delta interval string, parsed and
     range-checked by the core's one interval parser
-    (:func:`airflow_delta_provider.core.table_config.to_interval`).
+    (:func:`airflow_delta_provider.core.protocol.table_config.to_interval`).
 
     :raises ValueError: a blank string, a value of another kind, or not given when required.
     :raises RetentionError: a negative, too long or unparseable interval (the core says why).
@@ -245,7 +245,7 @@ def to_interval(value: Any, name: str, *, optional: bool = True) -> timedelta | 
     kinds = "must be a timedelta, a Delta interval such as 'interval 7 days', or a number of hours;"
     if _not_given(value, name, (timedelta, int, float, str), kinds, optional=optional):
         return None
-    from airflow_delta_provider.core.table_config import to_interval as parse_interval_argument
+    from airflow_delta_provider.core.protocol import to_interval as parse_interval_argument
 
     return parse_interval_argument(value.strip() if isinstance(value, str) else value, name=name)
 
@@ -253,7 +253,7 @@ def to_interval(value: Any, name: str, *, optional: bool = True) -> timedelta | 
 def to_byte_size(value: Any, name: str, *, optional: bool = True) -> int | None:
     """A positive size in bytes from an ``int`` or a size string such as ``"128mb"`` or ``"1tb"``,
     parsed by the core's one size parser (Spark's units:
-    :func:`airflow_delta_provider.core.table_config.parse_byte_size`); None when optional and not
+    :func:`airflow_delta_provider.core.protocol.table_config.parse_byte_size`); None when optional and not
     given.
 
     :raises ValueError: a blank string, a value of another kind, or not given when required.
@@ -262,7 +262,7 @@ def to_byte_size(value: Any, name: str, *, optional: bool = True) -> int | None:
     requirement = "must be a size in bytes (an integer, or e.g. '128mb' or '1g')"
     if _not_given(value, name, (int, str), requirement, optional=optional):
         return None
-    from airflow_delta_provider.core.table_config import to_byte_size as parse_size_argument
+    from airflow_delta_provider.core.protocol import to_byte_size as parse_size_argument
 
     return parse_size_argument(value, name=name)
 
@@ -277,7 +277,7 @@ def to_data_retention(value: Any, name: str) -> Any:
     requirement = 'must be a policy such as {"column": "ds", "keep": "interval 90 days"} (or its JSON)'
     if _not_given(value, name, (Mapping, str), requirement, optional=True):
         return None
-    from airflow_delta_provider.core.table_config import parse_data_retention
+    from airflow_delta_provider.core.protocol import parse_data_retention
 
     return parse_data_retention(value, name=name)
 

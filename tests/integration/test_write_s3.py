@@ -16,7 +16,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.actions import AddFile
 from airflow_delta_provider.core.commit_plan import CommitPlan
 from airflow_delta_provider.core.errors import (
     InvalidDataFileError,
@@ -26,6 +25,7 @@ from airflow_delta_provider.core.errors import (
     TableNotFoundError,
 )
 from airflow_delta_provider.core.logfiles import commit_name
+from airflow_delta_provider.core.protocol.actions import AddFile
 from airflow_delta_provider.core.transaction import OptimisticTransaction
 
 pytestmark = pytest.mark.s3

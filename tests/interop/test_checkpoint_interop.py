@@ -25,7 +25,7 @@ from deltalake import CommitProperties, Transaction, write_deltalake
 
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.errors import CorruptLogError, UnsupportedFeatureError
-from airflow_delta_provider.core.features import Operation, Support, supports
+from airflow_delta_provider.core.protocol.features import Operation, Support, supports
 
 CORPUS = Path(__file__).resolve().parents[1] / "conformance" / "corpus"
 MANIFEST = json.loads((CORPUS / "MANIFEST.json").read_text())

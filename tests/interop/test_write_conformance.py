@@ -21,12 +21,12 @@ import pytest
 from deltalake import QueryBuilder
 
 from airflow_delta_provider.core import DeltaTable, ProtocolError, UnsupportedFeatureError
-from airflow_delta_provider.core.column_mapping import column_mapping_mode, physical_data
-from airflow_delta_provider.core.constraints import identity_columns
 from airflow_delta_provider.core.errors import ConstraintViolationError
-from airflow_delta_provider.core.features import Operation, check_supported
-from airflow_delta_provider.core.partitions import partition_path, serialize_partition_value
-from airflow_delta_provider.core.schema import arrow_type_to_delta
+from airflow_delta_provider.core.protocol.column_mapping import column_mapping_mode, physical_data
+from airflow_delta_provider.core.protocol.constraints import identity_columns
+from airflow_delta_provider.core.protocol.features import Operation, check_supported
+from airflow_delta_provider.core.protocol.partitions import partition_path, serialize_partition_value
+from airflow_delta_provider.core.protocol.schema import arrow_type_to_delta
 
 CORPUS = Path(
     os.environ.get("DELTA_CONFORMANCE_DIR", Path(__file__).resolve().parents[1] / "conformance" / "corpus")

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 from delete_support import events_by_day, state
 
-from airflow_delta_provider.core.table_config import DATA_RETENTION
+from airflow_delta_provider.core.protocol.table_config import DATA_RETENTION
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -10,7 +10,11 @@ from airflow_delta_provider.config import (
     provider_table_properties,
     retention_defaults,
 )
-from airflow_delta_provider.core.table_config import PROPERTIES, PROVIDER_OPTIONS, SET_TRANSACTION_RETENTION
+from airflow_delta_provider.core.protocol.table_config import (
+    PROPERTIES,
+    PROVIDER_OPTIONS,
+    SET_TRANSACTION_RETENTION,
+)
 from airflow_delta_provider.get_provider_info import get_provider_info
 
 

@@ -29,8 +29,8 @@ from airflow_delta_provider.core.checkpoint.writer import (
     write_multipart,
     write_v2,
 )
-from airflow_delta_provider.core.features import Operation, check_supported, writer_features
 from airflow_delta_provider.core.logfiles import LAST_CHECKPOINT
+from airflow_delta_provider.core.protocol.features import Operation, check_supported, writer_features
 from airflow_delta_provider.core.replay import replay_files, replay_small_state
 from airflow_delta_provider.core.segment import hinted_checkpoint_exists, read_last_checkpoint
 from airflow_delta_provider.core.utils.arguments import check_positive_int

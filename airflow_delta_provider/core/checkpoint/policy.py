@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from airflow_delta_provider.core.table_config import TableConfig
+    from airflow_delta_provider.core.protocol.table_config import TableConfig
 
 __all__ = ["should_checkpoint"]
 

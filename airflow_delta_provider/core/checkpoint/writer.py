@@ -18,7 +18,6 @@ import pyarrow.parquet as pq
 from airflow_delta_provider.core.checkpoint.placement import spark_partition_ids
 from airflow_delta_provider.core.deletion_vectors import deletion_vector_unique_id
 from airflow_delta_provider.core.errors import CorruptLogError
-from airflow_delta_provider.core.features import reader_features, writer_features
 from airflow_delta_provider.core.file_actions import ADD_SCHEMA, REMOVE_SCHEMA
 from airflow_delta_provider.core.logfiles import (
     SIDECAR_DIR,
@@ -26,15 +25,16 @@ from airflow_delta_provider.core.logfiles import (
     classic_checkpoint_name,
     multipart_checkpoint_name,
 )
-from airflow_delta_provider.core.partitions import partition_columns_from_map
-from airflow_delta_provider.core.schema import physical_schema
+from airflow_delta_provider.core.protocol.features import reader_features, writer_features
+from airflow_delta_provider.core.protocol.partitions import partition_columns_from_map
+from airflow_delta_provider.core.protocol.schema import physical_schema
 from airflow_delta_provider.core.stats_parsed import parse_stats, stats_parsed_type
 from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
+    from airflow_delta_provider.core.protocol.table_config import TableConfig
     from airflow_delta_provider.core.replay import SmallState
     from airflow_delta_provider.core.storage import LogStore
-    from airflow_delta_provider.core.table_config import TableConfig
 
 log = get_logger(__name__)
 

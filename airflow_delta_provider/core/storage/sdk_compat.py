@@ -1,6 +1,6 @@
 """The private APIs of the storage SDKs that the stores rely on, in one place.
 
-Each does what no public API of its SDK does; ``tests/unit/core/test_storage_sdk_compat.py`` pins,
+Each does what no public API of its SDK does; ``tests/unit/core/storage/test_sdk_compat.py`` pins,
 against the services' emulators, the behaviour relied on, so that an SDK release that changes
 one fails there, naming it:
 

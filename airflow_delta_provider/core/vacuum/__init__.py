@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from airflow_delta_provider.core.errors import DeleteFilesError, VacuumDeleteError
-from airflow_delta_provider.core.features import Operation, check_supported
+from airflow_delta_provider.core.protocol.features import Operation, check_supported
 from airflow_delta_provider.core.storage.base import DELETE_BATCH
 from airflow_delta_provider.core.utils.arguments import check_bool, check_positive_int
 from airflow_delta_provider.core.utils.redaction import get_logger
@@ -48,7 +48,7 @@ from airflow_delta_provider.core.vacuum.retention import (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from airflow_delta_provider.core.actions import Metadata, Protocol
+    from airflow_delta_provider.core.protocol.actions import Metadata, Protocol
     from airflow_delta_provider.core.snapshot import Snapshot
     from airflow_delta_provider.core.storage import LogStore
     from airflow_delta_provider.core.transaction import PostCommitHook
@@ -268,7 +268,7 @@ def check_vacuumable(protocol: Protocol, metadata: Metadata | None = None) -> No
 
     Delta runs the full writer-protocol check before VACUUM (``deltaLog.protocolWrite``); the
     ``vacuumProtocolCheck`` feature makes that check mandatory for every VACUUM client. What
-    VACUUM does with each feature is in :mod:`airflow_delta_provider.core.features`.
+    VACUUM does with each feature is in :mod:`airflow_delta_provider.core.protocol.features`.
 
     :raises UnsupportedFeatureError: naming the feature (and ``vacuumProtocolCheck``).
     """

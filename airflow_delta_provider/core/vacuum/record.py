@@ -6,7 +6,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.core.commit_plan import CommitPlan
-from airflow_delta_provider.core.features import Operation
+from airflow_delta_provider.core.protocol.features import Operation
 from airflow_delta_provider.core.transaction import OptimisticTransaction
 from airflow_delta_provider.core.utils.redaction import get_logger
 from airflow_delta_provider.core.vacuum.result import VacuumStatus

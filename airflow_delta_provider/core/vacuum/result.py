@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from datetime import datetime, timedelta
 
-    from airflow_delta_provider.core.table_config import Setting
+    from airflow_delta_provider.core.protocol.table_config import Setting
 
 
 class VacuumStatus(enum.StrEnum):

@@ -8,11 +8,11 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from airflow_delta_provider.core.errors import VacuumRetentionNegativeError, VacuumRetentionTooShortError
-from airflow_delta_provider.core.table_config import DELETED_FILE_RETENTION, Source
+from airflow_delta_provider.core.protocol.table_config import DELETED_FILE_RETENTION, Source
 from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
-    from airflow_delta_provider.core.table_config import Setting, TableConfig
+    from airflow_delta_provider.core.protocol.table_config import Setting, TableConfig
 
 log = get_logger(__name__)
 

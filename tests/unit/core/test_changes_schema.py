@@ -12,9 +12,9 @@ import pyarrow as pa
 import pytest
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.actions import Metadata
 from airflow_delta_provider.core.changes_schema import check_read_compatible
 from airflow_delta_provider.core.errors import ChangeDataSchemaError
+from airflow_delta_provider.core.protocol.actions import Metadata
 
 from .changes_support import CORPUS, delta_rs_changes, log_state, normalised
 

@@ -34,7 +34,7 @@ from airflow_delta_provider.core.errors import (
     UnsupportedFeatureError,
 )
 from airflow_delta_provider.core.logfiles import LogFileKind
-from airflow_delta_provider.core.table_config import TableConfig
+from airflow_delta_provider.core.protocol.table_config import TableConfig
 
 CORPUS = Path(__file__).resolve().parents[2] / "conformance" / "corpus"
 NOW = 1_800_000_000_000  # ms: the clock the tests checkpoint at

@@ -392,8 +392,8 @@ def test_corpus_answers_are_the_same_with_and_without_the_checksum(tmp_path, roo
 
 def test_no_checksum_is_derived_when_the_table_size_would_pass_a_long():
     """``tableSizeBytes`` is a Delta long: past it, no ``.crc`` (optional) rather than a wrong one."""
-    from airflow_delta_provider.core.actions import AddFile, Metadata, Protocol
     from airflow_delta_provider.core.checksum import next_checksum
+    from airflow_delta_provider.core.protocol.actions import AddFile, Metadata, Protocol
 
     metadata = Metadata("t", json.dumps({"type": "struct", "fields": []}))
     previous = {"tableSizeBytes": 2**63 - 6, "numFiles": 1, "numMetadata": 1, "numProtocol": 1}

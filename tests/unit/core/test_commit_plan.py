@@ -13,10 +13,10 @@ import pytest
 from deltalake import DeltaTable as RsDeltaTable
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.actions import AddCDCFile, AddFile, Transaction
 from airflow_delta_provider.core.commit_plan import CommitPlan, CommitProperties, ReadSet
 from airflow_delta_provider.core.errors import InvalidLogValueError
 from airflow_delta_provider.core.predicate import Predicate
+from airflow_delta_provider.core.protocol.actions import AddCDCFile, AddFile, Transaction
 from airflow_delta_provider.core.stats import read_footer
 from airflow_delta_provider.core.transaction import OptimisticTransaction
 

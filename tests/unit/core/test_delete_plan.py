@@ -29,7 +29,7 @@ from airflow_delta_provider.core.errors import (
     ConcurrentDeleteDeleteError,
     ConcurrentDeleteReadError,
 )
-from airflow_delta_provider.core.schema import physical_name
+from airflow_delta_provider.core.protocol.schema import physical_name
 
 FILES = {"a": [range(0, 10), range(10, 20)], "b": [range(20, 30), range(30, 40)]}
 CDC_NAME = re.compile(r"^_change_data/p=[ab]/cdc-\d{5}-[0-9a-f-]{36}\.c000\.snappy\.parquet$")

@@ -7,7 +7,6 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from airflow_delta_provider.core.action_checks import action_problem
 from airflow_delta_provider.core.file_actions import (
     ADD_SCHEMA,
     REMOVE_SCHEMA,
@@ -15,6 +14,7 @@ from airflow_delta_provider.core.file_actions import (
     may_climb,
     rows_to_table,
 )
+from airflow_delta_provider.core.protocol.action_checks import action_problem
 from airflow_delta_provider.core.storage.paths import escapes_root
 
 from .conftest import DV

@@ -239,7 +239,7 @@ def test_optimize_commits_data_change_false_with_delta_metrics_and_same_rows(tmp
 
 
 def test_metrics_percentiles_are_nearest_rank() -> None:
-    from airflow_delta_provider.core.actions import AddFile
+    from airflow_delta_provider.core.protocol.actions import AddFile
 
     adds = [
         AddFile(path=f"{s}", partition_values={}, size=s, modification_time=1, data_change=False)

@@ -26,8 +26,8 @@ from airflow_delta_provider.core.errors import (
 )
 from airflow_delta_provider.core.optimize import rewrite_locally
 from airflow_delta_provider.core.predicate import PredicateError
+from airflow_delta_provider.core.protocol.schema import physical_name
 from airflow_delta_provider.core.purge import PurgeOptions, plan_purge
-from airflow_delta_provider.core.schema import physical_name
 from airflow_delta_provider.core.transaction import OptimisticTransaction
 
 FILES = {"a": [range(0, 10), range(10, 20)], "b": [range(20, 30)], "c": [range(30, 40)]}

@@ -18,10 +18,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import CorruptLogError, DeltaTable
-from airflow_delta_provider.core.action_checks import action_problem
 from airflow_delta_provider.core.commit_plan import CommitPlan
-from airflow_delta_provider.core.delta_types import LONG_MAX
 from airflow_delta_provider.core.errors import ProtocolError
+from airflow_delta_provider.core.protocol.action_checks import action_problem
+from airflow_delta_provider.core.protocol.delta_types import LONG_MAX
 from airflow_delta_provider.core.storage.paths import escapes_root
 from airflow_delta_provider.core.transaction import OptimisticTransaction
 
@@ -641,7 +641,7 @@ def test_a_retry_is_never_built_on_an_unreadable_winner(tmp_path, log_state):
     stale = table.snapshot()  # version 2
     table.commit_files([_write_parquet(table.storage.root, "f3.parquet")], auto_checkpoint=False)
     _append_line(table, 3, b'{"add":{"path":', newline=False)
-    from airflow_delta_provider.core.actions import AddFile
+    from airflow_delta_provider.core.protocol.actions import AddFile
 
     before = log_state(table.storage.root)
     transaction = OptimisticTransaction(table.storage, read_snapshot=stale)

@@ -22,9 +22,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.actions import Metadata, Protocol
-from airflow_delta_provider.core.column_mapping import physical_data
-from airflow_delta_provider.core.constraints import merged_identity_schema
 from airflow_delta_provider.core.deletion_vectors import inline_deletion_vector
 from airflow_delta_provider.core.errors import (
     ConcurrentTransactionError,
@@ -38,7 +35,10 @@ from airflow_delta_provider.core.errors import (
     TimeTravelBeyondRetentionError,
     UnsupportedFeatureError,
 )
-from airflow_delta_provider.core.features import merge_protocols
+from airflow_delta_provider.core.protocol.actions import Metadata, Protocol
+from airflow_delta_provider.core.protocol.column_mapping import physical_data
+from airflow_delta_provider.core.protocol.constraints import merged_identity_schema
+from airflow_delta_provider.core.protocol.features import merge_protocols
 from airflow_delta_provider.core.restore import (
     NO_OP,
     RestoreOptions,

@@ -17,9 +17,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.actions import AddFile
 from airflow_delta_provider.core.commit_plan import CommitPlan
 from airflow_delta_provider.core.predicate import Predicate
+from airflow_delta_provider.core.protocol.actions import AddFile
 from airflow_delta_provider.core.skipping import files_matching
 from airflow_delta_provider.core.transaction import OptimisticTransaction
 

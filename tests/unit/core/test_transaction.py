@@ -16,7 +16,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.actions import AddFile, RemoveFile
 from airflow_delta_provider.core.commit_plan import CommitPlan, CursorAdvance
 from airflow_delta_provider.core.errors import (
     CommitFileExistsError,
@@ -28,6 +27,7 @@ from airflow_delta_provider.core.errors import (
     MetadataChangedError,
     ProtocolChangedError,
 )
+from airflow_delta_provider.core.protocol.actions import AddFile, RemoveFile
 from airflow_delta_provider.core.transaction import OptimisticTransaction
 
 SCHEMA = pa.schema([("id", pa.int64()), ("ds", pa.string())])

@@ -33,7 +33,7 @@ from airflow_delta_provider.core.errors import (
     VacuumRetentionNegativeError,
     VacuumRetentionTooShortError,
 )
-from airflow_delta_provider.core.table_config import TableConfig
+from airflow_delta_provider.core.protocol.table_config import TableConfig
 from airflow_delta_provider.core.vacuum import (
     LAST_VACUUM_INFO,
     read_last_vacuum_info,

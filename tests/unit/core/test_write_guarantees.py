@@ -20,7 +20,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.actions import AddFile, Metadata, Protocol, RemoveFile, Transaction
 from airflow_delta_provider.core.commit_plan import CommitPlan
 from airflow_delta_provider.core.errors import (
     CorruptLogError,
@@ -32,6 +31,7 @@ from airflow_delta_provider.core.errors import (
     SchemaMismatchError,
     TableNotFoundError,
 )
+from airflow_delta_provider.core.protocol.actions import AddFile, Metadata, Protocol, RemoveFile, Transaction
 from airflow_delta_provider.core.transaction import OptimisticTransaction
 
 SCHEMA = pa.schema(
@@ -360,7 +360,7 @@ def test_partition_values_outside_their_type_are_refused(tmp_path, column, value
     before = state(table)
     with pytest.raises(InvalidPartitionValueError, match=message):
         if source == "path":
-            from airflow_delta_provider.core.partitions import partition_path
+            from airflow_delta_provider.core.protocol.partitions import partition_path
 
             directory = partition_path(values, list(GOOD))
             table.commit_files([write_file(table.storage.root, f"{directory}/p.parquet")])
@@ -459,7 +459,7 @@ def test_the_transaction_refuses_values_outside_their_delta_types(table, case):
 
 def test_create_refuses_values_outside_their_types_and_creates_nothing(tmp_path):
     target = DeltaTable(str(tmp_path / "new"))
-    from airflow_delta_provider.core.schema import schema_to_delta_json
+    from airflow_delta_provider.core.protocol.schema import schema_to_delta_json
 
     metadata = Metadata("id", schema_to_delta_json(SCHEMA), created_time=2**63)
     with pytest.raises(InvalidLogValueError, match="createdTime"):

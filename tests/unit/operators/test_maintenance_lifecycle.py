@@ -15,7 +15,7 @@ from delete_support import DV_PROPERTIES, make_table, state
 from delete_support import events_by_day as events
 
 from airflow_delta_provider.core.errors import RetentionError
-from airflow_delta_provider.core.table_config import DATA_RETENTION
+from airflow_delta_provider.core.protocol.table_config import DATA_RETENTION
 from airflow_delta_provider.operators.maintenance import DeltaMaintenanceError, DeltaMaintenanceOperator
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from enum import Enum
 from pathlib import PurePosixPath
 from typing import Any
 
-from airflow_delta_provider.core.table_config import parse_data_retention
+from airflow_delta_provider.core.protocol.table_config import parse_data_retention
 from airflow_delta_provider.operators.maintenance_policy import (
     MAX_XCOM_FILES,
     MaintenancePolicy,

@@ -259,7 +259,7 @@ def test_sizes_parse_as_spark_parses_them(local_spark: Any) -> None:
     ``JavaUtils.byteStringAsBytes``: the same bytes wherever Spark reads a positive size, refused
     wherever Spark refuses (or reads zero)."""
     from airflow_delta_provider.core.errors import RetentionError
-    from airflow_delta_provider.core.table_config import parse_byte_size
+    from airflow_delta_provider.core.protocol.table_config import parse_byte_size
 
     java_utils = local_spark._jvm.org.apache.spark.network.util.JavaUtils
     numbers = ["0", "1", "7", "128", "1024", "134217728"]

@@ -19,8 +19,8 @@ from deltalake import DeltaTable as RsDeltaTable
 from deltalake import QueryBuilder
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.column_mapping import column_id, field_id
-from airflow_delta_provider.core.schema import physical_name
+from airflow_delta_provider.core.protocol.column_mapping import column_id, field_id
+from airflow_delta_provider.core.protocol.schema import physical_name
 
 from .test_pyspark import context_for, make
 

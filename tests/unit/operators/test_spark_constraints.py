@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from airflow_delta_provider.core.actions import Metadata
 from airflow_delta_provider.core.errors import ConstraintViolationError
+from airflow_delta_provider.core.protocol.actions import Metadata
 from airflow_delta_provider.operators.spark_constraints import prepare_frame
 
 pytestmark = pytest.mark.spark

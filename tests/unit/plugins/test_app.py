@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.features import Operation
+from airflow_delta_provider.core.protocol.features import Operation
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

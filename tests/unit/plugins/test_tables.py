@@ -187,7 +187,7 @@ def test_maintenance_shows_the_retention_policy_its_last_run_and_the_last_purge(
 
     import pyarrow.parquet as pq
 
-    from airflow_delta_provider.core.table_config import DATA_RETENTION
+    from airflow_delta_provider.core.protocol.table_config import DATA_RETENTION
 
     policy = {"column": "ds", "keep": "interval 30 days"}
     root = view.root / "retained"
@@ -227,7 +227,7 @@ def test_maintenance_shows_the_retention_policy_its_last_run_and_the_last_purge(
 
 
 def test_maintenance_shows_a_bad_retention_property_as_the_core_refuses_it(view: Any) -> None:
-    from airflow_delta_provider.core.table_config import DATA_RETENTION
+    from airflow_delta_provider.core.protocol.table_config import DATA_RETENTION
 
     table = DeltaTable.create(
         str(view.root / "bad-retention"),

@@ -18,13 +18,19 @@ from decimal import Decimal, InvalidOperation
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.actions import AddFile, DomainMetadata, Metadata
-from airflow_delta_provider.core.column_mapping import (
+from airflow_delta_provider.core.errors import (
+    CorruptLogError,
+    InvalidLogValueError,
+    InvalidPartitionValueError,
+    SchemaError,
+)
+from airflow_delta_provider.core.protocol.actions import AddFile, DomainMetadata, Metadata
+from airflow_delta_provider.core.protocol.column_mapping import (
     configured_mode,
     delta_physical_name,
     physical_delta_fields,
 )
-from airflow_delta_provider.core.delta_types import (
+from airflow_delta_provider.core.protocol.delta_types import (
     FLOAT_MAX,
     INT_MAX,
     INTEGER_RANGES,
@@ -33,15 +39,12 @@ from airflow_delta_provider.core.delta_types import (
     is_integer,
     show_value,
 )
-from airflow_delta_provider.core.errors import (
-    CorruptLogError,
-    InvalidLogValueError,
-    InvalidPartitionValueError,
-    SchemaError,
+from airflow_delta_provider.core.protocol.partitions import parse_partition_value
+from airflow_delta_provider.core.protocol.row_tracking import MARK_KEY, ROW_TRACKING_DOMAIN
+from airflow_delta_provider.core.protocol.schema import (
+    COLUMN_MAPPING_ID_KEY,
+    COLUMN_MAPPING_PHYSICAL_NAME_KEY,
 )
-from airflow_delta_provider.core.partitions import parse_partition_value
-from airflow_delta_provider.core.row_tracking import MARK_KEY, ROW_TRACKING_DOMAIN
-from airflow_delta_provider.core.schema import COLUMN_MAPPING_ID_KEY, COLUMN_MAPPING_PHYSICAL_NAME_KEY
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from airflow_delta_provider.core.errors import SchemaError, SchemaMismatchError
-from airflow_delta_provider.core.schema import (
+from airflow_delta_provider.core.protocol.schema import (
     arrow_type_to_delta,
     check_schema_compatible,
     delta_type_to_arrow,
@@ -26,7 +26,7 @@ from airflow_delta_provider.core.schema import (
 )
 
 CORPUS = Path(
-    os.environ.get("DELTA_CONFORMANCE_DIR", Path(__file__).resolve().parents[2] / "conformance" / "corpus")
+    os.environ.get("DELTA_CONFORMANCE_DIR", Path(__file__).resolve().parents[3] / "conformance" / "corpus")
 )
 # Types the core refuses; every other schemaString in the corpus must round-trip.
 REFUSED_TYPES = ("geometry(OGC:CRS84)", "geography(OGC:CRS84, spherical)")
@@ -700,7 +700,7 @@ def _nested(kind: str, depth: int) -> str:
 def test_a_schema_nested_deeper_than_the_limit_is_refused_clearly(kind):
     """Deep schemas ended in a RecursionError somewhere (parsing the JSON from 250 struct levels,
     a commit under column mapping from 249): every reader and writer now refuses them by name."""
-    from airflow_delta_provider.core.schema_json import MAX_SCHEMA_DEPTH
+    from airflow_delta_provider.core.protocol.schema_json import MAX_SCHEMA_DEPTH
 
     assert schema_from_delta(_nested(kind, MAX_SCHEMA_DEPTH - 1)).field("top")  # the top column is a level
     for depth in (MAX_SCHEMA_DEPTH, 5_000):

@@ -19,7 +19,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from airflow_delta_provider.core.errors import CorruptLogError, SchemaError
-from airflow_delta_provider.core.partitions import (
+from airflow_delta_provider.core.protocol.partitions import (
     HIVE_DEFAULT_PARTITION,
     escape_partition_value,
     escape_path_name,
@@ -32,7 +32,7 @@ from airflow_delta_provider.core.partitions import (
     unescape_partition_value,
     unescape_path_name,
 )
-from airflow_delta_provider.core.schema import (
+from airflow_delta_provider.core.protocol.schema import (
     arrow_type_to_delta,
     delta_type_to_arrow,
     physical_schema,
@@ -40,7 +40,7 @@ from airflow_delta_provider.core.schema import (
 )
 
 CORPUS = Path(
-    os.environ.get("DELTA_CONFORMANCE_DIR", Path(__file__).resolve().parents[2] / "conformance" / "corpus")
+    os.environ.get("DELTA_CONFORMANCE_DIR", Path(__file__).resolve().parents[3] / "conformance" / "corpus")
 )
 UTC = dt.UTC
 STRING_MAP = pa.map_(pa.string(), pa.string())

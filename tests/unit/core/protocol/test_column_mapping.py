@@ -21,7 +21,7 @@ from deltalake import DeltaTable as RsDeltaTable
 from deltalake import QueryBuilder
 
 from airflow_delta_provider.core import DeltaTable, SchemaMismatchError, UnsupportedFeatureError
-from airflow_delta_provider.core.column_mapping import (
+from airflow_delta_provider.core.protocol.column_mapping import (
     PARQUET_FIELD_ID,
     assign_column_mapping,
     column_id,
@@ -30,9 +30,9 @@ from airflow_delta_provider.core.column_mapping import (
     physical_data,
     spark_write_schemas,
 )
-from airflow_delta_provider.core.schema import is_type_widening, physical_name, schema_from_delta
+from airflow_delta_provider.core.protocol.schema import is_type_widening, physical_name, schema_from_delta
 
-CORPUS = Path(__file__).resolve().parents[2] / "conformance" / "corpus" / "tables"
+CORPUS = Path(__file__).resolve().parents[3] / "conformance" / "corpus" / "tables"
 UUID_NAME = re.compile(r"col-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 SCHEMA = pa.schema(

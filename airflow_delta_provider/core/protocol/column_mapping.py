@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from airflow_delta_provider.core.errors import SchemaError, SchemaMismatchError
-from airflow_delta_provider.core.features import reader_features
-from airflow_delta_provider.core.schema import (
+from airflow_delta_provider.core.protocol.features import reader_features
+from airflow_delta_provider.core.protocol.schema import (
     COLUMN_MAPPING_ID_KEY,
     COLUMN_MAPPING_PHYSICAL_NAME_KEY,
     physical_name,
@@ -33,7 +33,7 @@ from airflow_delta_provider.core.schema import (
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
 
-    from airflow_delta_provider.core.actions import Metadata, Protocol
+    from airflow_delta_provider.core.protocol.actions import Metadata, Protocol
 
 __all__ = [
     "MAX_COLUMN_ID_KEY",

@@ -20,7 +20,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from airflow_delta_provider.core.column_mapping import logical_file_data, physical_path
 from airflow_delta_provider.core.errors import (
     ConstraintViolationError,
     CorruptLogError,
@@ -28,19 +27,20 @@ from airflow_delta_provider.core.errors import (
     UnsupportedExpressionError,
     shorten,
 )
-from airflow_delta_provider.core.partitions import parse_partition_value
-from airflow_delta_provider.core.schema import (
+from airflow_delta_provider.core.protocol.column_mapping import logical_file_data, physical_path
+from airflow_delta_provider.core.protocol.partitions import parse_partition_value
+from airflow_delta_provider.core.protocol.schema import (
     COLUMN_MAPPING_PHYSICAL_NAME_KEY,
     arrow_type_to_delta,
     physical_name,
 )
-from airflow_delta_provider.core.sql_engine import EngineError, first_match
+from airflow_delta_provider.core.protocol.sql_engine import EngineError, first_match
 from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping, Sequence
 
-    from airflow_delta_provider.core.actions import Metadata
+    from airflow_delta_provider.core.protocol.actions import Metadata
     from airflow_delta_provider.core.storage import LogStore
 
 __all__ = [

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_delta_provider.core.errors import CorruptLogError, SchemaError
-from airflow_delta_provider.core.schema import MAX_DECIMAL_PRECISION, arrow_type_to_delta
+from airflow_delta_provider.core.protocol.schema import MAX_DECIMAL_PRECISION, arrow_type_to_delta
 
 __all__ = [
     "HIVE_DEFAULT_PARTITION",

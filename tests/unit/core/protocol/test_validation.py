@@ -1,4 +1,4 @@
-"""The one gate for values written to the log (core/validation.py): the typed values inside text
+"""The one gate for values written to the log (core/protocol/validation.py): the typed values inside text
 fields, a system domain's configuration and a column's identity and column-mapping metadata, per
 class of bad value; and end to end, a commit that would write one is refused with the table as it was.
 """
@@ -14,9 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.actions import DomainMetadata, Metadata
 from airflow_delta_provider.core.errors import InvalidLogValueError, SchemaError
-from airflow_delta_provider.core.validation import validate_actions
+from airflow_delta_provider.core.protocol.actions import DomainMetadata, Metadata
+from airflow_delta_provider.core.protocol.validation import validate_actions
 
 LONG_MAX = 2**63 - 1
 TABLE = Metadata("t", json.dumps({"type": "struct", "fields": []}))

@@ -15,15 +15,15 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from airflow_delta_provider.core.actions import Metadata, Protocol
 from airflow_delta_provider.core.errors import ProtocolError, UnsupportedFeatureError
+from airflow_delta_provider.core.protocol.actions import Metadata, Protocol
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     import pyarrow as pa
 
-    from airflow_delta_provider.core.table_config import TableConfig
+    from airflow_delta_provider.core.protocol.table_config import TableConfig
 
 __all__ = [
     "FEATURES",
@@ -145,7 +145,7 @@ def _column_mapping_used(metadata: Metadata) -> bool:
 
 
 #: Rules on the rows a commit adds, which commits honour: every row is checked before the commit
-#: (core/constraints.py: Spark in the PySpark operator, the SQL engine for files committed as
+#: (core/protocol/constraints.py: Spark in the PySpark operator, the SQL engine for files committed as
 #: they are), identity values are generated or refused and their high-water mark moved.
 _ROWS_CHECKED = _support()
 #: Refused by every operation, reading included.
@@ -264,7 +264,7 @@ FEATURES: dict[str, Feature] = {
             ),
         ),
         Feature(
-            "rowTracking",  # commits assign baseRowId / defaultRowCommitVersion (core/row_tracking.py)
+            "rowTracking",  # commits assign baseRowId / defaultRowCommitVersion (protocol/row_tracking.py)
             support=_support(optimize=Support.NO, copy_on_write_delete=Support.UNLESS_USED),
             in_use=lambda metadata: metadata.config.flag("delta.enableRowTracking"),
             in_use_reason="delta.enableRowTracking is true",
@@ -566,7 +566,7 @@ def minimum_protocol(schema: pa.Schema, properties: Mapping[str, str]) -> Protoc
     """
     # Here, not at the top: the schema module imports pyarrow, which the Airflow entry points
     # (they import this registry) must not.
-    from airflow_delta_provider.core.schema import schema_to_delta_json
+    from airflow_delta_provider.core.protocol.schema import schema_to_delta_json
 
     refusals = {
         **{f.enabled_by[0]: f.name for f in FEATURES.values() if f.enabled_by and not f.creatable},

@@ -14,9 +14,9 @@ import json
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.actions import AddFile, DomainMetadata, Metadata, Protocol
 from airflow_delta_provider.core.errors import RowTrackingError
-from airflow_delta_provider.core.features import writer_features
+from airflow_delta_provider.core.protocol.actions import AddFile, DomainMetadata, Metadata, Protocol
+from airflow_delta_provider.core.protocol.features import writer_features
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.delta_types import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN, is_integer
 from airflow_delta_provider.core.errors import CorruptLogError, ProtocolError, shorten
+from airflow_delta_provider.core.protocol.delta_types import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN, is_integer
 from airflow_delta_provider.core.storage.paths import escapes_root
 
 if TYPE_CHECKING:

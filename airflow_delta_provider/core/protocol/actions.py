@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.action_checks import check_action
-from airflow_delta_provider.core.delta_types import (
+from airflow_delta_provider.core.errors import CorruptLogError, InvalidLogValueError, SchemaError, shorten
+from airflow_delta_provider.core.protocol.action_checks import check_action
+from airflow_delta_provider.core.protocol.delta_types import (
     INT_MAX,
     LONG_MAX,
     LONG_MIN,
@@ -23,9 +24,8 @@ from airflow_delta_provider.core.delta_types import (
     check_string,
     show_value,
 )
-from airflow_delta_provider.core.errors import CorruptLogError, InvalidLogValueError, SchemaError, shorten
-from airflow_delta_provider.core.schema_json import parse_schema_string
-from airflow_delta_provider.core.table_config import TableConfig
+from airflow_delta_provider.core.protocol.schema_json import parse_schema_string
+from airflow_delta_provider.core.protocol.table_config import TableConfig
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -215,7 +215,7 @@ class Metadata:
         """
         # Here, not at the top: the schema module imports pyarrow, which the Airflow entry points
         # (they import the actions) must not.
-        from airflow_delta_provider.core.schema import schema_from_delta
+        from airflow_delta_provider.core.protocol.schema import schema_from_delta
 
         return schema_from_delta(self.schema_json)
 

@@ -10,13 +10,13 @@ import pytest
 
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.errors import SchemaError
-from airflow_delta_provider.core.schema import (
+from airflow_delta_provider.core.protocol.schema import (
     check_schema_compatible,
     merge_schemas,
     schema_from_delta,
     schema_to_delta,
 )
-from airflow_delta_provider.core.schema_json import MAX_SCHEMA_DEPTH, check_arrow_schema_depth
+from airflow_delta_provider.core.protocol.schema_json import MAX_SCHEMA_DEPTH, check_arrow_schema_depth
 
 if TYPE_CHECKING:
     from collections.abc import Callable

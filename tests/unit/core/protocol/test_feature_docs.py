@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from airflow_delta_provider.core.features import FEATURES, Operation, Support, feature_table_markdown
+from airflow_delta_provider.core.protocol.features import FEATURES, Operation, Support, feature_table_markdown
 
-DOCS = Path(__file__).resolve().parents[3] / "docs"
+DOCS = Path(__file__).resolve().parents[4] / "docs"
 
 
 def test_docs_feature_table_is_the_registry() -> None:

@@ -3,9 +3,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from airflow_delta_provider.core.actions import Metadata, Protocol
 from airflow_delta_provider.core.errors import CorruptLogError, ProtocolError, UnsupportedFeatureError
-from airflow_delta_provider.core.features import (
+from airflow_delta_provider.core.protocol.actions import Metadata, Protocol
+from airflow_delta_provider.core.protocol.features import (
     FEATURES,
     Operation,
     Support,
@@ -208,7 +208,7 @@ def test_deletion_vectors_are_written_only_where_the_feature_and_the_property_sa
     ],
 )
 def test_a_new_tables_features_follow_its_typed_properties(properties, feature):
-    from airflow_delta_provider.core.features import minimum_protocol
+    from airflow_delta_provider.core.protocol.features import minimum_protocol
 
     protocol = minimum_protocol(ARROW_SCHEMA, properties)
     assert feature in writer_features(protocol)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import pyarrow as pa
 
 from airflow_delta_provider.core.errors import SchemaError, SchemaMismatchError, UnsupportedFeatureError
-from airflow_delta_provider.core.schema_json import (
+from airflow_delta_provider.core.protocol.schema_json import (
     check_arrow_schema_depth,
     check_schema_depth,
     parse_schema_string,

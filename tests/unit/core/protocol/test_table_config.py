@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from airflow_delta_provider.core.errors import InvalidTablePropertyError, RetentionError
-from airflow_delta_provider.core.table_config import (
+from airflow_delta_provider.core.protocol.table_config import (
     CHECKPOINT_INTERVAL,
     DELETED_FILE_RETENTION,
     ENABLE_EXPIRED_LOG_CLEANUP,
@@ -193,14 +193,14 @@ def test_every_setting_records_its_source():
 
 
 def test_a_warning_when_files_outlive_the_log(caplog):
-    with caplog.at_level(logging.WARNING, logger="airflow_delta_provider.core.table_config"):
+    with caplog.at_level(logging.WARNING, logger="airflow_delta_provider.core.protocol.table_config"):
         TableConfig({LOG_RETENTION: "interval 3 days"}).warn_on_incompatible_retentions()
     assert any(
         DELETED_FILE_RETENTION in r.getMessage() and "table property" in r.getMessage()
         for r in caplog.records
     )
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="airflow_delta_provider.core.table_config"):
+    with caplog.at_level(logging.WARNING, logger="airflow_delta_provider.core.protocol.table_config"):
         TableConfig({LOG_RETENTION: "interval 30 days"}).warn_on_incompatible_retentions()
     assert not caplog.records
 
@@ -324,7 +324,7 @@ def test_size_arguments_that_are_not_positive_longs_are_refused(value):
 
 
 def test_the_table_only_view_drops_the_provider_defaults_and_is_the_metadatas():
-    from airflow_delta_provider.core.actions import Metadata
+    from airflow_delta_provider.core.protocol.actions import Metadata
 
     metadata = Metadata("id", '{"type":"struct","fields":[]}', (), {LOG_RETENTION: "interval 2 days"})
     config = metadata.config.with_provider_defaults({"deleted_file_retention_duration": "interval 3 days"})

@@ -21,8 +21,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.column_mapping import physical_data
-from airflow_delta_provider.core.constraints import Constraint, IdentityColumn, translate
 from airflow_delta_provider.core.errors import (
     ConstraintViolationError,
     MetadataChangedError,
@@ -30,6 +28,8 @@ from airflow_delta_provider.core.errors import (
     UnsupportedExpressionError,
     UnsupportedFeatureError,
 )
+from airflow_delta_provider.core.protocol.column_mapping import physical_data
+from airflow_delta_provider.core.protocol.constraints import Constraint, IdentityColumn, translate
 
 
 def field(name: str, kind: str, nullable: bool = True, **metadata: object) -> dict:
