@@ -133,7 +133,8 @@ def inprocess_rounds(tables: list[str], repeat: int, uncached: bool = False) -> 
     import pyarrow.parquet as pq
     from bench_read import DATA
 
-    from airflow_delta_provider.core import DeltaTable, checkpoint_pages
+    from airflow_delta_provider.core import DeltaTable
+    from airflow_delta_provider.core.log import checkpoint_pages
 
     def copy_log(uri: str) -> str:
         copy = tempfile.mkdtemp(prefix="bench-inprocess-")

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.commit_plan import CommitPlan
-from airflow_delta_provider.core.deletion_vectors import (
+from airflow_delta_provider.core.log import (
     deletion_vector_file,
     encode_deletion_vector_file_id,
     serialize_deletion_vector,

@@ -155,7 +155,7 @@ def foreign_commit(table_uri: str, day: str) -> None:
 
 def print_history(table_uri: str, title: str) -> None:
     from airflow_delta_provider.core import DeltaTable
-    from airflow_delta_provider.core.history import commit_counts
+    from airflow_delta_provider.core.log import commit_counts
 
     print(f"\n{title}")
     table = DeltaTable(table_uri)

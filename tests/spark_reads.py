@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.commit_plan import CommitPlan
-from airflow_delta_provider.core.deletion_vectors import inline_deletion_vector
+from airflow_delta_provider.core.log.deletion_vectors import inline_deletion_vector
 from airflow_delta_provider.core.predicate import Predicate
 from airflow_delta_provider.core.protocol.actions import AddFile, RemoveFile
 from airflow_delta_provider.core.protocol.partitions import partition_path
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
-    from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.log.snapshot import Snapshot
 
 #: Partition values and file names with every character class a path may mangle: spaces, '%'
 #: (also before hex digits), '=', ':', glob characters, non-ASCII, '+' and '#'.

@@ -56,13 +56,13 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
             "protocol.partitions",
             "protocol.actions",
             "protocol.validation",
-            "deletion_vectors",
-            "logfiles",
+            "log.deletion_vectors",
+            "log.logfiles",
             "protocol.features",
             "protocol.table_config",
             "predicate",
             "datafiles",
-            "file_actions",
+            "log.file_actions",
             "stats",
             "stats_encoding",
             "stats_parsed",
@@ -81,17 +81,17 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
     (
         "log",
         {
-            "segment",
-            "commits",
-            "reconcile",
-            "replay",
-            "checkpoint_reader",
-            "checkpoint_pages",
-            "checksum",
-            "scan",
+            "log.segment",
+            "log.commits",
+            "log.reconcile",
+            "log.replay",
+            "log.checkpoint_reader",
+            "log.checkpoint_pages",
+            "log.checksum",
+            "log.scan",
         },
     ),
-    ("snapshot", {"snapshot", "history", "skipping"}),
+    ("snapshot", {"log", "log.snapshot", "log.timeline", "skipping"}),
     (
         "operations",
         {
@@ -171,7 +171,7 @@ def normalised(name: str) -> str:
 
 
 def test_the_graph_sees_the_imports() -> None:
-    assert "airflow_delta_provider.core.snapshot" in GRAPH["airflow_delta_provider.core.table"]
+    assert "airflow_delta_provider.core.log.snapshot" in GRAPH["airflow_delta_provider.core.table"]
 
 
 def test_the_core_imports_neither_airflow_nor_pyspark() -> None:

@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.checkpoint import CheckpointResult
     from airflow_delta_provider.core.cleanup import CleanupResult
     from airflow_delta_provider.core.commit_plan import CommitResult
+    from airflow_delta_provider.core.log.snapshot import Snapshot
     from airflow_delta_provider.core.restore import RestoreResult
-    from airflow_delta_provider.core.snapshot import Snapshot
     from airflow_delta_provider.core.table import DeltaTable
     from airflow_delta_provider.core.vacuum import VacuumResult
 
@@ -39,7 +39,7 @@ _LAZY = {
     "CommitResult": "airflow_delta_provider.core.commit_plan",
     "RestoreResult": "airflow_delta_provider.core.restore",
     "DeltaTable": "airflow_delta_provider.core.table",
-    "Snapshot": "airflow_delta_provider.core.snapshot",
+    "Snapshot": "airflow_delta_provider.core.log.snapshot",
     "VacuumResult": "airflow_delta_provider.core.vacuum",
 }
 

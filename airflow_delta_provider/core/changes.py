@@ -28,19 +28,19 @@ from airflow_delta_provider.core.changes_schema import (
     check_no_reserved_columns,
     check_read_compatible,
 )
-from airflow_delta_provider.core.commits import read_commit_files
 from airflow_delta_provider.core.errors import (
     CommitsCleanedUpError,
     VersionGapError,
     VersionNotFoundError,
 )
-from airflow_delta_provider.core.file_actions import DELETION_VECTOR_TYPE
+from airflow_delta_provider.core.log.commits import read_commit_files
+from airflow_delta_provider.core.log.file_actions import DELETION_VECTOR_TYPE
+from airflow_delta_provider.core.log.snapshot import load_snapshot
 from airflow_delta_provider.core.protocol.actions import Metadata, Protocol
 from airflow_delta_provider.core.protocol.column_mapping import column_mapping_mode, configured_mode
 from airflow_delta_provider.core.protocol.features import Operation, check_supported
 from airflow_delta_provider.core.protocol.schema import physical_schema
 from airflow_delta_provider.core.protocol.validation import check_column_mapping
-from airflow_delta_provider.core.snapshot import load_snapshot
 from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
@@ -49,9 +49,9 @@ if TYPE_CHECKING:
 
     import numpy.typing as npt
 
-    from airflow_delta_provider.core.commits import CommitActions
-    from airflow_delta_provider.core.logfiles import LogFile
-    from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.log.commits import CommitActions
+    from airflow_delta_provider.core.log.logfiles import LogFile
+    from airflow_delta_provider.core.log.snapshot import Snapshot
     from airflow_delta_provider.core.storage import LogStore
 
 log = get_logger(__name__)

@@ -22,26 +22,26 @@ from airflow_delta_provider.core.errors import (
     TimestampLaterThanLatestCommitError,
     VersionGapError,
 )
-from airflow_delta_provider.core.history import (
+from airflow_delta_provider.core.log.logfiles import LogFileKind, commit_name
+from airflow_delta_provider.core.log.segment import list_log_files
+from airflow_delta_provider.core.log.timeline import (
     commit_timestamps,
     describe_timestamp,
     format_ms,
     to_millis,
     version_at,
 )
-from airflow_delta_provider.core.logfiles import LogFileKind, commit_name
 from airflow_delta_provider.core.protocol.delta_types import LONG_MAX
-from airflow_delta_provider.core.segment import list_log_files
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from datetime import datetime
 
-    from airflow_delta_provider.core.commits import CommitActions
-    from airflow_delta_provider.core.history import CommitTimestamp
-    from airflow_delta_provider.core.logfiles import LogFile
+    from airflow_delta_provider.core.log.commits import CommitActions
+    from airflow_delta_provider.core.log.logfiles import LogFile
+    from airflow_delta_provider.core.log.snapshot import Snapshot
+    from airflow_delta_provider.core.log.timeline import CommitTimestamp
     from airflow_delta_provider.core.protocol.table_config import Setting
-    from airflow_delta_provider.core.snapshot import Snapshot
 
     Timestamp = datetime | str | int | float
 

@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.core.changes_read import RowScan
 from airflow_delta_provider.core.errors import ChangeDataNotRecordedError, CorruptLogError
-from airflow_delta_provider.core.history import info_object
+from airflow_delta_provider.core.log.timeline import info_object
 from airflow_delta_provider.core.predicate import Predicate, PredicateError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from airflow_delta_provider.core.changes_read import DeletionVectors
-    from airflow_delta_provider.core.commits import CommitActions
+    from airflow_delta_provider.core.log.commits import CommitActions
 
 #: Operations whose removed rows are all replaced by what they add: their deletes and inserts are
 #: exact without ``cdc`` files (Delta's operation names, which delta-rs and this core use too).

@@ -20,17 +20,17 @@ import pyarrow as pa
 
 import airflow_delta_provider.core.utils.arrays as arrays
 from airflow_delta_provider.core.changes_schema import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
-from airflow_delta_provider.core.deletion_vectors import deletion_vector_unique_id
 from airflow_delta_provider.core.errors import ChangeDataFileNotFoundError
-from airflow_delta_provider.core.protocol.partitions import partition_columns_from_map
-from airflow_delta_provider.core.protocol.schema import rename_to_logical
-from airflow_delta_provider.core.scan import (
+from airflow_delta_provider.core.log.deletion_vectors import deletion_vector_unique_id
+from airflow_delta_provider.core.log.scan import (
     FileRead,
     RowSelection,
     deletion_vector_rows,
     read_files,
     runs,
 )
+from airflow_delta_provider.core.protocol.partitions import partition_columns_from_map
+from airflow_delta_provider.core.protocol.schema import rename_to_logical
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

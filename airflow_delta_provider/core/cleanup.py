@@ -17,13 +17,19 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.checkpoint_reader import read_checkpoint_small_actions
 from airflow_delta_provider.core.errors import (
     DeltaError,
     InvalidPathError,
     RetentionError,
 )
-from airflow_delta_provider.core.logfiles import SIDECAR_DIR, LogFileKind, is_temp_file
+from airflow_delta_provider.core.log.checkpoint_reader import read_checkpoint_small_actions
+from airflow_delta_provider.core.log.logfiles import SIDECAR_DIR, LogFileKind, is_temp_file
+from airflow_delta_provider.core.log.segment import (
+    Checkpoint,
+    complete_checkpoints,
+    log_files_of,
+    read_last_checkpoint,
+)
 from airflow_delta_provider.core.protocol.actions import Protocol
 from airflow_delta_provider.core.protocol.features import (
     Operation,
@@ -32,20 +38,14 @@ from airflow_delta_provider.core.protocol.features import (
     writer_features,
 )
 from airflow_delta_provider.core.protocol.table_config import LOG_RETENTION, Setting, TableConfig
-from airflow_delta_provider.core.segment import (
-    Checkpoint,
-    complete_checkpoints,
-    log_files_of,
-    read_last_checkpoint,
-)
 from airflow_delta_provider.core.utils.arguments import check_bool, check_positive_int
 from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-    from airflow_delta_provider.core.logfiles import LogFile
-    from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.log.logfiles import LogFile
+    from airflow_delta_provider.core.log.snapshot import Snapshot
     from airflow_delta_provider.core.storage import FileInfo, LogStore
 
 log = get_logger(__name__)

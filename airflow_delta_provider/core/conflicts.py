@@ -40,7 +40,7 @@ from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
     from airflow_delta_provider.core.commit_plan import ReadSet
-    from airflow_delta_provider.core.commits import CommitActions
+    from airflow_delta_provider.core.log.commits import CommitActions
     from airflow_delta_provider.core.predicate import Predicate
     from airflow_delta_provider.core.storage.paths import TablePath
 

@@ -25,6 +25,7 @@ from airflow_delta_provider.core.errors import (
     TableAlreadyExistsError,
     TableNotFoundError,
 )
+from airflow_delta_provider.core.log.snapshot import load_snapshot
 from airflow_delta_provider.core.protocol.actions import Metadata, Protocol, RemoveFile
 from airflow_delta_provider.core.protocol.column_mapping import assign_column_mapping, configured_mode
 from airflow_delta_provider.core.protocol.features import minimum_protocol
@@ -35,14 +36,13 @@ from airflow_delta_provider.core.protocol.schema import (
     schema_from_delta,
     schema_to_delta_json,
 )
-from airflow_delta_provider.core.snapshot import load_snapshot
 from airflow_delta_provider.core.transaction import OptimisticTransaction
 from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.log.snapshot import Snapshot
     from airflow_delta_provider.core.storage import LogStore
     from airflow_delta_provider.core.transaction import PostCommitHook
 

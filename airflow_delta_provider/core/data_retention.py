@@ -43,8 +43,8 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from airflow_delta_provider.core.delete import DeleteResult
+    from airflow_delta_provider.core.log.snapshot import Snapshot
     from airflow_delta_provider.core.predicate import Predicate
-    from airflow_delta_provider.core.snapshot import Snapshot
     from airflow_delta_provider.core.transaction import PostCommitHook
 
 __all__ = [

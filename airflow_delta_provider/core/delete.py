@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.log.snapshot import Snapshot
     from airflow_delta_provider.core.transaction import PostCommitHook
 
 __all__ = [

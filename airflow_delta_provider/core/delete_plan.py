@@ -21,12 +21,12 @@ import pyarrow.compute as pc
 from airflow_delta_provider.core.commit_plan import CommitPlan, ReadSet
 from airflow_delta_provider.core.create import remove_actions
 from airflow_delta_provider.core.delete_rows import FileReader
-from airflow_delta_provider.core.deletion_vectors import (
+from airflow_delta_provider.core.errors import DeltaError
+from airflow_delta_provider.core.log.deletion_vectors import (
     deletion_vector_file_bytes,
     encode_deletion_vector_file_id,
     serialize_deletion_vector,
 )
-from airflow_delta_provider.core.errors import DeltaError
 from airflow_delta_provider.core.protocol.actions import AddCDCFile, AddFile, RemoveFile
 from airflow_delta_provider.core.protocol.features import Operation, change_data_feed_enabled
 from airflow_delta_provider.core.protocol.partitions import partition_path
@@ -44,8 +44,8 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from airflow_delta_provider.core.delete_rows import Candidates
+    from airflow_delta_provider.core.log.snapshot import Snapshot
     from airflow_delta_provider.core.predicate import Predicate
-    from airflow_delta_provider.core.snapshot import Snapshot
 
 __all__ = [
     "COPY_ON_WRITE",

@@ -12,15 +12,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from airflow_delta_provider.core.commit_plan import ALREADY_COMMITTED, CommitResult, check_app_arguments
-from airflow_delta_provider.core.commits import read_commit
 from airflow_delta_provider.core.errors import DeltaError, TableNotFoundError
-from airflow_delta_provider.core.logfiles import commit_name
-from airflow_delta_provider.core.snapshot import load_snapshot
+from airflow_delta_provider.core.log.commits import read_commit
+from airflow_delta_provider.core.log.logfiles import commit_name
+from airflow_delta_provider.core.log.snapshot import load_snapshot
 from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
+    from airflow_delta_provider.core.log.snapshot import Snapshot
     from airflow_delta_provider.core.protocol.actions import Transaction
-    from airflow_delta_provider.core.snapshot import Snapshot
     from airflow_delta_provider.core.storage import LogStore
 
 log = get_logger(__name__)

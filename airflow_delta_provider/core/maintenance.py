@@ -18,14 +18,14 @@ from airflow_delta_provider.core.data_retention import (
     DataRetentionResult,
     data_retention_due,
 )
-from airflow_delta_provider.core.history import info_object
+from airflow_delta_provider.core.log.timeline import info_object
 from airflow_delta_provider.core.optimize import OptimizeOptions, plan_optimize
 from airflow_delta_provider.core.protocol.table_config import ENABLE_EXPIRED_LOG_CLEANUP, Setting, TableConfig
 from airflow_delta_provider.core.purge import plan_purge
 from airflow_delta_provider.core.vacuum.record import LAST_VACUUM_INFO, VACUUM_END
 
 if TYPE_CHECKING:
-    from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.log.snapshot import Snapshot
     from airflow_delta_provider.core.table import DeltaTable
 
 __all__ = [

@@ -31,8 +31,8 @@ from airflow_delta_provider.core.commit_plan import (
 )
 from airflow_delta_provider.core.create import remove_actions
 from airflow_delta_provider.core.datafiles import collect_files
-from airflow_delta_provider.core.deletion_vectors import read_deletion_vector
 from airflow_delta_provider.core.errors import DeltaError, OptimizeRewriteError, SchemaError
+from airflow_delta_provider.core.log.deletion_vectors import read_deletion_vector
 from airflow_delta_provider.core.optimize_outputs import (
     check_outputs,
     check_row_counts,
@@ -61,7 +61,7 @@ from airflow_delta_provider.core.utils.redaction import get_logger
 from airflow_delta_provider.core.vacuum.discard import discard_uncommitted
 
 if TYPE_CHECKING:
-    from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.log.snapshot import Snapshot
     from airflow_delta_provider.core.storage import LogStore
     from airflow_delta_provider.core.transaction import PostCommitHook
 

@@ -41,8 +41,8 @@ from airflow_delta_provider.core.utils.redaction import get_logger
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from airflow_delta_provider.core.log.snapshot import Snapshot
     from airflow_delta_provider.core.optimize import Rewriter
-    from airflow_delta_provider.core.snapshot import Snapshot
     from airflow_delta_provider.core.transaction import PostCommitHook
 
 __all__ = ["REORG", "PurgeOptions", "plan_purge", "purge"]

@@ -22,7 +22,6 @@ import pyarrow.compute as pc
 
 from airflow_delta_provider.core.commit_plan import CommitPlan, CommitProperties, CommitResult, ReadSet
 from airflow_delta_provider.core.create import remove_actions
-from airflow_delta_provider.core.deletion_vectors import deletion_vector_path, deletion_vector_unique_id
 from airflow_delta_provider.core.errors import (
     ConcurrentModificationError,
     ConcurrentWriteError,
@@ -36,13 +35,14 @@ from airflow_delta_provider.core.errors import (
     TimeTravelBeyondRetentionError,
     VersionNotFoundError,
 )
-from airflow_delta_provider.core.history import commit_info, commit_timestamps, to_millis, version_at
-from airflow_delta_provider.core.logfiles import LogFileKind, commit_name
+from airflow_delta_provider.core.log.deletion_vectors import deletion_vector_path, deletion_vector_unique_id
+from airflow_delta_provider.core.log.logfiles import LogFileKind, commit_name
+from airflow_delta_provider.core.log.segment import complete_checkpoints, list_log_files
+from airflow_delta_provider.core.log.snapshot import load_snapshot
+from airflow_delta_provider.core.log.timeline import commit_info, commit_timestamps, to_millis, version_at
 from airflow_delta_provider.core.protocol.actions import AddFile, DomainMetadata, RemoveFile
 from airflow_delta_provider.core.protocol.constraints import merged_identity_schema
 from airflow_delta_provider.core.protocol.features import Operation, merge_protocols, writer_features
-from airflow_delta_provider.core.segment import complete_checkpoints, list_log_files
-from airflow_delta_provider.core.snapshot import load_snapshot
 from airflow_delta_provider.core.transaction import OptimisticTransaction
 from airflow_delta_provider.core.utils.arguments import check_bool
 from airflow_delta_provider.core.utils.redaction import get_logger
@@ -50,8 +50,8 @@ from airflow_delta_provider.core.utils.redaction import get_logger
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    from airflow_delta_provider.core.log.snapshot import Snapshot
     from airflow_delta_provider.core.protocol.actions import Metadata, Protocol
-    from airflow_delta_provider.core.snapshot import Snapshot
     from airflow_delta_provider.core.storage import LogStore
     from airflow_delta_provider.core.transaction import PostCommitHook
 

@@ -23,8 +23,8 @@ from airflow_delta_provider.core.stats_parsed import parse_stats, stats_parsed_t
 if TYPE_CHECKING:
     import numpy.typing as npt
 
+    from airflow_delta_provider.core.log.snapshot import Snapshot
     from airflow_delta_provider.core.predicate import Clause, Predicate
-    from airflow_delta_provider.core.snapshot import Snapshot
 
 __all__ = ["files_matching", "partitions_may_match"]
 

@@ -17,21 +17,21 @@ from airflow_delta_provider.core.delete import DeleteOptions, delete
 from airflow_delta_provider.core.errors import (
     TableNotFoundError,
 )
-from airflow_delta_provider.core.history import (
+from airflow_delta_provider.core.idempotency import already_committed
+from airflow_delta_provider.core.log.segment import (
+    build_segment,
+)
+from airflow_delta_provider.core.log.snapshot import Snapshot, load_snapshot
+from airflow_delta_provider.core.log.timeline import (
     CommitTimestamp,
     commit_timestamps,
     history,
     version_at,
 )
-from airflow_delta_provider.core.idempotency import already_committed
 from airflow_delta_provider.core.optimize import OptimizeOptions, optimize
 from airflow_delta_provider.core.purge import PurgeOptions, purge
 from airflow_delta_provider.core.restore import RestoreOptions, find_tagged_commits
 from airflow_delta_provider.core.restore import restore as restore_table
-from airflow_delta_provider.core.segment import (
-    build_segment,
-)
-from airflow_delta_provider.core.snapshot import Snapshot, load_snapshot
 from airflow_delta_provider.core.storage import open_store
 from airflow_delta_provider.core.transaction import PostCommitHook
 from airflow_delta_provider.core.utils.redaction import get_logger

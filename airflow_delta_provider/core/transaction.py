@@ -19,7 +19,6 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider import __version__
-from airflow_delta_provider.core.checksum import next_checksum, read_checksum, write_checksum
 from airflow_delta_provider.core.commit_plan import (
     ALREADY_COMMITTED,
     Action,
@@ -28,7 +27,6 @@ from airflow_delta_provider.core.commit_plan import (
     CommitResult,
     ReadSet,
 )
-from airflow_delta_provider.core.commits import check_replayable, read_commit
 from airflow_delta_provider.core.conflicts import (
     SERIALIZABLE,
     SNAPSHOT_ISOLATION,
@@ -44,7 +42,10 @@ from airflow_delta_provider.core.errors import (
     MaxCommitAttemptsExceededError,
 )
 from airflow_delta_provider.core.idempotency import already_committed_result
-from airflow_delta_provider.core.logfiles import LogFileKind, commit_name, parse_log_file, version_prefix
+from airflow_delta_provider.core.log.checksum import next_checksum, read_checksum, write_checksum
+from airflow_delta_provider.core.log.commits import check_replayable, read_commit
+from airflow_delta_provider.core.log.logfiles import LogFileKind, commit_name, parse_log_file, version_prefix
+from airflow_delta_provider.core.log.snapshot import load_snapshot
 from airflow_delta_provider.core.protocol.actions import (
     AddCDCFile,
     AddFile,
@@ -63,14 +64,13 @@ from airflow_delta_provider.core.protocol.row_tracking import (
     winner_high_water_mark,
 )
 from airflow_delta_provider.core.protocol.validation import validate_actions, validate_commit_info
-from airflow_delta_provider.core.snapshot import load_snapshot
 from airflow_delta_provider.core.utils.redaction import get_logger, redact
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from airflow_delta_provider.core.commits import CommitActions
-    from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.log.commits import CommitActions
+    from airflow_delta_provider.core.log.snapshot import Snapshot
     from airflow_delta_provider.core.storage import LogStore
 
 __all__ = [

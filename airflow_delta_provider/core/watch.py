@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.commits import read_commit
 from airflow_delta_provider.core.errors import TableNotFoundError
-from airflow_delta_provider.core.logfiles import commit_name
-from airflow_delta_provider.core.segment import read_last_checkpoint
+from airflow_delta_provider.core.log.commits import read_commit
+from airflow_delta_provider.core.log.logfiles import commit_name
+from airflow_delta_provider.core.log.segment import read_last_checkpoint
 from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:

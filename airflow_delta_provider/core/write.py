@@ -39,6 +39,7 @@ from airflow_delta_provider.core.errors import (
     SchemaMismatchError,
     TableNotFoundError,
 )
+from airflow_delta_provider.core.log.snapshot import load_snapshot
 from airflow_delta_provider.core.predicate import Predicate, PredicateError
 from airflow_delta_provider.core.protocol.actions import AddFile, Metadata, Protocol, RemoveFile
 from airflow_delta_provider.core.protocol.column_mapping import (
@@ -59,7 +60,6 @@ from airflow_delta_provider.core.protocol.schema import (
     schema_to_delta_json,
 )
 from airflow_delta_provider.core.protocol.validation import log_types
-from airflow_delta_provider.core.snapshot import load_snapshot
 from airflow_delta_provider.core.stats import FooterInfo, indexed_columns, read_footers
 from airflow_delta_provider.core.transaction import OptimisticTransaction
 from airflow_delta_provider.core.utils.arguments import check_bool, check_positive_int
@@ -68,7 +68,7 @@ from airflow_delta_provider.core.utils.redaction import get_logger
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.log.snapshot import Snapshot
     from airflow_delta_provider.core.storage import LogStore
     from airflow_delta_provider.core.transaction import PostCommitHook
 

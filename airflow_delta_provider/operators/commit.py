@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_delta_provider.core.commit_plan import CommitResult, CursorAdvance
-    from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.log import Snapshot
     from airflow_delta_provider.core.table import DeltaTable
     from airflow_delta_provider.core.write import WriteMode
 
@@ -206,7 +206,7 @@ def _recorded_commit(table: DeltaTable, result: CommitResult) -> CommitResult:
     The core's "already committed" result names the recording version but carries no metrics; when
     that commit cannot be read (cleaned up, or ``version_exact`` is False) the result is kept as it is.
     """
-    from airflow_delta_provider.core.history import commit_info
+    from airflow_delta_provider.core.log import commit_info
 
     if not result.version_exact:
         return result

@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 
     from airflow.sdk import Context
 
-    from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.log import Snapshot
     from airflow_delta_provider.core.table import DeltaTable
 
 __all__ = ["BIN_COLUMN", "DeltaOptimizeOperator"]

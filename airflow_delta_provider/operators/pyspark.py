@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
     from airflow_delta_provider.core.commit_plan import CommitResult, CursorAdvance
     from airflow_delta_provider.core.consumer import SourceRead
-    from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.log import Snapshot
     from airflow_delta_provider.core.table import DeltaTable
 
 __all__ = ["DEFAULT_WRITE_OPTIONS", "DeltaPySparkOperator"]

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_delta_provider.core.consumer import SourceRead, StartingVersion
-    from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.log import Snapshot
     from airflow_delta_provider.hooks.delta import DeltaTableHook
     from airflow_delta_provider.operators.commit import RunIdentity
 

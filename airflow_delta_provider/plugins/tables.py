@@ -21,14 +21,16 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.core.consumer import parse_consumer_app_id
 from airflow_delta_provider.core.errors import InvalidTablePropertyError
-from airflow_delta_provider.core.history import (
+from airflow_delta_provider.core.log import (
+    LogFileKind,
     commit_counts,
     commit_timestamps,
+    complete_checkpoints,
     history,
     info_integer,
     info_object,
+    list_log_files,
 )
-from airflow_delta_provider.core.logfiles import LogFileKind
 from airflow_delta_provider.core.maintenance import checkpoint_due, cleanup_due, vacuum_due
 from airflow_delta_provider.core.protocol import (
     DATA_RETENTION,
@@ -40,12 +42,11 @@ from airflow_delta_provider.core.protocol import (
     to_interval,
     writer_features,
 )
-from airflow_delta_provider.core.segment import complete_checkpoints, list_log_files
 from airflow_delta_provider.core.utils import masked_options
 from airflow_delta_provider.core.vacuum.record import read_last_vacuum_info
 
 if TYPE_CHECKING:
-    from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.log import Snapshot
     from airflow_delta_provider.core.storage import LogStore
     from airflow_delta_provider.core.table import DeltaTable
 

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.changes import Changes
     from airflow_delta_provider.core.changes_read import RowScan
     from airflow_delta_provider.core.errors import DeltaError
-    from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.log import Snapshot
     from airflow_delta_provider.core.table import DeltaTable
     from airflow_delta_provider.spark.schema import ReadSchema
 

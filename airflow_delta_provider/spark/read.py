@@ -17,8 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from airflow_delta_provider.core.log import deletion_vector_rows
 from airflow_delta_provider.core.predicate import Predicate
-from airflow_delta_provider.core.scan import deletion_vector_rows
 from airflow_delta_provider.core.utils import get_logger
 from airflow_delta_provider.spark.files import (
     FILE,
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     import numpy.typing as npt
 
-    from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.log import Snapshot
     from airflow_delta_provider.core.table import DeltaTable
     from airflow_delta_provider.spark.schema import ReadSchema
 

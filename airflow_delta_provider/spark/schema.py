@@ -18,7 +18,7 @@ from airflow_delta_provider.core.protocol import TYPE_CHANGES_KEY, column_mappin
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
-    from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.log import Snapshot
 
 __all__ = ["ReadSchema", "check_spark_version", "read_schema", "read_schema_of", "spark_version"]
 

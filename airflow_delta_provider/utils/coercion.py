@@ -349,7 +349,7 @@ def to_timestamp(value: Any, name: str, *, optional: bool = True) -> int | None:
     if numeric and not isinstance(value, bool):
         return to_int(value, name, minimum=-LONG_MAX, optional=False)
     if isinstance(value, str | datetime) and not _blank(value):
-        from airflow_delta_provider.core.history import to_millis
+        from airflow_delta_provider.core.log import to_millis
 
         try:
             millis = to_millis(value)

@@ -201,7 +201,7 @@ def _same_partition_value(ours: Any, oracle: Any) -> bool:
 
 def _check_deletion_vectors(snapshot: Any, files: pa.Table, oracle: dict[str, Any]) -> None:
     """Each file's deletion vector decodes to exactly the oracle's deleted row indexes."""
-    from airflow_delta_provider.core.deletion_vectors import read_deletion_vector
+    from airflow_delta_provider.core.log.deletion_vectors import read_deletion_vector
 
     expected = oracle.get("deletion_vectors") or {}
     descriptors = {

@@ -22,12 +22,12 @@ import pytest
 
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.errors import ConcurrentAppendError
-from airflow_delta_provider.core.logfiles import LogFileKind, parse_log_file
+from airflow_delta_provider.core.log.logfiles import LogFileKind, parse_log_file
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.log.snapshot import Snapshot
 
 pytestmark = pytest.mark.slow
 

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.logfiles import commit_name
+from airflow_delta_provider.core.log.logfiles import commit_name
 
 SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string())])
 

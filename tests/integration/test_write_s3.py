@@ -24,7 +24,7 @@ from airflow_delta_provider.core.errors import (
     TableAlreadyExistsError,
     TableNotFoundError,
 )
-from airflow_delta_provider.core.logfiles import commit_name
+from airflow_delta_provider.core.log.logfiles import commit_name
 from airflow_delta_provider.core.protocol.actions import AddFile
 from airflow_delta_provider.core.transaction import OptimisticTransaction
 

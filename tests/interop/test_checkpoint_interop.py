@@ -303,7 +303,7 @@ def test_small_actions_of_a_parquet_mr_file_read_page_by_page(tmp_path: Path):
     """A checkpoint-shaped file Spark's parquet-mr writes (every field optional, its page index,
     PLAIN_DICTIONARY pages, 20,000-row pages): the page route gives what pyarrow decodes whole."""
     pyspark = pytest.importorskip("pyspark.sql")
-    from airflow_delta_provider.core.checkpoint_pages import CheckpointPages
+    from airflow_delta_provider.core.log.checkpoint_pages import CheckpointPages
     from airflow_delta_provider.core.storage import open_store
 
     spark = (

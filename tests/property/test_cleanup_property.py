@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.segment import read_last_checkpoint
+from airflow_delta_provider.core.log.segment import read_last_checkpoint
 
 pytestmark = pytest.mark.slow
 NOW = datetime(2026, 6, 15, tzinfo=UTC)

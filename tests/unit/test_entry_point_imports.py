@@ -45,7 +45,7 @@ def test_plugin_hook_sensor_and_trigger_import_no_pyarrow() -> None:
     assert {
         "pyarrow",
         "airflow_delta_provider.core.table",
-        "airflow_delta_provider.core.snapshot",
+        "airflow_delta_provider.core.log.snapshot",
     } & modules == set()
 
 

@@ -3,7 +3,7 @@
 Classic, multi-part and V2 (sidecar) checkpoints, written as Spark writes them (``Checkpoints.scala``),
 each file with one atomic put and ``_last_checkpoint`` last, so that a crash leaves only files that
 readers ignore (docs/maintenance.md has the layouts). Reading them is the log's
-(:mod:`~airflow_delta_provider.core.checkpoint_reader`). Checkpoints write no commit.
+(:mod:`~airflow_delta_provider.core.log.checkpoint_reader`). Checkpoints write no commit.
 """
 
 from __future__ import annotations
@@ -29,15 +29,15 @@ from airflow_delta_provider.core.checkpoint.writer import (
     write_multipart,
     write_v2,
 )
-from airflow_delta_provider.core.logfiles import LAST_CHECKPOINT
+from airflow_delta_provider.core.log.logfiles import LAST_CHECKPOINT
+from airflow_delta_provider.core.log.replay import replay_files, replay_small_state
+from airflow_delta_provider.core.log.segment import hinted_checkpoint_exists, read_last_checkpoint
 from airflow_delta_provider.core.protocol.features import Operation, check_supported, writer_features
-from airflow_delta_provider.core.replay import replay_files, replay_small_state
-from airflow_delta_provider.core.segment import hinted_checkpoint_exists, read_last_checkpoint
 from airflow_delta_provider.core.utils.arguments import check_positive_int
 from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
-    from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.log.snapshot import Snapshot
 
 log = get_logger(__name__)
 

@@ -16,10 +16,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from airflow_delta_provider.core.checkpoint.placement import spark_partition_ids
-from airflow_delta_provider.core.deletion_vectors import deletion_vector_unique_id
 from airflow_delta_provider.core.errors import CorruptLogError
-from airflow_delta_provider.core.file_actions import ADD_SCHEMA, REMOVE_SCHEMA
-from airflow_delta_provider.core.logfiles import (
+from airflow_delta_provider.core.log.deletion_vectors import deletion_vector_unique_id
+from airflow_delta_provider.core.log.file_actions import ADD_SCHEMA, REMOVE_SCHEMA
+from airflow_delta_provider.core.log.logfiles import (
     SIDECAR_DIR,
     checksum_name,
     classic_checkpoint_name,
@@ -32,8 +32,8 @@ from airflow_delta_provider.core.stats_parsed import parse_stats, stats_parsed_t
 from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
+    from airflow_delta_provider.core.log.replay import SmallState
     from airflow_delta_provider.core.protocol.table_config import TableConfig
-    from airflow_delta_provider.core.replay import SmallState
     from airflow_delta_provider.core.storage import LogStore
 
 log = get_logger(__name__)

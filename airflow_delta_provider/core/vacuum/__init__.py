@@ -48,8 +48,8 @@ from airflow_delta_provider.core.vacuum.retention import (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from airflow_delta_provider.core.log.snapshot import Snapshot
     from airflow_delta_provider.core.protocol.actions import Metadata, Protocol
-    from airflow_delta_provider.core.snapshot import Snapshot
     from airflow_delta_provider.core.storage import LogStore
     from airflow_delta_provider.core.transaction import PostCommitHook
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from airflow_delta_provider.core.errors import DeltaError, TableNotFoundError
-from airflow_delta_provider.core.snapshot import load_snapshot
+from airflow_delta_provider.core.log.snapshot import load_snapshot
 from airflow_delta_provider.core.utils.redaction import get_logger
 from airflow_delta_provider.core.vacuum.plan import paths_outside_root, protected_paths
 

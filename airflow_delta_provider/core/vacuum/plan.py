@@ -7,11 +7,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from airflow_delta_provider.core.deletion_vectors import deletion_vector_path
 from airflow_delta_provider.core.errors import CorruptLogError, InvalidPathError, VacuumLiteError
-from airflow_delta_provider.core.history import commit_timestamps
-from airflow_delta_provider.core.logfiles import LogFileKind
-from airflow_delta_provider.core.segment import list_log_files
+from airflow_delta_provider.core.log.deletion_vectors import deletion_vector_path
+from airflow_delta_provider.core.log.logfiles import LogFileKind
+from airflow_delta_provider.core.log.segment import list_log_files
+from airflow_delta_provider.core.log.timeline import commit_timestamps
 from airflow_delta_provider.core.storage.local import LocalStore
 from airflow_delta_provider.core.storage.paths import LOG_DIR
 from airflow_delta_provider.core.utils.redaction import get_logger
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     import pyarrow as pa
 
-    from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.log.snapshot import Snapshot
     from airflow_delta_provider.core.storage import LogStore, TreeListing
 
 log = get_logger(__name__)

@@ -15,7 +15,7 @@ from airflow_delta_provider.core.vacuum.retention import ResolvedVacuumRetention
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.log.snapshot import Snapshot
     from airflow_delta_provider.core.storage import LogStore
     from airflow_delta_provider.core.transaction import PostCommitHook
 

@@ -22,8 +22,11 @@ from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 from spark_servers import leave_classic_mode, leave_connect_mode
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.deletion_vectors import deletion_vector_path, encode_deletion_vector_file_id
 from airflow_delta_provider.core.errors import VacuumRetentionTooShortError
+from airflow_delta_provider.core.log.deletion_vectors import (
+    deletion_vector_path,
+    encode_deletion_vector_file_id,
+)
 from airflow_delta_provider.core.vacuum import LAST_VACUUM_INFO
 from airflow_delta_provider.operators.spark_vacuum import DeltaSparkVacuumOperator
 

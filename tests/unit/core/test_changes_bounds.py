@@ -17,7 +17,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core import snapshot as snapshot_module
 from airflow_delta_provider.core.changes_bounds import MAX_COMMIT_MILLIS
 from airflow_delta_provider.core.errors import (
     CommitsCleanedUpError,
@@ -27,6 +26,7 @@ from airflow_delta_provider.core.errors import (
     TimestampLaterThanLatestCommitError,
     VersionGapError,
 )
+from airflow_delta_provider.core.log import snapshot as snapshot_module
 
 from .changes_support import CORPUS, log_state
 

@@ -33,7 +33,7 @@ from airflow_delta_provider.core.errors import (
     InvalidTablePropertyError,
     UnsupportedFeatureError,
 )
-from airflow_delta_provider.core.logfiles import LogFileKind
+from airflow_delta_provider.core.log.logfiles import LogFileKind
 from airflow_delta_provider.core.protocol.table_config import TableConfig
 
 CORPUS = Path(__file__).resolve().parents[2] / "conformance" / "corpus"

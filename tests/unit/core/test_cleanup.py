@@ -20,7 +20,7 @@ import pytest
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.cleanup import cutoff_for, earliest_reconstructable, plan_expired
 from airflow_delta_provider.core.errors import InvalidPathError, RetentionError, UnsupportedFeatureError
-from airflow_delta_provider.core.logfiles import parse_log_file
+from airflow_delta_provider.core.log.logfiles import parse_log_file
 from airflow_delta_provider.core.storage import FileInfo
 
 

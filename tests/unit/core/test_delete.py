@@ -24,16 +24,16 @@ from delete_support import (
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.commit_plan import CommitPlan
 from airflow_delta_provider.core.delete import DeleteOptions, commit_delete, plan_delete
-from airflow_delta_provider.core.deletion_vectors import deletion_vector_path
 from airflow_delta_provider.core.errors import (
     AppendOnlyViolationError,
     DeltaError,
     UnsupportedFeatureError,
 )
+from airflow_delta_provider.core.log.deletion_vectors import deletion_vector_path
+from airflow_delta_provider.core.log.scan import deletion_vector_rows
 from airflow_delta_provider.core.predicate import PredicateError
 from airflow_delta_provider.core.protocol.actions import AddFile
 from airflow_delta_provider.core.protocol.schema import physical_name
-from airflow_delta_provider.core.scan import deletion_vector_rows
 from airflow_delta_provider.core.transaction import OptimisticTransaction
 
 FILES = {"a": [range(0, 10), range(10, 20)], "b": [range(20, 30), range(30, 40)]}

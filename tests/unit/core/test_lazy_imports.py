@@ -42,8 +42,8 @@ def _modules_after(statement: str) -> set[str]:
 
 
 def test_a_reader_imports_no_operation() -> None:
-    loaded = _modules_after("import airflow_delta_provider.core.snapshot")
-    assert "airflow_delta_provider.core.replay" in loaded
+    loaded = _modules_after("import airflow_delta_provider.core.log.snapshot")
+    assert "airflow_delta_provider.core.log.replay" in loaded
     assert {f"airflow_delta_provider.core.{m}" for m in OPERATIONS} & loaded == set()
 
 

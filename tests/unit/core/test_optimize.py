@@ -15,8 +15,6 @@ import pytest
 from deltalake import DeltaTable as RsDeltaTable
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.commits import read_commit
-from airflow_delta_provider.core.deletion_vectors import inline_deletion_vector
 from airflow_delta_provider.core.errors import (
     ConcurrentDeleteDeleteError,
     ConcurrentDeleteReadError,
@@ -25,6 +23,8 @@ from airflow_delta_provider.core.errors import (
     RetentionError,
     UnsupportedFeatureError,
 )
+from airflow_delta_provider.core.log.commits import read_commit
+from airflow_delta_provider.core.log.deletion_vectors import inline_deletion_vector
 from airflow_delta_provider.core.optimize import (
     OptimizeOptions,
     optimize_metrics,

@@ -18,12 +18,12 @@ from delete_support import DV_PROPERTIES, commit_actions, core_rows, ids, kind, 
 
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.commit_plan import CommitPlan, CommitProperties
-from airflow_delta_provider.core.deletion_vectors import inline_deletion_vector
 from airflow_delta_provider.core.errors import (
     ConcurrentDeleteDeleteError,
     ConcurrentDeleteReadError,
     InvalidPathError,
 )
+from airflow_delta_provider.core.log.deletion_vectors import inline_deletion_vector
 from airflow_delta_provider.core.optimize import rewrite_locally
 from airflow_delta_provider.core.predicate import PredicateError
 from airflow_delta_provider.core.protocol.schema import physical_name

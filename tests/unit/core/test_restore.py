@@ -22,7 +22,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.deletion_vectors import inline_deletion_vector
 from airflow_delta_provider.core.errors import (
     ConcurrentTransactionError,
     ConcurrentWriteError,
@@ -35,6 +34,7 @@ from airflow_delta_provider.core.errors import (
     TimeTravelBeyondRetentionError,
     UnsupportedFeatureError,
 )
+from airflow_delta_provider.core.log.deletion_vectors import inline_deletion_vector
 from airflow_delta_provider.core.protocol.actions import Metadata, Protocol
 from airflow_delta_provider.core.protocol.column_mapping import physical_data
 from airflow_delta_provider.core.protocol.constraints import merged_identity_schema

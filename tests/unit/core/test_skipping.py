@@ -24,7 +24,7 @@ from airflow_delta_provider.core.skipping import files_matching
 from airflow_delta_provider.core.transaction import OptimisticTransaction
 
 if TYPE_CHECKING:
-    from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.log.snapshot import Snapshot
 
 CORPUS = Path(__file__).parents[2] / "conformance" / "corpus" / "tables" / "delta-kernel-rs"
 UTC = dt.UTC

@@ -169,7 +169,7 @@ def test_a_value_that_is_not_a_timestamp_is_a_value_error(log_writer, value):
 
 
 def test_iso_timestamps_of_any_year_convert_exactly():
-    from airflow_delta_provider.core.history import to_millis
+    from airflow_delta_provider.core.log.timeline import to_millis
 
     assert to_millis("2026-11-22T10:00:00Z") == to_millis(datetime(2026, 11, 22, 10, tzinfo=UTC))
     assert to_millis("1969-12-31T23:59:59.999Z") == -1

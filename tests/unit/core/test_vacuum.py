@@ -19,10 +19,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.deletion_vectors import (
-    deletion_vector_path,
-    encode_deletion_vector_file_id,
-)
 from airflow_delta_provider.core.errors import (
     CorruptLogError,
     InvalidPathError,
@@ -32,6 +28,10 @@ from airflow_delta_provider.core.errors import (
     VacuumLiteError,
     VacuumRetentionNegativeError,
     VacuumRetentionTooShortError,
+)
+from airflow_delta_provider.core.log.deletion_vectors import (
+    deletion_vector_path,
+    encode_deletion_vector_file_id,
 )
 from airflow_delta_provider.core.protocol.table_config import TableConfig
 from airflow_delta_provider.core.vacuum import (

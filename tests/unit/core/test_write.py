@@ -11,7 +11,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.checksum import read_checksum
 from airflow_delta_provider.core.errors import (
     AppendOnlyViolationError,
     InvalidDataFileError,
@@ -22,6 +21,7 @@ from airflow_delta_provider.core.errors import (
     TableNotFoundError,
     UnsupportedFeatureError,
 )
+from airflow_delta_provider.core.log.checksum import read_checksum
 from airflow_delta_provider.core.predicate import PredicateError
 from airflow_delta_provider.core.protocol.features import minimum_protocol
 

@@ -16,9 +16,9 @@ import pytest
 from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.commits import read_commit
-from airflow_delta_provider.core.deletion_vectors import inline_deletion_vector
 from airflow_delta_provider.core.errors import ConcurrentDeleteReadError, OptimizeRewriteError
+from airflow_delta_provider.core.log.commits import read_commit
+from airflow_delta_provider.core.log.deletion_vectors import inline_deletion_vector
 from airflow_delta_provider.operators.optimize import DeltaOptimizeOperator
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ from airflow.sdk import Asset
 
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.errors import RestoreMissingFilesError, TaggedCommitsNotFoundError
-from airflow_delta_provider.core.snapshot import Snapshot
+from airflow_delta_provider.core.log.snapshot import Snapshot
 from airflow_delta_provider.operators.commit import DeltaCommitOperator
 from airflow_delta_provider.operators.restore import DeltaRestoreOperator
 

@@ -26,7 +26,7 @@ from airflow_delta_provider.core.transaction import OptimisticTransaction
 from airflow_delta_provider.spark import read_delta
 
 if TYPE_CHECKING:
-    from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.log.snapshot import Snapshot
 
 pytestmark = pytest.mark.spark
 
@@ -276,7 +276,7 @@ def _unpartitioned_with_deletion_vectors(root: Path) -> tuple[DeltaTable, dict[s
     """An unpartitioned table of 200-row files with odd names: three without a deletion vector and
     four with one (2 rows: a list; 60 rows from row 130 on: a bitmap not starting at row 0; every
     3rd row: a dense bitmap; rows 63, 64 and 127-199: word edges)."""
-    from airflow_delta_provider.core.deletion_vectors import inline_deletion_vector
+    from airflow_delta_provider.core.log.deletion_vectors import inline_deletion_vector
 
     table = DeltaTable.create(
         str(root),

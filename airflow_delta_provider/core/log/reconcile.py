@@ -22,15 +22,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
-from airflow_delta_provider.core.commits import (
+from airflow_delta_provider.core.errors import CorruptLogError
+from airflow_delta_provider.core.log.commits import (
     file_line_origin,
     parse_line,
     segment_file_actions,
     segment_file_lines,
 )
-from airflow_delta_provider.core.deletion_vectors import deletion_vector_unique_id
-from airflow_delta_provider.core.errors import CorruptLogError
-from airflow_delta_provider.core.file_actions import (
+from airflow_delta_provider.core.log.deletion_vectors import deletion_vector_unique_id
+from airflow_delta_provider.core.log.file_actions import (
     ADD_SCHEMA,
     DELETION_VECTOR_TYPE,
     REMOVE_SCHEMA,
@@ -45,7 +45,7 @@ from airflow_delta_provider.core.utils.memory import READ_POOL
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from airflow_delta_provider.core.commits import CommitActions
+    from airflow_delta_provider.core.log.commits import CommitActions
     from airflow_delta_provider.core.storage import LogStore
     from airflow_delta_provider.core.storage.paths import TablePath
 

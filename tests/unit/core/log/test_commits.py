@@ -20,16 +20,16 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import CorruptLogError, DeltaTable
-from airflow_delta_provider.core.commits import (
+from airflow_delta_provider.core.log.commits import (
     _split_lines,
     parse_commit,
     read_commits,
     segment_file_lines,
     split_commits,
 )
-from airflow_delta_provider.core.segment import build_segment
+from airflow_delta_provider.core.log.segment import build_segment
 
-from .conftest import add, commit_info, metadata, protocol, remove
+from ..conftest import add, commit_info, metadata, protocol, remove
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_delta_provider.core.logfiles import (
+from airflow_delta_provider.core.log.logfiles import (
     LogFileKind,
     classic_checkpoint_name,
     commit_name,
@@ -93,6 +93,6 @@ def test_bad_last_checkpoint_is_ignored_with_a_warning(content, caplog):
     ],
 )
 def test_temp_file_names(name, temp):
-    from airflow_delta_provider.core.logfiles import is_temp_file
+    from airflow_delta_provider.core.log.logfiles import is_temp_file
 
     assert is_temp_file(name) is temp

@@ -25,7 +25,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_delta_provider.core.deletion_vectors import (
+from airflow_delta_provider.core.errors import DeletionVectorError
+from airflow_delta_provider.core.log.deletion_vectors import (
     PORTABLE_MAGIC_NUMBER,
     deletion_vector_file,
     deletion_vector_file_bytes,
@@ -40,10 +41,9 @@ from airflow_delta_provider.core.deletion_vectors import (
     z85_decode,
     z85_encode,
 )
-from airflow_delta_provider.core.errors import DeletionVectorError
 
 CORPUS = Path(
-    os.environ.get("DELTA_CONFORMANCE_DIR", Path(__file__).resolve().parents[2] / "conformance" / "corpus")
+    os.environ.get("DELTA_CONFORMANCE_DIR", Path(__file__).resolve().parents[3] / "conformance" / "corpus")
 )
 NATIVE_MAGIC_NUMBER = 1681511376
 

@@ -15,7 +15,7 @@ from airflow_delta_provider.core import (
     VersionGapError,
     VersionNotFoundError,
 )
-from airflow_delta_provider.core.segment import build_segment
+from airflow_delta_provider.core.log.segment import build_segment
 from airflow_delta_provider.core.storage import open_store
 
 

@@ -202,7 +202,10 @@ def test_latest_protocol_and_metadata_win(log_writer):
 
 def test_absolute_deletion_vector_path_is_resolved(tmp_path):
     """A 'p' deletion vector names its file by absolute URI; rows it deletes are dropped."""
-    from airflow_delta_provider.core.deletion_vectors import deletion_vector_file, serialize_deletion_vector
+    from airflow_delta_provider.core.log.deletion_vectors import (
+        deletion_vector_file,
+        serialize_deletion_vector,
+    )
 
     write_deltalake(str(tmp_path), pa.table({"id": [0, 1, 2, 3]}))
     table = DeltaTable(str(tmp_path))

@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from airflow_delta_provider.core.errors import CorruptLogError
-from airflow_delta_provider.core.logfiles import commit_name
+from airflow_delta_provider.core.log.logfiles import commit_name
 from airflow_delta_provider.core.protocol.action_checks import action_problem, malformed_action_error
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from airflow_delta_provider.core.logfiles import LogFile
-    from airflow_delta_provider.core.segment import LogSegment
+    from airflow_delta_provider.core.log.logfiles import LogFile
+    from airflow_delta_provider.core.log.segment import LogSegment
     from airflow_delta_provider.core.storage import LogStore
 
 _FILE_LINE_PREFIXES = (b'{"add"', b'{"remove"')

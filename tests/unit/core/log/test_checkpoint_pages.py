@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_delta_provider.core import checkpoint_reader as reader
-from airflow_delta_provider.core.checkpoint_pages import CheckpointPages
+from airflow_delta_provider.core.log import checkpoint_reader as reader
+from airflow_delta_provider.core.log.checkpoint_pages import CheckpointPages
 from airflow_delta_provider.core.parquet.thrift import read_struct
 from airflow_delta_provider.core.storage import open_store
 
@@ -215,7 +215,7 @@ def test_the_small_state_of_a_large_row_group_is_read_page_by_page(tmp_path, mon
     path.parent.mkdir()
     _checkpoint(path, 3_000, LAYOUTS["at-the-end"], max_rows_per_page=100)
     storage = open_store(str(tmp_path))
-    from airflow_delta_provider.core.segment import complete_checkpoints, list_log_files
+    from airflow_delta_provider.core.log.segment import complete_checkpoints, list_log_files
 
     [checkpoint] = complete_checkpoints(list_log_files(storage))
     before = reader.read_checkpoint_small_actions(storage, checkpoint)

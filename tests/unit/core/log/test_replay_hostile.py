@@ -25,7 +25,7 @@ from airflow_delta_provider.core.protocol.delta_types import LONG_MAX
 from airflow_delta_provider.core.storage.paths import escapes_root
 from airflow_delta_provider.core.transaction import OptimisticTransaction
 
-from .conftest import DV
+from ..conftest import DV
 
 COMMIT_1 = r"00000000000000000001\.json"
 GOOD_ADD = {"path": "ok.parquet", "partitionValues": {}, "size": 1, "modificationTime": 1, "dataChange": True}

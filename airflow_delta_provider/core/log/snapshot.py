@@ -16,20 +16,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_delta_provider.core.checksum import checksum_answers
-from airflow_delta_provider.core.commits import CommitActions, check_replayable, read_commits
 from airflow_delta_provider.core.errors import (
     CorruptLogError,
     DeletionVectorError,
     DeltaError,
     UnsupportedFeatureError,
 )
-from airflow_delta_provider.core.protocol.features import Operation, check_supported, reader_features
-from airflow_delta_provider.core.protocol.partitions import partition_columns_from_map
-from airflow_delta_provider.core.protocol.schema import physical_schema, rename_to_logical
-from airflow_delta_provider.core.protocol.validation import check_column_mapping
-from airflow_delta_provider.core.replay import FileState, SmallState, replay_files, replay_small_state
-from airflow_delta_provider.core.scan import (
+from airflow_delta_provider.core.log.checksum import checksum_answers
+from airflow_delta_provider.core.log.commits import CommitActions, check_replayable, read_commits
+from airflow_delta_provider.core.log.replay import FileState, SmallState, replay_files, replay_small_state
+from airflow_delta_provider.core.log.scan import (
     FileRead,
     RowSelection,
     deletion_vector_rows,
@@ -37,7 +33,11 @@ from airflow_delta_provider.core.scan import (
     read_files,
     runs,
 )
-from airflow_delta_provider.core.segment import build_segment
+from airflow_delta_provider.core.log.segment import build_segment
+from airflow_delta_provider.core.protocol.features import Operation, check_supported, reader_features
+from airflow_delta_provider.core.protocol.partitions import partition_columns_from_map
+from airflow_delta_provider.core.protocol.schema import physical_schema, rename_to_logical
+from airflow_delta_provider.core.protocol.validation import check_column_mapping
 from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
@@ -45,9 +45,9 @@ if TYPE_CHECKING:
 
     import pyarrow.dataset as ds
 
+    from airflow_delta_provider.core.log.segment import LogSegment
     from airflow_delta_provider.core.protocol.actions import DomainMetadata, Metadata, Protocol, Transaction
     from airflow_delta_provider.core.protocol.table_config import TableConfig
-    from airflow_delta_provider.core.segment import LogSegment
     from airflow_delta_provider.core.storage import LogStore
 
 log = get_logger(__name__)

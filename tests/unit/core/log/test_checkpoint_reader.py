@@ -8,8 +8,9 @@ import pytest
 from deltalake import DeltaTable as RsTable
 from deltalake import write_deltalake
 
-from airflow_delta_provider.core import DeltaTable, checkpoint_reader
-from airflow_delta_provider.core import replay as replay_module
+from airflow_delta_provider.core import DeltaTable
+from airflow_delta_provider.core.log import checkpoint_reader
+from airflow_delta_provider.core.log import replay as replay_module
 
 
 def _big_checkpointed_table(root, rows_per_group: int = 1000) -> None:

@@ -16,18 +16,19 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from airflow_delta_provider.core import CorruptLogError, DeltaError, DeltaTable, reconcile
-from airflow_delta_provider.core.commits import read_commits
-from airflow_delta_provider.core.replay import log_partition_keys, replay_small_state
-from airflow_delta_provider.core.segment import build_segment
+from airflow_delta_provider.core import CorruptLogError, DeltaError, DeltaTable
+from airflow_delta_provider.core.log import reconcile
+from airflow_delta_provider.core.log.commits import read_commits
+from airflow_delta_provider.core.log.replay import log_partition_keys, replay_small_state
+from airflow_delta_provider.core.log.segment import build_segment
 
-from .conftest import DV, add, commit_info, metadata, protocol, remove
+from ..conftest import DV, add, commit_info, metadata, protocol, remove
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 CORPUS = Path(
-    os.environ.get("DELTA_CONFORMANCE_DIR", Path(__file__).resolve().parents[2] / "conformance" / "corpus")
+    os.environ.get("DELTA_CONFORMANCE_DIR", Path(__file__).resolve().parents[3] / "conformance" / "corpus")
 )
 
 

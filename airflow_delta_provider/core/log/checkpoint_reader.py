@@ -24,16 +24,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from airflow_delta_provider.core.checkpoint_pages import CheckpointPages
-from airflow_delta_provider.core.commits import parse_commit
 from airflow_delta_provider.core.errors import CorruptLogError
-from airflow_delta_provider.core.file_actions import (
+from airflow_delta_provider.core.log.checkpoint_pages import CheckpointPages
+from airflow_delta_provider.core.log.commits import parse_commit
+from airflow_delta_provider.core.log.file_actions import (
     ADD_SCHEMA,
     REMOVE_SCHEMA,
     first_bad_file_row,
     rows_to_table,
 )
-from airflow_delta_provider.core.logfiles import SIDECAR_DIR
+from airflow_delta_provider.core.log.logfiles import SIDECAR_DIR
 from airflow_delta_provider.core.protocol.action_checks import action_problem, malformed_action_error
 from airflow_delta_provider.core.storage.paths import has_scheme
 from airflow_delta_provider.core.utils.arrays import from_numpy, strings, to_bools
@@ -42,7 +42,7 @@ from airflow_delta_provider.core.utils.arrays import table as arrow_table
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from airflow_delta_provider.core.segment import Checkpoint
+    from airflow_delta_provider.core.log.segment import Checkpoint
     from airflow_delta_provider.core.storage import LogStore
 
 

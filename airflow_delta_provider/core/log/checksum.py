@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.logfiles import checksum_name
+from airflow_delta_provider.core.log.logfiles import checksum_name
 from airflow_delta_provider.core.protocol.action_checks import action_problem
 from airflow_delta_provider.core.protocol.actions import (
     AddFile,
@@ -31,8 +31,8 @@ from airflow_delta_provider.core.utils.redaction import get_logger
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from airflow_delta_provider.core.commits import CommitActions
-    from airflow_delta_provider.core.segment import LogSegment
+    from airflow_delta_provider.core.log.commits import CommitActions
+    from airflow_delta_provider.core.log.segment import LogSegment
     from airflow_delta_provider.core.storage import LogStore
 
 log = get_logger(__name__)

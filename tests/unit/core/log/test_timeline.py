@@ -14,9 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.history import commit_counts, history
+from airflow_delta_provider.core.log.timeline import commit_counts, history
 
-CORPUS = Path(__file__).resolve().parents[2] / "conformance" / "corpus" / "tables"
+CORPUS = Path(__file__).resolve().parents[3] / "conformance" / "corpus" / "tables"
 
 
 def entries(table: DeltaTable) -> dict[int, dict[str, object]]:

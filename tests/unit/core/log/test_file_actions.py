@@ -7,7 +7,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from airflow_delta_provider.core.file_actions import (
+from airflow_delta_provider.core.log.file_actions import (
     ADD_SCHEMA,
     REMOVE_SCHEMA,
     first_bad_file_row,
@@ -17,7 +17,7 @@ from airflow_delta_provider.core.file_actions import (
 from airflow_delta_provider.core.protocol.action_checks import action_problem
 from airflow_delta_provider.core.storage.paths import escapes_root
 
-from .conftest import DV
+from ..conftest import DV
 
 GOOD = {"path": "ok.parquet", "partitionValues": {}, "size": 1, "modificationTime": 1, "dataChange": True}
 SCHEMAS = {"add": ADD_SCHEMA, "remove": REMOVE_SCHEMA}

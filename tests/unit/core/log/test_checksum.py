@@ -22,7 +22,7 @@ import pytest
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.errors import CorruptLogError
 
-CORPUS = Path(__file__).resolve().parents[2] / "conformance" / "corpus"
+CORPUS = Path(__file__).resolve().parents[3] / "conformance" / "corpus"
 
 
 def _write_parquet(root: str, name: str) -> str:
@@ -392,7 +392,7 @@ def test_corpus_answers_are_the_same_with_and_without_the_checksum(tmp_path, roo
 
 def test_no_checksum_is_derived_when_the_table_size_would_pass_a_long():
     """``tableSizeBytes`` is a Delta long: past it, no ``.crc`` (optional) rather than a wrong one."""
-    from airflow_delta_provider.core.checksum import next_checksum
+    from airflow_delta_provider.core.log.checksum import next_checksum
     from airflow_delta_provider.core.protocol.actions import AddFile, Metadata, Protocol
 
     metadata = Metadata("t", json.dumps({"type": "struct", "fields": []}))

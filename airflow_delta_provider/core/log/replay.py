@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_delta_provider.core.checkpoint_reader import (
+from airflow_delta_provider.core.errors import CorruptLogError, DeltaError
+from airflow_delta_provider.core.log.checkpoint_reader import (
     SMALL_ACTION_COLUMNS,
     check_checkpoint_shape,
     read_checkpoint_files,
@@ -32,12 +33,11 @@ from airflow_delta_provider.core.checkpoint_reader import (
     require_checkpoint_state,
     sidecar_path,
 )
-from airflow_delta_provider.core.errors import CorruptLogError, DeltaError
-from airflow_delta_provider.core.file_actions import ADD_SCHEMA, DELETION_VECTOR_TYPE, REMOVE_SCHEMA
+from airflow_delta_provider.core.log.file_actions import ADD_SCHEMA, DELETION_VECTOR_TYPE, REMOVE_SCHEMA
+from airflow_delta_provider.core.log.reconcile import drop_touched, reconcile_commits
 from airflow_delta_provider.core.protocol.actions import DomainMetadata, Metadata, Protocol, Transaction
 from airflow_delta_provider.core.protocol.column_mapping import column_mapping_mode, delta_physical_name
 from airflow_delta_provider.core.protocol.features import reader_features
-from airflow_delta_provider.core.reconcile import drop_touched, reconcile_commits
 from airflow_delta_provider.core.utils.arrays import scalar
 from airflow_delta_provider.core.utils.arrays import table as arrow_table
 
@@ -46,9 +46,9 @@ if TYPE_CHECKING:
 
     import pyarrow.parquet as pq
 
-    from airflow_delta_provider.core.checksum import ChecksumAnswers
-    from airflow_delta_provider.core.commits import CommitActions
-    from airflow_delta_provider.core.segment import Checkpoint, LogSegment
+    from airflow_delta_provider.core.log.checksum import ChecksumAnswers
+    from airflow_delta_provider.core.log.commits import CommitActions
+    from airflow_delta_provider.core.log.segment import Checkpoint, LogSegment
     from airflow_delta_provider.core.storage import LogStore
 
 #: The replay's names, and the Arrow form of file actions (:mod:`.file_actions`) that callers

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from airflow_delta_provider.core.deletion_vectors import read_deletion_vector
 from airflow_delta_provider.core.errors import InvalidDataFileError
+from airflow_delta_provider.core.log.deletion_vectors import read_deletion_vector
 from airflow_delta_provider.core.utils.memory import READ_POOL
 from airflow_delta_provider.core.utils.redaction import redact
 

@@ -1,4 +1,4 @@
-"""Reading data files (core/scan.py): each file once for all the row selections it serves, the
+"""Reading data files (core/log/scan.py): each file once for all the row selections it serves, the
 selections exact at batch and row-group edges, only the row groups a few named rows need (a
 corrupt row group elsewhere is never touched), constant columns as runs, and every buffer from
 the read pool (core/utils/memory.py)."""
@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_delta_provider.core.scan import FileRead, RowSelection, read_files, runs
+from airflow_delta_provider.core.log.scan import FileRead, RowSelection, read_files, runs
 from airflow_delta_provider.core.storage import open_store
 from airflow_delta_provider.core.utils.memory import READ_POOL
 

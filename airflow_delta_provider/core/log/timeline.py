@@ -14,21 +14,21 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.commits import commit_info_of, read_commit, read_commit_bytes
 from airflow_delta_provider.core.errors import (
     CorruptLogError,
     TimestampEarlierThanRetentionError,
     TimestampLaterThanLatestCommitError,
     VersionNotFoundError,
 )
-from airflow_delta_provider.core.logfiles import LogFileKind, commit_name
+from airflow_delta_provider.core.log.commits import commit_info_of, read_commit, read_commit_bytes
+from airflow_delta_provider.core.log.logfiles import LogFileKind, commit_name
+from airflow_delta_provider.core.log.segment import build_segment, complete_checkpoints, list_log_files
 from airflow_delta_provider.core.protocol.delta_types import LONG_MAX, LONG_MIN
-from airflow_delta_provider.core.segment import build_segment, complete_checkpoints, list_log_files
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from airflow_delta_provider.core.snapshot import Snapshot
+    from airflow_delta_provider.core.log.snapshot import Snapshot
     from airflow_delta_provider.core.storage import LogStore
 
 __all__ = [

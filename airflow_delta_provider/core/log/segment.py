@@ -19,7 +19,7 @@ from airflow_delta_provider.core.errors import (
     VersionGapError,
     VersionNotFoundError,
 )
-from airflow_delta_provider.core.logfiles import (
+from airflow_delta_provider.core.log.logfiles import (
     LAST_CHECKPOINT,
     LastCheckpoint,
     LogFile,
