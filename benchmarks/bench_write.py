@@ -276,7 +276,7 @@ def build_append_table(layout: str, name: str, files: int) -> Path:
         pq.write_table(pa.table(columns), root / relative)
         paths.append(relative)
     # The same adds for delta-rs, with the core's own stats: the commit is the only difference.
-    from airflow_delta_provider.core.stats import read_footers
+    from airflow_delta_provider.core.expressions import read_footers
     from airflow_delta_provider.core.storage import open_store
 
     storage = open_store(str(root))

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.core.changes_read import RowScan
 from airflow_delta_provider.core.errors import ChangeDataNotRecordedError, CorruptLogError
+from airflow_delta_provider.core.expressions.predicate import Predicate, PredicateError
 from airflow_delta_provider.core.log.timeline import info_object
-from airflow_delta_provider.core.predicate import Predicate, PredicateError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

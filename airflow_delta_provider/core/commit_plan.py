@@ -26,7 +26,7 @@ from airflow_delta_provider.core.utils.arguments import check_bool, check_positi
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
-    from airflow_delta_provider.core.predicate import Predicate
+    from airflow_delta_provider.core.expressions.predicate import Predicate
 
 __all__ = [
     "ALREADY_COMMITTED",

@@ -31,17 +31,17 @@ from airflow_delta_provider.core.errors import (
     ProtocolChangedError,
     UnsupportedFeatureError,
 )
+from airflow_delta_provider.core.expressions.skipping import partitions_may_match
 from airflow_delta_provider.core.protocol.actions import Metadata, Protocol, Transaction
 from airflow_delta_provider.core.protocol.features import Operation, check_supported
 from airflow_delta_provider.core.protocol.partitions import partition_columns_from_map
 from airflow_delta_provider.core.protocol.row_tracking import ROW_TRACKING_DOMAIN
-from airflow_delta_provider.core.skipping import partitions_may_match
 from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
     from airflow_delta_provider.core.commit_plan import ReadSet
+    from airflow_delta_provider.core.expressions.predicate import Predicate
     from airflow_delta_provider.core.log.commits import CommitActions
-    from airflow_delta_provider.core.predicate import Predicate
     from airflow_delta_provider.core.storage.paths import TablePath
 
 log = get_logger(__name__)

@@ -25,15 +25,15 @@ from airflow_delta_provider.core.commit_plan import CommitProperties
 from airflow_delta_provider.core.delete import DeleteOptions, delete, parse_predicate
 from airflow_delta_provider.core.delete_rows import Candidates, FileReader, match_rows_locally
 from airflow_delta_provider.core.errors import DataRetentionError, DataRetentionLimitError
+from airflow_delta_provider.core.expressions.skipping import files_matching
+from airflow_delta_provider.core.expressions.stats import read_footers
+from airflow_delta_provider.core.expressions.stats_parsed import parse_stats, stats_parsed_type
 from airflow_delta_provider.core.protocol.table_config import (
     DATA_RETENTION,
     DataRetentionPolicy,
     Setting,
     interval_text,
 )
-from airflow_delta_provider.core.skipping import files_matching
-from airflow_delta_provider.core.stats import read_footers
-from airflow_delta_provider.core.stats_parsed import parse_stats, stats_parsed_type
 from airflow_delta_provider.core.utils.arguments import check_bool
 from airflow_delta_provider.core.utils.redaction import get_logger
 
@@ -43,8 +43,8 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from airflow_delta_provider.core.delete import DeleteResult
+    from airflow_delta_provider.core.expressions.predicate import Predicate
     from airflow_delta_provider.core.log.snapshot import Snapshot
-    from airflow_delta_provider.core.predicate import Predicate
     from airflow_delta_provider.core.transaction import PostCommitHook
 
 __all__ = [

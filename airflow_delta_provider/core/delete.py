@@ -34,13 +34,13 @@ from airflow_delta_provider.core.delete_plan import (
 )
 from airflow_delta_provider.core.delete_rows import Candidates, FileReader, match_rows_locally
 from airflow_delta_provider.core.errors import AppendOnlyViolationError
-from airflow_delta_provider.core.predicate import Predicate, PredicateError
+from airflow_delta_provider.core.expressions.predicate import Predicate, PredicateError
+from airflow_delta_provider.core.expressions.skipping import files_matching
 from airflow_delta_provider.core.protocol.features import (
     Operation,
     check_supported,
     deletion_vectors_writable,
 )
-from airflow_delta_provider.core.skipping import files_matching
 from airflow_delta_provider.core.transaction import OptimisticTransaction
 from airflow_delta_provider.core.utils.arguments import check_positive_int
 from airflow_delta_provider.core.utils.redaction import get_logger

@@ -22,6 +22,9 @@ from airflow_delta_provider.core.commit_plan import CommitPlan, ReadSet
 from airflow_delta_provider.core.create import remove_actions
 from airflow_delta_provider.core.delete_rows import FileReader
 from airflow_delta_provider.core.errors import DeltaError
+from airflow_delta_provider.core.expressions.stats import read_footers
+from airflow_delta_provider.core.expressions.stats_encoding import stats_json
+from airflow_delta_provider.core.expressions.stats_parsed import parse_stats, stats_parsed_type
 from airflow_delta_provider.core.log.deletion_vectors import (
     deletion_vector_file_bytes,
     encode_deletion_vector_file_id,
@@ -31,9 +34,6 @@ from airflow_delta_provider.core.protocol.actions import AddCDCFile, AddFile, Re
 from airflow_delta_provider.core.protocol.features import Operation, change_data_feed_enabled
 from airflow_delta_provider.core.protocol.partitions import partition_path
 from airflow_delta_provider.core.protocol.schema import physical_name
-from airflow_delta_provider.core.stats import read_footers
-from airflow_delta_provider.core.stats_encoding import stats_json
-from airflow_delta_provider.core.stats_parsed import parse_stats, stats_parsed_type
 from airflow_delta_provider.core.storage.paths import has_scheme
 from airflow_delta_provider.core.utils.redaction import get_logger
 from airflow_delta_provider.core.vacuum.discard import discard_uncommitted
@@ -44,8 +44,8 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from airflow_delta_provider.core.delete_rows import Candidates
+    from airflow_delta_provider.core.expressions.predicate import Predicate
     from airflow_delta_provider.core.log.snapshot import Snapshot
-    from airflow_delta_provider.core.predicate import Predicate
 
 __all__ = [
     "COPY_ON_WRITE",

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_delta_provider.core.datafiles import DataFile
+from airflow_delta_provider.core.expressions.stats import indexed_columns, read_footers
 from airflow_delta_provider.core.log.scan import data_file_errors, deletion_vector_rows, file_dataset
 from airflow_delta_provider.core.protocol.actions import AddCDCFile, AddFile
 from airflow_delta_provider.core.protocol.column_mapping import (
@@ -29,15 +30,14 @@ from airflow_delta_provider.core.protocol.column_mapping import (
 )
 from airflow_delta_provider.core.protocol.partitions import partition_path
 from airflow_delta_provider.core.protocol.schema import physical_name, physical_schema, rename_to_logical
-from airflow_delta_provider.core.stats import indexed_columns, read_footers
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
 
     import numpy.typing as npt
 
+    from airflow_delta_provider.core.expressions.predicate import Predicate
     from airflow_delta_provider.core.log.snapshot import Snapshot
-    from airflow_delta_provider.core.predicate import Predicate
 
 __all__ = ["CDC_DIR", "Candidates", "FileReader", "match_rows_locally", "written_name"]
 

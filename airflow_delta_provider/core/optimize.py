@@ -32,6 +32,8 @@ from airflow_delta_provider.core.commit_plan import (
 from airflow_delta_provider.core.create import remove_actions
 from airflow_delta_provider.core.datafiles import collect_files
 from airflow_delta_provider.core.errors import DeltaError, OptimizeRewriteError, SchemaError
+from airflow_delta_provider.core.expressions.predicate import Predicate
+from airflow_delta_provider.core.expressions.stats import indexed_columns, read_footers
 from airflow_delta_provider.core.log.deletion_vectors import read_deletion_vector
 from airflow_delta_provider.core.optimize_outputs import (
     check_outputs,
@@ -42,7 +44,6 @@ from airflow_delta_provider.core.optimize_outputs import (
     rows_per_bin,
     sort_outputs,
 )
-from airflow_delta_provider.core.predicate import Predicate
 from airflow_delta_provider.core.protocol.actions import AddFile, RemoveFile
 from airflow_delta_provider.core.protocol.column_mapping import (
     column_mapping_mode,
@@ -54,7 +55,6 @@ from airflow_delta_provider.core.protocol.features import Operation, check_suppo
 from airflow_delta_provider.core.protocol.partitions import partition_path
 from airflow_delta_provider.core.protocol.schema import check_schema_compatible, physical_name
 from airflow_delta_provider.core.protocol.table_config import TARGET_FILE_SIZE, Setting
-from airflow_delta_provider.core.stats import indexed_columns, read_footers
 from airflow_delta_provider.core.transaction import OptimisticTransaction
 from airflow_delta_provider.core.utils.arguments import check_bool, check_positive_int
 from airflow_delta_provider.core.utils.redaction import get_logger

@@ -21,8 +21,8 @@ from airflow_delta_provider.core.datafiles import relative_path
 from airflow_delta_provider.core.errors import InvalidPathError, OptimizeRewriteError
 
 if TYPE_CHECKING:
+    from airflow_delta_provider.core.expressions.stats import FooterInfo
     from airflow_delta_provider.core.log.snapshot import Snapshot
-    from airflow_delta_provider.core.stats import FooterInfo
 
 __all__ = [
     "check_outputs",

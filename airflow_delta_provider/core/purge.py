@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from airflow_delta_provider.core.expressions.stats import read_footers
+from airflow_delta_provider.core.expressions.stats_parsed import parse_stats, stats_parsed_type
 from airflow_delta_provider.core.optimize import (
     OptimizePlan,
     OptimizeResult,
@@ -34,8 +36,6 @@ from airflow_delta_provider.core.protocol.column_mapping import (
     extra_columns,
 )
 from airflow_delta_provider.core.protocol.schema import physical_schema
-from airflow_delta_provider.core.stats import read_footers
-from airflow_delta_provider.core.stats_parsed import parse_stats, stats_parsed_type
 from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:

@@ -39,8 +39,9 @@ from airflow_delta_provider.core.errors import (
     SchemaMismatchError,
     TableNotFoundError,
 )
+from airflow_delta_provider.core.expressions.predicate import Predicate, PredicateError
+from airflow_delta_provider.core.expressions.stats import FooterInfo, indexed_columns, read_footers
 from airflow_delta_provider.core.log.snapshot import load_snapshot
-from airflow_delta_provider.core.predicate import Predicate, PredicateError
 from airflow_delta_provider.core.protocol.actions import AddFile, Metadata, Protocol, RemoveFile
 from airflow_delta_provider.core.protocol.column_mapping import (
     assign_column_mapping,
@@ -60,7 +61,6 @@ from airflow_delta_provider.core.protocol.schema import (
     schema_to_delta_json,
 )
 from airflow_delta_provider.core.protocol.validation import log_types
-from airflow_delta_provider.core.stats import FooterInfo, indexed_columns, read_footers
 from airflow_delta_provider.core.transaction import OptimisticTransaction
 from airflow_delta_provider.core.utils.arguments import check_bool, check_positive_int
 from airflow_delta_provider.core.utils.redaction import get_logger

@@ -36,8 +36,8 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from airflow_delta_provider.core.delete_rows import Candidates
+    from airflow_delta_provider.core.expressions import Predicate
     from airflow_delta_provider.core.log import Snapshot
-    from airflow_delta_provider.core.predicate import Predicate
 
 __all__ = ["spark_row_matcher"]
 

@@ -149,7 +149,7 @@ def file_type_groups(
     unique = list(dict.fromkeys(spark_paths))
     if not widened:
         return [(base, unique)]
-    from airflow_delta_provider.core.stats import read_footers
+    from airflow_delta_provider.core.expressions import read_footers
 
     first = {spark: index for index, spark in reversed(list(enumerate(spark_paths)))}
     footers = read_footers(

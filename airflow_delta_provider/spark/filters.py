@@ -1,6 +1,6 @@
 """A read's filter as a Spark condition, with the same semantics as the core gives it.
 
-The core parses the SQL text (:class:`~airflow_delta_provider.core.predicate.Predicate`) and types
+The core parses the SQL text (:class:`~airflow_delta_provider.core.expressions.predicate.Predicate`) and types
 every literal as the column's (a timestamp without a zone is UTC, as in partition values); the
 condition built here compares each column with that typed value, so Spark applies no coercion
 of its own (no session time zone, no string-to-number casts) and keeps exactly the rows the core
@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from airflow_delta_provider.core.predicate import Comparison, Junction
+from airflow_delta_provider.core.expressions import Comparison, Junction
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from airflow_delta_provider.core.predicate import Clause
+    from airflow_delta_provider.core.expressions import Clause
 
 __all__ = ["spark_condition"]
 

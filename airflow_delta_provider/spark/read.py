@@ -17,8 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from airflow_delta_provider.core.expressions import Predicate
 from airflow_delta_provider.core.log import deletion_vector_rows
-from airflow_delta_provider.core.predicate import Predicate
 from airflow_delta_provider.core.utils import get_logger
 from airflow_delta_provider.spark.files import (
     FILE,
@@ -179,7 +179,7 @@ def _files_to_read(snapshot: Snapshot, predicate: Predicate | None) -> tuple[pa.
     partition_values = snapshot.partition_values() if snapshot.partition_columns else pa.table({})
     if predicate is None:
         return files, partition_values
-    from airflow_delta_provider.core.skipping import files_matching
+    from airflow_delta_provider.core.expressions import files_matching
 
     mask = pa.array(files_matching(snapshot, predicate))
     return files.filter(mask), (

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 
 from airflow_delta_provider.core.checkpoint.placement import spark_partition_ids
 from airflow_delta_provider.core.errors import CorruptLogError
+from airflow_delta_provider.core.expressions.stats_parsed import parse_stats, stats_parsed_type
 from airflow_delta_provider.core.log.deletion_vectors import deletion_vector_unique_id
 from airflow_delta_provider.core.log.file_actions import ADD_SCHEMA, REMOVE_SCHEMA
 from airflow_delta_provider.core.log.logfiles import (
@@ -28,7 +29,6 @@ from airflow_delta_provider.core.log.logfiles import (
 from airflow_delta_provider.core.protocol.features import reader_features, writer_features
 from airflow_delta_provider.core.protocol.partitions import partition_columns_from_map
 from airflow_delta_provider.core.protocol.schema import physical_schema
-from airflow_delta_provider.core.stats_parsed import parse_stats, stats_parsed_type
 from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:

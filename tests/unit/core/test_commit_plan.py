@@ -15,9 +15,9 @@ from deltalake import DeltaTable as RsDeltaTable
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.commit_plan import CommitPlan, CommitProperties, ReadSet
 from airflow_delta_provider.core.errors import InvalidLogValueError
-from airflow_delta_provider.core.predicate import Predicate
+from airflow_delta_provider.core.expressions.predicate import Predicate
+from airflow_delta_provider.core.expressions.stats import read_footer
 from airflow_delta_provider.core.protocol.actions import AddCDCFile, AddFile, Transaction
-from airflow_delta_provider.core.stats import read_footer
 from airflow_delta_provider.core.transaction import OptimisticTransaction
 
 SCHEMA = pa.schema([("id", pa.int64()), ("ds", pa.string())])

@@ -29,9 +29,9 @@ from airflow_delta_provider.core.errors import (
     DeltaError,
     UnsupportedFeatureError,
 )
+from airflow_delta_provider.core.expressions.predicate import PredicateError
 from airflow_delta_provider.core.log.deletion_vectors import deletion_vector_path
 from airflow_delta_provider.core.log.scan import deletion_vector_rows
-from airflow_delta_provider.core.predicate import PredicateError
 from airflow_delta_provider.core.protocol.actions import AddFile
 from airflow_delta_provider.core.protocol.schema import physical_name
 from airflow_delta_provider.core.transaction import OptimisticTransaction

@@ -23,6 +23,7 @@ from airflow_delta_provider.core.errors import (
     RetentionError,
     UnsupportedFeatureError,
 )
+from airflow_delta_provider.core.expressions.predicate import PredicateError
 from airflow_delta_provider.core.log.commits import read_commit
 from airflow_delta_provider.core.log.deletion_vectors import inline_deletion_vector
 from airflow_delta_provider.core.optimize import (
@@ -31,7 +32,6 @@ from airflow_delta_provider.core.optimize import (
     plan_optimize,
     rewrite_locally,
 )
-from airflow_delta_provider.core.predicate import PredicateError
 from airflow_delta_provider.core.watch import CommitFilter, poll
 
 if TYPE_CHECKING:

@@ -21,8 +21,8 @@ from airflow_delta_provider.core.errors import (
     TableNotFoundError,
     UnsupportedFeatureError,
 )
+from airflow_delta_provider.core.expressions.predicate import PredicateError
 from airflow_delta_provider.core.log.checksum import read_checksum
-from airflow_delta_provider.core.predicate import PredicateError
 from airflow_delta_provider.core.protocol.features import minimum_protocol
 
 SCHEMA = pa.schema([("id", pa.int64()), ("value", pa.string()), ("ds", pa.string())])

@@ -10,7 +10,7 @@ from delete_support import CDF_PROPERTIES, DV_PROPERTIES, core_rows, ids, make_t
 
 from airflow_delta_provider.core.delete import DeleteOptions, parse_predicate
 from airflow_delta_provider.core.delete_rows import Candidates, match_rows_locally
-from airflow_delta_provider.core.skipping import files_matching
+from airflow_delta_provider.core.expressions.skipping import files_matching
 from airflow_delta_provider.spark.delete import spark_row_matcher
 
 pytestmark = pytest.mark.spark

@@ -11,11 +11,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from airflow_delta_provider.core.expressions.stats import read_footers
+from airflow_delta_provider.core.expressions.stats_encoding import int96_bounds
 from airflow_delta_provider.core.parquet import page_scan
 from airflow_delta_provider.core.parquet.page_scan import DTYPES, _reduced, chunk_range, chunk_values
 from airflow_delta_provider.core.parquet.thrift import read_struct
-from airflow_delta_provider.core.stats import read_footers
-from airflow_delta_provider.core.stats_encoding import int96_bounds
 from airflow_delta_provider.core.storage import open_store
 
 VALUES = [1.0, float("nan"), None, -2.5, 0.0, float("inf")] * 300

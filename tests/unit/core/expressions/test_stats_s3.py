@@ -7,9 +7,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core import stats as stats_module
 from airflow_delta_provider.core.errors import InvalidDataFileError
-from airflow_delta_provider.core.stats import read_footers
+from airflow_delta_provider.core.expressions import stats as stats_module
+from airflow_delta_provider.core.expressions.stats import read_footers
 from airflow_delta_provider.core.storage import open_store
 
 pytestmark = pytest.mark.s3

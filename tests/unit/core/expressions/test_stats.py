@@ -11,11 +11,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_delta_provider.core import stats_encoding
 from airflow_delta_provider.core.errors import InvalidDataFileError, SchemaError
+from airflow_delta_provider.core.expressions import stats_encoding
+from airflow_delta_provider.core.expressions.stats import indexed_columns, read_footer, read_footers
 from airflow_delta_provider.core.parquet import footer as parquet_footer
 from airflow_delta_provider.core.parquet import page_scan
-from airflow_delta_provider.core.stats import indexed_columns, read_footer, read_footers
 from airflow_delta_provider.core.storage import open_store
 
 
@@ -79,7 +79,7 @@ def test_float_values_are_read_only_for_stats_columns_and_only_from_their_chunks
     """The values cost nothing more when the tail already read holds their chunks, else one
     ranged read per float chunk of a stats column: none for a float outside the stats columns,
     none at all for Spark's files (their footers count NaN)."""
-    from airflow_delta_provider.core import stats as stats_module
+    from airflow_delta_provider.core.expressions import stats as stats_module
 
     table = pa.table({"i": range(rows), "f": [k + 0.5 for k in range(rows)], "g": [2.5] * rows})
     pq.write_table(table, tmp_path / "f.parquet", row_group_size=rows // 2, use_dictionary=False)
@@ -117,7 +117,7 @@ def test_float_bounds_only_from_writers_that_put_nan_into_them(tmp_path, monkeyp
     """parquet-mr / parquet-java (Spark) order NaN above every number in the footer, so finite
     bounds mean "no NaN". pyarrow cannot write another ``created_by``, so the writer's name is
     substituted here; tests/interop checks real Spark files."""
-    from airflow_delta_provider.core import stats as stats_module
+    from airflow_delta_provider.core.expressions import stats as stats_module
 
     path = tmp_path / "f.parquet"
     pq.write_table(pa.table({"f": values}), path)
@@ -302,7 +302,7 @@ def _write_copies(directory, varied_parquet, copies: int = 3) -> list[str]:
 def test_concurrent_ranged_reads_match_the_sequential_path_and_pyarrows_reader(
     tmp_path, monkeypatch, varied_parquet, varied_stats_columns
 ):
-    from airflow_delta_provider.core import stats as stats_module
+    from airflow_delta_provider.core.expressions import stats as stats_module
 
     paths = _write_copies(tmp_path, varied_parquet)
     storage = open_store(str(tmp_path))
@@ -339,7 +339,7 @@ def test_raw_footer_values_give_the_bounds_pyarrows_converted_values_give(
 ):
     """Bounds are read from the footer's physical values; pyarrow's converted values (the route
     kept for the rarer types) must give byte-identical stats for every type the raw route takes."""
-    from airflow_delta_provider.core import stats as stats_module
+    from airflow_delta_provider.core.expressions import stats as stats_module
 
     paths = _write_copies(tmp_path, varied_parquet, copies=1)
     storage = open_store(str(tmp_path))
@@ -375,7 +375,7 @@ def _damage(data: bytes, how: str) -> bytes:
 @pytest.mark.parametrize("how", ["truncated", "footer-longer-than-file", "garbage-footer", "empty"])
 def test_a_damaged_file_among_many_is_named_and_the_table_is_unchanged(tmp_path, monkeypatch, how):
     from airflow_delta_provider.core import DeltaTable
-    from airflow_delta_provider.core import stats as stats_module
+    from airflow_delta_provider.core.expressions import stats as stats_module
 
     monkeypatch.setattr(stats_module, "FOOTER_WINDOW", 4)  # the bad file is in a later window
     table = DeltaTable.create(str(tmp_path / "t"), pa.schema([("id", pa.int64())]))
@@ -430,7 +430,7 @@ def test_footers_are_told_apart_by_their_schema_bytes_and_leave_no_garbage(tmp_p
     ties the FileMetaData into a reference cycle per file: garbage for the collector)."""
     import gc
 
-    from airflow_delta_provider.core import stats as stats_module
+    from airflow_delta_provider.core.expressions import stats as stats_module
 
     table = pa.table(
         {
@@ -486,7 +486,7 @@ def test_local_tails_grow_to_the_footers_seen(tmp_path, monkeypatch):
     """Local tails start small (copying them is the cost); a footer larger than the tail is read
     again, exactly, and the next windows' tails hold footers as large as the largest seen: one
     read per file from then on. The stats are those of pyarrow's reader either way."""
-    from airflow_delta_provider.core import stats as stats_module
+    from airflow_delta_provider.core.expressions import stats as stats_module
 
     wide = pa.table({f"column_{i:03d}": pa.array([i, i + 1], pa.int64()) for i in range(60)})
     paths = []
@@ -511,7 +511,7 @@ def test_local_tails_grow_to_hold_the_float_chunks_of_files_like_the_first(tmp_p
     """Files of one write lie alike: once a window had to read its float chunks apart, later
     windows' tails hold them (one read per file), unless they lie further from the end than an
     object store's tail; the stats are those of reading each chunk apart."""
-    from airflow_delta_provider.core import stats as stats_module
+    from airflow_delta_provider.core.expressions import stats as stats_module
 
     paths = []
     for n, rows in enumerate([3_000] * 8 + [60_000] * 4):

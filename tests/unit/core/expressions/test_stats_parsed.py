@@ -7,7 +7,7 @@ import json
 
 import pyarrow as pa
 
-from airflow_delta_provider.core.stats_parsed import parse_stats, stats_parsed_type
+from airflow_delta_provider.core.expressions.stats_parsed import parse_stats, stats_parsed_type
 
 FIELDS = [
     pa.field("id", pa.int64()),

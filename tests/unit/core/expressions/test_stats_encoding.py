@@ -9,8 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from airflow_delta_provider.core.parquet.page_scan import DTYPES
-from airflow_delta_provider.core.stats_encoding import (
+from airflow_delta_provider.core.expressions.stats_encoding import (
     DATE,
     FLOAT,
     INT,
@@ -24,6 +23,7 @@ from airflow_delta_provider.core.stats_encoding import (
     truncate_max_string,
     truncate_min_string,
 )
+from airflow_delta_provider.core.parquet.page_scan import DTYPES
 
 
 @pytest.mark.parametrize(

@@ -21,16 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_delta_provider.core.errors import SchemaError
-from airflow_delta_provider.core.parquet.footer import (
-    LOCAL_TAIL_BYTES,
-    LOCAL_TAIL_STEP,
-    TAIL_BYTES,
-    footer_bytes,
-    parse_footer,
-    schema_end,
-)
-from airflow_delta_provider.core.parquet.page_scan import read_leaf_values
-from airflow_delta_provider.core.stats_encoding import (
+from airflow_delta_provider.core.expressions.stats_encoding import (
     DECIMAL_BYTES,
     FLOAT,
     GENERIC,
@@ -45,6 +36,15 @@ from airflow_delta_provider.core.stats_encoding import (
     nested_object_json,
     text_json,
 )
+from airflow_delta_provider.core.parquet.footer import (
+    LOCAL_TAIL_BYTES,
+    LOCAL_TAIL_STEP,
+    TAIL_BYTES,
+    footer_bytes,
+    parse_footer,
+    schema_end,
+)
+from airflow_delta_provider.core.parquet.page_scan import read_leaf_values
 from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:

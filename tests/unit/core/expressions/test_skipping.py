@@ -18,15 +18,15 @@ import pytest
 
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.commit_plan import CommitPlan
-from airflow_delta_provider.core.predicate import Predicate
+from airflow_delta_provider.core.expressions.predicate import Predicate
+from airflow_delta_provider.core.expressions.skipping import files_matching
 from airflow_delta_provider.core.protocol.actions import AddFile
-from airflow_delta_provider.core.skipping import files_matching
 from airflow_delta_provider.core.transaction import OptimisticTransaction
 
 if TYPE_CHECKING:
     from airflow_delta_provider.core.log.snapshot import Snapshot
 
-CORPUS = Path(__file__).parents[2] / "conformance" / "corpus" / "tables" / "delta-kernel-rs"
+CORPUS = Path(__file__).parents[3] / "conformance" / "corpus" / "tables" / "delta-kernel-rs"
 UTC = dt.UTC
 SCHEMA = pa.schema(
     [

@@ -15,16 +15,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_delta_provider.core.predicate import Comparison, Junction
+from airflow_delta_provider.core.expressions.predicate import Comparison, Junction
+from airflow_delta_provider.core.expressions.stats_parsed import parse_stats, stats_parsed_type
 from airflow_delta_provider.core.protocol.column_mapping import column_mapping_mode
 from airflow_delta_provider.core.protocol.schema import TYPE_CHANGES_KEY, physical_name
-from airflow_delta_provider.core.stats_parsed import parse_stats, stats_parsed_type
 
 if TYPE_CHECKING:
     import numpy.typing as npt
 
+    from airflow_delta_provider.core.expressions.predicate import Clause, Predicate
     from airflow_delta_provider.core.log.snapshot import Snapshot
-    from airflow_delta_provider.core.predicate import Clause, Predicate
 
 __all__ = ["files_matching", "partitions_may_match"]
 

@@ -7,7 +7,7 @@ import datetime as dt
 import pyarrow as pa
 import pytest
 
-from airflow_delta_provider.core.predicate import Comparison, Junction, Predicate, PredicateError
+from airflow_delta_provider.core.expressions.predicate import Comparison, Junction, Predicate, PredicateError
 
 VALUES = pa.table(
     {

@@ -21,8 +21,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core import stats as stats_module
-from airflow_delta_provider.core.stats import read_footers
+from airflow_delta_provider.core.expressions import stats as stats_module
+from airflow_delta_provider.core.expressions.stats import read_footers
 from airflow_delta_provider.core.storage import open_store
 
 #: Stats column choices: every column of the varied files, the first three only (the rest get
