@@ -7,7 +7,7 @@ import inspect
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
-from airflow_delta_provider.core.changes import Changes, load_changes
+from airflow_delta_provider.core.changes.feed import Changes, load_changes
 from airflow_delta_provider.core.checkpoint import CheckpointOptions, should_checkpoint, write_checkpoint
 from airflow_delta_provider.core.cleanup import CleanupOptions, cleanup_logs
 from airflow_delta_provider.core.commit_plan import CommitProperties

@@ -1,7 +1,7 @@
 """Read a Delta table's changes between versions as a Spark DataFrame: the rows the core's
 ``DeltaTable.changes(...).to_pyarrow_table()`` returns, read by the executors.
 
-The core decides everything from the commits of the range (:mod:`airflow_delta_provider.core.changes`):
+The core decides everything from the commits of the range (:mod:`airflow_delta_provider.core.changes.feed`):
 which files count, with which change type, version and commit time, and which of their rows (a
 deletion vector that grew: the newly deleted rows). Spark reads each of those files once, change-data
 files with their ``_change_type`` column; each row is keyed to its file by ``_metadata.file_path``
@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from airflow_delta_provider.core.changes_read import vanished_file_error
-from airflow_delta_provider.core.changes_schema import (
+from airflow_delta_provider.core.changes import (
     CHANGE_TYPE,
     COMMIT_TIMESTAMP,
     COMMIT_VERSION,
     check_no_reserved_columns,
+    vanished_file_error,
 )
 from airflow_delta_provider.core.protocol import partition_columns_from_map, schema_to_delta
 from airflow_delta_provider.core.utils import get_logger
@@ -46,8 +46,7 @@ from airflow_delta_provider.spark.schema import check_spark_version, read_schema
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from airflow_delta_provider.core.changes import Changes
-    from airflow_delta_provider.core.changes_read import RowScan
+    from airflow_delta_provider.core.changes import Changes, RowScan
     from airflow_delta_provider.core.errors import DeltaError
     from airflow_delta_provider.core.log import Snapshot
     from airflow_delta_provider.core.table import DeltaTable

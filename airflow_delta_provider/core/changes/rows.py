@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 import airflow_delta_provider.core.utils.arrays as arrays
-from airflow_delta_provider.core.changes_schema import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
+from airflow_delta_provider.core.changes.read_schema import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
 from airflow_delta_provider.core.errors import ChangeDataFileNotFoundError
 from airflow_delta_provider.core.log.deletion_vectors import deletion_vector_unique_id
 from airflow_delta_provider.core.log.scan import (

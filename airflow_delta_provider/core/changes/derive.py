@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.changes_read import RowScan
+from airflow_delta_provider.core.changes.rows import RowScan
 from airflow_delta_provider.core.errors import ChangeDataNotRecordedError, CorruptLogError
 from airflow_delta_provider.core.expressions.predicate import Predicate, PredicateError
 from airflow_delta_provider.core.log.timeline import info_object
@@ -21,7 +21,7 @@ from airflow_delta_provider.core.log.timeline import info_object
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from airflow_delta_provider.core.changes_read import DeletionVectors
+    from airflow_delta_provider.core.changes.rows import DeletionVectors
     from airflow_delta_provider.core.log.commits import CommitActions
 
 #: Operations whose removed rows are all replaced by what they add: their deletes and inserts are

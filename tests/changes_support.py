@@ -17,8 +17,10 @@ if TYPE_CHECKING:
 
     from airflow_delta_provider.core import DeltaTable
 
-CORPUS = Path(__file__).resolve().parents[2] / "conformance" / "corpus"
-KERNEL_FIXTURES = Path(__file__).resolve().parent / "changes_data" / "delta-kernel-rs"
+CORPUS = Path(__file__).resolve().parent / "conformance" / "corpus"
+KERNEL_FIXTURES = (
+    Path(__file__).resolve().parent / "unit" / "core" / "changes" / "changes_data" / "delta-kernel-rs"
+)
 CDC = ("_change_type", "_commit_version", "_commit_timestamp")
 
 

@@ -16,18 +16,18 @@ import numpy as np
 import pyarrow as pa
 
 import airflow_delta_provider.core.utils.arrays as arrays
-from airflow_delta_provider.core.changes_bounds import (
+from airflow_delta_provider.core.changes.bounds import (
     ChangeRange,
     commit_time,
     range_commit_files,
     resolve_range,
 )
-from airflow_delta_provider.core.changes_derive import CommitContext, FileChange, commit_changes
-from airflow_delta_provider.core.changes_read import CDC_FIELDS, DeletionVectors, RowScan, read_rows
-from airflow_delta_provider.core.changes_schema import (
+from airflow_delta_provider.core.changes.derive import CommitContext, FileChange, commit_changes
+from airflow_delta_provider.core.changes.read_schema import (
     check_no_reserved_columns,
     check_read_compatible,
 )
+from airflow_delta_provider.core.changes.rows import CDC_FIELDS, DeletionVectors, RowScan, read_rows
 from airflow_delta_provider.core.errors import (
     CommitsCleanedUpError,
     VersionGapError,

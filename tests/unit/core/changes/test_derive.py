@@ -17,11 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
-from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.errors import ChangeDataNotRecordedError, CorruptLogError
-
-from .changes_support import (
+from changes_support import (
     CORPUS,
     SnapshotRows,
     delta_rs_history,
@@ -30,7 +26,11 @@ from .changes_support import (
     normalised,
     unpack_kernel_fixtures,
 )
-from .conftest import LogWriter, add, commit_info, metadata, protocol, remove
+
+from airflow_delta_provider.core import DeltaTable
+from airflow_delta_provider.core.errors import ChangeDataNotRecordedError, CorruptLogError
+
+from ..conftest import LogWriter, add, commit_info, metadata, protocol, remove
 
 if TYPE_CHECKING:
     from pathlib import Path

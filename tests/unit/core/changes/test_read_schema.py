@@ -10,13 +10,12 @@ from typing import TYPE_CHECKING, Any
 import deltalake
 import pyarrow as pa
 import pytest
+from changes_support import CORPUS, delta_rs_changes, log_state, normalised
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.changes_schema import check_read_compatible
+from airflow_delta_provider.core.changes.read_schema import check_read_compatible
 from airflow_delta_provider.core.errors import ChangeDataSchemaError
 from airflow_delta_provider.core.protocol.actions import Metadata
-
-from .changes_support import CORPUS, delta_rs_changes, log_state, normalised
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -15,10 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pytest
-
-from airflow_delta_provider.core import DeltaTable
-
-from .changes_support import (
+from changes_support import (
     CORPUS,
     KERNEL_FIXTURES,
     delta_rs_changes,
@@ -27,6 +24,8 @@ from .changes_support import (
     normalised,
     unpack_kernel_fixtures,
 )
+
+from airflow_delta_provider.core import DeltaTable
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from changes_support import CORPUS, log_state
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.changes_bounds import MAX_COMMIT_MILLIS
+from airflow_delta_provider.core.changes.bounds import MAX_COMMIT_MILLIS
 from airflow_delta_provider.core.errors import (
     CommitsCleanedUpError,
     CorruptLogError,
@@ -27,8 +28,6 @@ from airflow_delta_provider.core.errors import (
     VersionGapError,
 )
 from airflow_delta_provider.core.log import snapshot as snapshot_module
-
-from .changes_support import CORPUS, log_state
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -10,11 +10,10 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from changes_support import CORPUS, unpack_kernel_fixtures
 
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.errors import ChangeDataFileNotFoundError, DeltaError, InvalidPathError
-
-from .changes_support import CORPUS, unpack_kernel_fixtures
 
 if TYPE_CHECKING:
     from pathlib import Path
