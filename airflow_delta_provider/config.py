@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.commit_plan import DEFAULT_MAX_ATTEMPTS
 from airflow_delta_provider.core.protocol import PROVIDER_OPTIONS, SET_TRANSACTION_RETENTION
+from airflow_delta_provider.core.transaction import DEFAULT_MAX_ATTEMPTS
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

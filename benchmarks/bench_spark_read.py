@@ -34,14 +34,13 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.commit_plan import CommitPlan
 from airflow_delta_provider.core.log import (
     deletion_vector_file,
     encode_deletion_vector_file_id,
     serialize_deletion_vector,
 )
 from airflow_delta_provider.core.protocol import AddFile, RemoveFile
-from airflow_delta_provider.core.transaction import OptimisticTransaction
+from airflow_delta_provider.core.transaction import CommitPlan, OptimisticTransaction
 
 README = Path(__file__).resolve().parent / "README.md"
 MARKERS = ("<!-- spark-read:start -->", "<!-- spark-read:end -->")

@@ -15,12 +15,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.commit_plan import CommitPlan
 from airflow_delta_provider.core.expressions.predicate import Predicate
 from airflow_delta_provider.core.log.deletion_vectors import inline_deletion_vector
 from airflow_delta_provider.core.protocol.actions import AddFile, RemoveFile
 from airflow_delta_provider.core.protocol.partitions import partition_path
-from airflow_delta_provider.core.transaction import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit_plan import CommitPlan
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

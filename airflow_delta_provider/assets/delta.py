@@ -17,7 +17,7 @@ from airflow_delta_provider.utils.coercion import is_deferred
 from airflow_delta_provider.utils.secrets import public_location
 
 if TYPE_CHECKING:
-    from airflow_delta_provider.core.commit_plan import CommitResult
+    from airflow_delta_provider.core.transaction import CommitResult
 
 __all__ = ["asset_event_extra", "delta_table_asset", "event_version_range", "table_asset_uri"]
 

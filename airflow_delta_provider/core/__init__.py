@@ -26,17 +26,17 @@ if TYPE_CHECKING:
     # imports as the package's edges of the import graph (every entry of _LAZY is one of them).
     from airflow_delta_provider.core.checkpoint import CheckpointResult
     from airflow_delta_provider.core.cleanup import CleanupResult
-    from airflow_delta_provider.core.commit_plan import CommitResult
     from airflow_delta_provider.core.log.snapshot import Snapshot
     from airflow_delta_provider.core.restore import RestoreResult
     from airflow_delta_provider.core.table import DeltaTable
+    from airflow_delta_provider.core.transaction.commit_plan import CommitResult
     from airflow_delta_provider.core.vacuum import VacuumResult
 
 #: Public name -> the module defining it, imported when the name is first asked for.
 _LAZY = {
     "CheckpointResult": "airflow_delta_provider.core.checkpoint",
     "CleanupResult": "airflow_delta_provider.core.cleanup",
-    "CommitResult": "airflow_delta_provider.core.commit_plan",
+    "CommitResult": "airflow_delta_provider.core.transaction.commit_plan",
     "RestoreResult": "airflow_delta_provider.core.restore",
     "DeltaTable": "airflow_delta_provider.core.table",
     "Snapshot": "airflow_delta_provider.core.log.snapshot",

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from airflow_delta_provider.core.changes.bounds import ChangeRange, range_commit_files
-from airflow_delta_provider.core.commit_plan import CursorAdvance
 from airflow_delta_provider.core.errors import ConsumerCursorError
 from airflow_delta_provider.core.log.commits import read_commit
+from airflow_delta_provider.core.transaction.commit_plan import CursorAdvance
 from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:

@@ -21,7 +21,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_delta_provider.core.commit_plan import CommitProperties
 from airflow_delta_provider.core.delete import DeleteOptions, delete, parse_predicate
 from airflow_delta_provider.core.delete_rows import Candidates, FileReader, match_rows_locally
 from airflow_delta_provider.core.errors import DataRetentionError, DataRetentionLimitError
@@ -34,6 +33,7 @@ from airflow_delta_provider.core.protocol.table_config import (
     Setting,
     interval_text,
 )
+from airflow_delta_provider.core.transaction.commit_plan import CommitProperties
 from airflow_delta_provider.core.utils.arguments import check_bool
 from airflow_delta_provider.core.utils.redaction import get_logger
 
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.delete import DeleteResult
     from airflow_delta_provider.core.expressions.predicate import Predicate
     from airflow_delta_provider.core.log.snapshot import Snapshot
-    from airflow_delta_provider.core.transaction import PostCommitHook
+    from airflow_delta_provider.core.transaction.commit import PostCommitHook
 
 __all__ = [
     "DATA_RETENTION_TAG",

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from airflow_delta_provider.core.commit_plan import CommitProperties, CommitResult
 from airflow_delta_provider.core.delete_plan import (
     DELETE,
     DeletePlan,
@@ -41,7 +40,8 @@ from airflow_delta_provider.core.protocol.features import (
     check_supported,
     deletion_vectors_writable,
 )
-from airflow_delta_provider.core.transaction import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit_plan import CommitProperties, CommitResult
 from airflow_delta_provider.core.utils.arguments import check_positive_int
 from airflow_delta_provider.core.utils.redaction import get_logger
 
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from airflow_delta_provider.core.log.snapshot import Snapshot
-    from airflow_delta_provider.core.transaction import PostCommitHook
+    from airflow_delta_provider.core.transaction.commit import PostCommitHook
 
 __all__ = [
     "DELETE",

@@ -18,8 +18,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_delta_provider.core.commit_plan import CommitPlan, ReadSet
-from airflow_delta_provider.core.create import remove_actions
 from airflow_delta_provider.core.delete_rows import FileReader
 from airflow_delta_provider.core.errors import DeltaError
 from airflow_delta_provider.core.expressions.stats import read_footers
@@ -35,6 +33,8 @@ from airflow_delta_provider.core.protocol.features import Operation, change_data
 from airflow_delta_provider.core.protocol.partitions import partition_path
 from airflow_delta_provider.core.protocol.schema import physical_name
 from airflow_delta_provider.core.storage.paths import has_scheme
+from airflow_delta_provider.core.transaction.commit_plan import CommitPlan, ReadSet
+from airflow_delta_provider.core.transaction.create import remove_actions
 from airflow_delta_provider.core.utils.redaction import get_logger
 from airflow_delta_provider.core.vacuum.discard import discard_uncommitted
 

@@ -19,7 +19,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from airflow_delta_provider.core.datafiles import DataFile
 from airflow_delta_provider.core.expressions.stats import indexed_columns, read_footers
 from airflow_delta_provider.core.log.scan import data_file_errors, deletion_vector_rows, file_dataset
 from airflow_delta_provider.core.protocol.actions import AddCDCFile, AddFile
@@ -30,6 +29,7 @@ from airflow_delta_provider.core.protocol.column_mapping import (
 )
 from airflow_delta_provider.core.protocol.partitions import partition_path
 from airflow_delta_provider.core.protocol.schema import physical_name, physical_schema, rename_to_logical
+from airflow_delta_provider.core.transaction.datafiles import DataFile
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence

@@ -22,15 +22,6 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_delta_provider.core.commit_plan import (
-    NO_FILES,
-    CommitPlan,
-    CommitProperties,
-    CommitResult,
-    ReadSet,
-)
-from airflow_delta_provider.core.create import remove_actions
-from airflow_delta_provider.core.datafiles import collect_files
 from airflow_delta_provider.core.errors import DeltaError, OptimizeRewriteError, SchemaError
 from airflow_delta_provider.core.expressions.predicate import Predicate
 from airflow_delta_provider.core.expressions.stats import indexed_columns, read_footers
@@ -55,7 +46,16 @@ from airflow_delta_provider.core.protocol.features import Operation, check_suppo
 from airflow_delta_provider.core.protocol.partitions import partition_path
 from airflow_delta_provider.core.protocol.schema import check_schema_compatible, physical_name
 from airflow_delta_provider.core.protocol.table_config import TARGET_FILE_SIZE, Setting
-from airflow_delta_provider.core.transaction import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit_plan import (
+    NO_FILES,
+    CommitPlan,
+    CommitProperties,
+    CommitResult,
+    ReadSet,
+)
+from airflow_delta_provider.core.transaction.create import remove_actions
+from airflow_delta_provider.core.transaction.datafiles import collect_files
 from airflow_delta_provider.core.utils.arguments import check_bool, check_positive_int
 from airflow_delta_provider.core.utils.redaction import get_logger
 from airflow_delta_provider.core.vacuum.discard import discard_uncommitted
@@ -63,7 +63,7 @@ from airflow_delta_provider.core.vacuum.discard import discard_uncommitted
 if TYPE_CHECKING:
     from airflow_delta_provider.core.log.snapshot import Snapshot
     from airflow_delta_provider.core.storage import LogStore
-    from airflow_delta_provider.core.transaction import PostCommitHook
+    from airflow_delta_provider.core.transaction.commit import PostCommitHook
 
 __all__ = [
     "OPTIMIZE",

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_delta_provider.core.datafiles import relative_path
 from airflow_delta_provider.core.errors import InvalidPathError, OptimizeRewriteError
+from airflow_delta_provider.core.transaction.datafiles import relative_path
 
 if TYPE_CHECKING:
     from airflow_delta_provider.core.expressions.stats import FooterInfo

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     from airflow_delta_provider.core.log.snapshot import Snapshot
     from airflow_delta_provider.core.optimize import Rewriter
-    from airflow_delta_provider.core.transaction import PostCommitHook
+    from airflow_delta_provider.core.transaction.commit import PostCommitHook
 
 __all__ = ["REORG", "PurgeOptions", "plan_purge", "purge"]
 

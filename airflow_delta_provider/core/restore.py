@@ -20,8 +20,6 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_delta_provider.core.commit_plan import CommitPlan, CommitProperties, CommitResult, ReadSet
-from airflow_delta_provider.core.create import remove_actions
 from airflow_delta_provider.core.errors import (
     ConcurrentModificationError,
     ConcurrentWriteError,
@@ -43,7 +41,14 @@ from airflow_delta_provider.core.log.timeline import commit_info, commit_timesta
 from airflow_delta_provider.core.protocol.actions import AddFile, DomainMetadata, RemoveFile
 from airflow_delta_provider.core.protocol.constraints import merged_identity_schema
 from airflow_delta_provider.core.protocol.features import Operation, merge_protocols, writer_features
-from airflow_delta_provider.core.transaction import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit_plan import (
+    CommitPlan,
+    CommitProperties,
+    CommitResult,
+    ReadSet,
+)
+from airflow_delta_provider.core.transaction.create import remove_actions
 from airflow_delta_provider.core.utils.arguments import check_bool
 from airflow_delta_provider.core.utils.redaction import get_logger
 
@@ -53,7 +58,7 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.log.snapshot import Snapshot
     from airflow_delta_provider.core.protocol.actions import Metadata, Protocol
     from airflow_delta_provider.core.storage import LogStore
-    from airflow_delta_provider.core.transaction import PostCommitHook
+    from airflow_delta_provider.core.transaction.commit import PostCommitHook
 
 __all__ = [
     "MAX_MISSING_FILES_NAMED",

@@ -10,14 +10,11 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 from airflow_delta_provider.core.changes.feed import Changes, load_changes
 from airflow_delta_provider.core.checkpoint import CheckpointOptions, should_checkpoint, write_checkpoint
 from airflow_delta_provider.core.cleanup import CleanupOptions, cleanup_logs
-from airflow_delta_provider.core.commit_plan import CommitProperties
-from airflow_delta_provider.core.create import CreateOptions, create_table
 from airflow_delta_provider.core.data_retention import DataRetentionOptions, apply_data_retention
 from airflow_delta_provider.core.delete import DeleteOptions, delete
 from airflow_delta_provider.core.errors import (
     TableNotFoundError,
 )
-from airflow_delta_provider.core.idempotency import already_committed
 from airflow_delta_provider.core.log.segment import (
     build_segment,
 )
@@ -33,10 +30,13 @@ from airflow_delta_provider.core.purge import PurgeOptions, purge
 from airflow_delta_provider.core.restore import RestoreOptions, find_tagged_commits
 from airflow_delta_provider.core.restore import restore as restore_table
 from airflow_delta_provider.core.storage import open_store
-from airflow_delta_provider.core.transaction import PostCommitHook
+from airflow_delta_provider.core.transaction.commit import PostCommitHook
+from airflow_delta_provider.core.transaction.commit_plan import CommitProperties
+from airflow_delta_provider.core.transaction.create import CreateOptions, create_table
+from airflow_delta_provider.core.transaction.idempotency import already_committed
+from airflow_delta_provider.core.transaction.write import CommitOptions, commit_files
 from airflow_delta_provider.core.utils.redaction import get_logger
 from airflow_delta_provider.core.vacuum import VacuumOptions, vacuum
-from airflow_delta_provider.core.write import CommitOptions, commit_files
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -47,13 +47,13 @@ if TYPE_CHECKING:
 
     from airflow_delta_provider.core.checkpoint import CheckpointResult
     from airflow_delta_provider.core.cleanup import CleanupResult
-    from airflow_delta_provider.core.commit_plan import CommitResult
     from airflow_delta_provider.core.data_retention import DataRetentionResult
     from airflow_delta_provider.core.delete import DeleteResult, RowMatcher
     from airflow_delta_provider.core.optimize import OptimizeResult, Rewriter
     from airflow_delta_provider.core.protocol.table_config import TableConfig
     from airflow_delta_provider.core.restore import RestoreResult, TaggedCommits
-    from airflow_delta_provider.core.transaction import LandedCommit
+    from airflow_delta_provider.core.transaction.commit import LandedCommit
+    from airflow_delta_provider.core.transaction.commit_plan import CommitResult
     from airflow_delta_provider.core.vacuum import VacuumResult
 
 log = get_logger(__name__)
@@ -291,9 +291,10 @@ class DeltaTable:
         :param storage_options: as for :class:`DeltaTable`.
         :param filesystem: as for :class:`DeltaTable`.
         :param provider_defaults: as for :class:`DeltaTable`.
-        :param name, description, mode: see :class:`~airflow_delta_provider.core.create.CreateOptions`
+        :param name, description, mode: see
+            :class:`~airflow_delta_provider.core.transaction.create.CreateOptions`
             (``mode`` error/ignore/append/overwrite); the commit's own settings (``user_metadata``,
-            ``tags``...) are :class:`~airflow_delta_provider.core.commit_plan.CommitProperties`.
+            ``tags``...) are :class:`~airflow_delta_provider.core.transaction.commit_plan.CommitProperties`.
         :raises TableAlreadyExistsError: ``mode="error"`` and a table exists at ``uri``.
         :raises UnsupportedFeatureError: a property needs a feature this core cannot write.
         :raises SchemaMismatchError: ``mode="append"`` and the table's schema or partitioning differ.
@@ -327,9 +328,9 @@ class DeltaTable:
 
         :param files: the files, relative to the table root or as URIs under it.
         :param options: the keyword arguments of
-            :class:`~airflow_delta_provider.core.write.CommitOptions` (``prefix``, ``mode``,
+            :class:`~airflow_delta_provider.core.transaction.write.CommitOptions` (``prefix``, ``mode``,
             ``replace_where``, ``allow_empty_overwrite`` ...) and of the
-            :class:`~airflow_delta_provider.core.commit_plan.CommitProperties` every commit takes
+            :class:`~airflow_delta_provider.core.transaction.commit_plan.CommitProperties` every commit takes
             (``app_id``/``app_version``, ``user_metadata``, ``tags``, ``max_attempts`` ...).
         :raises InvalidPathError: a file is outside the root, hidden, a symbolic link (local
             storage), missing or listed twice.
@@ -414,8 +415,9 @@ class DeltaTable:
         :param match_rows: another engine finding the matching rows (the Airflow operator's Spark);
             default: pyarrow in this process.
         :param options: the keyword arguments of :class:`~airflow_delta_provider.core.delete.DeleteOptions`
-            (``max_workers``) and of the :class:`~airflow_delta_provider.core.commit_plan.CommitProperties`
-            every commit takes (``app_id``/``app_version``, ``user_metadata``, ``tags`` ...).
+            (``max_workers``) and of the
+            :class:`~airflow_delta_provider.core.transaction.commit_plan.CommitProperties` every commit
+            takes (``app_id``/``app_version``, ``user_metadata``, ``tags`` ...).
         :raises PredicateError: the predicate is blank, does not parse, names an unknown column or a
             value that does not fit its column (nothing is written).
         :raises AppendOnlyViolationError: the table only allows appends (``delta.appendOnly``).
@@ -440,7 +442,7 @@ class DeltaTable:
         :param options: the keyword arguments of
             :class:`~airflow_delta_provider.core.data_retention.DataRetentionOptions` (``policy``,
             ``dry_run``, ``now``) and of the commit's
-            :class:`~airflow_delta_provider.core.commit_plan.CommitProperties`.
+            :class:`~airflow_delta_provider.core.transaction.commit_plan.CommitProperties`.
         :raises RetentionError: the policy is malformed (an unknown key, an interval without a
             unit, a blank column); ``InvalidTablePropertyError`` when it is the table's.
         :raises DataRetentionError: the column is not the table's, or holds no time.
@@ -495,7 +497,7 @@ class DeltaTable:
         :param options: the keyword arguments of
             :class:`~airflow_delta_provider.core.optimize.OptimizeOptions` (``partition_filter``,
             ``target_file_size``, ``min_file_size``, ``dry_run`` ...) and of the commit's
-            :class:`~airflow_delta_provider.core.commit_plan.CommitProperties`
+            :class:`~airflow_delta_provider.core.transaction.commit_plan.CommitProperties`
             (``app_id``/``app_version`` ...).
         :raises ConcurrentDeleteReadError: a concurrent commit removed a file the OPTIMIZE rewrote.
         """
@@ -518,7 +520,7 @@ class DeltaTable:
             Airflow layer's ``DeltaOptimizeOperator(purge=True)`` rewrites on Spark).
         :param options: the keyword arguments of :class:`~airflow_delta_provider.core.purge.PurgeOptions`
             (``partition_filter``, ``target_file_size``, ``dry_run``) and of the commit's
-            :class:`~airflow_delta_provider.core.commit_plan.CommitProperties`
+            :class:`~airflow_delta_provider.core.transaction.commit_plan.CommitProperties`
             (``app_id``/``app_version``, ``user_metadata``, ``tags`` ...).
         :raises ConcurrentDeleteReadError: a concurrent commit (a DELETE) removed a file the purge
             rewrote; nothing is committed, run it again.
@@ -553,7 +555,7 @@ class DeltaTable:
         :param options: the keyword arguments of
             :class:`~airflow_delta_provider.core.restore.RestoreOptions` (``timestamp`` instead of
             ``version``, ``enforce_retention_duration``) and of the commit's
-            :class:`~airflow_delta_provider.core.commit_plan.CommitProperties`
+            :class:`~airflow_delta_provider.core.transaction.commit_plan.CommitProperties`
             (``app_id``/``app_version``, ``user_metadata``, ``tags`` ...).
         :raises RestoreVersionNotFoundError: the version is outside the table's history.
         :raises RestoreTimestampEarlierError: the timestamp is before the earliest version.

@@ -37,8 +37,8 @@ from airflow_delta_provider.utils.secrets import (
 if TYPE_CHECKING:
     import fsspec
 
-    from airflow_delta_provider.core.create import CreateMode
     from airflow_delta_provider.core.table import DeltaTable
+    from airflow_delta_provider.core.transaction import CreateMode
 
 __all__ = [
     "SECRET_OPTIONS_LABEL",

@@ -43,10 +43,9 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from airflow.sdk import Context
 
-    from airflow_delta_provider.core.commit_plan import CommitResult, CursorAdvance
     from airflow_delta_provider.core.log import Snapshot
     from airflow_delta_provider.core.table import DeltaTable
-    from airflow_delta_provider.core.write import WriteMode
+    from airflow_delta_provider.core.transaction import CommitResult, CursorAdvance, WriteMode
 
 __all__ = [
     "DEFAULT_SET_TRANSACTION_RETENTION",

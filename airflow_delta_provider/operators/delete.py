@@ -36,9 +36,9 @@ if TYPE_CHECKING:
 
     from airflow.sdk import Context
 
-    from airflow_delta_provider.core.commit_plan import CommitResult
     from airflow_delta_provider.core.delete import DeleteResult
     from airflow_delta_provider.core.table import DeltaTable
+    from airflow_delta_provider.core.transaction import CommitResult
 
 __all__ = ["DeltaDeleteOperator"]
 

@@ -44,10 +44,10 @@ if TYPE_CHECKING:
 
     from airflow.sdk import Context
 
-    from airflow_delta_provider.core.commit_plan import CommitResult, CursorAdvance
     from airflow_delta_provider.core.consumer import SourceRead
     from airflow_delta_provider.core.log import Snapshot
     from airflow_delta_provider.core.table import DeltaTable
+    from airflow_delta_provider.core.transaction import CommitResult, CursorAdvance
 
 __all__ = ["DEFAULT_WRITE_OPTIONS", "DeltaPySparkOperator"]
 
@@ -434,7 +434,7 @@ class DeltaPySparkOperator(
 
     def _commit_without_rows(self, pending: _Pending, read: SourceRead, frame: Any) -> dict[str, Any]:
         """With ``source``, no rows to write: commit the cursor alone when it moves, else nothing."""
-        from airflow_delta_provider.core.commit_plan import NO_FILES, CommitResult
+        from airflow_delta_provider.core.transaction import NO_FILES, CommitResult
 
         snapshot = pending.snapshot
         if read.advance is None:

@@ -88,7 +88,7 @@ def collect_attempt_files(table: DeltaTable, attempt: str, partition_columns: Se
     """
     # Here, not at the top: the module is imported in every parse of a DAG file naming the
     # PySpark operator, and core.datafiles imports pyarrow (~0.25 s) that only execution needs.
-    from airflow_delta_provider.core.datafiles import is_hidden
+    from airflow_delta_provider.core.transaction import is_hidden
     from airflow_delta_provider.core.vacuum.discard import discard_uncommitted
 
     storage = table.storage

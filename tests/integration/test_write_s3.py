@@ -16,7 +16,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.commit_plan import CommitPlan
 from airflow_delta_provider.core.errors import (
     InvalidDataFileError,
     InvalidPathError,
@@ -26,7 +25,8 @@ from airflow_delta_provider.core.errors import (
 )
 from airflow_delta_provider.core.log.logfiles import commit_name
 from airflow_delta_provider.core.protocol.actions import AddFile
-from airflow_delta_provider.core.transaction import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit_plan import CommitPlan
 
 pytestmark = pytest.mark.s3
 

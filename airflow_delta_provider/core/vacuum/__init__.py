@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.log.snapshot import Snapshot
     from airflow_delta_provider.core.protocol.actions import Metadata, Protocol
     from airflow_delta_provider.core.storage import LogStore
-    from airflow_delta_provider.core.transaction import PostCommitHook
+    from airflow_delta_provider.core.transaction.commit import PostCommitHook
 
 __all__ = [
     "DELETE_BATCH",

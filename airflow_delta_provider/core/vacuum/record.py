@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.commit_plan import CommitPlan
 from airflow_delta_provider.core.protocol.features import Operation
-from airflow_delta_provider.core.transaction import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit_plan import CommitPlan
 from airflow_delta_provider.core.utils.redaction import get_logger
 from airflow_delta_provider.core.vacuum.result import VacuumStatus
 from airflow_delta_provider.core.vacuum.retention import ResolvedVacuumRetention, millis
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from airflow_delta_provider.core.log.snapshot import Snapshot
     from airflow_delta_provider.core.storage import LogStore
-    from airflow_delta_provider.core.transaction import PostCommitHook
+    from airflow_delta_provider.core.transaction.commit import PostCommitHook
 
 log = get_logger(__name__)
 

@@ -28,11 +28,11 @@ from deltalake import QueryBuilder
 from spark_servers import leave_classic_mode, leave_connect_mode
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.commit_plan import CommitPlan
 from airflow_delta_provider.core.log.commits import read_commit
 from airflow_delta_provider.core.log.deletion_vectors import inline_deletion_vector
 from airflow_delta_provider.core.protocol.actions import AddFile, RemoveFile
-from airflow_delta_provider.core.transaction import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit_plan import CommitPlan
 from airflow_delta_provider.decorators.pyspark import delta_pyspark_task
 from airflow_delta_provider.operators.optimize import DeltaOptimizeOperator
 from airflow_delta_provider.operators.pyspark import DeltaPySparkOperator

@@ -15,7 +15,7 @@ from airflow_delta_provider.assets.delta import (
     event_version_range,
     table_asset_uri,
 )
-from airflow_delta_provider.core.commit_plan import CommitResult
+from airflow_delta_provider.core.transaction.commit_plan import CommitResult
 from airflow_delta_provider.openlineage import dataset_naming, output_dataset
 
 if TYPE_CHECKING:

@@ -10,7 +10,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.commit_plan import CursorAdvance
 from airflow_delta_provider.core.consumer import (
     commit_time,
     consumer_app_id,
@@ -18,6 +17,7 @@ from airflow_delta_provider.core.consumer import (
     plan_read,
 )
 from airflow_delta_provider.core.errors import CommitsCleanedUpError, ConsumerCursorError
+from airflow_delta_provider.core.transaction.commit_plan import CursorAdvance
 
 SCHEMA = pa.schema([("id", pa.int64())])
 CONSUMER = "airflow/dag/task"

@@ -17,7 +17,6 @@ import pytest
 from delete_support import commit_actions, kind, state
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.commit_plan import CommitPlan, CommitProperties
 from airflow_delta_provider.core.data_retention import data_retention_due
 from airflow_delta_provider.core.errors import (
     DataRetentionError,
@@ -27,7 +26,8 @@ from airflow_delta_provider.core.errors import (
 )
 from airflow_delta_provider.core.protocol.actions import AddFile
 from airflow_delta_provider.core.protocol.table_config import DATA_RETENTION
-from airflow_delta_provider.core.transaction import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit_plan import CommitPlan, CommitProperties
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -22,7 +22,6 @@ from delete_support import (
 )
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.commit_plan import CommitPlan
 from airflow_delta_provider.core.delete import DeleteOptions, commit_delete, plan_delete
 from airflow_delta_provider.core.errors import (
     AppendOnlyViolationError,
@@ -34,7 +33,8 @@ from airflow_delta_provider.core.log.deletion_vectors import deletion_vector_pat
 from airflow_delta_provider.core.log.scan import deletion_vector_rows
 from airflow_delta_provider.core.protocol.actions import AddFile
 from airflow_delta_provider.core.protocol.schema import physical_name
-from airflow_delta_provider.core.transaction import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit_plan import CommitPlan
 
 FILES = {"a": [range(0, 10), range(10, 20)], "b": [range(20, 30), range(30, 40)]}
 

@@ -17,7 +17,6 @@ import pytest
 from delete_support import DV_PROPERTIES, commit_actions, core_rows, ids, kind, make_table, rs_rows, state
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.commit_plan import CommitPlan, CommitProperties
 from airflow_delta_provider.core.errors import (
     ConcurrentDeleteDeleteError,
     ConcurrentDeleteReadError,
@@ -28,7 +27,8 @@ from airflow_delta_provider.core.log.deletion_vectors import inline_deletion_vec
 from airflow_delta_provider.core.optimize import rewrite_locally
 from airflow_delta_provider.core.protocol.schema import physical_name
 from airflow_delta_provider.core.purge import PurgeOptions, plan_purge
-from airflow_delta_provider.core.transaction import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit_plan import CommitPlan, CommitProperties
 
 FILES = {"a": [range(0, 10), range(10, 20)], "b": [range(20, 30)], "c": [range(30, 40)]}
 #: Delta's OPTIMIZE metric set, which REORG commits (``DeltaOperationMetrics.OPTIMIZE``).

@@ -687,8 +687,8 @@ def test_maintenance_on_s3(
 
 def vacuum_commit(root: str, status: str) -> None:
     """A VACUUM START / VACUUM END pair as Delta writes them (empty commits, dataChange false)."""
-    from airflow_delta_provider.core.commit_plan import CommitPlan
-    from airflow_delta_provider.core.transaction import OptimisticTransaction
+    from airflow_delta_provider.core.transaction.commit import OptimisticTransaction
+    from airflow_delta_provider.core.transaction.commit_plan import CommitPlan
 
     table = DeltaTable(root)
     OptimisticTransaction(table.storage).commit(CommitPlan("VACUUM START", data_change=False))

@@ -12,10 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 from delete_support import DV_PROPERTIES, core_rows, ids, make_table, rs_rows
 
-from airflow_delta_provider.core.commit_plan import CommitPlan, CommitProperties
 from airflow_delta_provider.core.log.commits import read_commit
 from airflow_delta_provider.core.protocol.schema import physical_name
-from airflow_delta_provider.core.transaction import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit_plan import CommitPlan, CommitProperties
 from airflow_delta_provider.operators.optimize import DeltaOptimizeOperator
 
 if TYPE_CHECKING:

@@ -17,10 +17,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import DeltaError, DeltaTable
-from airflow_delta_provider.core.commit_plan import CommitPlan
 from airflow_delta_provider.core.log.deletion_vectors import inline_deletion_vector
 from airflow_delta_provider.core.protocol.actions import AddFile, RemoveFile
-from airflow_delta_provider.core.transaction import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit_plan import CommitPlan
 from airflow_delta_provider.spark import read_changes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))

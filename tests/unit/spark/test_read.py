@@ -19,10 +19,10 @@ import pytest
 from spark_reads import ODD_FILE, ODD_VALUES, core_rows, odd_table, rows
 
 from airflow_delta_provider.core import DeltaError, DeltaTable
-from airflow_delta_provider.core.commit_plan import CommitPlan
 from airflow_delta_provider.core.expressions.predicate import PredicateError
 from airflow_delta_provider.core.protocol.actions import AddFile, RemoveFile
-from airflow_delta_provider.core.transaction import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit_plan import CommitPlan
 from airflow_delta_provider.spark import read_delta
 
 if TYPE_CHECKING:

@@ -17,11 +17,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.commit_plan import CommitPlan
 from airflow_delta_provider.core.expressions.predicate import Predicate
 from airflow_delta_provider.core.expressions.skipping import files_matching
 from airflow_delta_provider.core.protocol.actions import AddFile
-from airflow_delta_provider.core.transaction import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit_plan import CommitPlan
 
 if TYPE_CHECKING:
     from airflow_delta_provider.core.log.snapshot import Snapshot

@@ -18,12 +18,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import CorruptLogError, DeltaTable
-from airflow_delta_provider.core.commit_plan import CommitPlan
 from airflow_delta_provider.core.errors import ProtocolError
 from airflow_delta_provider.core.protocol.action_checks import action_problem
 from airflow_delta_provider.core.protocol.delta_types import LONG_MAX
 from airflow_delta_provider.core.storage.paths import escapes_root
-from airflow_delta_provider.core.transaction import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit_plan import CommitPlan
 
 from ..conftest import DV
 

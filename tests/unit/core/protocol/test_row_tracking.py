@@ -17,11 +17,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.commit_plan import CommitPlan
 from airflow_delta_provider.core.errors import InvalidLogValueError, RowTrackingError
 from airflow_delta_provider.core.protocol.actions import AddFile, DomainMetadata
 from airflow_delta_provider.core.protocol.row_tracking import assign_row_ids
-from airflow_delta_provider.core.transaction import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit_plan import CommitPlan
 
 SCHEMA = pa.schema([("id", pa.int64()), ("ds", pa.string())])
 TRACKED = {"delta.enableRowTracking": "true"}

@@ -39,10 +39,10 @@ from airflow_delta_provider.core.protocol.row_tracking import ROW_TRACKING_DOMAI
 from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
-    from airflow_delta_provider.core.commit_plan import ReadSet
     from airflow_delta_provider.core.expressions.predicate import Predicate
     from airflow_delta_provider.core.log.commits import CommitActions
     from airflow_delta_provider.core.storage.paths import TablePath
+    from airflow_delta_provider.core.transaction.commit_plan import ReadSet
 
 log = get_logger(__name__)
 

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from airflow_delta_provider.core.commit_plan import ALREADY_COMMITTED, CommitResult, check_app_arguments
 from airflow_delta_provider.core.errors import DeltaError, TableNotFoundError
 from airflow_delta_provider.core.log.commits import read_commit
 from airflow_delta_provider.core.log.logfiles import commit_name
 from airflow_delta_provider.core.log.snapshot import load_snapshot
+from airflow_delta_provider.core.transaction.commit_plan import (
+    ALREADY_COMMITTED,
+    CommitResult,
+    check_app_arguments,
+)
 from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:

@@ -20,7 +20,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.commit_plan import CommitPlan
 from airflow_delta_provider.core.errors import (
     CorruptLogError,
     EmptyOverwriteError,
@@ -32,7 +31,8 @@ from airflow_delta_provider.core.errors import (
     TableNotFoundError,
 )
 from airflow_delta_provider.core.protocol.actions import AddFile, Metadata, Protocol, RemoveFile, Transaction
-from airflow_delta_provider.core.transaction import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit_plan import CommitPlan
 
 SCHEMA = pa.schema(
     [

@@ -19,20 +19,6 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider import __version__
-from airflow_delta_provider.core.commit_plan import (
-    ALREADY_COMMITTED,
-    Action,
-    CommitPlan,
-    CommitProperties,
-    CommitResult,
-    ReadSet,
-)
-from airflow_delta_provider.core.conflicts import (
-    SERIALIZABLE,
-    SNAPSHOT_ISOLATION,
-    WRITE_SERIALIZABLE,
-    ConflictChecker,
-)
 from airflow_delta_provider.core.errors import (
     AppendOnlyViolationError,
     CommitError,
@@ -41,7 +27,6 @@ from airflow_delta_provider.core.errors import (
     DeltaError,
     MaxCommitAttemptsExceededError,
 )
-from airflow_delta_provider.core.idempotency import already_committed_result
 from airflow_delta_provider.core.log.checksum import next_checksum, read_checksum, write_checksum
 from airflow_delta_provider.core.log.commits import check_replayable, read_commit
 from airflow_delta_provider.core.log.logfiles import LogFileKind, commit_name, parse_log_file, version_prefix
@@ -64,6 +49,21 @@ from airflow_delta_provider.core.protocol.row_tracking import (
     winner_high_water_mark,
 )
 from airflow_delta_provider.core.protocol.validation import validate_actions, validate_commit_info
+from airflow_delta_provider.core.transaction.commit_plan import (
+    ALREADY_COMMITTED,
+    Action,
+    CommitPlan,
+    CommitProperties,
+    CommitResult,
+    ReadSet,
+)
+from airflow_delta_provider.core.transaction.conflicts import (
+    SERIALIZABLE,
+    SNAPSHOT_ISOLATION,
+    WRITE_SERIALIZABLE,
+    ConflictChecker,
+)
+from airflow_delta_provider.core.transaction.idempotency import already_committed_result
 from airflow_delta_provider.core.utils.redaction import get_logger, redact
 
 if TYPE_CHECKING:

@@ -16,7 +16,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.commit_plan import CommitPlan, CursorAdvance
 from airflow_delta_provider.core.errors import (
     CommitFileExistsError,
     ConcurrentAppendError,
@@ -28,7 +27,8 @@ from airflow_delta_provider.core.errors import (
     ProtocolChangedError,
 )
 from airflow_delta_provider.core.protocol.actions import AddFile, RemoveFile
-from airflow_delta_provider.core.transaction import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit_plan import CommitPlan, CursorAdvance
 
 SCHEMA = pa.schema([("id", pa.int64()), ("ds", pa.string())])
 

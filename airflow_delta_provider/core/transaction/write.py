@@ -18,20 +18,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
-from airflow_delta_provider.core.commit_plan import (
-    NO_FILES,
-    CommitPlan,
-    CommitProperties,
-    CommitResult,
-    ReadSet,
-)
-from airflow_delta_provider.core.create import (
-    as_schema,
-    new_metadata,
-    normalize_properties,
-    remove_actions,
-)
-from airflow_delta_provider.core.datafiles import DataFile, collect_files, partition_values_of
 from airflow_delta_provider.core.errors import (
     EmptyOverwriteError,
     ProtocolChangedError,
@@ -61,7 +47,21 @@ from airflow_delta_provider.core.protocol.schema import (
     schema_to_delta_json,
 )
 from airflow_delta_provider.core.protocol.validation import log_types
-from airflow_delta_provider.core.transaction import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit_plan import (
+    NO_FILES,
+    CommitPlan,
+    CommitProperties,
+    CommitResult,
+    ReadSet,
+)
+from airflow_delta_provider.core.transaction.create import (
+    as_schema,
+    new_metadata,
+    normalize_properties,
+    remove_actions,
+)
+from airflow_delta_provider.core.transaction.datafiles import DataFile, collect_files, partition_values_of
 from airflow_delta_provider.core.utils.arguments import check_bool, check_positive_int
 from airflow_delta_provider.core.utils.redaction import get_logger
 
@@ -70,7 +70,7 @@ if TYPE_CHECKING:
 
     from airflow_delta_provider.core.log.snapshot import Snapshot
     from airflow_delta_provider.core.storage import LogStore
-    from airflow_delta_provider.core.transaction import PostCommitHook
+    from airflow_delta_provider.core.transaction.commit import PostCommitHook
 
 log = get_logger(__name__)
 

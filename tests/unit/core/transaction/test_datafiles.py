@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_delta_provider.core.datafiles import (
+from airflow_delta_provider.core.errors import InvalidPathError, SchemaError
+from airflow_delta_provider.core.storage import open_store
+from airflow_delta_provider.core.transaction.datafiles import (
     DataFile,
     collect_files,
     is_hidden,
     partition_values_of,
     relative_path,
 )
-from airflow_delta_provider.core.errors import InvalidPathError, SchemaError
-from airflow_delta_provider.core.storage import open_store
 
 
 @pytest.fixture

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
-from airflow_delta_provider.core.commit_plan import CommitPlan, CommitProperties, CommitResult, ReadSet
 from airflow_delta_provider.core.errors import (
     ProtocolChangedError,
     SchemaError,
@@ -36,7 +35,13 @@ from airflow_delta_provider.core.protocol.schema import (
     schema_from_delta,
     schema_to_delta_json,
 )
-from airflow_delta_provider.core.transaction import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit_plan import (
+    CommitPlan,
+    CommitProperties,
+    CommitResult,
+    ReadSet,
+)
 from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
@@ -44,7 +49,7 @@ if TYPE_CHECKING:
 
     from airflow_delta_provider.core.log.snapshot import Snapshot
     from airflow_delta_provider.core.storage import LogStore
-    from airflow_delta_provider.core.transaction import PostCommitHook
+    from airflow_delta_provider.core.transaction.commit import PostCommitHook
 
 log = get_logger(__name__)
 

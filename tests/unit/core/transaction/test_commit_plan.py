@@ -13,12 +13,12 @@ import pytest
 from deltalake import DeltaTable as RsDeltaTable
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.commit_plan import CommitPlan, CommitProperties, ReadSet
 from airflow_delta_provider.core.errors import InvalidLogValueError
 from airflow_delta_provider.core.expressions.predicate import Predicate
 from airflow_delta_provider.core.expressions.stats import read_footer
 from airflow_delta_provider.core.protocol.actions import AddCDCFile, AddFile, Transaction
-from airflow_delta_provider.core.transaction import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit import OptimisticTransaction
+from airflow_delta_provider.core.transaction.commit_plan import CommitPlan, CommitProperties, ReadSet
 
 SCHEMA = pa.schema([("id", pa.int64()), ("ds", pa.string())])
 
