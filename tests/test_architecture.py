@@ -131,8 +131,8 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
             "data_retention",
         },
     ),
-    ("facade", {"table", "__init__"}),
-    ("services", {"maintenance", "watch", "consumer"}),
+    ("facade", {"table.delta_table", "__init__"}),
+    ("services", {"table", "table.maintenance_due", "table.watch", "table.consumer"}),
 ]
 
 
@@ -173,7 +173,9 @@ def normalised(name: str) -> str:
 
 
 def test_the_graph_sees_the_imports() -> None:
-    assert "airflow_delta_provider.core.log.snapshot" in GRAPH["airflow_delta_provider.core.table"]
+    assert (
+        "airflow_delta_provider.core.log.snapshot" in GRAPH["airflow_delta_provider.core.table.delta_table"]
+    )
 
 
 def test_the_core_imports_neither_airflow_nor_pyspark() -> None:

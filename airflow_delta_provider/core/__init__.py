@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.cleanup import CleanupResult
     from airflow_delta_provider.core.log.snapshot import Snapshot
     from airflow_delta_provider.core.restore import RestoreResult
-    from airflow_delta_provider.core.table import DeltaTable
+    from airflow_delta_provider.core.table.delta_table import DeltaTable
     from airflow_delta_provider.core.transaction.commit_plan import CommitResult
     from airflow_delta_provider.core.vacuum import VacuumResult
 
@@ -38,7 +38,7 @@ _LAZY = {
     "CleanupResult": "airflow_delta_provider.core.cleanup",
     "CommitResult": "airflow_delta_provider.core.transaction.commit_plan",
     "RestoreResult": "airflow_delta_provider.core.restore",
-    "DeltaTable": "airflow_delta_provider.core.table",
+    "DeltaTable": "airflow_delta_provider.core.table.delta_table",
     "Snapshot": "airflow_delta_provider.core.log.snapshot",
     "VacuumResult": "airflow_delta_provider.core.vacuum",
 }

@@ -263,7 +263,7 @@ class ChangeDataNotRecordedError(ChangeDataError):
 
 class ConsumerCursorError(ChangeDataError):
     """A consumer of a table's changes cannot start or go on from the cursor its target holds (see
-    :mod:`~airflow_delta_provider.core.consumer`): it has none but the target holds data, or it
+    :mod:`~airflow_delta_provider.core.table.consumer`): it has none but the target holds data, or it
     has one on another table."""
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
-from airflow_delta_provider.core.maintenance import (
+from airflow_delta_provider.core.table import (
     DEFAULT_OPTIMIZE_MIN_FILES,
     DEFAULT_VACUUM_INTERVAL,
     checkpoint_due,

@@ -15,7 +15,8 @@ from enum import Enum, StrEnum
 from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.core.errors import DeltaError
-from airflow_delta_provider.core.maintenance import (
+from airflow_delta_provider.core.optimize import OptimizeOptions
+from airflow_delta_provider.core.table import (
     DEFAULT_OPTIMIZE_MIN_FILES,
     checkpoint_due,
     cleanup_due,
@@ -23,7 +24,6 @@ from airflow_delta_provider.core.maintenance import (
     purge_due,
     vacuum_due,
 )
-from airflow_delta_provider.core.optimize import OptimizeOptions
 from airflow_delta_provider.utils.secrets import describe_error
 from airflow_delta_provider.utils.wording import count, human_duration
 
@@ -32,10 +32,9 @@ if TYPE_CHECKING:
 
     from airflow.sdk.types import Logger
 
-    from airflow_delta_provider.core.maintenance import OptimizeDecision, PurgeDecision
     from airflow_delta_provider.core.optimize import OptimizeResult
     from airflow_delta_provider.core.protocol import DataRetentionPolicy
-    from airflow_delta_provider.core.table import DeltaTable
+    from airflow_delta_provider.core.table import DeltaTable, OptimizeDecision, PurgeDecision
     from airflow_delta_provider.hooks.delta import DeltaTableHook
 
 __all__ = [

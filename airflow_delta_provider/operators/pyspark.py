@@ -44,9 +44,8 @@ if TYPE_CHECKING:
 
     from airflow.sdk import Context
 
-    from airflow_delta_provider.core.consumer import SourceRead
     from airflow_delta_provider.core.log import Snapshot
-    from airflow_delta_provider.core.table import DeltaTable
+    from airflow_delta_provider.core.table import DeltaTable, SourceRead
     from airflow_delta_provider.core.transaction import CommitResult, CursorAdvance
 
 __all__ = ["DEFAULT_WRITE_OPTIONS", "DeltaPySparkOperator"]

@@ -3,7 +3,7 @@ source version this task consumed, and the cursor committed with the task's outp
 
 The consumer is the task, ``airflow/<dag_id>/<task_id>[/<map_index>]``; its cursor is a ``txn`` of
 the target table, appId ``delta-source/<source table id>/<consumer>`` (see
-:mod:`airflow_delta_provider.core.consumer`), version the last source version consumed. Each
+:mod:`airflow_delta_provider.core.table.consumer`), version the last source version consumed. Each
 execution reads the cursor from the target, plans the source versions after it (up to the newest,
 or up to the highest version the source's asset events that triggered the run announce), hands the
 callable ``changes`` (a Spark DataFrame of those versions' changes) and ``source_versions``, and the
@@ -38,8 +38,8 @@ if TYPE_CHECKING:
 
     from airflow.sdk import Context
 
-    from airflow_delta_provider.core.consumer import SourceRead, StartingVersion
     from airflow_delta_provider.core.log import Snapshot
+    from airflow_delta_provider.core.table import SourceRead, StartingVersion
     from airflow_delta_provider.hooks.delta import DeltaTableHook
     from airflow_delta_provider.operators.commit import RunIdentity
 
@@ -213,10 +213,10 @@ class DeltaSourceMixin:
         newest version or the triggering asset events' version.
 
         :raises ValueError: the source is the target.
-        :raises DeltaError: as :func:`~airflow_delta_provider.core.consumer.plan_read`, with what
+        :raises DeltaError: as :func:`~airflow_delta_provider.core.table.consumer.plan_read`, with what
             to do added to the message.
         """
-        from airflow_delta_provider.core.consumer import plan_read
+        from airflow_delta_provider.core.table import plan_read
 
         hook = self.source_hook
         if table_asset_uri(hook.table_uri) == table_asset_uri(target_uri):
@@ -250,7 +250,7 @@ class DeltaSourceMixin:
         return read
 
     def _lost_remedy(self, err: Exception, target: Snapshot | None, identity: RunIdentity) -> str:
-        from airflow_delta_provider.core.consumer import parse_consumer_app_id
+        from airflow_delta_provider.core.table import parse_consumer_app_id
 
         consumer = consumer_name(identity)
         cursors = [
@@ -279,7 +279,7 @@ class DeltaSourceMixin:
 
     def source_arguments(self, spark: Any, read: SourceRead) -> dict[str, Any]:
         """The callable's ``changes`` (a DataFrame) and ``source_versions``, for the arguments it takes."""
-        from airflow_delta_provider.core.consumer import commit_time
+        from airflow_delta_provider.core.table import commit_time
         from airflow_delta_provider.spark.changes import empty_changes, read_change_set, read_snapshot_changes
 
         uri = to_text(self.spark_source_uri, "spark_source_uri")

@@ -31,7 +31,7 @@ from fastapi.staticfiles import StaticFiles
 
 from airflow_delta_provider.core.errors import CorruptLogError, DeltaError, TableNotFoundError
 from airflow_delta_provider.core.log import info_integer
-from airflow_delta_provider.core.maintenance import DEFAULT_VACUUM_INTERVAL
+from airflow_delta_provider.core.table import DEFAULT_VACUUM_INTERVAL
 from airflow_delta_provider.core.utils import get_logger, redact
 from airflow_delta_provider.hooks.delta import DeltaTableHook
 from airflow_delta_provider.plugins.tables import (

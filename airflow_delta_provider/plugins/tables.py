@@ -19,7 +19,6 @@ import math
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.consumer import parse_consumer_app_id
 from airflow_delta_provider.core.errors import InvalidTablePropertyError
 from airflow_delta_provider.core.log import (
     LogFileKind,
@@ -31,7 +30,6 @@ from airflow_delta_provider.core.log import (
     info_object,
     list_log_files,
 )
-from airflow_delta_provider.core.maintenance import checkpoint_due, cleanup_due, vacuum_due
 from airflow_delta_provider.core.protocol import (
     DATA_RETENTION,
     FEATURES,
@@ -42,6 +40,7 @@ from airflow_delta_provider.core.protocol import (
     to_interval,
     writer_features,
 )
+from airflow_delta_provider.core.table import checkpoint_due, cleanup_due, parse_consumer_app_id, vacuum_due
 from airflow_delta_provider.core.utils import masked_options
 from airflow_delta_provider.core.vacuum.record import read_last_vacuum_info
 
@@ -295,7 +294,7 @@ def table_health(table: DeltaTable) -> dict[str, Any]:
 
 def consumer_cursors(snapshot: Snapshot) -> list[dict[str, Any]]:
     """The cursors of the consumers that commit into the table (``txn`` actions named as
-    :mod:`~airflow_delta_provider.core.consumer` names them): who consumes which source table, up
+    :mod:`~airflow_delta_provider.core.table.consumer` names them): who consumes which source table, up
     to which version, last moved when."""
     found = []
     for app_id, txn in sorted(snapshot.transactions.items()):

@@ -10,8 +10,8 @@ from airflow.sdk import Asset, BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_delta_provider.assets.delta import table_asset_uri
+from airflow_delta_provider.core.table import CommitFilter, payload, poll
 from airflow_delta_provider.core.utils import redact
-from airflow_delta_provider.core.watch import CommitFilter, payload, poll
 from airflow_delta_provider.hooks.mixins import DeltaTableMixin, delta_template_fields
 from airflow_delta_provider.triggers.delta import DeltaTableVersionTrigger
 from airflow_delta_provider.utils.coercion import to_bool, to_int, to_list, to_timestamp, validate

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
 from airflow_delta_provider.core.errors import DeltaError
-from airflow_delta_provider.core.watch import CommitFilter, PollResult, payload, poll
+from airflow_delta_provider.core.table import CommitFilter, PollResult, payload, poll
 from airflow_delta_provider.hooks.mixins import DeltaTableMixin
 from airflow_delta_provider.utils.coercion import to_bool, to_int, to_list, to_seconds, to_timestamp
 from airflow_delta_provider.utils.secrets import describe_error, refuse_secret_options

@@ -21,7 +21,7 @@ import pytest
 from consumer_checks import check_exactly_once, consumed_versions
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.consumer import consumer_app_id
+from airflow_delta_provider.core.table.consumer import consumer_app_id
 
 from .conftest import POLL_INTERVAL
 

@@ -16,7 +16,7 @@ import pytest
 from dag_runs import xcom
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.consumer import consumer_app_id
+from airflow_delta_provider.core.table.consumer import consumer_app_id
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -44,7 +44,7 @@ def test_plugin_hook_sensor_and_trigger_import_no_pyarrow() -> None:
     } & plugin == set()
     assert {
         "pyarrow",
-        "airflow_delta_provider.core.table",
+        "airflow_delta_provider.core.table.delta_table",
         "airflow_delta_provider.core.log.snapshot",
     } & modules == set()
 

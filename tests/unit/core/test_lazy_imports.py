@@ -52,7 +52,7 @@ def test_paths_and_errors_import_no_pyarrow() -> None:
         "import airflow_delta_provider.core.storage.paths, airflow_delta_provider.core.storage.options"
     )
     assert "airflow_delta_provider.core.errors" in loaded  # the package's own eager names
-    assert {"pyarrow", "numpy", "airflow_delta_provider.core.table"} & loaded == set()
+    assert {"pyarrow", "numpy", "airflow_delta_provider.core.table.delta_table"} & loaded == set()
 
 
 def test_every_public_name_still_imports_from_the_package() -> None:
@@ -61,8 +61,8 @@ def test_every_public_name_still_imports_from_the_package() -> None:
         "from airflow_delta_provider.core import DeltaTable, Snapshot, CommitResult, "
         "CheckpointResult, CleanupResult, VacuumResult, DeltaError"
     )
-    assert "airflow_delta_provider.core.table" in loaded
-    from airflow_delta_provider.core.table import DeltaTable
+    assert "airflow_delta_provider.core.table.delta_table" in loaded
+    from airflow_delta_provider.core.table.delta_table import DeltaTable
     from airflow_delta_provider.core.vacuum import VacuumResult
 
     assert core.DeltaTable is DeltaTable

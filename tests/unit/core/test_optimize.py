@@ -32,7 +32,7 @@ from airflow_delta_provider.core.optimize import (
     plan_optimize,
     rewrite_locally,
 )
-from airflow_delta_provider.core.watch import CommitFilter, poll
+from airflow_delta_provider.core.table.watch import CommitFilter, poll
 
 if TYPE_CHECKING:
     from pathlib import Path

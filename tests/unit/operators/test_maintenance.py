@@ -20,7 +20,7 @@ from deltalake import DeltaTable as RsDeltaTable
 from deltalake import PostCommitHookProperties, write_deltalake
 
 from airflow_delta_provider.core import DeltaTable, RetentionError, TableNotFoundError
-from airflow_delta_provider.core.maintenance import checkpoint_due
+from airflow_delta_provider.core.table.maintenance_due import checkpoint_due
 from airflow_delta_provider.operators.maintenance import (
     DeltaCheckpointOperator,
     DeltaLogCleanupOperator,
@@ -698,7 +698,7 @@ def vacuum_commit(root: str, status: str) -> None:
 
 
 def test_last_vacuum_reads_the_newest_completed_vacuum_end(tmp_path: Path) -> None:
-    from airflow_delta_provider.core.maintenance import last_vacuum
+    from airflow_delta_provider.core.table.maintenance_due import last_vacuum
 
     root = write_table(tmp_path / "t", commits=3)
     week_ago = datetime.now(UTC) - timedelta(days=7)
@@ -718,7 +718,7 @@ def test_last_vacuum_reads_the_newest_completed_vacuum_end(tmp_path: Path) -> No
 
 
 def test_last_vacuum_ignores_a_vacuum_older_than_the_window(tmp_path: Path) -> None:
-    from airflow_delta_provider.core.maintenance import last_vacuum
+    from airflow_delta_provider.core.table.maintenance_due import last_vacuum
 
     root = write_table(tmp_path / "t", commits=2)
     vacuum_commit(root, "COMPLETED")
@@ -729,7 +729,7 @@ def test_last_vacuum_ignores_a_vacuum_older_than_the_window(tmp_path: Path) -> N
 
 def test_last_vacuum_falls_back_to_last_vacuum_info(tmp_path: Path) -> None:
     """On S3 Delta writes no VACUUM commits; ``_last_vacuum_info`` still says when VACUUM last ran."""
-    from airflow_delta_provider.core.maintenance import last_vacuum
+    from airflow_delta_provider.core.table.maintenance_due import last_vacuum
 
     root = write_table(tmp_path / "t", commits=2)
     info = Path(root) / "_delta_log" / "_last_vacuum_info"

@@ -11,7 +11,7 @@ from deltalake import DeltaTable as RsDeltaTable
 from deltalake import write_deltalake
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.maintenance import optimize_due
+from airflow_delta_provider.core.table.maintenance_due import optimize_due
 from airflow_delta_provider.operators.maintenance import DeltaMaintenanceOperator
 
 

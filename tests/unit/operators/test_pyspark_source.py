@@ -24,7 +24,7 @@ from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 from consumer_checks import check_exactly_once, consumed_versions
 
 from airflow_delta_provider.core import CommitsCleanedUpError, ConsumerCursorError, DeltaTable
-from airflow_delta_provider.core.consumer import consumer_app_id
+from airflow_delta_provider.core.table.consumer import consumer_app_id
 from airflow_delta_provider.core.transaction.commit_plan import CursorAdvance
 from airflow_delta_provider.operators.pyspark import DeltaPySparkOperator
 

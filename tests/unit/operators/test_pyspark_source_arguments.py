@@ -21,7 +21,7 @@ import pytest
 from airflow.sdk import DAG
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.consumer import consumer_app_id
+from airflow_delta_provider.core.table.consumer import consumer_app_id
 from airflow_delta_provider.core.transaction.commit_plan import CursorAdvance
 from airflow_delta_provider.decorators.pyspark import delta_pyspark_task
 from airflow_delta_provider.operators.pyspark import DeltaPySparkOperator

@@ -125,7 +125,7 @@ def view(delta_view: Any, tmp_path_factory: pytest.TempPathFactory, s3_endpoint:
     delta_view.connection("s3_lake", host=s3_uri, password=secret_options, extra=json.dumps(extra))
 
     # A consumer's target: its cursor on events is a txn beside the task instance's own.
-    from airflow_delta_provider.core.consumer import consumer_app_id
+    from airflow_delta_provider.core.table.consumer import consumer_app_id
     from airflow_delta_provider.core.transaction.commit_plan import CursorAdvance
 
     silver = root / "silver"

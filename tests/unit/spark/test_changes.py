@@ -185,7 +185,7 @@ def test_a_snapshot_as_change_feed_inserts(spark: Any, table_root: str) -> None:
     "nothing new" has the same columns and types as the changes."""
     import datetime as dt
 
-    from airflow_delta_provider.core.consumer import commit_time
+    from airflow_delta_provider.core.table.consumer import commit_time
     from airflow_delta_provider.spark.changes import empty_changes, read_snapshot_changes
 
     snapshot = DeltaTable(str(CORPUS / "tables" / table_root)).snapshot()

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import CorruptLogError, DeltaTable
-from airflow_delta_provider.core.watch import CommitFilter, poll
+from airflow_delta_provider.core.table.watch import CommitFilter, poll
 
 SCHEMA = pa.schema([("id", pa.int64()), ("ds", pa.string())])
 
@@ -113,7 +113,7 @@ def test_a_corrupt_commit_raises_with_its_name(table):
 def test_the_payload_says_the_range_the_event_covers(table):
     """From the version after the previous cursor (filtered-out versions included) to the newest match;
     without a cursor, from the first match."""
-    from airflow_delta_provider.core.watch import payload
+    from airflow_delta_provider.core.table.watch import payload
 
     commit(table, "a")  # 1
     commit(table, "b")  # 2

@@ -23,7 +23,7 @@ from airflow_delta_provider.core.utils.redaction import get_logger
 if TYPE_CHECKING:
     from airflow_delta_provider.core.changes.feed import Changes
     from airflow_delta_provider.core.log.snapshot import Snapshot
-    from airflow_delta_provider.core.table import DeltaTable
+    from airflow_delta_provider.core.table.delta_table import DeltaTable
 
 __all__ = [
     "SOURCE_APP_PREFIX",

@@ -26,7 +26,7 @@ from airflow_delta_provider.core.vacuum.record import LAST_VACUUM_INFO, VACUUM_E
 
 if TYPE_CHECKING:
     from airflow_delta_provider.core.log.snapshot import Snapshot
-    from airflow_delta_provider.core.table import DeltaTable
+    from airflow_delta_provider.core.table.delta_table import DeltaTable
 
 __all__ = [
     "DEFAULT_OPTIMIZE_MIN_FILES",

@@ -1,4 +1,4 @@
-"""A consumer's next read of its source, decided from the cursor its target holds (core/consumer.py)."""
+"""A consumer's next read of its source, decided from the cursor its target holds (core/table/consumer.py)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.consumer import (
+from airflow_delta_provider.core.errors import CommitsCleanedUpError, ConsumerCursorError
+from airflow_delta_provider.core.table.consumer import (
     commit_time,
     consumer_app_id,
     parse_consumer_app_id,
     plan_read,
 )
-from airflow_delta_provider.core.errors import CommitsCleanedUpError, ConsumerCursorError
 from airflow_delta_provider.core.transaction.commit_plan import CursorAdvance
 
 SCHEMA = pa.schema([("id", pa.int64())])

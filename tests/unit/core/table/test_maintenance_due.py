@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.maintenance import checkpoint_due, cleanup_due, vacuum_due
 from airflow_delta_provider.core.protocol.table_config import TableConfig
+from airflow_delta_provider.core.table.maintenance_due import checkpoint_due, cleanup_due, vacuum_due
 
 
 def test_a_checkpoint_is_due_after_the_interval(log_writer: Any) -> None:

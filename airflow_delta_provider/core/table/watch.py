@@ -20,7 +20,7 @@ from airflow_delta_provider.core.utils.redaction import get_logger
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from airflow_delta_provider.core.table import DeltaTable
+    from airflow_delta_provider.core.table.delta_table import DeltaTable
 
 log = get_logger(__name__)
 
