@@ -75,7 +75,9 @@ STATS_FILES = 1_000
 START = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
 
 # The modules a commit imports lazily, imported before the timing like every other import.
-_CORE_IMPORTS = "import airflow_delta_provider.core.transaction.write, airflow_delta_provider.core.checkpoint"
+_CORE_IMPORTS = (
+    "import airflow_delta_provider.core.transaction.write, airflow_delta_provider.core.maintenance.checkpoint"
+)
 
 _PRELUDE = """
 import json, resource, sys, time

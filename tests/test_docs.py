@@ -126,7 +126,7 @@ def test_blocks_not_run_are_few_and_say_why() -> None:
 
 
 def test_the_docs_name_python_files_that_exist() -> None:
-    """A module named in the docs (`core/cleanup.py`, `tests/unit/...`) exists in the project's
+    """A module named in the docs (`core/maintenance/cleanup.py`, `tests/unit/...`) exists in the project's
     sources, at that path or as the tail of one."""
     files = [
         p.relative_to(REPO).as_posix()

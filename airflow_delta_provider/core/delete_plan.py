@@ -28,6 +28,7 @@ from airflow_delta_provider.core.log.deletion_vectors import (
     encode_deletion_vector_file_id,
     serialize_deletion_vector,
 )
+from airflow_delta_provider.core.maintenance.vacuum.discard import discard_uncommitted
 from airflow_delta_provider.core.protocol.actions import AddCDCFile, AddFile, RemoveFile
 from airflow_delta_provider.core.protocol.features import Operation, change_data_feed_enabled
 from airflow_delta_provider.core.protocol.partitions import partition_path
@@ -36,7 +37,6 @@ from airflow_delta_provider.core.storage.paths import has_scheme
 from airflow_delta_provider.core.transaction.commit_plan import CommitPlan, ReadSet
 from airflow_delta_provider.core.transaction.create import remove_actions
 from airflow_delta_provider.core.utils.redaction import get_logger
-from airflow_delta_provider.core.vacuum.discard import discard_uncommitted
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

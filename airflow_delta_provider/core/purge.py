@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from airflow_delta_provider.core.expressions.stats import read_footers
 from airflow_delta_provider.core.expressions.stats_parsed import parse_stats, stats_parsed_type
-from airflow_delta_provider.core.optimize import (
+from airflow_delta_provider.core.maintenance.optimize import (
     OptimizePlan,
     OptimizeResult,
     RewriteOptions,
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from airflow_delta_provider.core.log.snapshot import Snapshot
-    from airflow_delta_provider.core.optimize import Rewriter
+    from airflow_delta_provider.core.maintenance.optimize import Rewriter
     from airflow_delta_provider.core.transaction.commit import PostCommitHook
 
 __all__ = ["REORG", "PurgeOptions", "plan_purge", "purge"]

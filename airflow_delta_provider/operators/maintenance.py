@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
     from airflow.sdk import Context
 
-    from airflow_delta_provider.core.vacuum import VacuumEngine
+    from airflow_delta_provider.core.maintenance import VacuumEngine
     from airflow_delta_provider.hooks.delta import DeltaTableHook
 
 __all__ = [

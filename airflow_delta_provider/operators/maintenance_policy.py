@@ -15,7 +15,7 @@ from enum import Enum, StrEnum
 from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.core.errors import DeltaError
-from airflow_delta_provider.core.optimize import OptimizeOptions
+from airflow_delta_provider.core.maintenance import OptimizeOptions
 from airflow_delta_provider.core.table import (
     DEFAULT_OPTIMIZE_MIN_FILES,
     checkpoint_due,
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from airflow.sdk.types import Logger
 
-    from airflow_delta_provider.core.optimize import OptimizeResult
+    from airflow_delta_provider.core.maintenance import OptimizeResult
     from airflow_delta_provider.core.protocol import DataRetentionPolicy
     from airflow_delta_provider.core.table import DeltaTable, OptimizeDecision, PurgeDecision
     from airflow_delta_provider.hooks.delta import DeltaTableHook

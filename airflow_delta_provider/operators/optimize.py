@@ -1,6 +1,6 @@
 """OPTIMIZE (bin-packing compaction) of a Delta table, or its REORG PURGE, the rewrite running on Spark.
 
-The core decides what to rewrite and commits it (:mod:`airflow_delta_provider.core.optimize`, and
+The core decides what to rewrite and commits it (:mod:`airflow_delta_provider.core.maintenance.optimize`, and
 :mod:`airflow_delta_provider.core.purge` with ``purge=True``: Delta's purge selection and a ``REORG``
 commit); Spark reads each bin (deletion vectors applied on the executors, physical names and field
 ids kept under column mapping) and writes one file per bin into a fresh directory per attempt. A
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.apache.spark.operators.spark_pyspark import PySparkOperator
 from airflow.providers.common.compat.standard.operators import PythonOperator
 
-from airflow_delta_provider.core.optimize import (
+from airflow_delta_provider.core.maintenance import (
     OPTIMIZE,
     OptimizeOptions,
     OptimizePlan,

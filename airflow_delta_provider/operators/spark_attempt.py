@@ -4,7 +4,7 @@ Every operator that has Spark write data files for the core to commit (PySpark, 
 the same rules, decided here: a fresh, non-hidden directory per attempt (:func:`attempt_dir`), the
 data files listed and Spark's hidden litter deleted after the job (:func:`collect_attempt_files`),
 and the files of an attempt whose commit did not land deleted (:func:`discard_attempt`) through the
-core's :func:`~airflow_delta_provider.core.vacuum.discard.discard_uncommitted`.
+core's :func:`~airflow_delta_provider.core.maintenance.vacuum.discard.discard_uncommitted`.
 """
 
 from __future__ import annotations
@@ -88,8 +88,8 @@ def collect_attempt_files(table: DeltaTable, attempt: str, partition_columns: Se
     """
     # Here, not at the top: the module is imported in every parse of a DAG file naming the
     # PySpark operator, and core.datafiles imports pyarrow (~0.25 s) that only execution needs.
+    from airflow_delta_provider.core.maintenance import discard_uncommitted
     from airflow_delta_provider.core.transaction import is_hidden
-    from airflow_delta_provider.core.vacuum.discard import discard_uncommitted
 
     storage = table.storage
     root = storage.root.rstrip("/") + "/"
@@ -122,7 +122,7 @@ def discard_attempt(table: DeltaTable, attempt: str, log: Any) -> None:
 
     :param log: the task's logger.
     """
-    from airflow_delta_provider.core.vacuum.discard import discard_uncommitted
+    from airflow_delta_provider.core.maintenance import discard_uncommitted
 
     storage = table.storage
     directory = storage.join(attempt)

@@ -2,9 +2,9 @@
 
 As Delta's ``VacuumCommand`` on Spark: the executors list the table's subdirectories, the listing is
 anti-joined with the paths the table still needs, and the executors delete the candidates, through
-the core's :mod:`~airflow_delta_provider.core.vacuum.distributed` tasks. Everything that decides what
-may go stays in the core; the result is the core's ``VacuumResult``. docs/spark-deployment.md
-("VACUUM on Spark") has what the executors need.
+the core's :mod:`~airflow_delta_provider.core.maintenance.vacuum.distributed` tasks. Everything
+that decides what may go stays in the core; the result is the core's ``VacuumResult``.
+docs/spark-deployment.md ("VACUUM on Spark") has what the executors need.
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ import pyarrow as pa
 from airflow.providers.apache.spark.operators.spark_pyspark import PySparkOperator
 from airflow.providers.common.compat.standard.operators import PythonOperator
 
-from airflow_delta_provider.core.utils import get_logger
-from airflow_delta_provider.core.vacuum.distributed import (
+from airflow_delta_provider.core.maintenance import (
     DELETED_SCHEMA,
     FILE,
     LISTING_SCHEMA,
@@ -25,6 +24,7 @@ from airflow_delta_provider.core.vacuum.distributed import (
     listing_from_rows,
     split_listing,
 )
+from airflow_delta_provider.core.utils import get_logger
 from airflow_delta_provider.operators.maintenance import DeltaVacuumOperator
 from airflow_delta_provider.operators.spark_output import RoutedSparkOutput
 from airflow_delta_provider.utils.coercion import to_int
@@ -34,8 +34,8 @@ if TYPE_CHECKING:
 
     from airflow.sdk import Context
 
+    from airflow_delta_provider.core.maintenance import VacuumRules
     from airflow_delta_provider.core.storage import LogStore, TreeListing
-    from airflow_delta_provider.core.vacuum import VacuumRules
 
 __all__ = ["DeltaSparkVacuumOperator", "SparkVacuumEngine"]
 
@@ -51,7 +51,7 @@ def _ddl(schema: pa.Schema) -> str:
 
 
 class SparkVacuumEngine:
-    """A :class:`~airflow_delta_provider.core.vacuum.VacuumEngine` running on a Spark session.
+    """A :class:`~airflow_delta_provider.core.maintenance.vacuum.VacuumEngine` running on a Spark session.
 
     :param spark: a ``SparkSession`` (classic or Spark Connect).
     :param parallelism: tasks of the listing and of the deletions; default: the session's

@@ -30,6 +30,7 @@ from airflow_delta_provider.core.log import (
     info_object,
     list_log_files,
 )
+from airflow_delta_provider.core.maintenance import read_last_vacuum_info
 from airflow_delta_provider.core.protocol import (
     DATA_RETENTION,
     FEATURES,
@@ -42,7 +43,6 @@ from airflow_delta_provider.core.protocol import (
 )
 from airflow_delta_provider.core.table import checkpoint_due, cleanup_due, parse_consumer_app_id, vacuum_due
 from airflow_delta_provider.core.utils import masked_options
-from airflow_delta_provider.core.vacuum.record import read_last_vacuum_info
 
 if TYPE_CHECKING:
     from airflow_delta_provider.core.log import Snapshot

@@ -7,7 +7,7 @@ concurrency, progress, per-object outcomes and retries, the fallback from refuse
 to single deletes, stopping and the one :class:`~airflow_delta_provider.core.errors.DeleteFilesError`
 are decided here, the same way for every store (docs/storage.md, "Deletes"). Which paths may be
 deleted at all is decided before they get here (:class:`~airflow_delta_provider.core.storage.paths.TablePath`,
-:func:`~airflow_delta_provider.core.vacuum.plan.check_under_root`).
+:func:`~airflow_delta_provider.core.maintenance.vacuum.plan.check_under_root`).
 """
 
 from __future__ import annotations

@@ -8,8 +8,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from airflow_delta_provider.core.changes.feed import Changes, load_changes
-from airflow_delta_provider.core.checkpoint import CheckpointOptions, should_checkpoint, write_checkpoint
-from airflow_delta_provider.core.cleanup import CleanupOptions, cleanup_logs
 from airflow_delta_provider.core.data_retention import DataRetentionOptions, apply_data_retention
 from airflow_delta_provider.core.delete import DeleteOptions, delete
 from airflow_delta_provider.core.errors import (
@@ -25,7 +23,14 @@ from airflow_delta_provider.core.log.timeline import (
     history,
     version_at,
 )
-from airflow_delta_provider.core.optimize import OptimizeOptions, optimize
+from airflow_delta_provider.core.maintenance.checkpoint import (
+    CheckpointOptions,
+    should_checkpoint,
+    write_checkpoint,
+)
+from airflow_delta_provider.core.maintenance.cleanup import CleanupOptions, cleanup_logs
+from airflow_delta_provider.core.maintenance.optimize import OptimizeOptions, optimize
+from airflow_delta_provider.core.maintenance.vacuum import VacuumOptions, vacuum
 from airflow_delta_provider.core.purge import PurgeOptions, purge
 from airflow_delta_provider.core.restore import RestoreOptions, find_tagged_commits
 from airflow_delta_provider.core.restore import restore as restore_table
@@ -36,7 +41,6 @@ from airflow_delta_provider.core.transaction.create import CreateOptions, create
 from airflow_delta_provider.core.transaction.idempotency import already_committed
 from airflow_delta_provider.core.transaction.write import CommitOptions, commit_files
 from airflow_delta_provider.core.utils.redaction import get_logger
-from airflow_delta_provider.core.vacuum import VacuumOptions, vacuum
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -45,16 +49,16 @@ if TYPE_CHECKING:
     import fsspec
     import pyarrow as pa
 
-    from airflow_delta_provider.core.checkpoint import CheckpointResult
-    from airflow_delta_provider.core.cleanup import CleanupResult
     from airflow_delta_provider.core.data_retention import DataRetentionResult
     from airflow_delta_provider.core.delete import DeleteResult, RowMatcher
-    from airflow_delta_provider.core.optimize import OptimizeResult, Rewriter
+    from airflow_delta_provider.core.maintenance.checkpoint import CheckpointResult
+    from airflow_delta_provider.core.maintenance.cleanup import CleanupResult
+    from airflow_delta_provider.core.maintenance.optimize import OptimizeResult, Rewriter
+    from airflow_delta_provider.core.maintenance.vacuum import VacuumResult
     from airflow_delta_provider.core.protocol.table_config import TableConfig
     from airflow_delta_provider.core.restore import RestoreResult, TaggedCommits
     from airflow_delta_provider.core.transaction.commit import LandedCommit
     from airflow_delta_provider.core.transaction.commit_plan import CommitResult
-    from airflow_delta_provider.core.vacuum import VacuumResult
 
 log = get_logger(__name__)
 
@@ -461,7 +465,7 @@ class DeltaTable:
 
         :param version: the version to checkpoint (default: the latest).
         :param options: the keyword arguments of
-            :class:`~airflow_delta_provider.core.checkpoint.CheckpointOptions` (``parts``,
+            :class:`~airflow_delta_provider.core.maintenance.checkpoint.CheckpointOptions` (``parts``,
             ``part_size``, ``now_ms``).
         :raises UnsupportedFeatureError: the table uses a writer feature a checkpoint cannot carry.
         :raises CorruptLogError: the replayed state contradicts the version's ``.crc``.
@@ -478,7 +482,7 @@ class DeltaTable:
         stays readable.
 
         :param options: the keyword arguments of
-            :class:`~airflow_delta_provider.core.cleanup.CleanupOptions` (``retention``,
+            :class:`~airflow_delta_provider.core.maintenance.cleanup.CleanupOptions` (``retention``,
             ``dry_run``, ``now``, ``max_workers``).
         """
         return cleanup_logs(self.snapshot(), options)
@@ -492,10 +496,10 @@ class DeltaTable:
         readers see the same rows before and after.
 
         :param rewrite: the engine writing each bin (default: pyarrow in this process, see
-            :func:`~airflow_delta_provider.core.optimize.rewrite_locally`; the Airflow layer's
+            :func:`~airflow_delta_provider.core.maintenance.optimize.rewrite_locally`; the Airflow layer's
             ``DeltaOptimizeOperator`` rewrites on Spark).
         :param options: the keyword arguments of
-            :class:`~airflow_delta_provider.core.optimize.OptimizeOptions` (``partition_filter``,
+            :class:`~airflow_delta_provider.core.maintenance.optimize.OptimizeOptions` (``partition_filter``,
             ``target_file_size``, ``min_file_size``, ``dry_run`` ...) and of the commit's
             :class:`~airflow_delta_provider.core.transaction.commit_plan.CommitProperties`
             (``app_id``/``app_version`` ...).
@@ -534,7 +538,7 @@ class DeltaTable:
         """Delete the files the table no longer needs and that are older than the retention.
 
         :param options: the keyword arguments of
-            :class:`~airflow_delta_provider.core.vacuum.VacuumOptions` (``retention``,
+            :class:`~airflow_delta_provider.core.maintenance.vacuum.VacuumOptions` (``retention``,
             ``dry_run``, ``mode`` full/lite, ``enforce_retention_duration``, ``max_workers``,
             ``now``, ``log_commits``).
         """

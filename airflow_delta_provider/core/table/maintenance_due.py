@@ -19,10 +19,10 @@ from airflow_delta_provider.core.data_retention import (
     data_retention_due,
 )
 from airflow_delta_provider.core.log.timeline import info_object
-from airflow_delta_provider.core.optimize import OptimizeOptions, plan_optimize
+from airflow_delta_provider.core.maintenance.optimize import OptimizeOptions, plan_optimize
+from airflow_delta_provider.core.maintenance.vacuum.record import LAST_VACUUM_INFO, VACUUM_END
 from airflow_delta_provider.core.protocol.table_config import ENABLE_EXPIRED_LOG_CLEANUP, Setting, TableConfig
 from airflow_delta_provider.core.purge import plan_purge
-from airflow_delta_provider.core.vacuum.record import LAST_VACUUM_INFO, VACUUM_END
 
 if TYPE_CHECKING:
     from airflow_delta_provider.core.log.snapshot import Snapshot

@@ -27,7 +27,7 @@ from airflow_delta_provider.core.log.deletion_vectors import (
     deletion_vector_path,
     encode_deletion_vector_file_id,
 )
-from airflow_delta_provider.core.vacuum import LAST_VACUUM_INFO
+from airflow_delta_provider.core.maintenance.vacuum import LAST_VACUUM_INFO
 from airflow_delta_provider.operators.spark_vacuum import DeltaSparkVacuumOperator
 
 if TYPE_CHECKING:

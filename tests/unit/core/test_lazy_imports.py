@@ -62,8 +62,8 @@ def test_every_public_name_still_imports_from_the_package() -> None:
         "CheckpointResult, CleanupResult, VacuumResult, DeltaError"
     )
     assert "airflow_delta_provider.core.table.delta_table" in loaded
+    from airflow_delta_provider.core.maintenance.vacuum import VacuumResult
     from airflow_delta_provider.core.table.delta_table import DeltaTable
-    from airflow_delta_provider.core.vacuum import VacuumResult
 
     assert core.DeltaTable is DeltaTable
     assert core.VacuumResult is VacuumResult

@@ -26,7 +26,7 @@ from airflow_delta_provider.core.errors import DeltaError, OptimizeRewriteError,
 from airflow_delta_provider.core.expressions.predicate import Predicate
 from airflow_delta_provider.core.expressions.stats import indexed_columns, read_footers
 from airflow_delta_provider.core.log.deletion_vectors import read_deletion_vector
-from airflow_delta_provider.core.optimize_outputs import (
+from airflow_delta_provider.core.maintenance.optimize_outputs import (
     check_outputs,
     check_row_counts,
     excerpt,
@@ -35,6 +35,7 @@ from airflow_delta_provider.core.optimize_outputs import (
     rows_per_bin,
     sort_outputs,
 )
+from airflow_delta_provider.core.maintenance.vacuum.discard import discard_uncommitted
 from airflow_delta_provider.core.protocol.actions import AddFile, RemoveFile
 from airflow_delta_provider.core.protocol.column_mapping import (
     column_mapping_mode,
@@ -58,7 +59,6 @@ from airflow_delta_provider.core.transaction.create import remove_actions
 from airflow_delta_provider.core.transaction.datafiles import collect_files
 from airflow_delta_provider.core.utils.arguments import check_bool, check_positive_int
 from airflow_delta_provider.core.utils.redaction import get_logger
-from airflow_delta_provider.core.vacuum.discard import discard_uncommitted
 
 if TYPE_CHECKING:
     from airflow_delta_provider.core.log.snapshot import Snapshot

@@ -14,10 +14,13 @@ import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.checkpoint.hint import canonical_json, last_checkpoint_checksum
-from airflow_delta_provider.core.checkpoint.placement import spark_partition_ids
-from airflow_delta_provider.core.checkpoint.policy import should_checkpoint
-from airflow_delta_provider.core.checkpoint.writer import (
+from airflow_delta_provider.core.log.logfiles import LAST_CHECKPOINT
+from airflow_delta_provider.core.log.replay import replay_files, replay_small_state
+from airflow_delta_provider.core.log.segment import hinted_checkpoint_exists, read_last_checkpoint
+from airflow_delta_provider.core.maintenance.checkpoint.hint import canonical_json, last_checkpoint_checksum
+from airflow_delta_provider.core.maintenance.checkpoint.placement import spark_partition_ids
+from airflow_delta_provider.core.maintenance.checkpoint.policy import should_checkpoint
+from airflow_delta_provider.core.maintenance.checkpoint.writer import (
     CLASSIC_PART_SIZE,
     SIDECAR_PART_SIZE,
     CheckpointState,
@@ -29,9 +32,6 @@ from airflow_delta_provider.core.checkpoint.writer import (
     write_multipart,
     write_v2,
 )
-from airflow_delta_provider.core.log.logfiles import LAST_CHECKPOINT
-from airflow_delta_provider.core.log.replay import replay_files, replay_small_state
-from airflow_delta_provider.core.log.segment import hinted_checkpoint_exists, read_last_checkpoint
 from airflow_delta_provider.core.protocol.features import Operation, check_supported, writer_features
 from airflow_delta_provider.core.utils.arguments import check_positive_int
 from airflow_delta_provider.core.utils.redaction import get_logger

@@ -15,11 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from airflow_delta_provider.core.errors import DeleteFilesError, VacuumDeleteError
-from airflow_delta_provider.core.protocol.features import Operation, check_supported
-from airflow_delta_provider.core.storage.base import DELETE_BATCH
-from airflow_delta_provider.core.utils.arguments import check_bool, check_positive_int
-from airflow_delta_provider.core.utils.redaction import get_logger
-from airflow_delta_provider.core.vacuum.plan import (
+from airflow_delta_provider.core.maintenance.vacuum.plan import (
     HiddenNames,
     VacuumEngine,
     VacuumPlan,
@@ -27,7 +23,7 @@ from airflow_delta_provider.core.vacuum.plan import (
     check_under_root,
     plan_vacuum,
 )
-from airflow_delta_provider.core.vacuum.record import (
+from airflow_delta_provider.core.maintenance.vacuum.record import (
     LAST_VACUUM_INFO,
     VACUUM_END,
     VACUUM_START,
@@ -37,13 +33,17 @@ from airflow_delta_provider.core.vacuum.record import (
     should_log_commits,
     write_last_vacuum_info,
 )
-from airflow_delta_provider.core.vacuum.result import VacuumResult, VacuumStatus
-from airflow_delta_provider.core.vacuum.retention import (
+from airflow_delta_provider.core.maintenance.vacuum.result import VacuumResult, VacuumStatus
+from airflow_delta_provider.core.maintenance.vacuum.retention import (
     ResolvedVacuumRetention,
     check_retention_safety,
     millis,
     resolve_vacuum_retention,
 )
+from airflow_delta_provider.core.protocol.features import Operation, check_supported
+from airflow_delta_provider.core.storage.base import DELETE_BATCH
+from airflow_delta_provider.core.utils.arguments import check_bool, check_positive_int
+from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

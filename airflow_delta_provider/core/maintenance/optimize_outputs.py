@@ -2,8 +2,8 @@
 
 A rewrite engine (the pyarrow one, Spark, a caller's own) reports the files it wrote per bin; the
 commit may only hold new files under the root that carry exactly the bins' rows, and a clean-up
-after a failure may only delete those (:mod:`airflow_delta_provider.core.vacuum.discard`). The
-checks are here, apart from the plan and the commit (:mod:`airflow_delta_provider.core.optimize`):
+after a failure may only delete those (:mod:`airflow_delta_provider.core.maintenance.vacuum.discard`). The
+checks are here, apart from the plan and the commit (:mod:`airflow_delta_provider.core.maintenance.optimize`):
 :func:`sort_outputs` / :func:`check_outputs` for the paths, :func:`check_row_counts` for the rows,
 and :func:`rewrite_failure` for the error of a rewrite that failed.
 """
@@ -36,7 +36,7 @@ __all__ = [
 
 
 class Bin(Protocol):
-    """What the checks read of a bin (:class:`airflow_delta_provider.core.optimize.Bin`)."""
+    """What the checks read of a bin (:class:`airflow_delta_provider.core.maintenance.optimize.Bin`)."""
 
     @property
     def index(self) -> int: ...
@@ -49,7 +49,7 @@ class Bin(Protocol):
 
 
 class OptimizePlan(Protocol):
-    """What the checks read of a plan (:class:`airflow_delta_provider.core.optimize.OptimizePlan`)."""
+    """What the checks read of a plan (:class:`~.optimize.OptimizePlan`)."""
 
     @property
     def snapshot(self) -> Snapshot: ...

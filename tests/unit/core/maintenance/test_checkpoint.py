@@ -21,22 +21,22 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.checkpoint import (
-    CheckpointResult,
-    canonical_json,
-    last_checkpoint_checksum,
-    should_checkpoint,
-    spark_partition_ids,
-)
 from airflow_delta_provider.core.errors import (
     CorruptLogError,
     InvalidTablePropertyError,
     UnsupportedFeatureError,
 )
 from airflow_delta_provider.core.log.logfiles import LogFileKind
+from airflow_delta_provider.core.maintenance.checkpoint import (
+    CheckpointResult,
+    canonical_json,
+    last_checkpoint_checksum,
+    should_checkpoint,
+    spark_partition_ids,
+)
 from airflow_delta_provider.core.protocol.table_config import TableConfig
 
-CORPUS = Path(__file__).resolve().parents[2] / "conformance" / "corpus"
+CORPUS = Path(__file__).resolve().parents[3] / "conformance" / "corpus"
 NOW = 1_800_000_000_000  # ms: the clock the tests checkpoint at
 DAY = 86_400_000
 
@@ -963,7 +963,7 @@ def test_legacy_writer_versions_are_checkpointed(log_writer):
 
 def test_checkpoint_logs_what_it_wrote(log_writer, caplog: pytest.LogCaptureFixture):
     log_writer.basic(2)
-    with caplog.at_level("DEBUG", logger="airflow_delta_provider.core.checkpoint"):
+    with caplog.at_level("DEBUG", logger="airflow_delta_provider.core.maintenance.checkpoint"):
         DeltaTable(str(log_writer.root)).checkpoint(now_ms=NOW)
     messages = [r.getMessage() for r in caplog.records]
     assert any("replayed 2 files, 0 tombstones" in m for m in messages)

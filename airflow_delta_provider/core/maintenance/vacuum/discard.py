@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 from airflow_delta_provider.core.errors import DeltaError, TableNotFoundError
 from airflow_delta_provider.core.log.snapshot import load_snapshot
+from airflow_delta_provider.core.maintenance.vacuum.plan import paths_outside_root, protected_paths
 from airflow_delta_provider.core.utils.redaction import get_logger
-from airflow_delta_provider.core.vacuum.plan import paths_outside_root, protected_paths
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

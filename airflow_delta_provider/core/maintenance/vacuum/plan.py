@@ -12,11 +12,11 @@ from airflow_delta_provider.core.log.deletion_vectors import deletion_vector_pat
 from airflow_delta_provider.core.log.logfiles import LogFileKind
 from airflow_delta_provider.core.log.segment import list_log_files
 from airflow_delta_provider.core.log.timeline import commit_timestamps
+from airflow_delta_provider.core.maintenance.vacuum.record import LAST_VACUUM_INFO, read_last_vacuum_info
+from airflow_delta_provider.core.maintenance.vacuum.retention import millis
 from airflow_delta_provider.core.storage.local import LocalStore
 from airflow_delta_provider.core.storage.paths import LOG_DIR
 from airflow_delta_provider.core.utils.redaction import get_logger
-from airflow_delta_provider.core.vacuum.record import LAST_VACUUM_INFO, read_last_vacuum_info
-from airflow_delta_provider.core.vacuum.retention import millis
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence

@@ -19,9 +19,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core import optimize as core_optimize
 from airflow_delta_provider.core.errors import DeltaError, InvalidPathError, OptimizeRewriteError
-from airflow_delta_provider.core.optimize import rewrite_locally
+from airflow_delta_provider.core.maintenance import optimize as core_optimize
+from airflow_delta_provider.core.maintenance.optimize import rewrite_locally
 
 if TYPE_CHECKING:
     from collections.abc import Callable

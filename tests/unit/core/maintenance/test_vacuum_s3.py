@@ -19,11 +19,11 @@ from airflow_delta_provider.core.errors import (
     VacuumDeleteError,
     VacuumRetentionTooShortError,
 )
+from airflow_delta_provider.core.maintenance.vacuum import DELETE_BATCH
+from airflow_delta_provider.core.maintenance.vacuum.plan import hidden_name_rule
 from airflow_delta_provider.core.storage import S3Store, open_store
 from airflow_delta_provider.core.storage import s3 as s3_module
 from airflow_delta_provider.core.storage.base import LogStore
-from airflow_delta_provider.core.vacuum import DELETE_BATCH
-from airflow_delta_provider.core.vacuum.plan import hidden_name_rule
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

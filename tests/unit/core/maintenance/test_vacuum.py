@@ -33,12 +33,12 @@ from airflow_delta_provider.core.log.deletion_vectors import (
     deletion_vector_path,
     encode_deletion_vector_file_id,
 )
-from airflow_delta_provider.core.protocol.table_config import TableConfig
-from airflow_delta_provider.core.vacuum import (
+from airflow_delta_provider.core.maintenance.vacuum import (
     LAST_VACUUM_INFO,
     read_last_vacuum_info,
     resolve_vacuum_retention,
 )
+from airflow_delta_provider.core.protocol.table_config import TableConfig
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -131,7 +131,7 @@ def test_a_real_run_deletes_exactly_the_plan(table: Any) -> None:
 
 
 def test_shorter_retention_with_the_check_off_reaches_recent_tombstones(table: Any, caplog: Any) -> None:
-    with caplog.at_level(logging.WARNING, logger="airflow_delta_provider.core.vacuum"):
+    with caplog.at_level(logging.WARNING, logger="airflow_delta_provider.core.maintenance.vacuum"):
         result = DeltaTable(str(table.root)).vacuum(
             retention="12 hours", enforce_retention_duration=False, dry_run=True
         )

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from airflow_delta_provider.core.maintenance.vacuum.result import VacuumStatus
+from airflow_delta_provider.core.maintenance.vacuum.retention import ResolvedVacuumRetention, millis
 from airflow_delta_provider.core.protocol.features import Operation
 from airflow_delta_provider.core.transaction.commit import OptimisticTransaction
 from airflow_delta_provider.core.transaction.commit_plan import CommitPlan
 from airflow_delta_provider.core.utils.redaction import get_logger
-from airflow_delta_provider.core.vacuum.result import VacuumStatus
-from airflow_delta_provider.core.vacuum.retention import ResolvedVacuumRetention, millis
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

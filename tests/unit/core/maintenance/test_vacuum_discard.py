@@ -15,12 +15,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.storage import open_store
-from airflow_delta_provider.core.vacuum.discard import (
+from airflow_delta_provider.core.maintenance.vacuum.discard import (
     OUTSIDE_ROOT,
     REFERENCED,
     discard_uncommitted,
 )
+from airflow_delta_provider.core.storage import open_store
 
 if TYPE_CHECKING:
     from pathlib import Path

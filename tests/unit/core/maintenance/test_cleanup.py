@@ -18,9 +18,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.cleanup import cutoff_for, earliest_reconstructable, plan_expired
 from airflow_delta_provider.core.errors import InvalidPathError, RetentionError, UnsupportedFeatureError
 from airflow_delta_provider.core.log.logfiles import parse_log_file
+from airflow_delta_provider.core.maintenance.cleanup import cutoff_for, earliest_reconstructable, plan_expired
 from airflow_delta_provider.core.storage import FileInfo
 
 
@@ -377,7 +377,7 @@ def test_only_log_files_are_touched(table):
 
 def test_a_foreign_path_from_the_listing_is_refused(table, monkeypatch):
     """A listing that names a file outside _delta_log (a broken store adapter) deletes nothing."""
-    from airflow_delta_provider.core import cleanup
+    from airflow_delta_provider.core.maintenance import cleanup
 
     table.checkpoint(6)
     age(table, dict.fromkeys(range(8), 40))

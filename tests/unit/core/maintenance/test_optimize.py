@@ -26,7 +26,7 @@ from airflow_delta_provider.core.errors import (
 from airflow_delta_provider.core.expressions.predicate import PredicateError
 from airflow_delta_provider.core.log.commits import read_commit
 from airflow_delta_provider.core.log.deletion_vectors import inline_deletion_vector
-from airflow_delta_provider.core.optimize import (
+from airflow_delta_provider.core.maintenance.optimize import (
     OptimizeOptions,
     optimize_metrics,
     plan_optimize,

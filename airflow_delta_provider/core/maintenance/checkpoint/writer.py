@@ -15,7 +15,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from airflow_delta_provider.core.checkpoint.placement import spark_partition_ids
 from airflow_delta_provider.core.errors import CorruptLogError
 from airflow_delta_provider.core.expressions.stats_parsed import parse_stats, stats_parsed_type
 from airflow_delta_provider.core.log.deletion_vectors import deletion_vector_unique_id
@@ -26,6 +25,7 @@ from airflow_delta_provider.core.log.logfiles import (
     classic_checkpoint_name,
     multipart_checkpoint_name,
 )
+from airflow_delta_provider.core.maintenance.checkpoint.placement import spark_partition_ids
 from airflow_delta_provider.core.protocol.features import reader_features, writer_features
 from airflow_delta_provider.core.protocol.partitions import partition_columns_from_map
 from airflow_delta_provider.core.protocol.schema import physical_schema

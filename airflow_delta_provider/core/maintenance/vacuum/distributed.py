@@ -19,8 +19,8 @@ from airflow_delta_provider.core.storage.paths import TablePath
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
+    from airflow_delta_provider.core.maintenance.vacuum.plan import HiddenNames
     from airflow_delta_provider.core.storage import LogStore
-    from airflow_delta_provider.core.vacuum.plan import HiddenNames
 
 __all__ = [
     "DIRECTORY",
