@@ -24,11 +24,11 @@ from airflow_delta_provider.core.utils.lazy import lazy_attributes
 if TYPE_CHECKING:
     # The same names, for type checkers and for tests/test_architecture.py, which reads these
     # imports as the package's edges of the import graph (every entry of _LAZY is one of them).
+    from airflow_delta_provider.core.lifecycle.restore import RestoreResult
     from airflow_delta_provider.core.log.snapshot import Snapshot
     from airflow_delta_provider.core.maintenance.checkpoint import CheckpointResult
     from airflow_delta_provider.core.maintenance.cleanup import CleanupResult
     from airflow_delta_provider.core.maintenance.vacuum import VacuumResult
-    from airflow_delta_provider.core.restore import RestoreResult
     from airflow_delta_provider.core.table.delta_table import DeltaTable
     from airflow_delta_provider.core.transaction.commit_plan import CommitResult
 
@@ -37,7 +37,7 @@ _LAZY = {
     "CheckpointResult": "airflow_delta_provider.core.maintenance.checkpoint",
     "CleanupResult": "airflow_delta_provider.core.maintenance.cleanup",
     "CommitResult": "airflow_delta_provider.core.transaction.commit_plan",
-    "RestoreResult": "airflow_delta_provider.core.restore",
+    "RestoreResult": "airflow_delta_provider.core.lifecycle.restore",
     "DeltaTable": "airflow_delta_provider.core.table.delta_table",
     "Snapshot": "airflow_delta_provider.core.log.snapshot",
     "VacuumResult": "airflow_delta_provider.core.maintenance.vacuum",

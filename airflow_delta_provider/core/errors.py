@@ -409,7 +409,7 @@ class RestoreMissingFilesError(DeltaError):
 
     :param version: the version that was to be restored.
     :param missing: the missing files (their paths as the log writes them), at most
-        :data:`~airflow_delta_provider.core.restore.MAX_MISSING_FILES_NAMED`.
+        :data:`~airflow_delta_provider.core.lifecycle.restore.MAX_MISSING_FILES_NAMED`.
     """
 
     def __init__(self, message: str, *, version: int, missing: Sequence[str]) -> None:

@@ -17,7 +17,7 @@ from airflow.providers.apache.spark.operators.spark_pyspark import PySparkOperat
 from airflow.providers.common.compat.standard.operators import PythonOperator
 
 from airflow_delta_provider.config import max_commit_attempts
-from airflow_delta_provider.core.delete import check_predicate_text
+from airflow_delta_provider.core.lifecycle import check_predicate_text
 from airflow_delta_provider.hooks.mixins import delta_template_fields
 from airflow_delta_provider.operators.commit import (
     DeltaCommitMixin,
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from airflow.sdk import Context
 
-    from airflow_delta_provider.core.delete import DeleteResult
+    from airflow_delta_provider.core.lifecycle import DeleteResult
     from airflow_delta_provider.core.table import DeltaTable
     from airflow_delta_provider.core.transaction import CommitResult
 

@@ -1,8 +1,8 @@
 """OPTIMIZE (bin-packing compaction) of a Delta table, or its REORG PURGE, the rewrite running on Spark.
 
-The core decides what to rewrite and commits it (:mod:`airflow_delta_provider.core.maintenance.optimize`, and
-:mod:`airflow_delta_provider.core.purge` with ``purge=True``: Delta's purge selection and a ``REORG``
-commit); Spark reads each bin (deletion vectors applied on the executors, physical names and field
+The core decides what to rewrite and commits it (:mod:`airflow_delta_provider.core.maintenance.optimize`,
+and :mod:`airflow_delta_provider.core.lifecycle.purge` with ``purge=True``: Delta's purge selection and a
+``REORG`` commit); Spark reads each bin (deletion vectors applied on the executors, physical names and field
 ids kept under column mapping) and writes one file per bin into a fresh directory per attempt. A
 retry of a landed commit, an empty plan and a dry run return without starting Spark; an attempt
 that does not land has its files deleted by the core's rules. docs/maintenance-operators.md
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.apache.spark.operators.spark_pyspark import PySparkOperator
 from airflow.providers.common.compat.standard.operators import PythonOperator
 
+from airflow_delta_provider.core.lifecycle import REORG, PurgeOptions, plan_purge
 from airflow_delta_provider.core.maintenance import (
     OPTIMIZE,
     OptimizeOptions,
@@ -28,7 +29,6 @@ from airflow_delta_provider.core.maintenance import (
     plan_optimize,
 )
 from airflow_delta_provider.core.protocol import column_mapping_mode, spark_write_schemas
-from airflow_delta_provider.core.purge import REORG, PurgeOptions, plan_purge
 from airflow_delta_provider.hooks.mixins import DeltaTableMixin, delta_template_fields
 from airflow_delta_provider.operators.commit import RunIdentity, already_committed, resolve_idempotency_key
 from airflow_delta_provider.operators.spark_attempt import (

@@ -1,6 +1,6 @@
 """Restore a Delta table to an earlier version from Airflow (Delta's ``RESTORE TABLE``), exactly once.
 
-The core decides everything (:mod:`airflow_delta_provider.core.restore`). The version is named by
+The core decides everything (:mod:`airflow_delta_provider.core.lifecycle.restore`). The version is named by
 ``version``, ``timestamp`` or ``before_run_id`` (the version before that Airflow run's first
 commit). The restore is idempotent per task instance like an overwrite: a retry after it landed
 commits nothing and reports the restore that did.
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from airflow_delta_provider.config import max_commit_attempts
-from airflow_delta_provider.core.restore import recorded_restore
+from airflow_delta_provider.core.lifecycle import recorded_restore
 from airflow_delta_provider.hooks.mixins import delta_template_fields
 from airflow_delta_provider.operators.commit import (
     TAG_PREFIX,
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
     from airflow.sdk import Context
 
-    from airflow_delta_provider.core.restore import RestoreResult, TaggedCommits
+    from airflow_delta_provider.core.lifecycle import RestoreResult, TaggedCommits
     from airflow_delta_provider.core.table import DeltaTable
 
 __all__ = ["DeltaRestoreOperator"]

@@ -35,8 +35,8 @@ if TYPE_CHECKING:
 
     import numpy.typing as npt
 
-    from airflow_delta_provider.core.delete_rows import Candidates
     from airflow_delta_provider.core.expressions import Predicate
+    from airflow_delta_provider.core.lifecycle import Candidates
     from airflow_delta_provider.core.log import Snapshot
 
 __all__ = ["spark_row_matcher"]

@@ -8,11 +8,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from airflow_delta_provider.core.changes.feed import Changes, load_changes
-from airflow_delta_provider.core.data_retention import DataRetentionOptions, apply_data_retention
-from airflow_delta_provider.core.delete import DeleteOptions, delete
 from airflow_delta_provider.core.errors import (
     TableNotFoundError,
 )
+from airflow_delta_provider.core.lifecycle.data_retention import DataRetentionOptions, apply_data_retention
+from airflow_delta_provider.core.lifecycle.delete import DeleteOptions, delete
+from airflow_delta_provider.core.lifecycle.purge import PurgeOptions, purge
+from airflow_delta_provider.core.lifecycle.restore import RestoreOptions, find_tagged_commits
+from airflow_delta_provider.core.lifecycle.restore import restore as restore_table
 from airflow_delta_provider.core.log.segment import (
     build_segment,
 )
@@ -31,9 +34,6 @@ from airflow_delta_provider.core.maintenance.checkpoint import (
 from airflow_delta_provider.core.maintenance.cleanup import CleanupOptions, cleanup_logs
 from airflow_delta_provider.core.maintenance.optimize import OptimizeOptions, optimize
 from airflow_delta_provider.core.maintenance.vacuum import VacuumOptions, vacuum
-from airflow_delta_provider.core.purge import PurgeOptions, purge
-from airflow_delta_provider.core.restore import RestoreOptions, find_tagged_commits
-from airflow_delta_provider.core.restore import restore as restore_table
 from airflow_delta_provider.core.storage import open_store
 from airflow_delta_provider.core.transaction.commit import PostCommitHook
 from airflow_delta_provider.core.transaction.commit_plan import CommitProperties
@@ -49,14 +49,14 @@ if TYPE_CHECKING:
     import fsspec
     import pyarrow as pa
 
-    from airflow_delta_provider.core.data_retention import DataRetentionResult
-    from airflow_delta_provider.core.delete import DeleteResult, RowMatcher
+    from airflow_delta_provider.core.lifecycle.data_retention import DataRetentionResult
+    from airflow_delta_provider.core.lifecycle.delete import DeleteResult, RowMatcher
+    from airflow_delta_provider.core.lifecycle.restore import RestoreResult, TaggedCommits
     from airflow_delta_provider.core.maintenance.checkpoint import CheckpointResult
     from airflow_delta_provider.core.maintenance.cleanup import CleanupResult
     from airflow_delta_provider.core.maintenance.optimize import OptimizeResult, Rewriter
     from airflow_delta_provider.core.maintenance.vacuum import VacuumResult
     from airflow_delta_provider.core.protocol.table_config import TableConfig
-    from airflow_delta_provider.core.restore import RestoreResult, TaggedCommits
     from airflow_delta_provider.core.transaction.commit import LandedCommit
     from airflow_delta_provider.core.transaction.commit_plan import CommitResult
 
@@ -418,8 +418,8 @@ class DeltaTable:
             deletes every row; an empty or blank string is refused.
         :param match_rows: another engine finding the matching rows (the Airflow operator's Spark);
             default: pyarrow in this process.
-        :param options: the keyword arguments of :class:`~airflow_delta_provider.core.delete.DeleteOptions`
-            (``max_workers``) and of the
+        :param options: the keyword arguments of
+            :class:`~airflow_delta_provider.core.lifecycle.delete.DeleteOptions` (``max_workers``) and of the
             :class:`~airflow_delta_provider.core.transaction.commit_plan.CommitProperties` every commit
             takes (``app_id``/``app_version``, ``user_metadata``, ``tags`` ...).
         :raises PredicateError: the predicate is blank, does not parse, names an unknown column or a
@@ -444,7 +444,7 @@ class DeltaTable:
         the rows is refused, dry run included.
 
         :param options: the keyword arguments of
-            :class:`~airflow_delta_provider.core.data_retention.DataRetentionOptions` (``policy``,
+            :class:`~airflow_delta_provider.core.lifecycle.data_retention.DataRetentionOptions` (``policy``,
             ``dry_run``, ``now``) and of the commit's
             :class:`~airflow_delta_provider.core.transaction.commit_plan.CommitProperties`.
         :raises RetentionError: the policy is malformed (an unknown key, an interval without a
@@ -522,8 +522,9 @@ class DeltaTable:
 
         :param rewrite: the engine writing each bin (default: pyarrow in this process; the
             Airflow layer's ``DeltaOptimizeOperator(purge=True)`` rewrites on Spark).
-        :param options: the keyword arguments of :class:`~airflow_delta_provider.core.purge.PurgeOptions`
-            (``partition_filter``, ``target_file_size``, ``dry_run``) and of the commit's
+        :param options: the keyword arguments of
+            :class:`~airflow_delta_provider.core.lifecycle.purge.PurgeOptions` (``partition_filter``,
+            ``target_file_size``, ``dry_run``) and of the commit's
             :class:`~airflow_delta_provider.core.transaction.commit_plan.CommitProperties`
             (``app_id``/``app_version``, ``user_metadata``, ``tags`` ...).
         :raises ConcurrentDeleteReadError: a concurrent commit (a DELETE) removed a file the purge
@@ -557,7 +558,7 @@ class DeltaTable:
 
         :param version: the version to restore.
         :param options: the keyword arguments of
-            :class:`~airflow_delta_provider.core.restore.RestoreOptions` (``timestamp`` instead of
+            :class:`~airflow_delta_provider.core.lifecycle.restore.RestoreOptions` (``timestamp`` instead of
             ``version``, ``enforce_retention_duration``) and of the commit's
             :class:`~airflow_delta_provider.core.transaction.commit_plan.CommitProperties`
             (``app_id``/``app_version``, ``user_metadata``, ``tags`` ...).

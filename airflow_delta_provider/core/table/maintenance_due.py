@@ -13,16 +13,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.data_retention import (
+from airflow_delta_provider.core.lifecycle.data_retention import (
     DataRetentionDecision,
     DataRetentionResult,
     data_retention_due,
 )
+from airflow_delta_provider.core.lifecycle.purge import plan_purge
 from airflow_delta_provider.core.log.timeline import info_object
 from airflow_delta_provider.core.maintenance.optimize import OptimizeOptions, plan_optimize
 from airflow_delta_provider.core.maintenance.vacuum.record import LAST_VACUUM_INFO, VACUUM_END
 from airflow_delta_provider.core.protocol.table_config import ENABLE_EXPIRED_LOG_CLEANUP, Setting, TableConfig
-from airflow_delta_provider.core.purge import plan_purge
 
 if TYPE_CHECKING:
     from airflow_delta_provider.core.log.snapshot import Snapshot

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from delete_support import CDF_PROPERTIES, DV_PROPERTIES, core_rows, ids, make_table
 
-from airflow_delta_provider.core.delete import DeleteOptions, parse_predicate
-from airflow_delta_provider.core.delete_rows import Candidates, match_rows_locally
 from airflow_delta_provider.core.expressions.skipping import files_matching
+from airflow_delta_provider.core.lifecycle.delete import DeleteOptions, parse_predicate
+from airflow_delta_provider.core.lifecycle.delete_rows import Candidates, match_rows_locally
 from airflow_delta_provider.spark.delete import spark_row_matcher
 
 pytestmark = pytest.mark.spark

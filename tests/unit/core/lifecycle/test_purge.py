@@ -23,10 +23,10 @@ from airflow_delta_provider.core.errors import (
     InvalidPathError,
 )
 from airflow_delta_provider.core.expressions.predicate import PredicateError
+from airflow_delta_provider.core.lifecycle.purge import PurgeOptions, plan_purge
 from airflow_delta_provider.core.log.deletion_vectors import inline_deletion_vector
 from airflow_delta_provider.core.maintenance.optimize import rewrite_locally
 from airflow_delta_provider.core.protocol.schema import physical_name
-from airflow_delta_provider.core.purge import PurgeOptions, plan_purge
 from airflow_delta_provider.core.transaction.commit import OptimisticTransaction
 from airflow_delta_provider.core.transaction.commit_plan import CommitPlan, CommitProperties
 

@@ -23,12 +23,12 @@ from delete_support import (
     state,
 )
 
-from airflow_delta_provider.core.delete import DeleteOptions, commit_delete, plan_delete
 from airflow_delta_provider.core.errors import (
     ConcurrentAppendError,
     ConcurrentDeleteDeleteError,
     ConcurrentDeleteReadError,
 )
+from airflow_delta_provider.core.lifecycle.delete import DeleteOptions, commit_delete, plan_delete
 from airflow_delta_provider.core.protocol.schema import physical_name
 
 FILES = {"a": [range(0, 10), range(10, 20)], "b": [range(20, 30), range(30, 40)]}

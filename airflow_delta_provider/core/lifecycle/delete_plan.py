@@ -18,11 +18,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_delta_provider.core.delete_rows import FileReader
 from airflow_delta_provider.core.errors import DeltaError
 from airflow_delta_provider.core.expressions.stats import read_footers
 from airflow_delta_provider.core.expressions.stats_encoding import stats_json
 from airflow_delta_provider.core.expressions.stats_parsed import parse_stats, stats_parsed_type
+from airflow_delta_provider.core.lifecycle.delete_rows import FileReader
 from airflow_delta_provider.core.log.deletion_vectors import (
     deletion_vector_file_bytes,
     encode_deletion_vector_file_id,
@@ -43,8 +43,8 @@ if TYPE_CHECKING:
 
     import numpy.typing as npt
 
-    from airflow_delta_provider.core.delete_rows import Candidates
     from airflow_delta_provider.core.expressions.predicate import Predicate
+    from airflow_delta_provider.core.lifecycle.delete_rows import Candidates
     from airflow_delta_provider.core.log.snapshot import Snapshot
 
 __all__ = [

@@ -17,13 +17,13 @@ import pytest
 from delete_support import commit_actions, kind, state
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.data_retention import data_retention_due
 from airflow_delta_provider.core.errors import (
     DataRetentionError,
     DataRetentionLimitError,
     InvalidTablePropertyError,
     RetentionError,
 )
+from airflow_delta_provider.core.lifecycle.data_retention import data_retention_due
 from airflow_delta_provider.core.protocol.actions import AddFile
 from airflow_delta_provider.core.protocol.table_config import DATA_RETENTION
 from airflow_delta_provider.core.transaction.commit import OptimisticTransaction

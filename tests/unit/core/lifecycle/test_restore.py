@@ -34,19 +34,19 @@ from airflow_delta_provider.core.errors import (
     TimeTravelBeyondRetentionError,
     UnsupportedFeatureError,
 )
-from airflow_delta_provider.core.log.deletion_vectors import inline_deletion_vector
-from airflow_delta_provider.core.protocol.actions import Metadata, Protocol
-from airflow_delta_provider.core.protocol.column_mapping import physical_data
-from airflow_delta_provider.core.protocol.constraints import merged_identity_schema
-from airflow_delta_provider.core.protocol.features import merge_protocols
-from airflow_delta_provider.core.restore import (
+from airflow_delta_provider.core.lifecycle.restore import (
     NO_OP,
     RestoreOptions,
     commit_restore,
     plan_restore,
 )
+from airflow_delta_provider.core.log.deletion_vectors import inline_deletion_vector
+from airflow_delta_provider.core.protocol.actions import Metadata, Protocol
+from airflow_delta_provider.core.protocol.column_mapping import physical_data
+from airflow_delta_provider.core.protocol.constraints import merged_identity_schema
+from airflow_delta_provider.core.protocol.features import merge_protocols
 
-CORPUS = Path(__file__).resolve().parents[2] / "conformance" / "corpus" / "tables"
+CORPUS = Path(__file__).resolve().parents[3] / "conformance" / "corpus" / "tables"
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("p", pa.string())])
 
 

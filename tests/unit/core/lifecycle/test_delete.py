@@ -22,13 +22,13 @@ from delete_support import (
 )
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.delete import DeleteOptions, commit_delete, plan_delete
 from airflow_delta_provider.core.errors import (
     AppendOnlyViolationError,
     DeltaError,
     UnsupportedFeatureError,
 )
 from airflow_delta_provider.core.expressions.predicate import PredicateError
+from airflow_delta_provider.core.lifecycle.delete import DeleteOptions, commit_delete, plan_delete
 from airflow_delta_provider.core.log.deletion_vectors import deletion_vector_path
 from airflow_delta_provider.core.log.scan import deletion_vector_rows
 from airflow_delta_provider.core.protocol.actions import AddFile

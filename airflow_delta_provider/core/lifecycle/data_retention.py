@@ -21,12 +21,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_delta_provider.core.delete import DeleteOptions, delete, parse_predicate
-from airflow_delta_provider.core.delete_rows import Candidates, FileReader, match_rows_locally
 from airflow_delta_provider.core.errors import DataRetentionError, DataRetentionLimitError
 from airflow_delta_provider.core.expressions.skipping import files_matching
 from airflow_delta_provider.core.expressions.stats import read_footers
 from airflow_delta_provider.core.expressions.stats_parsed import parse_stats, stats_parsed_type
+from airflow_delta_provider.core.lifecycle.delete import DeleteOptions, delete, parse_predicate
+from airflow_delta_provider.core.lifecycle.delete_rows import Candidates, FileReader, match_rows_locally
 from airflow_delta_provider.core.protocol.table_config import (
     DATA_RETENTION,
     DataRetentionPolicy,
@@ -42,8 +42,8 @@ if TYPE_CHECKING:
 
     import numpy.typing as npt
 
-    from airflow_delta_provider.core.delete import DeleteResult
     from airflow_delta_provider.core.expressions.predicate import Predicate
+    from airflow_delta_provider.core.lifecycle.delete import DeleteResult
     from airflow_delta_provider.core.log.snapshot import Snapshot
     from airflow_delta_provider.core.transaction.commit import PostCommitHook
 

@@ -20,7 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from airflow_delta_provider.core.delete_plan import (
+from airflow_delta_provider.core.errors import AppendOnlyViolationError
+from airflow_delta_provider.core.expressions.predicate import Predicate, PredicateError
+from airflow_delta_provider.core.expressions.skipping import files_matching
+from airflow_delta_provider.core.lifecycle.delete_plan import (
     DELETE,
     DeletePlan,
     Scan,
@@ -31,10 +34,7 @@ from airflow_delta_provider.core.delete_plan import (
     discard_written,
     metadata_plan,
 )
-from airflow_delta_provider.core.delete_rows import Candidates, FileReader, match_rows_locally
-from airflow_delta_provider.core.errors import AppendOnlyViolationError
-from airflow_delta_provider.core.expressions.predicate import Predicate, PredicateError
-from airflow_delta_provider.core.expressions.skipping import files_matching
+from airflow_delta_provider.core.lifecycle.delete_rows import Candidates, FileReader, match_rows_locally
 from airflow_delta_provider.core.protocol.features import (
     Operation,
     check_supported,
