@@ -4,6 +4,7 @@ from the source (module level, ``TYPE_CHECKING`` blocks and function bodies alik
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -11,131 +12,28 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "airflow_delta_provider"
 ROOT = "airflow_delta_provider"
 
-#: The core's layers, bottom up (docs/architecture.md). A module may import its own layer or
-#: lower ones, never a higher one.
-CORE_LAYERS: list[tuple[str, set[str]]] = [
-    (
-        "foundation",
-        {
-            "utils",
-            "utils.lazy",
-            "errors",
-            "utils.redaction",
-            "utils.arguments",
-            "utils.arrays",
-            "utils.memory",
-        },
-    ),
-    (
-        "storage",
-        {
-            "storage.paths",
-            "storage",
-            "storage.base",
-            "storage.local",
-            "storage.s3",
-            "storage.memory",
-            "storage.generic",
-            "storage.cloud",
-            "storage.deletes",
-            "storage.progress",
-            "storage.azure",
-            "storage.gcs",
-            "storage.options",
-            "storage.sdk_compat",
-        },
-    ),
-    (
-        "model",
-        {
-            "protocol.delta_types",
-            "protocol.action_checks",
-            "protocol.schema",
-            "protocol.schema_json",
-            "protocol.column_mapping",
-            "protocol.partitions",
-            "protocol.actions",
-            "protocol.validation",
-            "log.deletion_vectors",
-            "log.logfiles",
-            "protocol.features",
-            "protocol.table_config",
-            "expressions.predicate",
-            "transaction.datafiles",
-            "log.file_actions",
-            "expressions.stats",
-            "expressions.stats_encoding",
-            "expressions.stats_parsed",
-            "parquet",
-            "protocol",
-            "parquet.footer",
-            "parquet.pyarrow_compat",
-            "parquet.page_scan",
-            "parquet.thrift",
-            "parquet.page_index",
-            "protocol.row_tracking",
-            "protocol.sql_engine",
-            "protocol.constraints",
-        },
-    ),
-    (
-        "log",
-        {
-            "log.segment",
-            "log.commits",
-            "log.reconcile",
-            "log.replay",
-            "log.checkpoint_reader",
-            "log.checkpoint_pages",
-            "log.checksum",
-            "log.scan",
-        },
-    ),
-    ("snapshot", {"log", "log.snapshot", "log.timeline", "expressions", "expressions.skipping"}),
-    (
-        "operations",
-        {
-            "transaction",
-            "transaction.commit_plan",
-            "transaction.conflicts",
-            "transaction.commit",
-            "transaction.create",
-            "transaction.write",
-            "transaction.idempotency",
-            "maintenance",
-            "maintenance.checkpoint",
-            "maintenance.checkpoint.hint",
-            "maintenance.checkpoint.placement",
-            "maintenance.checkpoint.policy",
-            "maintenance.checkpoint.writer",
-            "maintenance.cleanup",
-            "maintenance.vacuum",
-            "maintenance.vacuum.plan",
-            "maintenance.vacuum.record",
-            "maintenance.vacuum.result",
-            "maintenance.vacuum.retention",
-            "maintenance.optimize",
-            "maintenance.optimize_outputs",
-            "lifecycle.purge",
-            "lifecycle.restore",
-            "maintenance.vacuum.distributed",
-            "maintenance.vacuum.discard",
-            "changes",
-            "changes.feed",
-            "changes.bounds",
-            "changes.derive",
-            "changes.rows",
-            "changes.read_schema",
-            "lifecycle",
-            "lifecycle.delete",
-            "lifecycle.delete_plan",
-            "lifecycle.delete_rows",
-            "lifecycle.data_retention",
-        },
-    ),
-    ("facade", {"table.delta_table", "__init__"}),
-    ("services", {"table", "table.maintenance_due", "table.watch", "table.consumer"}),
+#: The core's folders, bottom up (docs/architecture.md): a module imports its own folder or lower
+#: ones, never a higher one, so the folders depend on each other in one direction only.
+CORE_FOLDERS = [
+    "utils",
+    "errors",
+    "storage",
+    "parquet",
+    "protocol",
+    "log",
+    "expressions",
+    "changes",
+    "transaction",
+    "maintenance",
+    "lifecycle",
+    "table",
 ]
+MAX_CORE_ENTRIES = 12
+MAX_FOLDER_MODULES = 15
+MAX_FACE_DOCSTRING_LINES = 10
+#: Imports of the core's own modules inside function bodies (each says why it is not at the top).
+MAX_LATE_IMPORTS = 5
+CORE = PACKAGE / "core"
 
 
 def module_name(path: Path) -> str:
@@ -230,23 +128,89 @@ def test_there_is_no_import_cycle() -> None:
             visit(node)
 
 
-def core_layer(name: str) -> int:
-    short = normalised(name).removeprefix(f"{ROOT}.core").lstrip(".") or "__init__"
-    for index, (_, members) in enumerate(CORE_LAYERS):
-        if short in members:
-            return index
-    raise AssertionError(f"{name} is in no layer of the core: add it to CORE_LAYERS and docs/architecture.md")
+def core_folder(name: str) -> int:
+    """The position of a core module's folder in :data:`CORE_FOLDERS` (the package's own
+    ``__init__``, which names the public surface, stands above them all)."""
+    short = normalised(name).removeprefix(f"{ROOT}.core").lstrip(".")
+    if not short:
+        return len(CORE_FOLDERS)
+    folder = short.split(".")[0]
+    assert folder in CORE_FOLDERS, f"{name} is in no folder of the core: add it to CORE_FOLDERS"
+    return CORE_FOLDERS.index(folder)
 
 
-def test_every_core_module_has_a_layer_and_imports_only_down() -> None:
+def test_the_core_is_a_few_folders_each_with_a_face() -> None:
+    entries = sorted(p.stem for p in CORE.iterdir() if p.name not in ("__init__.py", "__pycache__"))
+    assert len(entries) <= MAX_CORE_ENTRIES
+    assert sorted(CORE_FOLDERS) == entries
+    for folder in (CORE / f for f in CORE_FOLDERS):
+        if not folder.is_dir():
+            continue
+        face = ast.parse((folder / "__init__.py").read_text())
+        lines = _module_docstring_lines(face)
+        assert 0 < lines <= MAX_FACE_DOCSTRING_LINES, (
+            f"{folder.name}/__init__.py says what it offers in a few lines"
+        )
+        modules = [p for p in folder.rglob("*.py") if p != folder / "__init__.py"]
+        assert len(modules) <= MAX_FOLDER_MODULES, f"{folder.name}/ holds {len(modules)} modules"
+        offered = lazy_names(folder / "__init__.py") or {}
+        assert offered or "__all__" in {
+            t.id for n in face.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)
+        }
+
+
+def test_the_core_folders_import_only_down() -> None:
     upward = []
     for name, targets in GRAPH.items():
         if not name.startswith(f"{ROOT}.core"):
             continue
         for target in targets:
-            if target.startswith(f"{ROOT}.core") and core_layer(target) > core_layer(name):
+            if target.startswith(f"{ROOT}.core") and core_folder(target) > core_folder(name):
                 upward.append(f"{normalised(name)} -> {target}")
     assert upward == []
+
+
+def _folder_of(name: str) -> str:
+    return normalised(name).removeprefix(f"{ROOT}.core.").split(".")[0]
+
+
+def test_no_module_imports_another_folders_private_module() -> None:
+    reach_ins = [
+        f"{normalised(name)} -> {target}"
+        for name, targets in GRAPH.items()
+        if name.startswith(f"{ROOT}.")
+        for target in targets
+        if target.startswith(f"{ROOT}.core.")
+        and any(_private(part) for part in target.split("."))
+        and not (name.startswith(f"{ROOT}.core.") and _folder_of(name) == _folder_of(target))
+    ]
+    assert reach_ins == []
+
+
+def _late_core_imports(tree: ast.AST) -> list[ast.ImportFrom | ast.Import]:
+    """Imports of the package's own modules inside a function body."""
+    late = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            for inner in ast.walk(node):
+                if (isinstance(inner, ast.ImportFrom) and (inner.module or "").startswith(ROOT)) or (
+                    isinstance(inner, ast.Import) and any(a.name.startswith(ROOT) for a in inner.names)
+                ):
+                    late.append(inner)
+    return late
+
+
+def test_the_core_imports_itself_at_the_top_but_for_a_few_explained_exceptions() -> None:
+    found = []
+    for name, path in MODULES.items():
+        if not name.startswith(f"{ROOT}.core"):
+            continue
+        source = path.read_text().splitlines()
+        for node in _late_core_imports(ast.parse("\n".join(source))):
+            explained = source[node.lineno - 2].strip().startswith("#")
+            found.append((f"{name}:{node.lineno}", explained))
+    assert [where for where, explained in found if not explained] == [], "say why it cannot be at the top"
+    assert len(found) <= MAX_LATE_IMPORTS, [where for where, _ in found]
 
 
 def test_the_core_imports_nothing_of_the_airflow_layer() -> None:
@@ -307,6 +271,82 @@ def test_lazy_names_are_edges_of_the_graph() -> None:
         for public, module in table.items():
             assert f"{module}.{public}" in imported, f"{name}: _LAZY[{public!r}] = {module!r} is not imported"
     assert seen >= 1  # the core's __init__
+
+
+def _type_checking_names(path: Path) -> dict[str, str]:
+    """Public name -> module of the ``from ... import`` statements in a face's ``TYPE_CHECKING`` block."""
+    names = {}
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for inner in node.body:
+                if isinstance(inner, ast.ImportFrom) and (inner.module or "").startswith(ROOT):
+                    names.update({alias.asname or alias.name: inner.module for alias in inner.names})
+    return names
+
+
+FACES = {
+    f"{ROOT}.core.{folder}": CORE / folder / "__init__.py"
+    for folder in CORE_FOLDERS
+    if (CORE / folder).is_dir()
+}
+
+
+@pytest.mark.parametrize("face", sorted(FACES))
+def test_a_face_offers_what_it_imports_for_type_checkers_and_each_name_resolves(face: str) -> None:
+    import importlib
+
+    offered = lazy_names(FACES[face])
+    if offered is None:  # an eager face (storage): its names are its imports
+        return
+    assert _type_checking_names(FACES[face]) == offered
+    package = importlib.import_module(face)
+    assert sorted(package.__all__) == sorted(offered)
+    submodules = {
+        p.stem for p in FACES[face].parent.iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()
+    }
+    assert set(offered) & submodules == set(), "a submodule of the same name would shadow these names"
+    for name, module in offered.items():
+        assert getattr(package, name) is getattr(importlib.import_module(module), name)
+
+
+def _face_names(face: str) -> set[str]:
+    path = FACES.get(face)
+    if path is None:
+        return set()
+    offered = lazy_names(path)
+    if offered is not None:
+        return set(offered)
+    tree = ast.parse(path.read_text())
+    return {
+        ast.literal_eval(element)
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+        for element in node.value.elts  # type: ignore[attr-defined]
+    }
+
+
+_DEEP_IMPORT = re.compile(rf"from ({ROOT}\.core\.\w+)\.[\w.]+ import (\([^)]*\)|[^\n]+)")
+
+
+def _deep_imports_a_face_offers(text: str) -> list[str]:
+    """The ``from core.<folder>.<module> import ...`` statements whose every name the folder's face offers."""
+    found = []
+    for match in _DEEP_IMPORT.finditer(text):
+        clause = re.sub(r"#[^\n]*", "", match.group(2)).strip().strip("()")
+        names = {n.strip().split(" as ")[0] for n in clause.split(",") if n.strip()}
+        if names and names <= _face_names(match.group(1)):
+            found.append(match.group(0).splitlines()[0])
+    return found
+
+
+def test_the_airflow_layer_the_spark_adapter_docs_and_examples_import_from_the_faces() -> None:
+    repository = PACKAGE.parent
+    outside = [p for p in PACKAGE.rglob("*.py") if CORE not in p.parents]
+    outside += [*(repository / "dags_examples").rglob("*.py"), *(repository / "docs").glob("*.md")]
+    outside += [repository / "README.md"]
+    deep = {str(p.relative_to(repository)): _deep_imports_a_face_offers(p.read_text()) for p in outside}
+    assert {path: found for path, found in deep.items() if found} == {}
 
 
 # --- one configuration, no reach-ins, small modules -------------------------------------------
@@ -530,3 +570,9 @@ def test_the_checks_see_what_they_check() -> None:
     long_docstring = ast.parse('"""What.\n' + "detail\n" * (MAX_MODULE_DOCSTRING_LINES - 1) + '"""\nx = 1\n')
     assert _module_docstring_lines(long_docstring) == MAX_MODULE_DOCSTRING_LINES + 1
     assert _module_docstring_lines(ast.parse("x = 1\n")) == 0
+    assert _deep_imports_a_face_offers(f"from {ROOT}.core.log.snapshot import Snapshot\n") == [
+        f"from {ROOT}.core.log.snapshot import Snapshot"
+    ]
+    assert _deep_imports_a_face_offers(f"from {ROOT}.core.log.snapshot import Snapshot, _private\n") == []
+    assert len(_late_core_imports(ast.parse(f"def f():\n    from {ROOT}.core import errors\n"))) == 1
+    assert core_folder(f"{ROOT}.core.table.watch") > core_folder(f"{ROOT}.core.log.snapshot")

@@ -15,7 +15,7 @@ from airflow.providers.apache.spark.operators.spark_pyspark import SPARK_CONTEXT
 from airflow.sdk.bases.decorator import DecoratedOperator, task_decorator_factory
 
 from airflow_delta_provider.operators.pyspark import DeltaPySparkOperator
-from airflow_delta_provider.operators.spark_source import CHANGES_ARGUMENT, VERSIONS_ARGUMENT
+from airflow_delta_provider.operators.spark_support.source import CHANGES_ARGUMENT, VERSIONS_ARGUMENT
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence

@@ -26,7 +26,7 @@ from airflow_delta_provider.operators.commit import (
     already_committed,
     resolve_idempotency_key,
 )
-from airflow_delta_provider.operators.spark_output import RoutedSparkOutput
+from airflow_delta_provider.operators.spark_support.output import RoutedSparkOutput
 from airflow_delta_provider.spark.paths import spark_path
 from airflow_delta_provider.utils.coercion import to_app_id, to_app_version, to_bool, validate
 from airflow_delta_provider.utils.wording import count

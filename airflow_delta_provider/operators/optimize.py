@@ -31,7 +31,7 @@ from airflow_delta_provider.core.maintenance import (
 from airflow_delta_provider.core.protocol import column_mapping_mode, spark_write_schemas
 from airflow_delta_provider.hooks.mixins import DeltaTableMixin, delta_template_fields
 from airflow_delta_provider.operators.commit import RunIdentity, already_committed, resolve_idempotency_key
-from airflow_delta_provider.operators.spark_attempt import (
+from airflow_delta_provider.operators.spark_support.attempt import (
     DEFAULT_WRITE_OPTIONS,
     attempt_dir,
     check_write_subdir,
@@ -40,7 +40,7 @@ from airflow_delta_provider.operators.spark_attempt import (
     discard_attempt,
     spark_path,
 )
-from airflow_delta_provider.operators.spark_output import RoutedSparkOutput
+from airflow_delta_provider.operators.spark_support.output import RoutedSparkOutput
 from airflow_delta_provider.utils.coercion import (
     to_app_id,
     to_app_version,

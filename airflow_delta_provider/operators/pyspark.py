@@ -4,8 +4,8 @@ Built on the spark provider's ``PySparkOperator`` (``local[*]`` by default, a ``
 for a cluster, ``spark_connect`` for Spark Connect). A task instance whose idempotency key the
 table already holds reports that version without starting Spark; otherwise the DataFrame is
 written as Parquet to a fresh directory per attempt under the table root
-(:mod:`.spark_attempt`) and exactly those files are committed with the txn. With ``source=`` the
-callable also receives another table's changes since this task's cursor (:mod:`.spark_source`).
+(:mod:`.spark_support.attempt`) and exactly those files are committed with the txn. With ``source=`` the
+callable also receives another table's changes since this task's cursor (:mod:`.spark_support.source`).
 Files of an attempt that did not commit are deleted when it can tell, else by VACUUM later.
 See docs/operators.md.
 """
@@ -20,7 +20,7 @@ from airflow.providers.apache.spark.operators.spark_pyspark import PySparkOperat
 from airflow.providers.common.compat.standard.operators import PythonOperator
 
 from airflow_delta_provider.operators.commit import DeltaCommitMixin, RunIdentity, already_committed
-from airflow_delta_provider.operators.spark_attempt import (
+from airflow_delta_provider.operators.spark_support.attempt import (
     DEFAULT_WRITE_OPTIONS,
     attempt_dir,
     check_write_subdir,
@@ -29,9 +29,9 @@ from airflow_delta_provider.operators.spark_attempt import (
     discard_attempt,
     spark_path,
 )
-from airflow_delta_provider.operators.spark_constraints import prepare_frame
-from airflow_delta_provider.operators.spark_output import RoutedSparkOutput
-from airflow_delta_provider.operators.spark_source import (
+from airflow_delta_provider.operators.spark_support.constraints import prepare_frame
+from airflow_delta_provider.operators.spark_support.output import RoutedSparkOutput
+from airflow_delta_provider.operators.spark_support.source import (
     MAX_SOURCE_ROUNDS,
     SOURCE_TEMPLATE_FIELDS,
     DeltaSourceMixin,

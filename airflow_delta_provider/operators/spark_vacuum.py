@@ -26,7 +26,7 @@ from airflow_delta_provider.core.maintenance import (
 )
 from airflow_delta_provider.core.utils import get_logger
 from airflow_delta_provider.operators.maintenance import DeltaVacuumOperator
-from airflow_delta_provider.operators.spark_output import RoutedSparkOutput
+from airflow_delta_provider.operators.spark_support.output import RoutedSparkOutput
 from airflow_delta_provider.utils.coercion import to_int
 
 if TYPE_CHECKING:

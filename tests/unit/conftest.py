@@ -63,7 +63,7 @@ SPARK_CONF = {
 @pytest.fixture(scope="session")
 def local_spark() -> Iterator[Any]:
     """The shared local SparkSession (its JVM's output logged, as an operator's)."""
-    from airflow_delta_provider.operators.spark_output import routed_spark_output
+    from airflow_delta_provider.operators.spark_support.output import routed_spark_output
 
     sql = pytest.importorskip("pyspark.sql")
     builder = sql.SparkSession.builder

@@ -1,13 +1,11 @@
 """Storage: where a table lives and how its files are read, listed, written and deleted.
 
-:class:`TablePath` (:mod:`.paths`) parses a location, owns normalisation and root confinement;
-:func:`open_store` maps the storage options (delta-rs / object_store keys or fsspec's, see
-:mod:`.options`) and picks one :class:`LogStore` per scheme family: local paths (hard-link
-put-if-absent), ``s3://`` (conditional ``PUT If-None-Match: *``, once checked per bucket),
-``abfs[s]://`` and ``az://`` (``If-None-Match: *``), ``gs://`` (``ifGenerationMatch=0``),
-``memory://`` (tests); any other fsspec scheme is readable, and commits to it are refused
-(no atomic put-if-absent). Many deletes go through one scheduler (:mod:`.deletes`). Nothing
-here imports pyarrow.
+:class:`TablePath` (:mod:`.paths`) parses a location and owns normalisation and root
+confinement; :func:`open_store` maps the storage options (delta-rs / object_store keys or
+fsspec's, :mod:`.options`) and picks one :class:`LogStore` per scheme family, each with a real
+put-if-absent (local hard links, S3 ``If-None-Match: *``, Azure, GCS generations); any other
+fsspec scheme is readable and refuses commits. Many deletes go through one scheduler
+(:mod:`.deletes`). Nothing here imports pyarrow.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """What importing one module of the core costs: only the modules it needs.
 
-The package ``__init__`` resolves ``DeltaTable``, ``Snapshot`` and the operations' results on
-first use (PEP 562), so a process that imports ``core.snapshot`` (a reader) or ``core.paths``
-(the Airflow hook) does not import the writers, OPTIMIZE, VACUUM or, for the hook, pyarrow.
+The package ``__init__`` and every subpackage's face resolve their names on first use (PEP 562),
+so a process that imports ``core.log.snapshot`` (a reader) or ``core.storage.paths`` (the Airflow
+hook) does not import the writers, OPTIMIZE, VACUUM or, for the hook, pyarrow.
 Each check runs in a fresh process, where nothing else has imported them yet.
 """
 
@@ -18,14 +18,15 @@ import airflow_delta_provider.core as core
 
 #: Modules only writers and maintenance need.
 OPERATIONS = (
-    "checkpoint",
-    "checkpoint.writer",
-    "cleanup",
-    "create",
-    "optimize",
-    "transaction",
-    "vacuum",
-    "write",
+    "maintenance.checkpoint",
+    "maintenance.checkpoint.writer",
+    "maintenance.cleanup",
+    "transaction.create",
+    "maintenance.optimize",
+    "transaction.commit",
+    "maintenance.vacuum",
+    "transaction.write",
+    "lifecycle.delete",
 )
 
 
@@ -53,6 +54,22 @@ def test_paths_and_errors_import_no_pyarrow() -> None:
     )
     assert "airflow_delta_provider.core.errors" in loaded  # the package's own eager names
     assert {"pyarrow", "numpy", "airflow_delta_provider.core.table.delta_table"} & loaded == set()
+
+
+def test_the_faces_import_nothing_until_a_name_is_asked_for() -> None:
+    folders = (
+        "changes",
+        "expressions",
+        "lifecycle",
+        "log",
+        "maintenance",
+        "protocol",
+        "table",
+        "transaction",
+    )
+    loaded = _modules_after("; ".join(f"import airflow_delta_provider.core.{f}" for f in folders))
+    assert {"pyarrow", "numpy"} & loaded == set()
+    assert {m for m in loaded if m.startswith("airflow_delta_provider.core.log.")} == set()
 
 
 def test_every_public_name_still_imports_from_the_package() -> None:

@@ -18,7 +18,7 @@ from deltalake import DeltaTable as RsDeltaTable
 
 from airflow_delta_provider.core import DeltaTable, SchemaMismatchError
 from airflow_delta_provider.operators.pyspark import DeltaPySparkOperator
-from airflow_delta_provider.operators.spark_attempt import spark_path
+from airflow_delta_provider.operators.spark_support.attempt import spark_path
 
 if TYPE_CHECKING:
     from pathlib import Path

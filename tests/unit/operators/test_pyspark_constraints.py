@@ -1,7 +1,7 @@
 """DeltaPySparkOperator end to end on core-created tables with constraints, generated and identity
 columns and row tracking: the written actions are checked against the protocol, a refused write
 leaves the table (log and data files) unchanged, and delta-rs reads the same rows. The row checks
-themselves are covered on a shared session in ``test_spark_constraints.py``."""
+themselves are covered on a shared session in ``spark_support/test_constraints.py``."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from airflow_delta_provider.operators.spark_output import line_level
+from airflow_delta_provider.operators.spark_support.output import line_level
 
 
 @pytest.mark.parametrize(
@@ -43,7 +43,7 @@ _SCRIPT = textwrap.dedent(
     """
     import logging, sys
     logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(levelname)s|%(name)s|%(message)s")
-    from airflow_delta_provider.operators.spark_output import routed_spark_output
+    from airflow_delta_provider.operators.spark_support.output import routed_spark_output
     with routed_spark_output():
         from pyspark.sql import SparkSession
         spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")

@@ -12,7 +12,7 @@ import pytest
 
 from airflow_delta_provider.core.errors import ConstraintViolationError
 from airflow_delta_provider.core.protocol.actions import Metadata
-from airflow_delta_provider.operators.spark_constraints import prepare_frame
+from airflow_delta_provider.operators.spark_support.constraints import prepare_frame
 
 pytestmark = pytest.mark.spark
 pytest.importorskip("pyspark")
