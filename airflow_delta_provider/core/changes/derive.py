@@ -21,6 +21,7 @@ from airflow_delta_provider.core.log.timeline import info_object
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    from airflow_delta_provider.core.changes.partition_filter import PartitionSelector
     from airflow_delta_provider.core.changes.rows import DeletionVectors
     from airflow_delta_provider.core.log.commits import CommitActions
 
@@ -66,6 +67,8 @@ class CommitContext:
     change_data_feed: bool
     partition_columns: Sequence[str]
     uri: str
+    #: only the file actions in the partitions it selects (``changes(partition_filter=...)``)
+    selector: PartitionSelector | None = None
 
 
 def commit_changes(
@@ -76,10 +79,16 @@ def commit_changes(
     :raises ChangeDataNotRecordedError: the commit rewrote rows without recording which (see the
         module docstring), or a remove lacks the partition values its rows need.
     :raises CorruptLogError: an add and a remove of one path without a deletion vector between them.
+
+    With a partition filter, only the files it selects count, and a commit is judged on those
+    files alone: a rewrite in another partition does not refuse the selected partitions' changes.
     """
     version, timestamp = commit.version, context.timestamp
+    selector = context.selector
     cdc = [a["cdc"] for a in commit.actions if "cdc" in a]
     if cdc:
+        if selector is not None:
+            cdc = selector.select(cdc)
         files = [FileChange("cdc", c, version, timestamp) for c in cdc]
         return files, [RowScan(c["path"], c["partitionValues"], version, timestamp, None) for c in cdc]
     info = commit.commit_info
@@ -88,6 +97,10 @@ def commit_changes(
     file_actions = commit.file_actions()
     adds = [a["add"] for a in file_actions if "add" in a and a["add"]["dataChange"]]
     removes = [a["remove"] for a in file_actions if "remove" in a and a["remove"]["dataChange"]]
+    if selector is not None:
+        if context.partition_columns:  # a remove without partition values lies in no known partition
+            _require_partition_values(commit, context, removes)
+        adds, removes = selector.select(adds), selector.select(removes)
     if not adds and not removes:
         return [], []
     added = _by_path(adds, "add", commit)

@@ -23,6 +23,7 @@ from airflow_delta_provider.core.changes.bounds import (
     resolve_range,
 )
 from airflow_delta_provider.core.changes.derive import CommitContext, FileChange, commit_changes
+from airflow_delta_provider.core.changes.partition_filter import PartitionSelector
 from airflow_delta_provider.core.changes.read_schema import (
     check_no_reserved_columns,
     check_read_compatible,
@@ -226,11 +227,17 @@ def load_changes(
     starting_timestamp: datetime | str | int | None = None,
     ending_timestamp: datetime | str | int | None = None,
     provider_defaults: Mapping[str, Any] | None = None,
+    partition_filter: str | None = None,
+    parameters: Mapping[str, Any] | None = None,
 ) -> Changes:
     """The changes of a version range (see :meth:`DeltaTable.changes` for the rules and errors)."""
+    if parameters is not None and partition_filter is None:
+        raise ValueError("parameters bind the markers of a partition_filter; pass one, or leave them out.")
     latest = load_snapshot(storage, provider_defaults=provider_defaults)
     versions = resolve_range(latest, starting_version, ending_version, starting_timestamp, ending_timestamp)
     if versions.end < versions.start:
+        if partition_filter is not None:  # refused alike, whether or not the range is empty
+            _selector(latest, latest.metadata, partition_filter, parameters)
         return _changes(
             latest, versions, latest.metadata, [], [], DeletionVectors(storage, _retention(latest))
         )
@@ -238,6 +245,9 @@ def load_changes(
     commits = _range_commits(latest, files)
     metadata = _metadata_by_version(latest, commits)
     read_metadata, read_version = _read_metadata(latest, metadata, versions)
+    selector = None
+    if partition_filter is not None:
+        selector = _selector(latest, read_metadata, partition_filter, parameters)
     _check_schemas(read_metadata, read_version, metadata, versions)
     _check_removed_files_schema(latest, commits[0], read_metadata, read_version, versions)
     deletion_vectors = DeletionVectors(storage, _retention(latest))
@@ -252,6 +262,7 @@ def load_changes(
             change_data_feed=_feed_enabled(metadata[commit.version]),
             partition_columns=read_metadata.partition_columns,
             uri=storage.root_uri,
+            selector=selector,
         )
         commit_files, commit_scans = commit_changes(commit, context, deletion_vectors)
         changed += commit_files
@@ -289,6 +300,13 @@ def _changes(
         retention=_retention(latest),
         mapping_mode=mode,
     )
+
+
+def _selector(
+    latest: Snapshot, read_metadata: Metadata, text: str, parameters: Mapping[str, Any] | None
+) -> PartitionSelector:
+    mode = column_mapping_mode(latest.protocol, read_metadata)
+    return PartitionSelector(text, read_metadata, mode, parameters)
 
 
 def _retention(latest: Snapshot) -> Any:

@@ -22,7 +22,7 @@ from airflow_delta_provider.core.protocol.partitions import parse_partition_valu
 from airflow_delta_provider.core.protocol.schema import arrow_type_to_delta, delta_type_name
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
 
 class PredicateError(DeltaError, ValueError):
@@ -36,6 +36,7 @@ _TOKEN = re.compile(
       | (?P<number>[+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?)
       | (?P<op><=>|<=|>=|<>|!=|==|=|<|>)
       | (?P<punct>[(),])
+      | (?P<marker>:[A-Za-z_][A-Za-z0-9_]*)
       | (?P<word>[A-Za-z_][A-Za-z0-9_]*)
     )""",
     re.VERBOSE,
@@ -98,15 +99,25 @@ class Predicate:
     :param partition_columns: the table's partition columns.
     :param data_columns: the other columns the predicate may name (a read's filter); by default
         none, so that any column but a partition column is refused (a commit's predicate).
-    :raises PredicateError: the text does not parse, or names a column it may not.
+    :param parameters: the values of the text's named markers (``:name``), each bound as a literal
+        of its Python type (a string as a string literal); every marker must be bound and every
+        parameter used.
+    :raises PredicateError: the text does not parse, names a column it may not, or binds wrongly.
     """
 
     def __init__(
-        self, text: str, partition_columns: Sequence[str], *, data_columns: Sequence[str] = ()
+        self,
+        text: str,
+        partition_columns: Sequence[str],
+        *,
+        data_columns: Sequence[str] = (),
+        parameters: Mapping[str, Any] | None = None,
     ) -> None:
         if not isinstance(text, str) or not text.strip():
             raise PredicateError(f"The predicate must be a non-empty SQL condition, got {text!r}.")
         self.text = text.strip()
+        self.parameters: Mapping[str, Any] = dict(parameters or {})
+        self._used: set[str] = set()
         self._tokens = _tokenize(self.text)
         self._position = 0
         self._depth = 0
@@ -117,6 +128,12 @@ class Predicate:
         self._tree = self._parse_or()
         if self._position != len(self._tokens):
             raise self._error(f"unexpected {self._tokens[self._position][1]!r}")
+        unused = sorted(set(self.parameters) - self._used)
+        if unused:
+            raise PredicateError(
+                f"The parameters {unused} are not used by the predicate {shorten(self.text, 200)!r}: a value "
+                f"meant to narrow it would be ignored. Use each as :name in the predicate, or drop it."
+            )
 
     def __repr__(self) -> str:
         return f"Predicate({self.text!r})"
@@ -279,6 +296,8 @@ class Predicate:
 
     def _parse_literal(self) -> _Literal:
         kind, text = self._take()
+        if kind == "marker":
+            return self._bound(text[1:])
         if kind == "string":
             return _Literal(text[1:-1].replace("''", "'"), "string")
         if kind == "number":
@@ -295,6 +314,26 @@ class Predicate:
                     raise self._error(f"{upper} must be followed by a quoted string")
                 return _Literal(inner[1:-1], upper.lower())
         raise self._error(f"expected a literal value, found {text!r}")
+
+    def _bound(self, name: str) -> _Literal:
+        if name not in self.parameters:
+            raise PredicateError(
+                f"The predicate {shorten(self.text, 200)!r} uses the marker :{name}, which no parameter "
+                f"binds (parameters: {sorted(self.parameters) or 'none'}). Pass parameters={{{name!r}: ...}}."
+            )
+        self._used.add(name)
+        value = self.parameters[name]
+        if value is None:
+            return _Literal(None, "null")
+        if isinstance(value, bool):
+            return _Literal(value, "boolean")
+        if isinstance(value, int | float | Decimal):
+            return _Literal(Decimal(str(value)), "number")
+        if isinstance(value, str):
+            return _Literal(value, "string")
+        raise PredicateError(
+            f"The parameter {name!r} is a {type(value).__name__}; bind a string, a number or a boolean."
+        )
 
 
 def _tokenize(text: str) -> list[tuple[str, str]]:

@@ -244,6 +244,8 @@ class DeltaTable:
         *,
         starting_timestamp: datetime | str | int | None = None,
         ending_timestamp: datetime | str | int | None = None,
+        partition_filter: str | None = None,
+        parameters: Mapping[str, Any] | None = None,
     ) -> Changes:
         """What the commits from ``starting_version`` to ``ending_version`` (inclusive) changed, as
         Delta's Change Data Feed defines it (see ``docs/reading.md``).
@@ -262,6 +264,12 @@ class DeltaTable:
             version committed at or after it).
         :param ending_version: the last version (default and at most: the latest); or
             ``ending_timestamp``: the last version committed at or before it.
+        :param partition_filter: only the changes in the partitions this SQL condition on partition
+            columns selects (``"ds = '2024-01-01'"``, the predicate language of ``replace_where``):
+            each commit's file actions are filtered by their partition values before any row is
+            read, and a commit is judged on the selected files alone (see ``docs/partitions.md``).
+        :param parameters: the values of the filter's ``:name`` markers, each bound as a literal
+            (``partition_filter="ds = :day", parameters={"day": "2024-01-01"}``).
         :raises InvalidChangeRangeError: no start, both a version and a timestamp for one bound, a
             start after the latest version, an end before the start (Delta's error names).
         :raises TimestampLaterThanLatestCommitError: a timestamp after the latest commit.
@@ -271,6 +279,8 @@ class DeltaTable:
             message names the version, the operation and what to do.
         :raises ChangeDataSchemaError: the schema changed incompatibly within the range.
         :raises UnsupportedFeatureError: the table needs a reader feature this core lacks.
+        :raises PredicateError: the partition filter does not parse, names a data column or a
+            column the table lacks, or a value that does not fit its column.
         """
         return load_changes(
             self.storage,
@@ -279,6 +289,8 @@ class DeltaTable:
             starting_timestamp=starting_timestamp,
             ending_timestamp=ending_timestamp,
             provider_defaults=self.provider_defaults,
+            partition_filter=partition_filter,
+            parameters=parameters,
         )
 
     # --- writes ------------------------------------------------------------------------

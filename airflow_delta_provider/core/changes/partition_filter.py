@@ -1,0 +1,89 @@
+"""A change feed restricted to partitions: which file actions lie where a partition filter selects.
+
+``DeltaTable.changes(partition_filter=...)`` takes a predicate on partition columns only (the one
+predicate language; a data column is refused, since a file's rows are not looked at) and keeps,
+per commit, the ``add``, ``remove`` and ``cdc`` actions whose partition values it selects, before
+any row is read: the rows read follow the partitions selected, whatever else the range changed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+import airflow_delta_provider.core.utils.arrays as arrays
+from airflow_delta_provider.core.errors import shorten
+from airflow_delta_provider.core.expressions.predicate import Predicate, PredicateError
+from airflow_delta_provider.core.protocol.partitions import partition_columns_from_map
+from airflow_delta_provider.core.protocol.schema import physical_name_map
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    import numpy.typing as npt
+
+    from airflow_delta_provider.core.protocol.actions import Metadata
+
+__all__ = ["PartitionSelector"]
+
+_VALUES_TYPE = pa.map_(pa.string(), pa.string())
+
+
+class PartitionSelector:
+    """The partitions a partition filter selects, decided for many files' partition values at once.
+
+    :param text: the filter, a SQL condition on partition columns (``"ds = '2024-01-01'"``).
+    :param metadata: the table's metadata the changes are read with (columns and their types).
+    :param mapping_mode: the column mapping mode (the log keys partition values by physical name).
+    :param parameters: the values of the filter's ``:name`` markers.
+    :raises PredicateError: the filter does not parse, names a column the table lacks or a data
+        column, or a value that does not fit its column.
+    """
+
+    def __init__(
+        self,
+        text: str,
+        metadata: Metadata,
+        mapping_mode: str = "none",
+        parameters: Mapping[str, Any] | None = None,
+    ) -> None:
+        schema = metadata.schema
+        columns = list(metadata.partition_columns)
+        data_columns = [name for name in schema.names if name not in columns]
+        self.predicate = Predicate(text, columns, data_columns=data_columns, parameters=parameters)
+        named = sorted(self.predicate.columns - set(columns))
+        if named:
+            raise PredicateError(
+                f"The partition filter {shorten(text, 200)!r} names the data column(s) {named}: changes "
+                f"are selected by the partition values of their files, before any row is read "
+                f"(partition columns: {columns or 'none'}). Filter the rows of the changes afterwards."
+            )
+        physical = physical_name_map(schema) if mapping_mode != "none" else {c: c for c in columns}
+        self._columns = columns
+        self._keys = pa.schema([pa.field(physical[c], schema.field(c).type) for c in columns])
+        self._schema = schema
+        # Typed once: a value that does not fit its column is refused before any commit is read.
+        self.predicate.normal_form(schema)
+
+    @property
+    def text(self) -> str:
+        return self.predicate.text
+
+    def mask(self, values: Sequence[Mapping[str, str | None] | None]) -> npt.NDArray[np.bool_]:
+        """Per file, whether its partition values (as the log holds them) are selected."""
+        if not values:
+            return np.zeros(0, dtype=bool)
+        maps = arrays.array([dict(v) if v is not None else None for v in values], _VALUES_TYPE)
+        typed = partition_columns_from_map(maps, self._keys)
+        logical = pa.schema([self._schema.field(c) for c in self._columns])
+        table = pa.Table.from_arrays(typed.flatten(), schema=logical)
+        return arrays.to_bools(self.predicate.mask(table))
+
+    def select(self, actions: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+        """The actions (``add``, ``remove`` or ``cdc`` bodies) whose partition values are selected."""
+        if not actions:
+            return actions
+        keep = self.mask([a.get("partitionValues") for a in actions])
+        return [action for action, kept in zip(actions, keep.tolist(), strict=True) if kept]
