@@ -70,6 +70,8 @@ def read_changes(
     starting_version: int,
     ending_version: int | None = None,
     *,
+    partition_filter: str | None = None,
+    parameters: Mapping[str, Any] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     spark_uri: str | None = None,
 ) -> Any:
@@ -82,13 +84,18 @@ def read_changes(
     :param spark: a ``SparkSession``, classic or Spark Connect.
     :param table: the table URI or a core ``DeltaTable``.
     :param ending_version: the last version (default: the latest).
+    :param partition_filter: only the changes of the partitions this SQL condition on partition
+        columns selects (``DeltaTable.changes(partition_filter=...)``: only their files are read).
+    :param parameters: the values of ``partition_filter``'s ``:name`` markers.
     :param storage_options: the core's storage options, with a URI ``table``.
     :param spark_uri: where Spark finds the table root, when its Hadoop URI is not the table URI.
     :raises DeltaError: as ``DeltaTable.changes`` (bounds, cleaned-up commits, a commit whose changed
         rows were not recorded, a schema change within the range, a vacuumed file).
     """
     delta_table = as_table(table, storage_options)
-    changes = delta_table.changes(starting_version, ending_version)
+    changes = delta_table.changes(
+        starting_version, ending_version, partition_filter=partition_filter, parameters=parameters
+    )
     return read_change_set(spark, changes, spark_uri=spark_uri)
 
 
@@ -98,18 +105,28 @@ def read_change_set(spark: Any, changes: Changes, *, spark_uri: str | None = Non
 
 
 def read_snapshot_changes(
-    spark: Any, snapshot: Snapshot, committed_at: int, *, spark_uri: str | None = None
+    spark: Any,
+    snapshot: Snapshot,
+    committed_at: int,
+    *,
+    partition_filter: str | None = None,
+    parameters: Mapping[str, Any] | None = None,
+    spark_uri: str | None = None,
 ) -> Any:
     """A snapshot's rows as the change feed's inserts at its version (what Delta's streaming source
     delivers first, before the changes after it): the columns of :func:`read_changes`,
     ``_change_type`` ``insert``, ``_commit_version`` the snapshot's version.
 
     :param committed_at: the version's commit time (ms since the epoch), the ``_commit_timestamp``.
+    :param partition_filter: only the rows of the partitions it selects (see :func:`read_delta`).
+    :param parameters: the values of ``partition_filter``'s ``:name`` markers.
     """
     from pyspark.sql import functions as F
 
     check_no_reserved_columns(snapshot.metadata, snapshot.version)
-    frame = read_snapshot(spark, snapshot, spark_uri=spark_uri)
+    frame = read_snapshot(
+        spark, snapshot, partition_filter=partition_filter, parameters=parameters, spark_uri=spark_uri
+    )
     return frame.select(
         *[column(name) for name in frame.columns],
         F.lit("insert").alias(CHANGE_TYPE),

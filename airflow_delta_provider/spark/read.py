@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_delta_provider.core.expressions import Predicate
+from airflow_delta_provider.core.expressions import Predicate, files_matching, partition_predicate
 from airflow_delta_provider.core.log import deletion_vector_rows
 from airflow_delta_provider.core.utils import get_logger
 from airflow_delta_provider.spark.files import (
@@ -66,6 +66,8 @@ def read_delta(
     timestamp: dt.datetime | str | int | None = None,
     columns: Sequence[str] | None = None,
     filter: str | None = None,
+    partition_filter: str | None = None,
+    parameters: Mapping[str, Any] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     spark_uri: str | None = None,
 ) -> Any:
@@ -82,20 +84,32 @@ def read_delta(
         core parses (comparisons, ``IN``, ``BETWEEN``, ``IS [NOT] NULL``, ``AND``/``OR``/``NOT``):
         files that cannot hold a matching row are skipped before Spark sees a path, and the rows
         are filtered on Spark.
+    :param partition_filter: only the partitions this SQL condition on partition columns selects
+        (the language of ``filter``; a data column is refused): their files are the only ones read.
+    :param parameters: the values of ``partition_filter``'s ``:name`` markers
+        (``partition_filter="ds = :day", parameters={"day": "2024-01-01"}``).
     :param storage_options: the core's storage options, with a URI ``table``.
     :param spark_uri: where Spark finds the table root when its Hadoop URI is not the table URI
         (default: the table URI, ``s3://`` as ``s3a://``). The session's Hadoop configuration
         must give Spark access to it.
     :raises UnsupportedFeatureError: the table needs a reader feature the core lacks, or a newer
         Spark (deletion vectors need 3.4, type widening 4.0).
-    :raises PredicateError: the filter does not parse, names an unknown column or a value that
-        does not fit its column.
+    :raises PredicateError: a filter does not parse, names an unknown column (the partition filter: a
+        data column) or a value that does not fit its column.
     """
     if not isinstance(table, str) and storage_options is not None:
         raise ValueError("storage_options applies to a table URI; a DeltaTable already carries its own.")
     delta_table = as_table(table, storage_options)
     snapshot = delta_table.snapshot(version=version, timestamp=timestamp)
-    return read_snapshot(spark, snapshot, columns=columns, filter=filter, spark_uri=spark_uri)
+    return read_snapshot(
+        spark,
+        snapshot,
+        columns=columns,
+        filter=filter,
+        partition_filter=partition_filter,
+        parameters=parameters,
+        spark_uri=spark_uri,
+    )
 
 
 def as_table(table: str | DeltaTable, storage_options: Mapping[str, Any] | None) -> DeltaTable:
@@ -114,13 +128,22 @@ def read_snapshot(
     *,
     columns: Sequence[str] | None = None,
     filter: str | None = None,
+    partition_filter: str | None = None,
+    parameters: Mapping[str, Any] | None = None,
     spark_uri: str | None = None,
 ) -> Any:
     """:func:`read_delta` of a snapshot already loaded."""
     schema = read_schema(snapshot)
     selected = _select_columns(snapshot, columns)
     predicate = _predicate(snapshot, filter)
-    files, partition_values = _files_to_read(snapshot, predicate)
+    if parameters is not None and partition_filter is None:
+        raise ValueError("parameters bind the markers of a partition_filter; pass one, or leave them out.")
+    partitions = None
+    if partition_filter is not None:
+        partitions = partition_predicate(
+            partition_filter, snapshot.schema, snapshot.partition_columns, parameters
+        )
+    files, partition_values = _files_to_read(snapshot, predicate, partitions)
     has_dv = files.column("deletion_vector").is_valid()
     with_dv = int(pc.sum(has_dv).as_py() or 0)
     keyed = with_dv > 0 or bool(snapshot.partition_columns)
@@ -133,7 +156,9 @@ def read_snapshot(
         with_dv,
         snapshot.storage.root_uri,
         snapshot.version,
-        f"; the filter skipped {snapshot.num_files() - len(paths)}" if predicate is not None else "",
+        f"; the filters skipped {snapshot.num_files() - len(paths)}"
+        if predicate is not None or partitions is not None
+        else "",
     )
     if not paths:
         frame = empty_frame(spark, [field(c.logical, c.logical_type) for c in schema.columns])
@@ -173,15 +198,20 @@ def _predicate(snapshot: Snapshot, text: str | None) -> Predicate | None:
     return predicate
 
 
-def _files_to_read(snapshot: Snapshot, predicate: Predicate | None) -> tuple[pa.Table, pa.Table]:
-    """The active files a read needs and their typed partition values (row-aligned)."""
+def _files_to_read(
+    snapshot: Snapshot, predicate: Predicate | None, partitions: Predicate | None
+) -> tuple[pa.Table, pa.Table]:
+    """The active files a read needs and their typed partition values (row-aligned): those the
+    filter may need, in the partitions the partition filter selects (its rows need no filter)."""
     files = snapshot.files()
     partition_values = snapshot.partition_values() if snapshot.partition_columns else pa.table({})
-    if predicate is None:
+    if predicate is None and partitions is None:
         return files, partition_values
-    from airflow_delta_provider.core.expressions import files_matching
-
-    mask = pa.array(files_matching(snapshot, predicate))
+    keep = np.ones(files.num_rows, dtype=bool)
+    for chosen in (predicate, partitions):
+        if chosen is not None:
+            keep &= files_matching(snapshot, chosen)
+    mask = pa.array(keep)
     return files.filter(mask), (
         partition_values.filter(mask) if partition_values.num_columns else partition_values
     )

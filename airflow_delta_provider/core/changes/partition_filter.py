@@ -1,8 +1,7 @@
 """A change feed restricted to partitions: which file actions lie where a partition filter selects.
 
-``DeltaTable.changes(partition_filter=...)`` takes a predicate on partition columns only (the one
-predicate language; a data column is refused, since a file's rows are not looked at) and keeps,
-per commit, the ``add``, ``remove`` and ``cdc`` actions whose partition values it selects, before
+``DeltaTable.changes(partition_filter=...)`` keeps, per commit, the ``add``, ``remove`` and ``cdc``
+actions whose partition values the filter (:mod:`~..expressions.partition_filter`) selects, before
 any row is read: the rows read follow the partitions selected, whatever else the range changed.
 """
 
@@ -14,8 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 import airflow_delta_provider.core.utils.arrays as arrays
-from airflow_delta_provider.core.errors import shorten
-from airflow_delta_provider.core.expressions.predicate import Predicate, PredicateError
+from airflow_delta_provider.core.expressions.partition_filter import partition_predicate
 from airflow_delta_provider.core.protocol.partitions import partition_columns_from_map
 from airflow_delta_provider.core.protocol.schema import physical_name_map
 
@@ -51,21 +49,11 @@ class PartitionSelector:
     ) -> None:
         schema = metadata.schema
         columns = list(metadata.partition_columns)
-        data_columns = [name for name in schema.names if name not in columns]
-        self.predicate = Predicate(text, columns, data_columns=data_columns, parameters=parameters)
-        named = sorted(self.predicate.columns - set(columns))
-        if named:
-            raise PredicateError(
-                f"The partition filter {shorten(text, 200)!r} names the data column(s) {named}: changes "
-                f"are selected by the partition values of their files, before any row is read "
-                f"(partition columns: {columns or 'none'}). Filter the rows of the changes afterwards."
-            )
+        self.predicate = partition_predicate(text, schema, columns, parameters)
         physical = physical_name_map(schema) if mapping_mode != "none" else {c: c for c in columns}
         self._columns = columns
         self._keys = pa.schema([pa.field(physical[c], schema.field(c).type) for c in columns])
         self._schema = schema
-        # Typed once: a value that does not fit its column is refused before any commit is read.
-        self.predicate.normal_form(schema)
 
     @property
     def text(self) -> str:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from airflow_delta_provider.core.utils.lazy import lazy_attributes
 
 if TYPE_CHECKING:
+    from airflow_delta_provider.core.expressions.partition_filter import partition_predicate, slice_filter
     from airflow_delta_provider.core.expressions.predicate import (
         Clause,
         Comparison,
@@ -34,10 +35,12 @@ _LAZY = {
     "indexed_columns": "airflow_delta_provider.core.expressions.stats",
     "Junction": "airflow_delta_provider.core.expressions.predicate",
     "parse_stats": "airflow_delta_provider.core.expressions.stats_parsed",
+    "partition_predicate": "airflow_delta_provider.core.expressions.partition_filter",
     "partitions_may_match": "airflow_delta_provider.core.expressions.skipping",
     "Predicate": "airflow_delta_provider.core.expressions.predicate",
     "PredicateError": "airflow_delta_provider.core.expressions.predicate",
     "read_footers": "airflow_delta_provider.core.expressions.stats",
+    "slice_filter": "airflow_delta_provider.core.expressions.partition_filter",
     "stats_json": "airflow_delta_provider.core.expressions.stats_encoding",
     "stats_parsed_type": "airflow_delta_provider.core.expressions.stats_parsed",
 }
@@ -52,8 +55,10 @@ __all__ = [
     "files_matching",
     "indexed_columns",
     "parse_stats",
+    "partition_predicate",
     "partitions_may_match",
     "read_footers",
+    "slice_filter",
     "stats_json",
     "stats_parsed_type",
 ]

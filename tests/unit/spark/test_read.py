@@ -178,6 +178,23 @@ def test_the_filter_skips_files_before_spark_sees_them(spark: Any, tmp_path: Pat
     assert empty.count() == 0 and empty.columns == ["id", "ds"]
 
 
+def test_a_partition_filter_reads_only_its_partitions_files(spark: Any, tmp_path: Path) -> None:
+    """Each awkward partition value, bound to a marker (never spliced into the text), selects its
+    partition's files and nothing else; its rows are the core's rows of that partition."""
+    root = tmp_path / "dir with space %41 ü" / "t"
+    table = odd_table(root)
+    snapshot = table.snapshot()
+    for value in ODD_VALUES:
+        frame = read_delta(spark, table, partition_filter="p = :value", parameters={"value": value})
+        got = frame.toArrow()
+        assert got.num_rows > 0 and set(got.column("p").to_pylist()) == {value}
+        assert rows(got) == rows(core_rows(snapshot, filter=f"p = '{value.replace(chr(39), chr(39) * 2)}'"))
+        in_partition = [f for f in snapshot.files().to_pylist() if dict(f["partition_values"])["p"] == value]
+        assert len(frame.inputFiles()) == len(in_partition) == 1
+    both = read_delta(spark, table, filter="id >= 3", partition_filter=f"p IN ('{ODD_VALUES[0]}')")
+    assert rows(both.toArrow()) == rows(core_rows(snapshot, filter=f"p = '{ODD_VALUES[0]}' AND id >= 3"))
+
+
 def test_a_long_in_list_is_one_shallow_condition(spark: Any, tmp_path: Path) -> None:
     """A filter with thousands of values (an IN list from an upstream task) nests log2(n) deep on
     Spark, as the core reads it: no stack overflow in the analyzer, the same rows."""
@@ -210,6 +227,9 @@ def test_a_row_spark_names_differently_fails_the_query(
         ({"filter": "nope = 1"}, PredicateError, "not a column of the table"),
         ({"filter": "id = 'x'"}, PredicateError, "does not fit column 'id'"),
         ({"filter": "id >"}, PredicateError, "Cannot parse"),
+        ({"partition_filter": "id = 1"}, PredicateError, r"names the data column\(s\) \['id'\]"),
+        ({"partition_filter": "p = :v"}, PredicateError, "no parameter binds"),
+        ({"parameters": {"v": "a"}}, ValueError, "markers of a partition_filter"),
         ({"columns": ["nope"]}, ValueError, "no column 'nope'"),
         ({"columns": "id"}, TypeError, "list of column names"),
         ({"version": 99}, DeltaError, "99"),
