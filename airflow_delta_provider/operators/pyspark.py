@@ -135,6 +135,13 @@ class DeltaPySparkOperator(
     :param tags: extra commitInfo tags (the run identity is always added).
     :param allow_empty_overwrite: let an ``overwrite`` (or ``replace_where``) whose DataFrame wrote
         no file remove the data it replaces; default False (refused).
+    :param partition_key_columns: the partition columns a run's asset ``partition_key`` names (a
+        composite key's ``|``-separated parts, in order): a keyed run replaces exactly that slice
+        with its DataFrame, rows outside it refused before anything is committed; a run without a
+        key writes as it would without them (see ``DeltaCommitOperator`` and docs/partitions.md).
+        (templated)
+    :param add_partitions: declare every partition the commit touched on the table's asset event
+        (Airflow 3.3+, see ``DeltaCommitOperator``).
     :param spark_table_uri: where Spark writes the table, when its Hadoop path differs from
         ``table_uri`` (default: ``table_uri`` with ``s3://`` as ``s3a://``). (templated)
     :param write_subdir: the directory under the table root holding each attempt's output;
@@ -198,6 +205,8 @@ class DeltaPySparkOperator(
         user_metadata: str | None = None,
         tags: Mapping[str, str] | None = None,
         allow_empty_overwrite: bool = False,
+        partition_key_columns: Sequence[str] | str | None = None,
+        add_partitions: bool = False,
         spark_table_uri: str | None = None,
         write_subdir: str = "airflow",
         write_options: Mapping[str, str] | None = None,
@@ -232,6 +241,8 @@ class DeltaPySparkOperator(
             user_metadata=user_metadata,
             tags=tags,
             allow_empty_overwrite=allow_empty_overwrite,
+            partition_key_columns=partition_key_columns,
+            add_partitions=add_partitions,
         )
         self.spark_table_uri = spark_table_uri
         self.write_subdir = check_write_subdir(write_subdir)
@@ -255,6 +266,7 @@ class DeltaPySparkOperator(
         identity, app_id, app_version = self.idempotency_key(context)
         table = self.hook.get_table()
         snapshot, columns = self._target_state(table, log_missing=True)
+        self.check_run_slice(snapshot)  # a key the table cannot hold is refused before Spark starts
         # Before Spark starts: a retry whose commit already landed must not run the job again.
         if snapshot is not None:
             done = already_committed(table, app_id, app_version, snapshot=snapshot)

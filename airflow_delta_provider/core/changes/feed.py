@@ -305,8 +305,7 @@ def _changes(
 def _selector(
     latest: Snapshot, read_metadata: Metadata, text: str, parameters: Mapping[str, Any] | None
 ) -> PartitionSelector:
-    mode = column_mapping_mode(latest.protocol, read_metadata)
-    return PartitionSelector(text, read_metadata, mode, parameters)
+    return PartitionSelector(text, latest.protocol, read_metadata, parameters)
 
 
 def _retention(latest: Snapshot) -> Any:

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 import airflow_delta_provider.core.utils.arrays as arrays
 from airflow_delta_provider.core.expressions.partition_filter import partition_predicate
+from airflow_delta_provider.core.protocol.column_mapping import column_mapping_mode
 from airflow_delta_provider.core.protocol.partitions import partition_columns_from_map
 from airflow_delta_provider.core.protocol.schema import physical_name_map
 
@@ -22,9 +23,9 @@ if TYPE_CHECKING:
 
     import numpy.typing as npt
 
-    from airflow_delta_provider.core.protocol.actions import Metadata
+    from airflow_delta_provider.core.protocol.actions import Metadata, Protocol
 
-__all__ = ["PartitionSelector"]
+__all__ = ["PartitionSelector", "logical_keys"]
 
 _VALUES_TYPE = pa.map_(pa.string(), pa.string())
 
@@ -33,8 +34,8 @@ class PartitionSelector:
     """The partitions a partition filter selects, decided for many files' partition values at once.
 
     :param text: the filter, a SQL condition on partition columns (``"ds = '2024-01-01'"``).
-    :param metadata: the table's metadata the changes are read with (columns and their types).
-    :param mapping_mode: the column mapping mode (the log keys partition values by physical name).
+    :param protocol: the table's protocol (whether column mapping is in force).
+    :param metadata: the table's metadata the files are judged by (columns and their types).
     :param parameters: the values of the filter's ``:name`` markers.
     :raises PredicateError: the filter does not parse, names a column the table lacks or a data
         column, or a value that does not fit its column.
@@ -43,16 +44,16 @@ class PartitionSelector:
     def __init__(
         self,
         text: str,
+        protocol: Protocol,
         metadata: Metadata,
-        mapping_mode: str = "none",
         parameters: Mapping[str, Any] | None = None,
     ) -> None:
         schema = metadata.schema
         columns = list(metadata.partition_columns)
         self.predicate = partition_predicate(text, schema, columns, parameters)
-        physical = physical_name_map(schema) if mapping_mode != "none" else {c: c for c in columns}
+        keys = logical_keys(protocol, metadata)
         self._columns = columns
-        self._keys = pa.schema([pa.field(physical[c], schema.field(c).type) for c in columns])
+        self._keys = pa.schema([pa.field(key, schema.field(column).type) for key, column in keys.items()])
         self._schema = schema
 
     @property
@@ -75,3 +76,13 @@ class PartitionSelector:
             return actions
         keep = self.mask([a.get("partitionValues") for a in actions])
         return [action for action, kept in zip(actions, keep.tolist(), strict=True) if kept]
+
+
+def logical_keys(protocol: Protocol, metadata: Metadata) -> dict[str, str]:
+    """How the log keys each partition column's value (its physical name under column mapping),
+    to the column's logical name, in the table's partition order."""
+    columns = list(metadata.partition_columns)
+    if column_mapping_mode(protocol, metadata) == "none":
+        return {column: column for column in columns}
+    physical = physical_name_map(metadata.schema)
+    return {physical[column]: column for column in columns}

@@ -138,6 +138,16 @@ class Predicate:
     def __repr__(self) -> str:
         return f"Predicate({self.text!r})"
 
+    @property
+    def bound_text(self) -> str:
+        """The text with each marker replaced by the SQL literal of its value, as Spark records a
+        parameterized predicate (a commit's ``operationParameters.predicate``); the text itself
+        when nothing is bound."""
+        if not self.parameters:
+            return self.text
+        parts = [_sql_literal(self.parameters[t[1:]]) if k == "marker" else t for k, t in self._tokens]
+        return " ".join(parts)
+
     # --- evaluation ---------------------------------------------------------------------
 
     def mask(self, partition_values: pa.Table) -> pa.BooleanArray:
@@ -334,6 +344,17 @@ class Predicate:
         raise PredicateError(
             f"The parameter {name!r} is a {type(value).__name__}; bind a string, a number or a boolean."
         )
+
+
+def _sql_literal(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if not isinstance(value, str):
+        return str(value)
+    # Spark's string literal: a backslash escapes, a quote is doubled.
+    return "'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 def _tokenize(text: str) -> list[tuple[str, str]]:

@@ -24,7 +24,7 @@ from airflow_delta_provider.core.log.logfiles import commit_name
 from airflow_delta_provider.core.protocol.action_checks import action_problem, malformed_action_error
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from airflow_delta_provider.core.log.logfiles import LogFile
     from airflow_delta_provider.core.log.segment import LogSegment
@@ -93,6 +93,25 @@ class CommitActions:
         """Record that every ``add``/``remove`` line was parsed and checked (by a reader that
         parsed them in its own way, the columnar replay): :func:`check_replayable` skips them."""
         self._files_checked = True
+
+    def touched_partitions(self, logical: Mapping[str, str] | None = None) -> list[dict[str, str | None]]:
+        """The distinct partitions whose data the commit changed, in the order first seen: the
+        partition values of its ``cdc`` files, and of its ``add`` and ``remove`` actions with
+        ``dataChange=true`` (an OPTIMIZE touches none). Values as the log holds them.
+
+        :param logical: physical name -> logical name of the partition columns (column mapping):
+            the values are then keyed by logical name.
+        """
+        seen: dict[tuple[tuple[str, str | None], ...], None] = {}
+        for action in [*self.file_actions(), *(a for a in self.actions if "cdc" in a)]:
+            body = action.get("add") or action.get("remove") or action.get("cdc") or {}
+            if "cdc" not in action and not body.get("dataChange", True):
+                continue
+            values = body.get("partitionValues") or {}
+            if logical:
+                values = {logical.get(k, k): v for k, v in values.items()}
+            seen.setdefault(tuple(sorted(values.items())), None)
+        return [dict(key) for key in seen]
 
     def file_actions(self) -> list[dict[str, Any]]:
         """The ``add`` and ``remove`` actions, in file order."""

@@ -32,11 +32,18 @@ if TYPE_CHECKING:
         purge_due,
         vacuum_due,
     )
-    from airflow_delta_provider.core.table.watch import CommitFilter, PollResult, payload, poll
+    from airflow_delta_provider.core.table.watch import (
+        CommitFilter,
+        PollResult,
+        commit_partitions,
+        payload,
+        poll,
+    )
 
 _LAZY = {
     "checkpoint_due": "airflow_delta_provider.core.table.maintenance_due",
     "cleanup_due": "airflow_delta_provider.core.table.maintenance_due",
+    "commit_partitions": "airflow_delta_provider.core.table.watch",
     "commit_time": "airflow_delta_provider.core.table.consumer",
     "CommitFilter": "airflow_delta_provider.core.table.watch",
     "DEFAULT_OPTIMIZE_MIN_FILES": "airflow_delta_provider.core.table.maintenance_due",
@@ -68,6 +75,7 @@ __all__ = [
     "StartingVersion",
     "checkpoint_due",
     "cleanup_due",
+    "commit_partitions",
     "commit_time",
     "optimize_due",
     "parse_consumer_app_id",
