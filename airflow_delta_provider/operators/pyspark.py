@@ -171,6 +171,11 @@ class DeltaPySparkOperator(
         versions after it; use with ``mode="overwrite"`` to rebuild from the snapshot). (templated)
     :param spark_source_uri: where Spark reads the source, when its Hadoop path differs from the
         source URI. (templated)
+    :param source_partition_key_columns: with ``source`` and ``partition_key_columns``: the source's
+        partition columns a run's partition key names (default: ``partition_key_columns``). A keyed
+        run then consumes only that partition of the source, with a cursor of its own: each source
+        version of each partition once, in whatever order the partitions' runs come (a first read
+        is judged on the target's slice alone). (templated)
 
     Returns (XCom): ``table_uri``, ``version``, ``skipped``, ``committed``, ``operation``, ``mode``,
     ``app_id``, ``app_version``, ``files``, ``rows``, ``bytes``, ``removed_files``, ``removed_bytes``
@@ -220,6 +225,7 @@ class DeltaPySparkOperator(
         source_starting_version: int | str | None = None,
         source_reset: bool | str = False,
         spark_source_uri: str | None = None,
+        source_partition_key_columns: Sequence[str] | str | None = None,
         **kwargs: Any,
     ) -> None:
         self._default_outlets(kwargs, table_uri, delta_conn_id)
@@ -257,6 +263,8 @@ class DeltaPySparkOperator(
             source_reset=source_reset,
             spark_source_uri=spark_source_uri,
             python_callable=python_callable,
+            source_partition_key_columns=source_partition_key_columns,
+            partition_key_columns=partition_key_columns,
         )
         self._pending: _Pending | None = None
 

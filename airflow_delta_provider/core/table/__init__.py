@@ -14,9 +14,11 @@ from airflow_delta_provider.core.utils.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from airflow_delta_provider.core.table.consumer import (
+        ConsumerPartition,
         SourceRead,
         StartingVersion,
         commit_time,
+        consumer_partition,
         parse_consumer_app_id,
         plan_read,
     )
@@ -45,6 +47,8 @@ _LAZY = {
     "cleanup_due": "airflow_delta_provider.core.table.maintenance_due",
     "commit_partitions": "airflow_delta_provider.core.table.watch",
     "commit_time": "airflow_delta_provider.core.table.consumer",
+    "consumer_partition": "airflow_delta_provider.core.table.consumer",
+    "ConsumerPartition": "airflow_delta_provider.core.table.consumer",
     "CommitFilter": "airflow_delta_provider.core.table.watch",
     "DEFAULT_OPTIMIZE_MIN_FILES": "airflow_delta_provider.core.table.maintenance_due",
     "DEFAULT_VACUUM_INTERVAL": "airflow_delta_provider.core.table.maintenance_due",
@@ -67,6 +71,7 @@ __all__ = [
     "DEFAULT_OPTIMIZE_MIN_FILES",
     "DEFAULT_VACUUM_INTERVAL",
     "CommitFilter",
+    "ConsumerPartition",
     "DeltaTable",
     "OptimizeDecision",
     "PollResult",
@@ -77,6 +82,7 @@ __all__ = [
     "cleanup_due",
     "commit_partitions",
     "commit_time",
+    "consumer_partition",
     "optimize_due",
     "parse_consumer_app_id",
     "payload",
