@@ -18,7 +18,7 @@ from airflow_delta_provider.utils.coercion import to_list
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-__all__ = ["KEY_SEPARATOR", "RunSlice", "partition_keys", "to_key_columns"]
+__all__ = ["KEY_SEPARATOR", "RunSlice", "partition_keys", "to_key_columns", "with_partition_keys"]
 
 #: How Airflow joins the parts of a composite partition key (``ProductMapper``'s delimiter).
 KEY_SEPARATOR = "|"
@@ -96,3 +96,13 @@ def partition_keys(
             continue
         keys[key] = None
     return list(keys), unnamed
+
+
+def with_partition_keys(event: dict[str, Any]) -> dict[str, Any]:
+    """A watcher's event payload with ``partition_keys``: the Airflow keys of its ``partitions``
+    (every partition column's value, in the table's order, joined with ``|``), since Airflow gives
+    an ``AssetWatcher``'s event no key: a DAG it triggers reads them from the event instead."""
+    partitions = event.get("partitions") or []
+    columns = list(partitions[0]) if partitions else []
+    keys, _ = partition_keys(partitions, columns)
+    return {**event, "partition_keys": keys}

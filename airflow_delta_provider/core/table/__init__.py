@@ -37,12 +37,14 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.table.watch import (
         CommitFilter,
         PollResult,
+        check_partition_filter,
         commit_partitions,
         payload,
         poll,
     )
 
 _LAZY = {
+    "check_partition_filter": "airflow_delta_provider.core.table.watch",
     "checkpoint_due": "airflow_delta_provider.core.table.maintenance_due",
     "cleanup_due": "airflow_delta_provider.core.table.maintenance_due",
     "commit_partitions": "airflow_delta_provider.core.table.watch",
@@ -78,6 +80,7 @@ __all__ = [
     "PurgeDecision",
     "SourceRead",
     "StartingVersion",
+    "check_partition_filter",
     "checkpoint_due",
     "cleanup_due",
     "commit_partitions",

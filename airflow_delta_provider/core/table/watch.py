@@ -151,6 +151,19 @@ def commit_partitions(snapshot: Snapshot, version: int) -> list[dict[str, str | 
     return _Partitions.of(snapshot).named(commit.touched_partitions())
 
 
+def check_partition_filter(table: DeltaTable, text: str) -> None:
+    """Type a watcher's partition filter against the table's columns now, not at the first commit
+    it would judge; a table that does not exist yet is judged when it does.
+
+    :raises PredicateError: the filter does not parse, names a data column or a column the table
+        lacks, or a value that does not fit its column.
+    """
+    try:
+        _Partitions(table, text)._load()
+    except TableNotFoundError:
+        return
+
+
 def poll(table: DeltaTable, cursor: int | None, commit_filter: CommitFilter | None = None) -> PollResult:
     """New commits after ``cursor`` that pass ``commit_filter``.
 
