@@ -25,7 +25,10 @@ Run it with ``make demo``. Everything lives under ``.demo/`` in the repository: 
 5. runs ``delta_erase_customer`` on an orders table with deletion vectors (DELETE, then PURGE and
    VACUUM as one maintenance step) and counts the customer's rows in every file under its root, and
    ``delta_rollback`` on a copy of the events table, undoing the failing day's run in one RESTORE;
-6. prints the table's history and its rows per day, and where to see it all in Airflow's UI
+6. where the installed Airflow has asset partitions (3.2+), runs the partitioned pair
+   ``delta_partitioned_orders`` / ``delta_partitioned_totals`` in keyed runs: two days out of
+   order, a consumer run per day, one day cleared and consumed again (``demo_partitions.py``);
+7. prints the table's history and its rows per day, and where to see it all in Airflow's UI
    (the provider's Delta view, docs/ui.md).
 """
 
@@ -39,6 +42,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+from demo_partitions import partitions_demo
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / ".demo"
@@ -288,6 +293,7 @@ def main() -> None:
     print_history(later, "History of the copy after it (the expired commits are gone; newest first):")
     erase_a_customer()
     roll_back(table_uri, bad_run_id=failing_run_id)
+    partitions_demo(load, return_value)
 
     table = DeltaTable(table_uri)
     snapshot = table.snapshot()
