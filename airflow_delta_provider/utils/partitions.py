@@ -66,6 +66,12 @@ class RunSlice:
                 f"{list(columns)}: a composite key (ProductMapper's) holds one part per column, in that "
                 f"order. Name the columns the key holds, or map the key to that shape."
             )
+        empty = [column for column, part in zip(columns, parts, strict=True) if not part]
+        if empty:
+            raise ValueError(
+                f"The run's partition key {key!r} has an empty part for {empty}: an empty partition "
+                f"value is a null one in Delta, which a key cannot name."
+            )
         return cls(key, tuple(columns), tuple(parts))
 
     def predicate(self) -> tuple[str, dict[str, str]]:

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import itertools
 import sys
-from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 from dag_runs import xcom
+from partition_checks import orders_per_day, totals_per_day
 
 from airflow_delta_provider.core import DeltaTable
 
@@ -53,22 +53,6 @@ def run(dag: Any, key: str) -> Any:
     return dag_run
 
 
-def orders_per_day(orders: ModuleType) -> dict[tuple[str, str], tuple[int, int]]:
-    """(orders, amount) per (day, region) of the orders table."""
-    data = DeltaTable(orders.ORDERS_TABLE).snapshot().to_pyarrow_table().to_pylist()
-    found: Counter[tuple[str, str]] = Counter()
-    amount: Counter[tuple[str, str]] = Counter()
-    for row in data:
-        found[(str(row["ds"]), row["region"])] += 1
-        amount[(str(row["ds"]), row["region"])] += row["amount"]
-    return {k: (found[k], amount[k]) for k in found}
-
-
-def totals_per_day(totals: ModuleType) -> dict[tuple[str, str], tuple[int, int]]:
-    data = DeltaTable(totals.TOTALS_TABLE).snapshot().to_pyarrow_table().to_pylist()
-    return {(str(r["ds"]), r["region"]): (r["orders"], r["amount"]) for r in data}
-
-
 def test_the_pair_is_a_partitioned_producer_and_its_partitioned_consumer(
     orders: ModuleType, totals: ModuleType
 ) -> None:
@@ -101,7 +85,7 @@ def test_each_day_is_replaced_once_and_consumed_once_in_any_order(
         source = xcom(run(totals.dag, day), "daily_totals")["source"]
         assert source["partition_key"] == day and source["previous_cursor"] is None
         ranges.setdefault(day, []).append(source["versions"])
-    assert totals_per_day(totals) == orders_per_day(orders)
+    assert totals_per_day(totals.TOTALS_TABLE) == orders_per_day(orders.ORDERS_TABLE)
 
     # A clear of 2026-03-02: the producer's run replaces the day, the consumer's run of that day
     # reads that commit alone; 2026-03-01 has nothing new and commits nothing.
@@ -114,7 +98,7 @@ def test_each_day_is_replaced_once_and_consumed_once_in_any_order(
     quiet = xcom(run(totals.dag, "2026-03-01"), "daily_totals")
     assert not quiet["committed"] and quiet["source"]["versions"] is None
     assert DeltaTable(totals.TOTALS_TABLE).version() == before
-    assert totals_per_day(totals) == orders_per_day(orders)
+    assert totals_per_day(totals.TOTALS_TABLE) == orders_per_day(orders.ORDERS_TABLE)
     # Per day, the ranges read follow one another: no version read twice, none skipped.
     for day, read in ranges.items():
         for previous, following in itertools.pairwise(read):

@@ -253,10 +253,13 @@ def load_changes(
     deletion_vectors = DeletionVectors(storage, _retention(latest))
     changed: list[FileChange] = []
     scans: list[RowScan] = []
-    for commit in commits:
+    selected = _commits_selected(commits, selector) if selector is not None else [True] * len(commits)
+    for commit, may_select in zip(commits, selected, strict=True):
         for action in commit.actions:
             if "protocol" in action:
                 check_supported(Protocol.from_json(action["protocol"]), None, Operation.READ)
+        if not may_select:
+            continue  # no file of the commit lies in the selected partitions: its lines stay unparsed
         context = CommitContext(
             timestamp=commit_time(commit, times),
             change_data_feed=_feed_enabled(metadata[commit.version]),
@@ -306,6 +309,23 @@ def _selector(
     latest: Snapshot, read_metadata: Metadata, text: str, parameters: Mapping[str, Any] | None
 ) -> PartitionSelector:
     return PartitionSelector(text, latest.protocol, read_metadata, parameters)
+
+
+def _commits_selected(commits: list[CommitActions], selector: PartitionSelector) -> list[bool]:
+    """Per commit, whether it may hold file actions in the selected partitions (its change-data
+    files, or its file lines' distinct partition values, read without parsing the lines, all
+    judged at once): a partition's reader parses only the commits that touched it."""
+    found: list[list[dict[str, str | None]] | None] = [
+        None if any("cdc" in a for a in c.actions) else c.file_partition_values() for c in commits
+    ]
+    distinct: dict[tuple[tuple[str, str | None], ...], int] = {}
+    for values in found:
+        for value in values or ():
+            distinct.setdefault(tuple(sorted(value.items())), len(distinct))
+    mask = selector.mask([dict(key) for key in distinct]).tolist()
+    return [
+        values is None or any(mask[distinct[tuple(sorted(v.items()))]] for v in values) for values in found
+    ]
 
 
 def _retention(latest: Snapshot) -> Any:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import json
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,11 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.storage import LogStore
 
 _FILE_LINE_PREFIXES = (b'{"add"', b'{"remove"')
+#: A file action's partition values as the text holds them: a flat object of strings and nulls (a
+#: value holding a brace fails the match or the decode, and the caller parses the lines instead).
+_PARTITION_VALUES_KEY = b'"partitionValues"'
+_PARTITION_VALUES = re.compile(rb'"partitionValues"\s*:\s*(\{[^{}]*\})')
+_REMOVE_LINE = b'{"remove"'
 
 
 @dataclass
@@ -112,6 +118,36 @@ class CommitActions:
                 values = {logical.get(k, k): v for k, v in values.items()}
             seen.setdefault(tuple(sorted(values.items())), None)
         return [dict(key) for key in seen]
+
+    def file_partition_values(self) -> list[dict[str, str | None]] | None:
+        """The distinct ``partitionValues`` of the commit's ``add`` and ``remove`` lines, found in
+        the text without parsing the lines (one scan; each distinct object decoded by ``json``),
+        so that a reader of some partitions can pass over a commit that holds none of them.
+
+        None when the text cannot say it exactly: a line without exactly one such object (a
+        remove without partition values), an object ``json`` does not read as strings by name,
+        or a file action on a line that does not start as one.
+        """
+        if any("add" in a or "remove" in a for a in self.actions):
+            return None
+        text = self._text[self._start : self._end]
+        found = _PARTITION_VALUES.findall(text)
+        if len(found) != self.file_line_count or text.count(_PARTITION_VALUES_KEY) != len(found):
+            return None
+        if _REMOVE_LINE in text and not all(
+            line.count(_PARTITION_VALUES_KEY) == 1 for line in text.split(b"\n") if line.strip()
+        ):
+            return None  # (an add may not lack them; a remove may, and another line hold two)
+        distinct = []
+        for raw in set(found):
+            try:
+                values = json.loads(raw)
+            except (ValueError, RecursionError):
+                return None
+            if not isinstance(values, dict) or not all(isinstance(v, str | None) for v in values.values()):
+                return None
+            distinct.append(values)
+        return distinct
 
     def file_actions(self) -> list[dict[str, Any]]:
         """The ``add`` and ``remove`` actions, in file order."""

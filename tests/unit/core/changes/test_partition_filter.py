@@ -217,3 +217,70 @@ def test_a_rewrite_in_another_partition_does_not_refuse_the_selected_one(tmp_pat
         table.changes(1, partition_filter="p = 'b'")
     rows = table.changes(1, partition_filter="p = 'a'").to_pyarrow_table(["id", "p", "_change_type"])
     assert rows.to_pylist() == [{"id": 4, "p": "a", "_change_type": "insert"}]
+
+
+def _hand_written(root: Path, values: list[str | None]) -> DeltaTable:
+    """A table whose commit v (1..) adds one file of partition ``values[v - 1]``, written by
+    ``json.dumps`` (spaces after colons, non-ASCII as ``\\u`` escapes), the data files on disk."""
+    writer = LogWriter(root)
+    schema = pa.schema([("id", pa.int64()), ("p", pa.string())])
+    writer.commit(
+        0, commit_info(), protocol(), metadata(partition_columns=["p"], schema_string=_schema_string(schema))
+    )
+    for version, value in enumerate(values, 1):
+        name = f"f{version}.parquet"
+        pq.write_table(pa.table({"id": pa.array([version], pa.int64())}), root / name)
+        writer.commit(version, commit_info(), add(name, partitionValues={"p": value}))
+    return DeltaTable(str(root))
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        ["ü", "a b", "{x}", "ü"],  # escaped non-ASCII, a space, braces (the text cannot say: parsed)
+        ['quo"te', "back\\slash", None, 'quo"te'],  # escaped quotes and backslashes, a null
+    ],
+)
+def test_commits_passed_over_unparsed_are_exactly_those_without_the_partition(
+    tmp_path: Path, values: list[str | None]
+) -> None:
+    table = _hand_written(tmp_path / "t", values)
+    for value in {v for v in values if v is not None}:
+        got = table.changes(1, partition_filter="p = :v", parameters={"v": value}).files().to_pylist()
+        assert [f["_commit_version"] for f in got] == [v for v, x in enumerate(values, 1) if x == value]
+    nulls = table.changes(1, partition_filter="p IS NULL").files().to_pylist()
+    assert [f["_commit_version"] for f in nulls] == [v for v, x in enumerate(values, 1) if x is None]
+
+
+def test_a_remove_without_partition_values_is_never_passed_over(tmp_path: Path) -> None:
+    # Without partition values, a remove's partition is unknown: the filtered read refuses the
+    # commit as the whole read does, though another line of it names partition b only.
+    table = _hand_written(tmp_path / "t", ["a", "b"])
+    LogWriter(tmp_path / "t").commit(
+        3,
+        commit_info("DELETE"),
+        remove("f1.parquet"),
+        add("f2b.parquet", partitionValues={"p": "b"}, tags={"partitionValues": "x"}),
+    )
+    for text in ("p = 'a'", "p = 'z'"):
+        with pytest.raises(ChangeDataNotRecordedError, match="without its partition values"):
+            table.changes(3, partition_filter=text)
+
+
+def test_only_the_commits_that_may_hold_the_partition_are_parsed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow_delta_provider.core.log.commits import CommitActions
+
+    table = _hand_written(tmp_path / "t", ["a", "b", "a", "{x}", "b"])
+    parsed: list[int] = []
+    original = CommitActions.file_actions
+
+    def spy(self: CommitActions) -> list[dict[str, Any]]:
+        parsed.append(self.version)
+        return original(self)
+
+    monkeypatch.setattr(CommitActions, "file_actions", spy)
+    got = table.changes(1, partition_filter="p = 'a'").files().column("_commit_version").to_pylist()
+    assert got == [1, 3]
+    assert parsed == [1, 3, 4]  # "{x}": the text cannot say, so its lines are parsed
