@@ -2,8 +2,9 @@
 
 ``spark.read.parquet(table_root)`` is wrong on a Delta table (removed files, deletion vectors,
 partition values, column mapping). Here the core decides everything from the log and Spark reads
-exactly the active files, each row keyed to its file through ``_metadata.file_path`` for its
-partition values and deletion vector; a row whose file is unknown fails the query. docs/reading.md
+exactly the active files, each row keyed to its file (by ``_metadata.file_size`` and checked
+against ``_metadata.file_path``) for its partition values and deletion vector; a row whose file is
+unknown fails the query. docs/reading.md
 ("A snapshot: read_delta") has the steps.
 """
 
@@ -21,12 +22,11 @@ from airflow_delta_provider.core.expressions import Predicate
 from airflow_delta_provider.core.log import deletion_vector_rows
 from airflow_delta_provider.core.utils import get_logger
 from airflow_delta_provider.spark.files import (
-    FILE,
-    checked,
+    FileKeys,
     column,
     empty_frame,
     field,
-    file_keys,
+    file_columns,
     in_row_set,
     join_files,
     logical_columns,
@@ -197,11 +197,13 @@ class _ScanBuilder:
     paths: list[str]
 
     def build(self, files: pa.Table, partition_values: pa.Table, has_dv: pa.Array | None) -> Any:
-        """The rows of ``files``: of an unpartitioned table, the files without deletion vectors in a
-        plain scan (no per-row work) and those with them in a keyed one; else one scan."""
+        """The rows of ``files``: those of files without a deletion vector in one scan (a plain one
+        for an unpartitioned table: no per-row work), those of files with one in a scan keyed by
+        file with each row's index, so that rows of files without a deletion vector never pay for
+        one."""
         everything = np.arange(files.num_rows)
-        if has_dv is None or partition_values.num_columns:
-            return self._scan(everything, files, partition_values, with_dv=has_dv is not None)
+        if has_dv is None:
+            return self._scan(everything, files, partition_values, with_dv=False)
         with_dv = has_dv.to_numpy(zero_copy_only=False)
         frame = self._scan(everything[with_dv], files, partition_values, with_dv=True)
         if not with_dv.all():
@@ -220,45 +222,46 @@ class _ScanBuilder:
         if partition_values.num_columns:
             partition_values = partition_values.take(chosen)
         paths = [self.paths[i] for i in rows.tolist()]
+        sizes = files.column("size").to_pylist()
         keyed = with_dv or partition_values.num_columns > 0
+        keys = FileKeys.of(sizes) if keyed else None
         frame = scan_files(
             self.spark,
             self.snapshot.storage,
             self.schema,
             files.column("path").to_pylist(),
             paths,
-            keyed=keyed,
+            keys=keys,
             row_index=with_dv,
-            sizes=files.column("size").to_pylist(),
+            sizes=sizes,
         )
         partitions: dict[str, Any] = {}
-        if keyed:
+        if keys is not None:
             deleted = self._deleted_rows(files) if with_dv else None
-            frame = join_files(frame, self._files_frame(paths, partition_values, deleted))
-            frame = frame.withColumn(ORDINAL, checked(ORDINAL, self.snapshot.storage.root_uri))
+            per_file = self._files_frame(paths, sizes, partition_values, deleted)
+            frame = join_files(frame, per_file, keys, ORDINAL, self.snapshot.storage.root_uri)
             partitions = {
-                name: F.when(F.col(ORDINAL).isNotNull(), F.col(_PARTITION.format(index)))  # the check runs
+                name: F.col(_PARTITION.format(index))
                 for index, name in enumerate(partition_values.column_names)
             }
         if with_dv:
-            frame = frame.filter(F.col(ORDINAL).isNotNull() & ~in_row_set())
+            frame = frame.filter(~in_row_set())
         return frame.select(*logical_columns(self.schema, partitions))
 
     def _files_frame(
         self,
         paths: list[str],
+        sizes: list[int | None],
         partition_values: pa.Table,
         deleted: list[npt.NDArray[np.uint64] | None] | None,
     ) -> Any:
-        """One row per file: its ``_metadata.file_path``, ordinal, typed partition values and the
-        rows its deletion vector deletes."""
+        """One row per file: its path and size as Spark shows them, ordinal, typed partition values
+        and the rows its deletion vector deletes."""
         from pyspark.sql.types import StructType
 
-        columns: dict[str, pa.Array] = {
-            FILE: file_keys(paths),
-            ORDINAL: pa.array(np.arange(len(paths), dtype=np.int64)),
-        }
-        fields = [field(FILE, "string"), field(ORDINAL, "long")]
+        columns, fields = file_columns(paths, sizes)
+        columns[ORDINAL] = pa.array(np.arange(len(paths), dtype=np.int64))
+        fields.append(field(ORDINAL, "long"))
         types = {c.logical: c.logical_type for c in self.schema.columns}
         for index, name in enumerate(partition_values.column_names):
             columns[_PARTITION.format(index)] = partition_values.column(name).combine_chunks()

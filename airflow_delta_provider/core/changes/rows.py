@@ -56,6 +56,7 @@ class RowScan:
     :param change_type: ``insert`` / ``delete``; None for a change-data file, whose rows carry it.
     :param include: only the rows this deletion vector marks (None: every row).
     :param exclude: not the rows this deletion vector marks.
+    :param size: the file's size in bytes, as the action records it (None: not recorded).
     """
 
     path: str
@@ -65,6 +66,7 @@ class RowScan:
     change_type: str | None
     include: Mapping[str, Any] | None = None
     exclude: Mapping[str, Any] | None = None
+    size: int | None = None
 
     @property
     def whole(self) -> bool:
