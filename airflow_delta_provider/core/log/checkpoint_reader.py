@@ -142,11 +142,11 @@ def read_checkpoint_small_actions(
         starts = np.zeros(metadata.num_row_groups + 1, dtype=np.int64)
         np.cumsum([metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)], out=starts[1:])
         pages = CheckpointPages(storage, path, parquet)
+        paged = {name: _paged_rows(pages, parquet, name, leaves, starts) for name in present}
+        decoded = _small_column_rows(parquet, [n for n in present if paged[n] is None], leaves, starts, uri)
         for name in present:
-            rows = _paged_rows(pages, parquet, name, leaves, starts)
-            if rows is None:
-                rows = _small_column_rows(parquet, name, leaves, starts, uri)
-            for row_number, row in rows:
+            rows = paged[name]
+            for row_number, row in decoded[name] if rows is None else rows:
                 action = {name: _drop_nulls(row) if isinstance(row, dict) else row}
                 problem = action_problem(action)
                 if problem is not None:
@@ -186,43 +186,72 @@ _SMALL_BATCH = 8192
 
 
 def _small_column_rows(
-    parquet: pq.ParquetFile, name: str, leaves: dict[str, list[_Leaf]], starts: np.ndarray, uri: str
-) -> list[tuple[int, Any]]:
-    """(1-based file row, value) of every row where the action column ``name`` is present.
+    parquet: pq.ParquetFile, names: list[str], leaves: dict[str, list[_Leaf]], starts: np.ndarray, uri: str
+) -> dict[str, list[tuple[int, Any]]]:
+    """Per action column of ``names``, (1-based file row, value) of every row where it is present.
 
     Checkpoints written by delta-rs or Spark put the handful of protocol, metaData and txn rows
     in row groups of up to millions of add rows, and decoding a nested column over all of them
-    costs tens of milliseconds per 100,000 rows. So, per row group whose statistics say the
-    column may hold a value: first count the rows that hold one, exactly (from the null count
-    of a leaf the Parquet schema declares required inside the action, which is null only where
-    the action is; otherwise from the validity of one cheap leaf, read alone), then decode the
-    column batch by batch and stop once that many rows were found.
+    costs tens of milliseconds per 100,000 rows. So, per row group whose statistics say a column
+    may hold a value: in a row group of at most :data:`_ONE_READ_ROWS` rows, every such column in
+    one read (one native call decodes them all); in a larger one, column by column, first the
+    rows that hold one counted exactly (from the null count of a leaf the Parquet schema declares
+    required inside the action, which is null only where the action is; otherwise from the
+    validity of one cheap leaf, read alone), then the column decoded batch by batch, stopping once
+    that many rows were found.
     """
-    probe = _presence_leaf(leaves.get(name, []))
-    found: list[tuple[int, Any]] = []
+    found: dict[str, list[tuple[int, Any]]] = {name: [] for name in names}
+    groups = {name: row_groups_with_values(parquet, [name], leaves) for name in names}
     try:
-        for group in row_groups_with_values(parquet, [name], leaves):
-            expected = _present_count(parquet, group, probe)
-            if expected == 0:
+        for group in sorted({g for chosen in groups.values() for g in chosen}):
+            wanted = [name for name in names if group in groups[name]]
+            first = int(starts[group])
+            if parquet.metadata.row_group(group).num_rows <= _ONE_READ_ROWS:
+                table = parquet.read_row_group(group, columns=wanted, use_threads=False)
+                for name in wanted:
+                    found[name].extend(_present_values(table.column(name), first))
                 continue
-            offset = 0
-            seen = 0
-            batches = parquet.iter_batches(
-                batch_size=_SMALL_BATCH, row_groups=[group], columns=[name], use_threads=False
-            )
-            for batch in batches:
-                column = batch.column(0)
-                present = np.flatnonzero(to_bools(column.is_valid()))
-                if len(present):
-                    values = column.take(from_numpy(present)).to_pylist(maps_as_pydicts="lossy")
-                    rows = (starts[group] + offset + present + 1).tolist()
-                    found.extend(zip(rows, values, strict=True))
-                    seen += len(present)
-                offset += len(batch)
-                if expected is not None and seen >= expected:
-                    break
+            for name in wanted:
+                found[name].extend(_counted_rows(parquet, name, group, leaves, first))
     except (OSError, pa.ArrowException, ValueError, OverflowError) as err:
         raise _corrupt_checkpoint(uri, err) from None
+    return found
+
+
+#: Row groups of at most this many rows have their small action columns decoded in one read.
+_ONE_READ_ROWS = 32_768
+
+
+def _present_values(column: pa.ChunkedArray | pa.Array, first: int) -> list[tuple[int, Any]]:
+    """(1-based file row, value) of the non-null rows of ``column``, whose first row is the file's
+    ``first`` (0-based)."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    present = np.flatnonzero(to_bools(column.is_valid()))
+    if not len(present):
+        return []
+    values = column.take(from_numpy(present)).to_pylist(maps_as_pydicts="lossy")
+    return list(zip((first + present + 1).tolist(), values, strict=True))
+
+
+def _counted_rows(
+    parquet: pq.ParquetFile, name: str, group: int, leaves: dict[str, list[_Leaf]], first: int
+) -> list[tuple[int, Any]]:
+    """The present rows of one column of a large row group, decoded batch by batch until as many
+    rows as hold the action were found."""
+    expected = _present_count(parquet, group, _presence_leaf(leaves.get(name, [])))
+    if expected == 0:
+        return []
+    found: list[tuple[int, Any]] = []
+    offset = 0
+    batches = parquet.iter_batches(
+        batch_size=_SMALL_BATCH, row_groups=[group], columns=[name], use_threads=False
+    )
+    for batch in batches:
+        found.extend(_present_values(batch.column(0), first + offset))
+        offset += len(batch)
+        if expected is not None and len(found) >= expected:
+            break
     return found
 
 
@@ -413,7 +442,7 @@ def read_checkpoint_files(
         if not wanted:
             continue
         try:
-            table = _read_columns(storage, path, parquet.metadata, wanted)
+            table = _read_columns(storage, path, parquet, wanted)
         except (OSError, pa.ArrowException) as err:
             raise _corrupt_checkpoint(uri, err) from None
         if "add" in wanted:
@@ -432,13 +461,16 @@ def read_checkpoint_files(
     return adds, tombstones
 
 
-def _read_columns(storage: LogStore, path: str, metadata: pq.FileMetaData, columns: list[str]) -> pa.Table:
+def _read_columns(storage: LogStore, path: str, parquet: pq.ParquetFile, columns: list[str]) -> pa.Table:
     """``columns`` of a Parquet file, its row groups decoded in parallel, in file order.
 
     What ``pq.read_table`` does, without its dataset machinery (whose first import costs
     tens of milliseconds and imports pandas): each worker reads a contiguous run of row groups
-    through a reader of its own, sharing the footer already read.
+    through a reader of its own, sharing the footer already read; a local file of one row group
+    is read through ``parquet``, the reader already open (opening another costs about 0.4 ms per
+    60-column footer, pyarrow mapping its column paths).
     """
+    metadata = parquet.metadata
     groups = metadata.num_row_groups
     workers = min(groups, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 2, 8)
 
@@ -448,6 +480,8 @@ def _read_columns(storage: LogStore, path: str, metadata: pq.FileMetaData, colum
         return reader.read_row_groups(list(run), columns=columns, use_threads=False)
 
     if workers <= 1:
+        if storage.is_local:
+            return parquet.read_row_groups(list(range(groups)), columns=columns, use_threads=False)
         return read(range(groups))
     runs = [range(i * groups // workers, (i + 1) * groups // workers) for i in range(workers)]
     with ThreadPoolExecutor(max_workers=workers) as pool:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -283,16 +284,31 @@ def replay_files(
     tombstones: bool = False,
     now_ms: int | None = None,
 ) -> FileState:
-    """Active files (and, if asked, unexpired tombstones) of the segment's version."""
-    tail_adds, tail_removes, touched = reconcile_commits(storage, commits, log_partition_keys(small))
-    checkpoint_adds, checkpoint_removes = read_checkpoint_files(
-        storage,
-        segment.checkpoint,
-        sidecars=small.sidecars,
-        json_actions=small.checkpoint_file_actions,
-        footers=small.footers,
-        removes=tombstones,
-    )
+    """Active files (and, if asked, unexpired tombstones) of the segment's version.
+
+    The checkpoint's file actions are decoded in a thread while this one reconciles the commits
+    after it (the decode releases the GIL); an error of the commits is raised first, as when the
+    two ran one after the other.
+    """
+
+    def checkpoint_files() -> tuple[pa.Table, pa.Table]:
+        return read_checkpoint_files(
+            storage,
+            segment.checkpoint,
+            sidecars=small.sidecars,
+            json_actions=small.checkpoint_file_actions,
+            footers=small.footers,
+            removes=tombstones,
+        )
+
+    if segment.checkpoint is None or not commits:
+        tail_adds, tail_removes, touched = reconcile_commits(storage, commits, log_partition_keys(small))
+        checkpoint_adds, checkpoint_removes = checkpoint_files()
+    else:
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="delta-checkpoint") as pool:
+            decoding = pool.submit(checkpoint_files)
+            tail_adds, tail_removes, touched = reconcile_commits(storage, commits, log_partition_keys(small))
+            checkpoint_adds, checkpoint_removes = decoding.result()
     if touched:
         checkpoint_adds = drop_touched(checkpoint_adds, touched, storage.path)
         if tombstones:
