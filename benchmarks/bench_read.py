@@ -14,6 +14,8 @@ Contenders:
   (``ParquetFile.read``: ``pq.read_table`` would import pandas, which is not what the
   work needs).
 - ``core-meta`` / ``delta-rs-meta`` (table a): protocol, metadata and one txn.
+- ``core-part``: ``snapshot(partition_filter=...).files()``, the files of one partition (``part = 7``,
+  1 % of the files, on the a tables; ``part = 100``, exactly 100 files, on the p tables).
 - ``core-retry``: ``DeltaTable(uri).already_committed(app, version)`` on a txn the table holds.
 - ``core-precheck``: ``commit_files`` of an already committed ``(app_id, app_version)`` (the
   idempotent pre-check: nothing is read beyond the small state, nothing is written).
@@ -80,6 +82,14 @@ if checkpoints:
 commits = [p for p in sorted(glob.glob(log + "/*.json")) if int(os.path.basename(p)[:20]) > since]
 tail = b"".join(open(p, "rb").read() for p in commits)
 n += pj.read_json(io.BytesIO(tail)).num_rows if tail else 0
+""",
+    "core-part": """
+from airflow_delta_provider.core import DeltaTable
+import pandas  # what typing the filter's literals imports (pa.scalar of a Python value): an import
+# issue 32: the p tables' partition of exactly 100 files; 1 % of the files of the a tables
+predicate = "part = 100" if os.path.basename(uri).startswith("p-") else "part = 7"
+before = rss_mb(); start_cpu = time.process_time(); start = time.perf_counter()
+n = DeltaTable(uri).snapshot(partition_filter=predicate).files().num_rows
 """,
     "core-meta": """
 from airflow_delta_provider.core import DeltaTable
@@ -149,6 +159,14 @@ DESCRIPTIONS = {
     "b": "10,000 JSON commits, no checkpoint",
     "c": "100k files, 20-column stats",
 }
+for _layout, _what in (
+    ("core", "the core's checkpoint (sorted by partition)"),
+    ("rs", "delta-rs's checkpoint (one row group)"),
+    ("spark", "a Spark-like checkpoint (hash order)"),
+):
+    for _size, _label in (("10k", "10k"), ("1m", "1M")):
+        CASES[f"p-{_layout}-{_size}"] = ["core", "delta-rs", "core-part"]
+        DESCRIPTIONS[f"p-{_layout}-{_size}"] = f"{_label} files, a partition of 100, {_what}"
 for _size, _label in (("", "1M"), ("-100k", "100k"), ("-10k", "10k"), ("-1k", "1k")):
     CASES[f"a-rs{_size}"] = CASES[f"a-spark{_size}"] = ["core", "delta-rs", "floor", *_SMALL_STATE]
     if _size:
@@ -164,6 +182,11 @@ for _size, _label in (("", "1M"), ("-100k", "100k"), ("-10k", "10k"), ("-1k", "1
     ):
         CASES[f"{_name}{_size}"] = ["core", "delta-rs", "floor", *_SMALL_STATE]
         DESCRIPTIONS[f"{_name}{_size}"] = f"{_label} files, {_what}"
+
+
+for _table, _cases in CASES.items():
+    if _table.startswith("a") and "core-part" not in _cases:
+        CASES[_table] = [*_cases, "core-part"]
 
 
 def measure(table: str, contender: str, repeat: int) -> dict[str, float]:

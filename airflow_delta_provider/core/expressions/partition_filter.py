@@ -1,0 +1,137 @@
+"""A filter on partition columns, for a snapshot restricted to some partitions (``partition_filter=``).
+
+:class:`PartitionFilter` wraps a :class:`~.predicate.Predicate` that names partition columns only,
+in the predicate language of the rest of the core (comparisons, ``IN``, ``BETWEEN``,
+``IS [NOT] NULL``, ``AND`` / ``OR`` / ``NOT``), and gives the partition-pruned replay
+(``core/log/partition_pruning.py``) what it asks: exact selection over typed partition values
+(:func:`~.skipping.partitions_may_match`), and a "may" over the value ranges of a checkpoint's
+row groups, from the predicate's normal form (a range is kept unless no value in it can satisfy
+the condition).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_delta_provider.core.expressions.predicate import Comparison, Junction, Predicate, PredicateError
+from airflow_delta_provider.core.expressions.skipping import partitions_may_match
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import numpy.typing as npt
+
+    from airflow_delta_provider.core.expressions.predicate import Clause
+    from airflow_delta_provider.core.log.partition_pruning import PartitionBounds
+    from airflow_delta_provider.core.log.snapshot import Snapshot
+
+__all__ = ["PartitionFilter"]
+
+
+class PartitionFilter:
+    """A condition on a table's partition columns.
+
+    .. code-block:: python
+
+        snapshot = DeltaTable(uri).snapshot(partition_filter="ds >= '2024-06-01' AND region = 'eu'")
+        snapshot.files()  # only those partitions' files, replayed at their cost
+
+    :param predicate: SQL text, or a :class:`Predicate` naming only partition columns.
+    :param partition_columns: the table's partition columns.
+    :param schema: the table's logical schema: when given, every literal is typed now (a value
+        that does not fit its column is refused here, not at the first read).
+    :raises PredicateError: the text does not parse, names a column that is not a partition
+        column, or a literal does not fit its column.
+    """
+
+    def __init__(
+        self, predicate: str | Predicate, partition_columns: Sequence[str], schema: pa.Schema | None = None
+    ) -> None:
+        if isinstance(predicate, str):
+            # Other columns parse, to be refused below with what a partition filter is.
+            others = (
+                [n for n in schema.names if n not in set(partition_columns)] if schema is not None else []
+            )
+            predicate = Predicate(predicate, list(partition_columns), data_columns=others)
+        elif not isinstance(predicate, Predicate):
+            raise TypeError(f"A partition filter is SQL text or a Predicate, got {type(predicate).__name__}.")
+        others = sorted(predicate.columns - set(partition_columns))
+        if others:
+            what = "is not a partition column" if len(others) == 1 else "are not partition columns"
+            raise PredicateError(
+                f"The partition filter {predicate.text!r} names {', '.join(map(repr, others))}, which "
+                f"{what} (the table's: {list(partition_columns)}); a partition filter selects partitions "
+                f"only."
+            )
+        self.predicate = predicate
+        if schema is not None:
+            predicate.normal_form(pa.schema([schema.field(c) for c in partition_columns]))
+
+    @classmethod
+    def of(cls, snapshot: Snapshot, value: str | Predicate | PartitionFilter) -> PartitionFilter:
+        """``value`` as a partition filter of ``snapshot``'s table, its literals typed."""
+        if isinstance(value, PartitionFilter):
+            return cls(value.predicate, snapshot.partition_columns, snapshot.schema)
+        return cls(value, snapshot.partition_columns, snapshot.schema)
+
+    def __repr__(self) -> str:
+        return f"PartitionFilter({self.text!r})"
+
+    @property
+    def text(self) -> str:
+        return self.predicate.text
+
+    @property
+    def columns(self) -> frozenset[str]:
+        return frozenset(self.predicate.columns)
+
+    def matches(self, values: pa.Table) -> npt.NDArray[np.bool_]:
+        """Per row of typed partition values: whether the filter selects it (exact on partition
+        columns, with compute kernels only: ``Predicate.mask`` filters through Acero, whose first
+        use imports ``pyarrow.dataset`` and pandas, a third of a second in a fresh process)."""
+        return partitions_may_match(self.predicate, values.schema, values)
+
+    def may_match(self, bounds: PartitionBounds) -> npt.NDArray[np.bool_]:
+        """Per range of partition values: whether some value in it may be selected."""
+        return _may_match(self.predicate.normal_form(bounds.schema), bounds, bounds.low.num_rows)
+
+
+def _may_match(clause: Clause, bounds: PartitionBounds, count: int) -> npt.NDArray[np.bool_]:
+    if isinstance(clause, Junction):
+        masks = [_may_match(part, bounds, count) for part in clause.parts]
+        combine = np.logical_and if clause.op == "and" else np.logical_or
+        result = masks[0]
+        for mask in masks[1:]:
+            result = combine(result, mask)
+        return result
+    assert isinstance(clause, Comparison)
+    column = clause.column
+    if column not in bounds.low.column_names:
+        return np.ones(count, dtype=bool)
+    if clause.op == "is_null":
+        return bounds.may_be_null[column].copy()
+    present = bounds.may_hold_value[column]
+    if clause.op == "is_not_null":
+        return present.copy()
+    value = clause.value
+    if value is None or not value.is_valid:
+        return np.zeros(count, dtype=bool)  # a comparison with NULL is never true
+    low, high = bounds.low.column(column), bounds.high.column(column)
+    if clause.op == "=":
+        inside = pc.and_(pc.less_equal(low, value), pc.greater_equal(high, value))
+    elif clause.op == "!=":
+        inside = pc.invert(pc.and_(pc.equal(low, value), pc.equal(high, value)))
+    elif clause.op in ("<", "<="):
+        inside = _COMPARE[clause.op](low, value)
+    else:
+        inside = _COMPARE[clause.op](high, value)
+    # Unknown bounds: may.
+    known = np.asarray(pc.fill_null(inside, True).to_numpy(zero_copy_only=False), dtype=bool)
+    return known & present
+
+
+_COMPARE = {"<": pc.less, "<=": pc.less_equal, ">": pc.greater, ">=": pc.greater_equal}
