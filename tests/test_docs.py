@@ -443,6 +443,13 @@ def _partitions_did_what_it_says(namespace: dict[str, Any]) -> None:
     assert namespace["consumer"].timetable.asset_condition == namespace["ORDERS"]
 
 
+def _read_api_did_what_it_says(namespace: dict[str, Any]) -> None:
+    # A snapshot of one partition of s3://lake/events (2 days x 2 files): that day's files only.
+    day = namespace["day"]
+    assert day.num_files() == 2 and set(day.partition_values().column("ds").to_pylist()) == {"2026-11-01"}
+    assert namespace["events"].snapshot().num_files() == 4
+
+
 #: What a document needs beyond the world every document gets, run before its blocks.
 SETUP: dict[str, Callable[[World], None]] = {"README.md": _readme_table, "docs/lifecycle.md": _lifecycle_run}
 #: What a document's blocks must have done, asked of their namespace afterwards.
@@ -454,6 +461,7 @@ CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
     "docs/reading.md": _reading_did_what_it_says,
     "docs/lifecycle.md": _lifecycle_did_what_it_says,
     "docs/partitions.md": _partitions_did_what_it_says,
+    "docs/read-api.md": _read_api_did_what_it_says,
 }
 
 

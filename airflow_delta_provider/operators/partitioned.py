@@ -100,7 +100,7 @@ class PartitionKeyMixin:
         """
         if self._slice is None or snapshot is None:
             return  # a new table: the commit checks the slice against the columns it creates
-        from airflow_delta_provider.core.expressions import PredicateError, partition_predicate
+        from airflow_delta_provider.core.expressions import PartitionFilter, PredicateError
 
         partition_columns = snapshot.partition_columns
         named = [c for c in self._slice.columns if c.lower() not in {p.lower() for p in partition_columns}]
@@ -112,7 +112,7 @@ class PartitionKeyMixin:
                     f"(partition columns: {partition_columns or 'none'}): a run's partition is a slice of "
                     f"partition columns."
                 )
-            partition_predicate(text, snapshot.schema, partition_columns, parameters)
+            PartitionFilter(text, partition_columns, snapshot.schema, parameters)
         except PredicateError as err:
             raise PredicateError(
                 f"The run's partition key {self._slice.key!r} ({self._slice.describe()}) cannot name a slice "

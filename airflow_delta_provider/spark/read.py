@@ -2,8 +2,9 @@
 
 ``spark.read.parquet(table_root)`` is wrong on a Delta table (removed files, deletion vectors,
 partition values, column mapping). Here the core decides everything from the log and Spark reads
-exactly the active files, each row keyed to its file through ``_metadata.file_path`` for its
-partition values and deletion vector; a row whose file is unknown fails the query. docs/reading.md
+exactly the active files, each row keyed to its file (by ``_metadata.file_size`` and checked
+against ``_metadata.file_path``) for its partition values and deletion vector; a row whose file is
+unknown fails the query. docs/reading.md
 ("A snapshot: read_delta") has the steps.
 """
 
@@ -17,16 +18,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_delta_provider.core.expressions import Predicate, files_matching, partition_predicate
+from airflow_delta_provider.core.expressions import PartitionFilter, Predicate, files_matching
 from airflow_delta_provider.core.log import deletion_vector_rows
 from airflow_delta_provider.core.utils import get_logger
 from airflow_delta_provider.spark.files import (
-    FILE,
-    checked,
+    FileKeys,
     column,
     empty_frame,
     field,
-    file_keys,
+    file_columns,
     in_row_set,
     join_files,
     logical_columns,
@@ -132,18 +132,17 @@ def read_snapshot(
     parameters: Mapping[str, Any] | None = None,
     spark_uri: str | None = None,
 ) -> Any:
-    """:func:`read_delta` of a snapshot already loaded."""
+    """:func:`read_delta` of a snapshot already loaded (with a partition filter, its files not read
+    yet: they are replayed for the selected partitions only)."""
+    if parameters is not None and partition_filter is None:
+        raise ValueError("parameters bind the markers of a partition_filter; pass one, or leave them out.")
+    if partition_filter is not None:
+        chosen = PartitionFilter(partition_filter, snapshot.partition_columns, snapshot.schema, parameters)
+        snapshot = snapshot.with_partition_filter(chosen)
     schema = read_schema(snapshot)
     selected = _select_columns(snapshot, columns)
     predicate = _predicate(snapshot, filter)
-    if parameters is not None and partition_filter is None:
-        raise ValueError("parameters bind the markers of a partition_filter; pass one, or leave them out.")
-    partitions = None
-    if partition_filter is not None:
-        partitions = partition_predicate(
-            partition_filter, snapshot.schema, snapshot.partition_columns, parameters
-        )
-    files, partition_values = _files_to_read(snapshot, predicate, partitions)
+    files, partition_values = _files_to_read(snapshot, predicate)
     has_dv = files.column("deletion_vector").is_valid()
     with_dv = int(pc.sum(has_dv).as_py() or 0)
     keyed = with_dv > 0 or bool(snapshot.partition_columns)
@@ -156,9 +155,7 @@ def read_snapshot(
         with_dv,
         snapshot.storage.root_uri,
         snapshot.version,
-        f"; the filters skipped {snapshot.num_files() - len(paths)}"
-        if predicate is not None or partitions is not None
-        else "",
+        f"; the filter skipped {snapshot.num_files() - len(paths)}" if predicate is not None else "",
     )
     if not paths:
         frame = empty_frame(spark, [field(c.logical, c.logical_type) for c in schema.columns])
@@ -198,20 +195,13 @@ def _predicate(snapshot: Snapshot, text: str | None) -> Predicate | None:
     return predicate
 
 
-def _files_to_read(
-    snapshot: Snapshot, predicate: Predicate | None, partitions: Predicate | None
-) -> tuple[pa.Table, pa.Table]:
-    """The active files a read needs and their typed partition values (row-aligned): those the
-    filter may need, in the partitions the partition filter selects (its rows need no filter)."""
+def _files_to_read(snapshot: Snapshot, predicate: Predicate | None) -> tuple[pa.Table, pa.Table]:
+    """The active files a read needs and their typed partition values (row-aligned)."""
     files = snapshot.files()
     partition_values = snapshot.partition_values() if snapshot.partition_columns else pa.table({})
-    if predicate is None and partitions is None:
+    if predicate is None:
         return files, partition_values
-    keep = np.ones(files.num_rows, dtype=bool)
-    for chosen in (predicate, partitions):
-        if chosen is not None:
-            keep &= files_matching(snapshot, chosen)
-    mask = pa.array(keep)
+    mask = pa.array(files_matching(snapshot, predicate))
     return files.filter(mask), (
         partition_values.filter(mask) if partition_values.num_columns else partition_values
     )
@@ -227,11 +217,13 @@ class _ScanBuilder:
     paths: list[str]
 
     def build(self, files: pa.Table, partition_values: pa.Table, has_dv: pa.Array | None) -> Any:
-        """The rows of ``files``: of an unpartitioned table, the files without deletion vectors in a
-        plain scan (no per-row work) and those with them in a keyed one; else one scan."""
+        """The rows of ``files``: those of files without a deletion vector in one scan (a plain one
+        for an unpartitioned table: no per-row work), those of files with one in a scan keyed by
+        file with each row's index, so that rows of files without a deletion vector never pay for
+        one."""
         everything = np.arange(files.num_rows)
-        if has_dv is None or partition_values.num_columns:
-            return self._scan(everything, files, partition_values, with_dv=has_dv is not None)
+        if has_dv is None:
+            return self._scan(everything, files, partition_values, with_dv=False)
         with_dv = has_dv.to_numpy(zero_copy_only=False)
         frame = self._scan(everything[with_dv], files, partition_values, with_dv=True)
         if not with_dv.all():
@@ -250,45 +242,46 @@ class _ScanBuilder:
         if partition_values.num_columns:
             partition_values = partition_values.take(chosen)
         paths = [self.paths[i] for i in rows.tolist()]
+        sizes = files.column("size").to_pylist()
         keyed = with_dv or partition_values.num_columns > 0
+        keys = FileKeys.of(sizes) if keyed else None
         frame = scan_files(
             self.spark,
             self.snapshot.storage,
             self.schema,
             files.column("path").to_pylist(),
             paths,
-            keyed=keyed,
+            keys=keys,
             row_index=with_dv,
-            sizes=files.column("size").to_pylist(),
+            sizes=sizes,
         )
         partitions: dict[str, Any] = {}
-        if keyed:
+        if keys is not None:
             deleted = self._deleted_rows(files) if with_dv else None
-            frame = join_files(frame, self._files_frame(paths, partition_values, deleted))
-            frame = frame.withColumn(ORDINAL, checked(ORDINAL, self.snapshot.storage.root_uri))
+            per_file = self._files_frame(paths, sizes, partition_values, deleted)
+            frame = join_files(frame, per_file, keys, ORDINAL, self.snapshot.storage.root_uri)
             partitions = {
-                name: F.when(F.col(ORDINAL).isNotNull(), F.col(_PARTITION.format(index)))  # the check runs
+                name: F.col(_PARTITION.format(index))
                 for index, name in enumerate(partition_values.column_names)
             }
         if with_dv:
-            frame = frame.filter(F.col(ORDINAL).isNotNull() & ~in_row_set())
+            frame = frame.filter(~in_row_set())
         return frame.select(*logical_columns(self.schema, partitions))
 
     def _files_frame(
         self,
         paths: list[str],
+        sizes: list[int | None],
         partition_values: pa.Table,
         deleted: list[npt.NDArray[np.uint64] | None] | None,
     ) -> Any:
-        """One row per file: its ``_metadata.file_path``, ordinal, typed partition values and the
-        rows its deletion vector deletes."""
+        """One row per file: its path and size as Spark shows them, ordinal, typed partition values
+        and the rows its deletion vector deletes."""
         from pyspark.sql.types import StructType
 
-        columns: dict[str, pa.Array] = {
-            FILE: file_keys(paths),
-            ORDINAL: pa.array(np.arange(len(paths), dtype=np.int64)),
-        }
-        fields = [field(FILE, "string"), field(ORDINAL, "long")]
+        columns, fields = file_columns(paths, sizes)
+        columns[ORDINAL] = pa.array(np.arange(len(paths), dtype=np.int64))
+        fields.append(field(ORDINAL, "long"))
         types = {c.logical: c.logical_type for c in self.schema.columns}
         for index, name in enumerate(partition_values.column_names):
             columns[_PARTITION.format(index)] = partition_values.column(name).combine_chunks()

@@ -90,7 +90,10 @@ def commit_changes(
         if selector is not None:
             cdc = selector.select(cdc)
         files = [FileChange("cdc", c, version, timestamp) for c in cdc]
-        return files, [RowScan(c["path"], c["partitionValues"], version, timestamp, None) for c in cdc]
+        return files, [
+            RowScan(c["path"], c["partitionValues"], version, timestamp, None, size=c.get("size"))
+            for c in cdc
+        ]
     info = commit.commit_info
     if _is_no_op_merge(info):
         return [], []
@@ -150,16 +153,20 @@ def _row_scans(
         add = added.get(path)
         values = remove.get("partitionValues") or {}
         if add is None:
+            dv = remove.get("deletionVector")
             scans.append(
-                RowScan(path, values, version, timestamp, "delete", exclude=remove.get("deletionVector"))
+                RowScan(path, values, version, timestamp, "delete", exclude=dv, size=remove.get("size"))
             )
             continue
-        old, new = remove.get("deletionVector"), add.get("deletionVector")
+        old, new, size = remove.get("deletionVector"), add.get("deletionVector"), add.get("size")
         if new is not None:  # rows the new DV marks and the old one did not: deleted
-            scans.append(RowScan(path, values, version, timestamp, "delete", include=new, exclude=old))
-        if old is not None:  # rows the old DV marked and the new one does not: inserted again (RESTORE)
             scans.append(
-                RowScan(path, add["partitionValues"], version, timestamp, "insert", include=old, exclude=new)
+                RowScan(path, values, version, timestamp, "delete", include=new, exclude=old, size=size)
+            )
+        if old is not None:  # rows the old DV marked and the new one does not: inserted again (RESTORE)
+            values = add["partitionValues"]
+            scans.append(
+                RowScan(path, values, version, timestamp, "insert", include=old, exclude=new, size=size)
             )
     for path, add in added.items():
         if path not in removed:
@@ -171,6 +178,7 @@ def _row_scans(
                     timestamp,
                     "insert",
                     exclude=add.get("deletionVector"),
+                    size=add.get("size"),
                 )
             )
     return scans

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 import airflow_delta_provider.core.utils.arrays as arrays
-from airflow_delta_provider.core.expressions.partition_filter import partition_predicate
+from airflow_delta_provider.core.expressions.partition_filter import PartitionFilter
 from airflow_delta_provider.core.protocol.column_mapping import column_mapping_mode
 from airflow_delta_provider.core.protocol.partitions import partition_columns_from_map
 from airflow_delta_provider.core.protocol.schema import physical_name_map
@@ -50,7 +50,7 @@ class PartitionSelector:
     ) -> None:
         schema = metadata.schema
         columns = list(metadata.partition_columns)
-        self.predicate = partition_predicate(text, schema, columns, parameters)
+        self.filter = PartitionFilter(text, columns, schema, parameters)
         keys = logical_keys(protocol, metadata)
         self._columns = columns
         self._keys = pa.schema([pa.field(key, schema.field(column).type) for key, column in keys.items()])
@@ -58,7 +58,7 @@ class PartitionSelector:
 
     @property
     def text(self) -> str:
-        return self.predicate.text
+        return self.filter.text
 
     def mask(self, values: Sequence[Mapping[str, str | None] | None]) -> npt.NDArray[np.bool_]:
         """Per file, whether its partition values (as the log holds them) are selected."""
@@ -67,8 +67,7 @@ class PartitionSelector:
         maps = arrays.array([dict(v) if v is not None else None for v in values], _VALUES_TYPE)
         typed = partition_columns_from_map(maps, self._keys)
         logical = pa.schema([self._schema.field(c) for c in self._columns])
-        table = pa.Table.from_arrays(typed.flatten(), schema=logical)
-        return arrays.to_bools(self.predicate.mask(table))
+        return self.filter.matches(pa.Table.from_arrays(typed.flatten(), schema=logical))
 
     def select(self, actions: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
         """The actions (``add``, ``remove`` or ``cdc`` bodies) whose partition values are selected."""

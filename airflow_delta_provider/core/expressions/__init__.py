@@ -1,10 +1,9 @@
 """Predicates and the file statistics that decide which files a predicate needs. A predicate
-(DELETE, data retention, ``replace_where``, a read's filter) is parsed and typed once
-(:mod:`.predicate`); :mod:`.skipping` keeps only the files whose partition values and
-statistics may hold a matching row. The statistics of new files are computed from their
-Parquet footers (:mod:`.stats`), each bound written as Delta writes it
-(:mod:`.stats_encoding`), and read back for many files at once as one struct column
-(:mod:`.stats_parsed`).
+(DELETE, data retention, ``replace_where``, a read's filter, a snapshot's partition filter:
+:mod:`.partition_filter`) is parsed and typed once (:mod:`.predicate`); :mod:`.skipping` keeps
+only the files whose partition values and statistics may hold a matching row. The statistics of
+new files are computed from their Parquet footers (:mod:`.stats`), each bound written as Delta
+writes it (:mod:`.stats_encoding`), and read back for many files at once (:mod:`.stats_parsed`).
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from typing import TYPE_CHECKING
 from airflow_delta_provider.core.utils.lazy import lazy_attributes
 
 if TYPE_CHECKING:
-    from airflow_delta_provider.core.expressions.partition_filter import partition_predicate, slice_filter
+    from airflow_delta_provider.core.expressions.partition_filter import PartitionFilter, slice_filter
     from airflow_delta_provider.core.expressions.predicate import (
         Clause,
         Comparison,
@@ -35,7 +34,7 @@ _LAZY = {
     "indexed_columns": "airflow_delta_provider.core.expressions.stats",
     "Junction": "airflow_delta_provider.core.expressions.predicate",
     "parse_stats": "airflow_delta_provider.core.expressions.stats_parsed",
-    "partition_predicate": "airflow_delta_provider.core.expressions.partition_filter",
+    "PartitionFilter": "airflow_delta_provider.core.expressions.partition_filter",
     "partitions_may_match": "airflow_delta_provider.core.expressions.skipping",
     "Predicate": "airflow_delta_provider.core.expressions.predicate",
     "PredicateError": "airflow_delta_provider.core.expressions.predicate",
@@ -50,12 +49,12 @@ __all__ = [
     "Comparison",
     "FooterInfo",
     "Junction",
+    "PartitionFilter",
     "Predicate",
     "PredicateError",
     "files_matching",
     "indexed_columns",
     "parse_stats",
-    "partition_predicate",
     "partitions_may_match",
     "read_footers",
     "slice_filter",

@@ -1,53 +1,150 @@
-"""A partition filter: a predicate on partition columns only, decided by files' partition values.
+"""A filter on partition columns (``partition_filter=``): a snapshot restricted to some partitions,
+a change feed of some partitions, a watcher of some partitions, an Airflow run's slice.
 
-What a change feed restricted to partitions (``DeltaTable.changes(partition_filter=...)``), a read
-of some partitions (``read_delta(partition_filter=...)``), a watcher waiting on partitions and an
-Airflow run's slice of a table select. The same predicate language as ``replace_where`` and a
-read's filter; a data column is refused, since no file's rows are looked at.
+:class:`PartitionFilter` wraps a :class:`~.predicate.Predicate` that names partition columns only,
+in the predicate language of the rest of the core (comparisons, ``IN``, ``BETWEEN``,
+``IS [NOT] NULL``, ``AND`` / ``OR`` / ``NOT``, ``:name`` markers bound from parameters), and gives
+the partition-pruned replay (``core/log/partition_pruning.py``) what it asks: exact selection over
+typed partition values (:func:`~.skipping.partitions_may_match`), and a "may" over the value
+ranges of a checkpoint's row groups (kept unless no value in it can satisfy the condition).
+:func:`slice_filter` says an Airflow run's slice (columns equal to a key's parts) as one.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.errors import shorten
-from airflow_delta_provider.core.expressions.predicate import Predicate, PredicateError
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_delta_provider.core.expressions.predicate import Comparison, Junction, Predicate, PredicateError
+from airflow_delta_provider.core.expressions.skipping import partitions_may_match
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    import pyarrow as pa
+    import numpy.typing as npt
 
-__all__ = ["partition_predicate", "slice_filter"]
+    from airflow_delta_provider.core.expressions.predicate import Clause
+    from airflow_delta_provider.core.log.partition_pruning import PartitionBounds
+    from airflow_delta_provider.core.log.snapshot import Snapshot
+
+__all__ = ["PartitionFilter", "slice_filter"]
 
 
-def partition_predicate(
-    text: str,
-    schema: pa.Schema,
-    partition_columns: Sequence[str],
-    parameters: Mapping[str, Any] | None = None,
-) -> Predicate:
-    """The predicate of a partition filter, every literal typed by ``schema``.
+class PartitionFilter:
+    """A condition on a table's partition columns.
 
-    :param text: a SQL condition on partition columns (``"ds = '2024-01-01'"``, ``"ds = :day"``).
-    :param schema: the table's logical schema.
+    .. code-block:: python
+
+        snapshot = DeltaTable(uri).snapshot(partition_filter="ds >= '2024-06-01' AND region = 'eu'")
+        snapshot.files()  # only those partitions' files, replayed at their cost
+
+    :param predicate: SQL text, or a :class:`Predicate` naming only partition columns.
     :param partition_columns: the table's partition columns.
-    :param parameters: the values of the text's ``:name`` markers.
-    :raises PredicateError: the text does not parse, names a data column or a column the table
-        lacks, or a value that does not fit its column.
+    :param schema: the table's logical schema: when given, every literal is typed now (a value
+        that does not fit its column is refused here, not at the first read).
+    :param parameters: with SQL text, the values of its ``:name`` markers, each bound as a literal.
+    :raises PredicateError: the text does not parse, names a column that is not a partition
+        column, or a literal does not fit its column.
     """
-    columns = list(partition_columns)
-    data_columns = [name for name in schema.names if name not in columns]
-    predicate = Predicate(text, columns, data_columns=data_columns, parameters=parameters)
-    named = sorted(predicate.columns - set(columns))
-    if named:
-        raise PredicateError(
-            f"The partition filter {shorten(text, 200)!r} names the data column(s) {named}: it selects "
-            f"files by their partition values, before any row is read (partition columns: "
-            f"{columns or 'none'}). Filter the rows afterwards."
-        )
-    predicate.normal_form(schema)  # every literal typed now: a value that does not fit is refused here
-    return predicate
+
+    def __init__(
+        self,
+        predicate: str | Predicate,
+        partition_columns: Sequence[str],
+        schema: pa.Schema | None = None,
+        parameters: Mapping[str, Any] | None = None,
+    ) -> None:
+        if isinstance(predicate, str):
+            # Other columns parse, to be refused below with what a partition filter is.
+            others = (
+                [n for n in schema.names if n not in set(partition_columns)] if schema is not None else []
+            )
+            predicate = Predicate(
+                predicate, list(partition_columns), data_columns=others, parameters=parameters
+            )
+        elif parameters is not None:
+            raise TypeError("parameters bind the markers of SQL text; a Predicate carries its own.")
+        elif not isinstance(predicate, Predicate):
+            raise TypeError(f"A partition filter is SQL text or a Predicate, got {type(predicate).__name__}.")
+        others = sorted(predicate.columns - set(partition_columns))
+        if others:
+            what = "is not a partition column" if len(others) == 1 else "are not partition columns"
+            raise PredicateError(
+                f"The partition filter {predicate.text!r} names {', '.join(map(repr, others))}, which "
+                f"{what} (the table's: {list(partition_columns)}); a partition filter selects partitions "
+                f"only."
+            )
+        self.predicate = predicate
+        if schema is not None:
+            predicate.normal_form(pa.schema([schema.field(c) for c in partition_columns]))
+
+    @classmethod
+    def of(cls, snapshot: Snapshot, value: str | Predicate | PartitionFilter) -> PartitionFilter:
+        """``value`` as a partition filter of ``snapshot``'s table, its literals typed."""
+        if isinstance(value, PartitionFilter):
+            return cls(value.predicate, snapshot.partition_columns, snapshot.schema)
+        return cls(value, snapshot.partition_columns, snapshot.schema)
+
+    def __repr__(self) -> str:
+        return f"PartitionFilter({self.text!r})"
+
+    @property
+    def text(self) -> str:
+        return self.predicate.text
+
+    @property
+    def columns(self) -> frozenset[str]:
+        return frozenset(self.predicate.columns)
+
+    def matches(self, values: pa.Table) -> npt.NDArray[np.bool_]:
+        """Per row of typed partition values: whether the filter selects it (exact on partition
+        columns, with compute kernels only: ``Predicate.mask`` filters through Acero, whose first
+        use imports ``pyarrow.dataset`` and pandas, a third of a second in a fresh process)."""
+        return partitions_may_match(self.predicate, values.schema, values)
+
+    def may_match(self, bounds: PartitionBounds) -> npt.NDArray[np.bool_]:
+        """Per range of partition values: whether some value in it may be selected."""
+        return _may_match(self.predicate.normal_form(bounds.schema), bounds, bounds.low.num_rows)
+
+
+def _may_match(clause: Clause, bounds: PartitionBounds, count: int) -> npt.NDArray[np.bool_]:
+    if isinstance(clause, Junction):
+        masks = [_may_match(part, bounds, count) for part in clause.parts]
+        combine = np.logical_and if clause.op == "and" else np.logical_or
+        result = masks[0]
+        for mask in masks[1:]:
+            result = combine(result, mask)
+        return result
+    assert isinstance(clause, Comparison)
+    column = clause.column
+    if column not in bounds.low.column_names:
+        return np.ones(count, dtype=bool)
+    if clause.op == "is_null":
+        return bounds.may_be_null[column].copy()
+    present = bounds.may_hold_value[column]
+    if clause.op == "is_not_null":
+        return present.copy()
+    value = clause.value
+    if value is None or not value.is_valid:
+        return np.zeros(count, dtype=bool)  # a comparison with NULL is never true
+    low, high = bounds.low.column(column), bounds.high.column(column)
+    if clause.op == "=":
+        inside = pc.and_(pc.less_equal(low, value), pc.greater_equal(high, value))
+    elif clause.op == "!=":
+        inside = pc.invert(pc.and_(pc.equal(low, value), pc.equal(high, value)))
+    elif clause.op in ("<", "<="):
+        inside = _COMPARE[clause.op](low, value)
+    else:
+        inside = _COMPARE[clause.op](high, value)
+    # Unknown bounds: may.
+    known = np.asarray(pc.fill_null(inside, True).to_numpy(zero_copy_only=False), dtype=bool)
+    return known & present
+
+
+_COMPARE = {"<": pc.less, "<=": pc.less_equal, ">": pc.greater, ">=": pc.greater_equal}
 
 
 def slice_filter(columns: Sequence[str], values: Sequence[str]) -> tuple[str, dict[str, str]]:

@@ -19,8 +19,7 @@ from urllib.parse import quote, unquote
 
 from airflow_delta_provider.core.changes.bounds import ChangeRange, range_commit_files
 from airflow_delta_provider.core.errors import ConsumerCursorError
-from airflow_delta_provider.core.expressions.partition_filter import partition_predicate
-from airflow_delta_provider.core.expressions.skipping import files_matching
+from airflow_delta_provider.core.expressions.partition_filter import PartitionFilter
 from airflow_delta_provider.core.log.commits import read_commit
 from airflow_delta_provider.core.transaction.commit_plan import CursorAdvance
 from airflow_delta_provider.core.utils.redaction import get_logger
@@ -111,7 +110,7 @@ class SourceRead:
     :param start: the first version delivered (None: nothing new).
     :param end: the last version delivered (None: nothing new).
     :param snapshot: the source's snapshot at ``end``, when its rows are delivered as inserts (a
-        first read without a starting version).
+        first read without a starting version); for a partition, restricted to it.
     :param changes: the changes of ``start`` to ``end`` otherwise.
     :param record: the cursor version the commit records (None: the cursor does not move).
     :param partition: the one partition read (its rows only, in the snapshot and the changes).
@@ -226,10 +225,11 @@ class _Planned:
         )
 
     def snapshot(self, snapshot: Snapshot) -> SourceRead:
-        if self.partition is not None:
+        if self.partition is not None:  # the partition's files alone, replayed at their cost
             text, parameters = self.partition.source_filter
-            predicate = partition_predicate(text, snapshot.schema, snapshot.partition_columns, parameters)
-            if not files_matching(snapshot, predicate).any():
+            chosen = PartitionFilter(text, snapshot.partition_columns, snapshot.schema, parameters)
+            snapshot = snapshot.with_partition_filter(chosen)
+            if snapshot.num_files() == 0:
                 return self.nothing()  # the partition holds no data yet
         version = snapshot.version
         return SourceRead(
@@ -284,8 +284,8 @@ def _holds_data(target: Snapshot, partition: ConsumerPartition | None) -> bool:
     if partition is None or partition.target_filter is None:
         return target.num_files() > 0
     text, parameters = partition.target_filter
-    predicate = partition_predicate(text, target.schema, target.partition_columns, parameters)
-    return bool(files_matching(target, predicate).any())
+    chosen = PartitionFilter(text, target.partition_columns, target.schema, parameters)
+    return bool(chosen.matches(target.partition_values()).any())
 
 
 def commit_time(snapshot: Snapshot) -> int:

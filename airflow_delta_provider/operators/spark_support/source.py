@@ -327,16 +327,8 @@ class DeltaSourceMixin:
         try:
             if read.changes is not None:
                 frame = read_change_set(spark, read.changes, spark_uri=uri)
-            elif read.snapshot is not None:
-                text, parameters = read.partition.source_filter if read.partition else (None, None)
-                frame = read_snapshot_changes(
-                    spark,
-                    read.snapshot,
-                    commit_time(read.snapshot),
-                    partition_filter=text,
-                    parameters=parameters,
-                    spark_uri=uri,
-                )
+            elif read.snapshot is not None:  # (a partition's: restricted to it)
+                frame = read_snapshot_changes(spark, read.snapshot, commit_time(read.snapshot), spark_uri=uri)
             else:
                 frame = empty_changes(spark, self.source_hook.get_table().snapshot())
         except ChangeDataFileNotFoundError as err:
@@ -389,7 +381,7 @@ def describe_read(read: SourceRead, uri: str, bound: int | None, reset: bool) ->
         return head + "Nothing new: the callable receives source_versions=None and no rows."
     if read.snapshot is not None:
         files = count(read.snapshot.num_files(), "file")
-        within = f" (the partition's files of its {files})" if read.partition is not None else f" ({files})"
+        within = f" (the partition's {files})" if read.partition is not None else f" ({files})"
         return head + (
             f"Reading the snapshot at version {versions[1]}{within} as inserts, then changes from the next "
             f"run on."

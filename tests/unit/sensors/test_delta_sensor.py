@@ -202,7 +202,7 @@ def test_a_partition_filter_the_table_cannot_judge_fails_before_waiting(table):
     sensor = DeltaTableVersionSensor(
         task_id="wait", table_uri=table.uri, after_version=0, partition_filter="id = 1", timeout=1
     )
-    with pytest.raises(PredicateError, match="data column"):
+    with pytest.raises(PredicateError, match="not a partition column"):
         sensor.execute({})
 
 

@@ -25,6 +25,7 @@ from airflow_delta_provider.spark import read_changes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
 from changes_support import CORPUS, normalised, unpack_kernel_fixtures
+from spark_reads import add_deletion_vectors
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -234,3 +235,26 @@ def test_a_partition_filter_reads_the_core_changes_of_those_partitions(spark: An
     expected_rows = [r for r in snapshot.to_pyarrow_table().to_pylist() if r["part"] == "p0"]
     assert sorted(r["id"] for r in inserts.to_pylist()) == sorted(r["id"] for r in expected_rows)
     assert set(inserts.column("_change_type").to_pylist()) == {"insert"}
+
+
+def test_files_sharing_a_size_and_files_of_their_own(spark: Any, tmp_path: Path) -> None:
+    """Rows are keyed to their file by its size, or by its path where another file of the scan has
+    the same size (the same bytes under two names): inserts of all, then a deletion vector on one of
+    the twins and on the file of its own size, read as the core reads them for every range."""
+    root = tmp_path / "t"
+    table = DeltaTable.create(
+        str(root), pa.schema([("id", pa.int64())]), properties={"delta.enableDeletionVectors": "true"}
+    )
+    twin = pa.table({"id": list(range(100))})
+    pq.write_table(twin, root / "twin-a.parquet")
+    pq.write_table(twin, root / "twin-b.parquet")
+    pq.write_table(pa.table({"id": list(range(1000, 1250))}), root / "own.parquet")
+    table.commit_files(["twin-a.parquet", "twin-b.parquet", "own.parquet"])
+    sizes = table.snapshot().files().column("size").to_pylist()
+    assert len(set(sizes)) == 2
+    add_deletion_vectors(table, {"twin-a.parquet": [3, 7], "own.parquet": list(range(0, 250, 3))})
+    add_deletion_vectors(table, {"twin-a.parquet": [3, 7, 8]})
+    latest = table.version()
+    for start in range(latest + 1):
+        for end in range(start, latest + 1):
+            _same(spark, root, start, end)

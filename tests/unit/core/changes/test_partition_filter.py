@@ -131,8 +131,8 @@ def test_markers_are_bound_from_parameters(feed_table: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "parameters", "message"),
     [
-        ("id = 3", None, "names the data column(s) ['id']"),
-        ("part = 'p0' AND name = 'x'", None, "names the data column(s) ['name']"),
+        ("id = 3", None, "names 'id', which is not a partition column"),
+        ("part = 'p0' AND name = 'x'", None, "names 'name', which is not a partition column"),
         ("nope = 1", None, "not a column of the table"),
         ("part = ", None, "Cannot parse"),
         ("part = :p", None, "which no parameter binds"),

@@ -170,7 +170,11 @@ def test_a_partition_filter_the_table_cannot_judge_is_refused_before_any_commit(
     from airflow_delta_provider.core.expressions import PredicateError
     from airflow_delta_provider.core.table import check_partition_filter
 
-    for text, message in (("id = 1", "data column"), ("nope = 1", "not a column"), ("ds =", "Cannot parse")):
+    for text, message in (
+        ("id = 1", "not a partition column"),
+        ("nope = 1", "not a column"),
+        ("ds =", "Cannot parse"),
+    ):
         with pytest.raises(PredicateError, match=message):
             check_partition_filter(table, text)
     check_partition_filter(DeltaTable(str(tmp_path / "later")), "ds = 'a'")  # judged once it exists
