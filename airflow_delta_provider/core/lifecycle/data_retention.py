@@ -332,8 +332,10 @@ def _older_than(column: str, kind: pa.DataType, cutoff: datetime, snapshot: Snap
     if pa.types.is_date(kind):
         return f"{_quoted(column)} < DATE '{cutoff.date().isoformat()}'"
     if pa.types.is_timestamp(kind):
-        # A timestamp without a zone is read as UTC, as the predicate reads every literal.
-        return f"{_quoted(column)} < TIMESTAMP '{cutoff.replace(tzinfo=None).isoformat(sep=' ')}'"
+        wall_clock = cutoff.replace(tzinfo=None).isoformat(sep=" ")
+        if kind.tz is None:  # a timestamp_ntz column: its wall clock in UTC, as the cutoff's
+            return f"{_quoted(column)} < TIMESTAMP_NTZ '{wall_clock}'"
+        return f"{_quoted(column)} < TIMESTAMP '{wall_clock}Z'"  # the instant, whatever Spark's zone
     raise DataRetentionError(
         f"The data retention column {column!r} of {snapshot.storage.root_uri} is {kind}: it must hold a "
         f"date or a timestamp (or be a partition column of ISO dates, 'YYYY-MM-DD'). Nothing was deleted."

@@ -156,7 +156,7 @@ def test_bad_arguments_are_refused_when_the_dag_is_parsed(tmp_path: Path, kwargs
 
 @pytest.mark.parametrize(
     ("predicate", "message"),
-    [("nope = 1", "not a column"), ("id = 'x'", "does not fit"), ("id = = 1", "Cannot parse")],
+    [("nope = 1", "not a column"), ("id = 'x'", "'x' is not a whole number"), ("id = = 1", "Cannot parse")],
 )
 def test_a_bad_predicate_fails_the_task_and_changes_nothing(
     tmp_path: Path, context_for: Any, predicate: str, message: str
