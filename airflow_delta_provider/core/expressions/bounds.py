@@ -122,12 +122,12 @@ def decimal_bound(value: float | None, precision: int, scale: int, *, upper: boo
         return None
     token = Decimal(repr(value))
     step = Decimal(1).scaleb(-scale)
-    largest = Decimal(10) ** (precision - scale) - step
+    largest = _WIDE.subtract(_WIDE.power(10, precision - scale), step)  # Python's default context: 28 digits
     if precision <= _DOUBLE_DIGITS:
         exact = token.quantize(step, context=_WIDE)
         if exact == token and abs(exact) <= largest:
             return exact
-    margin = abs(token) * _DOUBLE_MARGIN
+    margin = _WIDE.multiply(abs(token), _DOUBLE_MARGIN)
     widened = _WIDE.add(token, margin) if upper else _WIDE.subtract(token, margin)
     rounded = widened.quantize(step, rounding=ROUND_CEILING if upper else ROUND_FLOOR, context=_WIDE)
-    return max(min(rounded, largest), -largest)
+    return max(min(rounded, largest), _WIDE.minus(largest))

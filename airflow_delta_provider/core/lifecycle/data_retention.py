@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from airflow_delta_provider.core.errors import DataRetentionError, DataRetentionLimitError
 from airflow_delta_provider.core.expressions.skipping import files_matching
 from airflow_delta_provider.core.expressions.stats import read_footers
-from airflow_delta_provider.core.expressions.stats_parsed import parse_stats, stats_parsed_type
+from airflow_delta_provider.core.expressions.stats_parsed import record_counts
 from airflow_delta_provider.core.lifecycle.delete import DeleteOptions, delete, parse_predicate
 from airflow_delta_provider.core.lifecycle.delete_rows import Candidates, FileReader, match_rows_locally
 from airflow_delta_provider.core.protocol.table_config import (
@@ -393,8 +393,7 @@ def _live_rows(snapshot: Snapshot, files: pa.Table) -> int:
     their deletion vectors delete."""
     if not files.num_rows:
         return 0
-    stats = parse_stats(files.column("stats"), stats_parsed_type([], tight_bounds=False))
-    records = stats.field("numRecords")
+    records = record_counts(files.column("stats"))
     total = int(pc.sum(records).as_py() or 0)
     missing = [i for i, value in enumerate(records.is_null().to_pylist()) if value]
     if missing:

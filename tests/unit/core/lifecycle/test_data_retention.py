@@ -342,3 +342,20 @@ def test_a_string_data_column_and_a_partition_of_other_formats_are_refused(tmp_p
     with pytest.raises(DataRetentionError, match=r"'day' .* is string"):
         table.apply_data_retention(policy={"column": "day", "keep": "interval 1 days"}, now=NOW)
     assert state(table) == before
+
+
+def test_files_without_readable_statistics_count_their_rows(tmp_path: Path) -> None:
+    """A file without statistics, or with statistics that do not parse, once counted 0 rows (a
+    missing struct's leaves read as zeros), which lowered the share a run deletes below the
+    policy's limit. Their rows are counted from their footers."""
+    table = events(tmp_path / "t", partitioned=False)
+    log = tmp_path / "t" / "_delta_log" / f"{1:020d}.json"
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    adds = [line["add"] for line in lines if "add" in line]
+    del adds[0]["stats"]
+    adds[1]["stats"] = "{"
+    adds[2]["stats"] = json.dumps({"numRecords": 3, "minValues": {"id": "x"}})  # the row-by-row parse
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    decision = data_retention_due(table.snapshot(), {"column": "ts", "keep": "interval 75 days"}, now=NOW)
+    assert decision.num_rows == 30
+    assert decision.num_rows_to_delete == 9
