@@ -336,3 +336,33 @@ def test_an_unpartitioned_table_with_some_deletion_vectors_reads_exactly(
     monkeypatch.setattr(files_module, "metadata_file_path", lambda path: "file:/elsewhere")
     with pytest.raises(Exception, match="names differently"):
         read_delta(spark, table).collect()
+
+
+def test_a_filter_with_parameters_reads_what_spark_sql_binds(spark: Any, tmp_path: Path) -> None:
+    """The same text and values: ``read_delta(filter=, parameters=)`` and ``spark.sql(args=)``."""
+    schema = pa.schema([("id", pa.int64()), ("name", pa.string()), ("amount", pa.decimal128(10, 2))])
+    data = pa.table(
+        {
+            "id": [1, 2, 3, 4],
+            "name": ["it's", "x' OR 'a' = 'a", "b", None],
+            "amount": [decimal.Decimal(v) for v in ("1.00", "2.50", "10.00", "0.10")],
+        },
+        schema=schema,
+    )
+    table = DeltaTable.create(str(tmp_path / "t"), schema)
+    pq.write_table(data, tmp_path / "t" / "0.parquet")
+    table.commit_files(["0.parquet"])
+    spark.createDataFrame(data).createOrReplaceTempView("bound")
+    for text, parameters in [
+        ("name = :name", {"name": "x' OR 'a' = 'a"}),
+        ("amount >= :least AND id <> :id", {"least": decimal.Decimal("2.5"), "id": 4}),
+        ("amount < :most OR name IS NULL", {"most": 1.5}),
+        ("name IN (:a, :b)", {"a": "it's", "b": "b"}),
+    ]:
+        found = sorted(r.id for r in read_delta(spark, table, filter=text, parameters=parameters).collect())
+        expected = sorted(
+            r.id for r in spark.sql(f"SELECT id FROM bound WHERE {text}", args=parameters).collect()
+        )
+        assert found == expected, text
+    with pytest.raises(PredicateError, match="not used"):
+        read_delta(spark, table, filter="id = 1", parameters={"id": 1})

@@ -200,3 +200,74 @@ def _normal_form_rows(form, values):
     result = evaluate(form, values.column, {f.name: f.type for f in values.schema})
     mask = pc.fill_null(result, False).to_pylist()
     return [i for i, keep in enumerate(mask) if keep]
+
+
+# --- parameters: values bound to named markers ----------------------------------------------------
+
+BOUND = pa.table(
+    {
+        "name": ["it's", "x' OR 'a' = 'a", "a:b", None],
+        "id": pa.array([1, 2, 3, 4], pa.int64()),
+        "ts": pa.array(
+            [dt.datetime(2024, 1, 1, h, tzinfo=dt.UTC) for h in range(4)], pa.timestamp("us", tz="UTC")
+        ),
+    }
+)
+
+
+def _bound(text: str, **parameters: object) -> list[int]:
+    predicate = Predicate(text, [], data_columns=BOUND.column_names, parameters=parameters)
+    return [n for n, keep in enumerate(predicate.mask(BOUND).to_pylist()) if keep]
+
+
+def test_a_bound_value_is_a_value_whatever_it_holds() -> None:
+    assert _bound("name = :name", name="it's") == [0]
+    assert _bound("name = :name", name="x' OR 'a' = 'a") == [1]
+    assert _bound("name = ':name'") == []  # a marker inside a string is text
+    assert _bound("name = 'a:b'") == [2]
+    assert _bound("id IN (:ids) AND name <> :name", ids=[1, 2, 3], name="a:b") == [0, 1]
+    assert _bound("id = :`the id`", **{"the id": 3}) == [2]
+    assert _bound("ts >= :since", since=dt.datetime(2024, 1, 1, 2, tzinfo=dt.UTC)) == [2, 3]
+    assert _bound("id = :id", id="2") == [1]  # a str is a STRING literal, cast as Spark casts it
+
+
+@pytest.mark.parametrize(
+    ("text", "parameters", "message"),
+    [
+        ("id = :id", {}, "no parameter binds"),
+        ("id = :Id", {"id": 1}, "case-sensitive"),
+        ("id = 1", {"id": 1}, "not used"),
+        ("id = ?", {}, "positional parameter markers"),
+        ("id = :id", {"id": None}, "is None"),
+        ("ts = :t", {"t": dt.datetime(2024, 1, 1)}, "without tzinfo"),
+        ("id = :ids", {"ids": [1, 2]}, "binds only the items of an IN"),
+        ("id IN (:ids)", {"ids": []}, "empty list"),
+        ("id IN (:ids)", {"ids": [[1]]}, "nested"),
+        ("id = :id", {"id": object()}, "no SQL literal"),
+        ("id = :id", {"id": 2**64}, "range of BIGINT"),
+        ("id = :id", [("id", 1)], "must map"),
+    ],
+)
+def test_bad_bindings_are_refused(text: str, parameters: object, message: str) -> None:
+    with pytest.raises(PredicateError, match=message) as raised:
+        Predicate(text, [], data_columns=BOUND.column_names, parameters=parameters).normal_form(BOUND.schema)  # type: ignore[arg-type]
+    assert raised.value.reason in ("parameter", "syntax")
+
+
+def test_bound_values_are_typed_as_spark_binds_them() -> None:
+    from decimal import Decimal
+
+    from airflow_delta_provider.core.expressions.literals import bind_parameter
+
+    expected = [
+        (1, "int"),
+        (2**40, "bigint"),
+        (Decimal("1.005"), "decimal(4,3)"),
+        (1.5, "double"),
+        (True, "boolean"),
+        ("x", "string"),
+        (dt.date(2024, 1, 1), "date"),
+        (dt.datetime(2024, 1, 1, tzinfo=dt.UTC), "timestamp"),
+        (b"x", "binary"),
+    ]
+    assert [(value, str(bind_parameter("p", value).type)) for value, _ in expected] == expected

@@ -251,3 +251,28 @@ def test_a_predicate_concatenates_adjacent_strings_and_keeps_raw_ones() -> None:
         True,
         True,
     ]
+
+
+@pytest.mark.spark
+def test_bound_parameters_are_typed_as_spark_binds_them(local_spark: Any) -> None:
+    """``spark.sql(text, args=...)`` and the core bind a Python value to the same SQL type."""
+    import datetime as dt
+
+    from airflow_delta_provider.core.expressions.literals import bind_parameter
+
+    values = [
+        1,
+        -(2**31),
+        2**31,
+        2**40,
+        Decimal("1.005"),
+        Decimal("-0.10"),
+        1.5,
+        True,
+        "x",
+        dt.date(2024, 1, 1),
+    ]
+    values.append(dt.datetime(2024, 1, 1, 10, tzinfo=dt.timezone(dt.timedelta(hours=2))))
+    columns = ", ".join(f"typeof(:p{n}) AS t{n}" for n in range(len(values)))
+    row = local_spark.sql(f"SELECT {columns}", args={f"p{n}": v for n, v in enumerate(values)}).collect()[0]
+    assert [row[f"t{n}"] for n in range(len(values))] == [str(bind_parameter("p", v).type) for v in values]
