@@ -18,7 +18,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_delta_provider.core.expressions import PartitionFilter, Predicate, files_matching
+from airflow_delta_provider.core.expressions import (
+    PartitionFilter,
+    Predicate,
+    PredicateError,
+    bound_by,
+    files_matching,
+)
 from airflow_delta_provider.core.log import deletion_vector_rows
 from airflow_delta_provider.core.utils import get_logger
 from airflow_delta_provider.spark.files import (
@@ -80,22 +86,25 @@ def read_delta(
     :param timestamp: read the version that was current at this time (datetime, ISO-8601 string
         or epoch milliseconds), as the core's time travel resolves it.
     :param columns: the columns to return (default: all, in schema order).
-    :param filter: a SQL condition (``"ds >= '2024-01-01' AND amount > 10"``) in the subset the
-        core parses (comparisons, ``IN``, ``BETWEEN``, ``IS [NOT] NULL``, ``AND``/``OR``/``NOT``):
-        files that cannot hold a matching row are skipped before Spark sees a path, and the rows
-        are filtered on Spark.
-    :param partition_filter: only the partitions this SQL condition on partition columns selects
-        (the language of ``filter``; a data column is refused): their files are the only ones read.
-    :param parameters: the values of ``partition_filter``'s ``:name`` markers
-        (``partition_filter="ds = :day", parameters={"day": "2024-01-01"}``).
+    :param filter: a SQL condition (``"ds >= '2024-01-01' AND amount > :amount"``) in the subset
+        the core parses (comparisons, ``IN``, ``BETWEEN``, ``IS [NOT] NULL``, ``<=>``,
+        ``AND``/``OR``/``NOT``), meaning what it means in Spark SQL: files that cannot hold a
+        matching row are skipped before Spark sees a path, and the rows are filtered on Spark.
+    :param partition_filter: only the partitions this condition on partition columns selects (the
+        language of ``filter``; any other column is refused): only their files are replayed from the
+        log and read.
+    :param parameters: the values of the filters' named markers (``{"amount": 10}``), bound as
+        typed literals (never formatted into the text); each names a marker of ``filter`` or of
+        ``partition_filter``.
     :param storage_options: the core's storage options, with a URI ``table``.
     :param spark_uri: where Spark finds the table root when its Hadoop URI is not the table URI
         (default: the table URI, ``s3://`` as ``s3a://``). The session's Hadoop configuration
         must give Spark access to it.
     :raises UnsupportedFeatureError: the table needs a reader feature the core lacks, or a newer
         Spark (deletion vectors need 3.4, type widening 4.0).
-    :raises PredicateError: a filter does not parse, names an unknown column (the partition filter: a
-        data column) or a value that does not fit its column.
+    :raises PredicateError: a filter does not parse, names an unknown column (the partition filter:
+        a column that is not a partition column), binds wrongly, or holds a value Spark would refuse
+        or read depending on a setting.
     """
     if not isinstance(table, str) and storage_options is not None:
         raise ValueError("storage_options applies to a table URI; a DeltaTable already carries its own.")
@@ -134,14 +143,13 @@ def read_snapshot(
 ) -> Any:
     """:func:`read_delta` of a snapshot already loaded (with a partition filter, its files not read
     yet: they are replayed for the selected partitions only)."""
-    if parameters is not None and partition_filter is None:
-        raise ValueError("parameters bind the markers of a partition_filter; pass one, or leave them out.")
+    own, partitions = bound_by(parameters, filter, partition_filter)
     if partition_filter is not None:
-        chosen = PartitionFilter(partition_filter, snapshot.partition_columns, snapshot.schema, parameters)
+        chosen = PartitionFilter(partition_filter, snapshot.partition_columns, snapshot.schema, partitions)
         snapshot = snapshot.with_partition_filter(chosen)
     schema = read_schema(snapshot)
     selected = _select_columns(snapshot, columns)
-    predicate = _predicate(snapshot, filter)
+    predicate = _predicate(snapshot, filter, own)
     files, partition_values = _files_to_read(snapshot, predicate)
     has_dv = files.column("deletion_vector").is_valid()
     with_dv = int(pc.sum(has_dv).as_py() or 0)
@@ -185,12 +193,18 @@ def _select_columns(snapshot: Snapshot, columns: Sequence[str] | None) -> list[s
     return chosen
 
 
-def _predicate(snapshot: Snapshot, text: str | None) -> Predicate | None:
+def _predicate(
+    snapshot: Snapshot, text: str | None, parameters: Mapping[str, Any] | None
+) -> Predicate | None:
     if text is None:
+        if parameters is not None:
+            raise PredicateError(
+                "parameters were given without a filter to bind them to.", reason="parameter"
+            )
         return None
     partitions = snapshot.partition_columns
     data = [f.name for f in snapshot.schema if f.name not in partitions]
-    predicate = Predicate(text, partitions, data_columns=data)
+    predicate = Predicate(text, partitions, data_columns=data, parameters=parameters)
     predicate.normal_form(snapshot.schema)  # types every literal now: a bad value fails before Spark
     return predicate
 

@@ -18,7 +18,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_delta_provider.core.expressions.predicate import Comparison, Junction, Predicate, PredicateError
+from airflow_delta_provider.core.expressions.coercion import to_domain
+from airflow_delta_provider.core.expressions.lexer import tokenize
+from airflow_delta_provider.core.expressions.predicate import (
+    Comparison,
+    InList,
+    Junction,
+    Predicate,
+    PredicateError,
+)
 from airflow_delta_provider.core.expressions.skipping import partitions_may_match
 
 if TYPE_CHECKING:
@@ -30,7 +38,7 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.log.partition_pruning import PartitionBounds
     from airflow_delta_provider.core.log.snapshot import Snapshot
 
-__all__ = ["PartitionFilter", "slice_filter"]
+__all__ = ["PartitionFilter", "bound_by", "slice_filter"]
 
 
 class PartitionFilter:
@@ -118,30 +126,47 @@ def _may_match(clause: Clause, bounds: PartitionBounds, count: int) -> npt.NDArr
         for mask in masks[1:]:
             result = combine(result, mask)
         return result
-    assert isinstance(clause, Comparison)
     column = clause.column
     if column not in bounds.low.column_names:
         return np.ones(count, dtype=bool)
-    if clause.op == "is_null":
-        return bounds.may_be_null[column].copy()
+    if isinstance(clause, Comparison) and clause.op in ("is_null", "true", "false"):
+        if clause.op == "true":  # (Spark's constant comparisons: every row, NULL ones too)
+            return np.ones(count, dtype=bool)
+        return bounds.may_be_null[column].copy() if clause.op == "is_null" else np.zeros(count, dtype=bool)
     present = bounds.may_hold_value[column]
-    if clause.op == "is_not_null":
+    if isinstance(clause, Comparison) and clause.op == "is_not_null":
         return present.copy()
-    value = clause.value
-    if value is None or not value.is_valid:
+    domain = clause.values.type if isinstance(clause, InList) else _domain(clause)
+    if domain is None:
         return np.zeros(count, dtype=bool)  # a comparison with NULL is never true
-    low, high = bounds.low.column(column), bounds.high.column(column)
-    if clause.op == "=":
-        inside = pc.and_(pc.less_equal(low, value), pc.greater_equal(high, value))
+    if pa.types.is_floating(domain):
+        return present.copy()  # (Spark's order of NaN and -0.0: no range is judged, every one may)
+    kind = bounds.low.schema.field(column).type
+    low = to_domain(bounds.low.column(column), kind, domain)
+    high = to_domain(bounds.high.column(column), kind, domain)
+    if isinstance(clause, InList):
+        if clause.negated:
+            return present.copy()
+        inside = pa.array(np.zeros(count, dtype=bool))
+        for value in clause.values:
+            inside = pc.or_(inside, pc.and_(pc.less_equal(low, value), pc.greater_equal(high, value)))
+    elif clause.op == "=":
+        inside = pc.and_(pc.less_equal(low, clause.value), pc.greater_equal(high, clause.value))
     elif clause.op == "!=":
-        inside = pc.invert(pc.and_(pc.equal(low, value), pc.equal(high, value)))
+        inside = pc.invert(pc.and_(pc.equal(low, clause.value), pc.equal(high, clause.value)))
     elif clause.op in ("<", "<="):
-        inside = _COMPARE[clause.op](low, value)
+        inside = _COMPARE[clause.op](low, clause.value)
     else:
-        inside = _COMPARE[clause.op](high, value)
+        inside = _COMPARE[clause.op](high, clause.value)
     # Unknown bounds: may.
     known = np.asarray(pc.fill_null(inside, True).to_numpy(zero_copy_only=False), dtype=bool)
     return known & present
+
+
+def _domain(clause: Comparison) -> pa.DataType | None:
+    """The type a comparison is made in (its literal's, cast there); None when the literal is NULL."""
+    value = clause.value
+    return None if value is None or not value.is_valid else value.type
 
 
 _COMPARE = {"<": pc.less, "<=": pc.less_equal, ">": pc.greater, ">=": pc.greater_equal}
@@ -161,3 +186,23 @@ def slice_filter(columns: Sequence[str], values: Sequence[str]) -> tuple[str, di
         )
     text = " AND ".join(f"`{column.replace('`', '``')}` = :p{index}" for index, column in enumerate(columns))
     return text, {f"p{index}": value for index, value in enumerate(values)}
+
+
+def bound_by(parameters: Mapping[str, Any] | None, *texts: str | None) -> tuple[dict[str, Any] | None, ...]:
+    """``parameters`` shared by several conditions (a read's ``filter`` and ``partition_filter``),
+    split by the markers each text holds: per text, the values of its markers (None for a text
+    that is None or holds none).
+
+    :raises PredicateError: a parameter that is no marker of any of them.
+    """
+    if parameters is None:
+        return (None,) * len(texts)
+    names = [{t.value for t in tokenize(text) if t.kind == "marker"} if text else set() for text in texts]
+    unused = sorted(set(parameters) - set().union(*names))
+    if unused:
+        raise PredicateError(
+            f"The parameters {unused} are not used by the conditions {[t for t in texts if t]}: a value "
+            f"meant to narrow them would be ignored. Use each as :name in a condition, or drop it.",
+            reason="parameter",
+        )
+    return tuple({k: v for k, v in parameters.items() if k in own} or None for own in names)
