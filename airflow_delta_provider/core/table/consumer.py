@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from airflow_delta_provider.core.changes.bounds import ChangeRange, range_commit_files
-from airflow_delta_provider.core.errors import ConsumerCursorError
+from airflow_delta_provider.core.errors import ConsumerCursorError, SourceIsTargetError
 from airflow_delta_provider.core.log.commits import read_commit
 from airflow_delta_provider.core.transaction.commit_plan import CursorAdvance
 from airflow_delta_provider.core.utils.redaction import get_logger
@@ -121,12 +121,16 @@ def plan_read(
     :param starting_version: where a consumer without a cursor starts (see :data:`StartingVersion`).
     :param reset: start again as if there were no cursor (the commit still checks the one there).
     :raises TableNotFoundError: the source does not exist.
+    :raises SourceIsTargetError: the source and the target are one table (one table id), whatever
+        locations name them.
     :raises ConsumerCursorError: no cursor (and no ``starting_version``) while the target holds
         data, or a cursor of this consumer on another source table.
     :raises DeltaError: as :meth:`DeltaTable.changes` (versions removed by log cleanup, a commit
         whose changed rows were not recorded ...).
     """
     latest_snapshot = source.snapshot()
+    if target is not None:
+        _check_not_self(latest_snapshot, target)
     latest = latest_snapshot.version
     app_id = consumer_app_id(latest_snapshot.metadata.id, consumer)
     cursor = target.app_transaction_version(app_id) if target is not None else None
@@ -146,6 +150,21 @@ def plan_read(
         return SourceRead(app_id, cursor, latest, record=start - 1 if start > 0 else None)
     changes = source.changes(start, end)
     return SourceRead(app_id, cursor, latest, start, end, changes=changes, record=end)
+
+
+def _check_not_self(source: Snapshot, target: Snapshot) -> None:
+    """Refuse a source that is the target: locations can name one table in many ways (a symlink,
+    ``file://`` or not, ``s3a://``, case on a case-insensitive store), its id names it once."""
+    table_id = source.metadata.id
+    if table_id == target.metadata.id:
+        raise SourceIsTargetError(
+            f"The source {source.storage.root_uri} and the target {target.storage.root_uri} are one "
+            f"table (id {table_id}): the source is the target reached through another location (a "
+            f"symlink, another spelling), or a copy of it (a copied table keeps its id). A consumer "
+            f"cannot consume its own commits: each run would read its own output again. Name another "
+            f"source table; to consume a copy, create the copy as a new table so that it gets an id of "
+            f"its own."
+        )
 
 
 def _check_first_read(

@@ -27,6 +27,7 @@ from airflow_delta_provider.core.errors import (
     ChangeDataNotRecordedError,
     CommitsCleanedUpError,
     ConsumerCursorError,
+    SourceIsTargetError,
 )
 from airflow_delta_provider.hooks.mixins import build_hook
 from airflow_delta_provider.utils.coercion import is_deferred, is_none, to_bool, to_int, to_text, validate
@@ -212,15 +213,16 @@ class DeltaSourceMixin:
         """What this execution reads from the source: after the cursor the target holds, up to the
         newest version or the triggering asset events' version.
 
-        :raises ValueError: the source is the target.
+        :raises SourceIsTargetError: the source is the target: the same location, or the same table
+            (one table id) reached through another location.
         :raises DeltaError: as :func:`~airflow_delta_provider.core.table.consumer.plan_read`, with what
             to do added to the message.
         """
         from airflow_delta_provider.core.table import plan_read
 
         hook = self.source_hook
-        if table_asset_uri(hook.table_uri) == table_asset_uri(target_uri):
-            raise ValueError(
+        if table_asset_uri(hook.table_uri) == table_asset_uri(target_uri):  # known before any read
+            raise SourceIsTargetError(
                 f"source= names the table this task writes ({target_uri}); a task cannot consume its own "
                 f"commits. Name another table."
             )
