@@ -34,10 +34,17 @@ from airflow_delta_provider.core.errors import (
     VersionNotFoundError,
 )
 from airflow_delta_provider.core.log.deletion_vectors import deletion_vector_path, deletion_vector_unique_id
-from airflow_delta_provider.core.log.logfiles import LogFileKind, commit_name
+from airflow_delta_provider.core.log.logfiles import LogFileKind
 from airflow_delta_provider.core.log.segment import complete_checkpoints, list_log_files
 from airflow_delta_provider.core.log.snapshot import load_snapshot
-from airflow_delta_provider.core.log.timeline import commit_info, commit_timestamps, to_millis, version_at
+from airflow_delta_provider.core.log.timeline import (
+    CommitTimeRule,
+    commit_info,
+    commit_times,
+    commit_timestamps,
+    to_millis,
+    version_at,
+)
 from airflow_delta_provider.core.protocol.actions import AddFile, DomainMetadata, RemoveFile
 from airflow_delta_provider.core.protocol.constraints import merged_identity_schema
 from airflow_delta_provider.core.protocol.features import Operation, merge_protocols, writer_features
@@ -325,7 +332,7 @@ def check_retention(latest: Snapshot, target: Snapshot, now_ms: int | None = Non
     retention = latest.config.deleted_file_retention
     now = now_ms if now_ms is not None else int(time.time() * 1000)
     cutoff = now - retention.value // timedelta(milliseconds=1)
-    committed = _snapshot_timestamp(target)
+    committed = _snapshot_timestamp(latest, target)
     if committed >= cutoff:
         return
     hours = retention.value // timedelta(hours=1)
@@ -338,18 +345,15 @@ def check_retention(latest: Snapshot, target: Snapshot, now_ms: int | None = Non
     )
 
 
-def _snapshot_timestamp(snapshot: Snapshot) -> int:
-    """Delta's ``Snapshot.timestamp``: the in-commit timestamp when the version has one, else the
-    modification time of its commit file (of its checkpoint, when the commit was cleaned up)."""
-    store = snapshot.storage
-    config = snapshot.metadata.config  # in-commit timestamps: the table's own properties only
-    if config.in_commit_timestamps and snapshot.version >= config.in_commit_timestamp_enablement_version:
-        info = commit_info(store, snapshot.version) or {}
-        if isinstance(info.get("inCommitTimestamp"), int):
-            return int(info["inCommitTimestamp"])
-    found = store.info(store.log_path(commit_name(snapshot.version)))
-    if found is None and snapshot.segment.checkpoint is not None:
-        found = store.info(snapshot.segment.checkpoint.files[0].file.path)
+def _snapshot_timestamp(latest: Snapshot, snapshot: Snapshot) -> int:
+    """When the snapshot's version was committed, as time travel dates it (the table's
+    :class:`~.timeline.CommitTimeRule`); its checkpoint's modification time when the commit was
+    cleaned up."""
+    stamp = commit_times(latest.storage, [snapshot.version], CommitTimeRule(latest)).get(snapshot.version)
+    if stamp is not None:
+        return stamp.timestamp
+    checkpoint = snapshot.segment.checkpoint
+    found = snapshot.storage.info(checkpoint.files[0].file.path) if checkpoint is not None else None
     return found.modification_time if found is not None else 0
 
 

@@ -21,6 +21,7 @@ from airflow_delta_provider.core.log.segment import (
 )
 from airflow_delta_provider.core.log.snapshot import Snapshot, load_snapshot
 from airflow_delta_provider.core.log.timeline import (
+    CommitTimeRule,
     CommitTimestamp,
     commit_timestamps,
     history,
@@ -201,9 +202,10 @@ class DeltaTable:
     def commit_timestamps(self) -> list[CommitTimestamp]:
         """Timestamps of every reconstructable version, oldest first, as Delta's time travel uses them.
 
-        Modification times of the commit files, made strictly increasing as Delta does; with
-        in-commit timestamps enabled, ``commitInfo.inCommitTimestamp`` from the enablement
-        version on.
+        Modification times of the commit files, made strictly increasing as Delta does; while
+        in-commit timestamps are enabled, ``commitInfo.inCommitTimestamp`` from the enablement
+        version on (and nowhere else). Every commit time the core gives (the change feed's
+        ``_commit_timestamp``, :meth:`history`, watchers) follows this one rule.
         """
         return commit_timestamps(self.snapshot())
 
@@ -226,14 +228,14 @@ class DeltaTable:
         """Commit history, newest first: each commit's ``commitInfo`` plus ``version`` and ``timestamp``.
 
         With ``limit=n`` only the last ``n`` commit files are read. ``timestamp`` is the
-        in-commit timestamp when present, else the commit file's modification time.
+        version's commit time as time travel has it (:meth:`commit_timestamps`).
         Versions whose commit was cleaned up are not listed.
 
         :param limit: the number of most recent commits to return; None for all.
         """
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
             raise ValueError(f"limit must be a positive integer, got {limit!r}.")
-        return history(self.storage, self.version(), limit)
+        return history(self.storage, self.version(), limit, rule=CommitTimeRule(self.snapshot))
 
     # --- changes -----------------------------------------------------------------------
 

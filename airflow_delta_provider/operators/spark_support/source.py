@@ -281,7 +281,6 @@ class DeltaSourceMixin:
 
     def source_arguments(self, spark: Any, read: SourceRead) -> dict[str, Any]:
         """The callable's ``changes`` (a DataFrame) and ``source_versions``, for the arguments it takes."""
-        from airflow_delta_provider.core.table import commit_time
         from airflow_delta_provider.spark.changes import empty_changes, read_change_set, read_snapshot_changes
 
         uri = to_text(self.spark_source_uri, "spark_source_uri")
@@ -289,7 +288,8 @@ class DeltaSourceMixin:
             if read.changes is not None:
                 frame = read_change_set(spark, read.changes, spark_uri=uri)
             elif read.snapshot is not None:
-                frame = read_snapshot_changes(spark, read.snapshot, commit_time(read.snapshot), spark_uri=uri)
+                assert read.committed_at is not None  # plan_read dates every snapshot it delivers
+                frame = read_snapshot_changes(spark, read.snapshot, read.committed_at, spark_uri=uri)
             else:
                 frame = empty_changes(spark, self.source_hook.get_table().snapshot())
         except ChangeDataFileNotFoundError as err:
