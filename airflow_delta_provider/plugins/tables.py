@@ -211,7 +211,8 @@ def table_history(table: DeltaTable, limit: int = 20, before: int | None = None)
 def restore_target(table: DeltaTable, dag_id: str, run_id: str) -> dict[str, Any]:
     """The version "restore to before this run" restores: the one before the run's first commit to the
     table, found by the run identity in commitInfo tags, as ``DeltaRestoreOperator(before_run_id=...)``
-    finds it (the core's ``tagged_commits``: only the commits since the run's logical date are read)."""
+    finds it (the core's ``tagged_commits``: only the commits since an hour before the run's logical
+    date are read)."""
     found = table.tagged_commits(
         {f"{_TAG}dag_id": dag_id, f"{_TAG}run_id": run_id}, not_before_tag=f"{_TAG}logical_date"
     )

@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.transaction.commit import PostCommitHook
 
 __all__ = [
+    "CLOCK_SKEW_MARGIN",
     "MAX_MISSING_FILES_NAMED",
     "NO_OP",
     "RESTORE",
@@ -92,6 +93,9 @@ NO_OP = "no_op"
 MAX_MISSING_FILES_NAMED = 100
 #: Files checked for existence at a time.
 _CHECK_WORKERS = 16
+#: How far a store's clock (commit times) may lag the clock of a time a tag holds (the scheduler's,
+#: for an Airflow run's logical date): the search for a run's commits reads this far past it.
+CLOCK_SKEW_MARGIN = timedelta(hours=1)
 CLUSTERING_DOMAIN = "delta.clustering"
 
 
@@ -616,9 +620,12 @@ def find_tagged_commits(
     The commits are read newest first. Without ``not_before_tag`` every commit in the log is read,
     and the answer needs the log from version 0: when older commits were cleaned up, one of them may
     have carried the tags too. ``not_before_tag`` names a tag of the matching commits that holds a
-    time none of them was committed before (an Airflow run's logical date): the search stops at the
-    first older commit, and a cleaned-up log matters only when it was cleaned past that time. A
-    value later than the newest match's own commit is no such bound and is ignored.
+    time none of them was committed before by the clock that wrote it (an Airflow run's logical
+    date, the scheduler's clock). Commit times are the store's clock, which may lag: the search
+    goes on to :data:`CLOCK_SKEW_MARGIN` before that time or before the oldest match found,
+    whichever is earlier (each older match moves it back), and a cleaned-up log matters only when
+    it was cleaned past that point. A time more than the margin after the newest match's commit
+    is no such bound: every commit is read.
 
     :raises TaggedCommitsNotFoundError: no commit carries the tags, or the first of them may have
         been cleaned up, or the first is version 0 (there is no version before it).
@@ -628,12 +635,13 @@ def find_tagged_commits(
     store = latest.storage
     stamps = commit_timestamps(latest)
     found: list[TaggedCommit] = []
+    margin = CLOCK_SKEW_MARGIN // timedelta(milliseconds=1)
     bound: int | None = None
     complete = bool(stamps) and stamps[0].version == 0
     searched_from = latest.version
     for count, stamp in enumerate(reversed(stamps), 1):
-        if bound is not None and stamp.timestamp < bound:
-            complete = True
+        if bound is not None and stamp.timestamp < min(bound, found[-1].timestamp) - margin:
+            complete = True  # commit times only grow: no older commit can be the run's
             break
         searched_from = stamp.version
         info = commit_info(store, stamp.version) or {}
@@ -642,7 +650,7 @@ def find_tagged_commits(
         if all(carried.get(k) == v for k, v in tags.items()):
             found.append(TaggedCommit(stamp.version, stamp.timestamp, info.get("operation"), dict(carried)))
             if len(found) == 1 and not_before_tag is not None:
-                bound = _time_bound(carried.get(not_before_tag), stamp.timestamp)
+                bound = _time_bound(carried.get(not_before_tag), stamp.timestamp + margin)
         if count % 1000 == 0:
             log.info(
                 "Read the commitInfo of %d commit(s) of %s, back to version %d.",
@@ -650,7 +658,14 @@ def find_tagged_commits(
                 store.root_uri,
                 stamp.version,
             )
-    uri = store.root_uri
+    return _tagged_result(latest, tags, found, complete, searched_from)
+
+
+def _tagged_result(
+    latest: Snapshot, tags: Mapping[str, str], found: list[TaggedCommit], complete: bool, searched_from: int
+) -> TaggedCommits:
+    """The commits found (newest first) as :class:`TaggedCommits`, or why they cannot be told."""
+    uri = latest.storage.root_uri
     wanted = ", ".join(f"{k}={v!r}" for k, v in tags.items())
     if not found:
         where = (
@@ -660,7 +675,7 @@ def find_tagged_commits(
             f"cleaned up)"
         )
         raise TaggedCommitsNotFoundError(f"No commit of {uri} carries the tags {wanted} in {where}.")
-    found.reverse()
+    found = found[::-1]
     if not complete:
         raise TaggedCommitsNotFoundError(
             f"The first commit of {uri} with the tags {wanted} cannot be told: the oldest one the log "
@@ -675,12 +690,13 @@ def find_tagged_commits(
     return TaggedCommits(dict(tags), tuple(found), searched_from)
 
 
-def _time_bound(value: Any, newest_match: int) -> int | None:
-    """A tag's time as a bound for the search: None when it is no time, or later than a match."""
+def _time_bound(value: Any, latest_possible: int) -> int | None:
+    """A tag's time as a bound for the search (ms): None when it is no time, or later than
+    ``latest_possible`` (the newest match's commit time plus the margin: no bound on its commits)."""
     if not isinstance(value, str) or not value:
         return None
     try:
         bound = to_millis(value)
     except ValueError:
         return None
-    return bound if bound <= newest_match else None
+    return bound if bound <= latest_possible else None

@@ -578,9 +578,10 @@ class DeltaTable:
         """The commits whose commitInfo tags include ``tags`` (an Airflow run's identity) and the
         version before the first of them, the version "restore to before that run" restores.
 
-        :param not_before_tag: a tag of those commits holding a time none of them precedes (the
-            run's logical date): the search reads only the commits since, and tolerates a log
-            cleaned up before it.
+        :param not_before_tag: a tag of those commits holding a time none of them precedes by the
+            clock that wrote it (the run's logical date): the search reads only the commits since
+            :data:`~.restore.CLOCK_SKEW_MARGIN` before it (commit times are the store's clock), and
+            tolerates a log cleaned up before that.
         :raises TaggedCommitsNotFoundError: no commit carries them, or the first may have been
             cleaned up, or the first is version 0.
         """
