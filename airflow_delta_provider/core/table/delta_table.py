@@ -21,6 +21,7 @@ from airflow_delta_provider.core.log.segment import (
 )
 from airflow_delta_provider.core.log.snapshot import Snapshot, load_snapshot
 from airflow_delta_provider.core.log.timeline import (
+    CommitTimeRule,
     CommitTimestamp,
     commit_timestamps,
     history,
@@ -201,9 +202,10 @@ class DeltaTable:
     def commit_timestamps(self) -> list[CommitTimestamp]:
         """Timestamps of every reconstructable version, oldest first, as Delta's time travel uses them.
 
-        Modification times of the commit files, made strictly increasing as Delta does; with
-        in-commit timestamps enabled, ``commitInfo.inCommitTimestamp`` from the enablement
-        version on.
+        Modification times of the commit files, made strictly increasing as Delta does; while
+        in-commit timestamps are enabled, ``commitInfo.inCommitTimestamp`` from the enablement
+        version on (and nowhere else). Every commit time the core gives (the change feed's
+        ``_commit_timestamp``, :meth:`history`, watchers) follows this one rule.
         """
         return commit_timestamps(self.snapshot())
 
@@ -226,14 +228,14 @@ class DeltaTable:
         """Commit history, newest first: each commit's ``commitInfo`` plus ``version`` and ``timestamp``.
 
         With ``limit=n`` only the last ``n`` commit files are read. ``timestamp`` is the
-        in-commit timestamp when present, else the commit file's modification time.
+        version's commit time as time travel has it (:meth:`commit_timestamps`).
         Versions whose commit was cleaned up are not listed.
 
         :param limit: the number of most recent commits to return; None for all.
         """
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
             raise ValueError(f"limit must be a positive integer, got {limit!r}.")
-        return history(self.storage, self.version(), limit)
+        return history(self.storage, self.version(), limit, rule=CommitTimeRule(self.snapshot))
 
     # --- changes -----------------------------------------------------------------------
 
@@ -576,9 +578,10 @@ class DeltaTable:
         """The commits whose commitInfo tags include ``tags`` (an Airflow run's identity) and the
         version before the first of them, the version "restore to before that run" restores.
 
-        :param not_before_tag: a tag of those commits holding a time none of them precedes (the
-            run's logical date): the search reads only the commits since, and tolerates a log
-            cleaned up before it.
+        :param not_before_tag: a tag of those commits holding a time none of them precedes by the
+            clock that wrote it (the run's logical date): the search reads only the commits since
+            :data:`~.restore.CLOCK_SKEW_MARGIN` before it (commit times are the store's clock), and
+            tolerates a log cleaned up before that.
         :raises TaggedCommitsNotFoundError: no commit carries them, or the first may have been
             cleaned up, or the first is version 0.
         """
