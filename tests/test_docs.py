@@ -10,10 +10,11 @@ Each block's fence names its language, and the language says how it is checked:
   name the reader's machine are mapped to the test's: quoted local paths under ``/data/`` and
   ``/tmp/`` to the temporary directory, ``http://localhost:9000`` (a MinIO endpoint) to moto's.
 - ``bash``: every command is one this test can check: ``make <target>`` (a Makefile target),
-  ``pip install`` of the project and its extras, ``export NAME=VALUE`` (applied to the
-  environment of the document's later Python blocks; a connection must parse as Airflow's and be
-  of a type the provider reads, a ``[delta]`` option must be one the provider declares), and
-  ``airflow ...`` (parsed by Airflow's own CLI parser). Anything else fails: teach this test.
+  ``pip install`` of the project and its extras (by name, or the clone: ``.``, ``".[s3]"``),
+  ``export NAME=VALUE`` (applied to the environment of the document's later Python blocks; a
+  connection must parse as Airflow's and be of a type the provider reads, a ``[delta]`` option must
+  be one the provider declares), and ``airflow ...`` (parsed by Airflow's own CLI parser).
+  Anything else fails: teach this test.
 - ``json``: parses. ``text``: not code (diagrams, path templates); not checked.
 
 A fence without a language, or with another one, fails. A Python block that cannot run here is

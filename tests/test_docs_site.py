@@ -62,7 +62,7 @@ def _site_of(tmp_path: Path, page: str) -> Path:
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "index.md").write_text(f"# Home\n\n## A heading\n\n{page}\n")
-    config.update(docs_dir=str(docs), nav=["index.md"])
+    config.update(docs_dir=str(docs), nav=["index.md"], watch=[])
     handler = config["plugins"][2]["mkdocstrings"]["handlers"]["python"]
     handler["paths"] = [str(REPO)]
     options = handler["options"]
