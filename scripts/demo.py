@@ -66,10 +66,14 @@ def prepare_environment() -> None:
     Its ``airflow.cfg`` holds the settings, so ``airflow api-server`` started on the same home later
     (the last lines say how) reads the same database the same way: a Fernet key of its own (Airflow
     encrypts a deferred sensor's trigger arguments with it; without one it warns and stores them in
-    clear), the examples as its DAGs.
+    clear), a secret to sign the UI's tokens (without one the API server warns and makes one up), the
+    API server on this machine only (the simple auth manager warns on any other address), the
+    examples as its DAGs.
     """
     if "airflow" in sys.modules:
         raise RuntimeError("Run the demo as a script: Airflow must not be imported before its home is set.")
+    import secrets
+
     from cryptography.fernet import Fernet
 
     # The demo's Airflow is its airflow.cfg alone: settings, connections and Variables a shell holds
@@ -85,6 +89,10 @@ def prepare_environment() -> None:
         f"dags_folder = {EXAMPLES}\n"
         "load_examples = False\n"
         f"fernet_key = {Fernet.generate_key().decode()}\n"
+        "[api]\n"
+        "host = 127.0.0.1\n"  # this machine only: the demo's UI login is the simple auth manager's
+        "[api_auth]\n"
+        f"jwt_secret = {secrets.token_hex(32)}\n"
     )
     os.environ["AIRFLOW_HOME"] = str(home)
     # The demo prints its own account of each step; Airflow's and Spark's INFO lines would bury it.
