@@ -13,7 +13,7 @@ selects its version. Only the commits of the range (and one listing of the log) 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from airflow_delta_provider.core.errors import (
     CommitsCleanedUpError,
@@ -42,7 +42,6 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.log.logfiles import LogFile
     from airflow_delta_provider.core.log.snapshot import Snapshot
     from airflow_delta_provider.core.log.timeline import CommitTimeRule, CommitTimestamp
-    from airflow_delta_provider.core.protocol.table_config import Setting
 
     Timestamp = datetime | str | int | float
 
@@ -232,13 +231,8 @@ def _missing_commit(latest: Snapshot, version: int, listed: list[int]) -> Except
     return CommitsCleanedUpError(
         f"The changes of version {version} of {storage.root_uri} are no longer available: its commit file "
         f"was removed from the log by log cleanup, which deletes commits older than "
-        f"{_describe_setting(retention)}. {after}, or start again from a full snapshot "
+        f"{retention.describe()}. {after}, or start again from a full snapshot "
         f"(DeltaTable.snapshot()). To keep changes longer, raise {retention.name} on the table.",
         version=version,
         earliest_version=earliest,
     )
-
-
-def _describe_setting(setting: Setting[Any]) -> str:
-    """``delta.logRetentionDuration (30 days, 0:00:00; default)``."""
-    return f"{setting.name} ({setting.value}; {setting.source})"

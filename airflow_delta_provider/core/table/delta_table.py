@@ -297,10 +297,12 @@ class DeltaTable:
         :param storage_options: as for :class:`DeltaTable`.
         :param filesystem: as for :class:`DeltaTable`.
         :param provider_defaults: as for :class:`DeltaTable`.
-        :param name, description, mode: see
-            :class:`~airflow_delta_provider.core.transaction.create.CreateOptions`
-            (``mode`` error/ignore/append/overwrite); the commit's own settings (``user_metadata``,
-            ``tags``...) are :class:`~airflow_delta_provider.core.transaction.commit_plan.CommitProperties`.
+        :param name: see :class:`~airflow_delta_provider.core.transaction.create.CreateOptions`.
+        :param description: see :class:`~airflow_delta_provider.core.transaction.create.CreateOptions`.
+        :param mode: ``error``/``ignore``/``append``/``overwrite`` when a table exists; see
+            :class:`~airflow_delta_provider.core.transaction.create.CreateOptions`. The commit's own
+            settings (``user_metadata``, ``tags``...) are
+            :class:`~airflow_delta_provider.core.transaction.commit_plan.CommitProperties`.
         :raises TableAlreadyExistsError: ``mode="error"`` and a table exists at ``uri``.
         :raises UnsupportedFeatureError: a property needs a feature this core cannot write.
         :raises SchemaMismatchError: ``mode="append"`` and the table's schema or partitioning differ.
