@@ -11,8 +11,10 @@ Trigger with ``{"customer_id": 42}``. The sequence (``docs/lifecycle.md``, the e
    the erasure replaced go with the first VACUUM after the retention has passed;
 3. ``report``: one line for the audit trail, and when the last byte of the rows leaves storage.
 
-A run without a customer fails before anything is written: the predicate renders to
-``customer_id = None``, which is no condition, and a blank predicate is refused too, so a missing
+The customer is bound to the predicate's ``:customer_id`` marker (``parameters``), rendered as
+a native int, never formatted into the predicate's text: a value cannot rewrite the condition,
+and the commit records ``customer_id = :customer_id``, not the erased id. A run without a
+customer fails before anything is written (the parameter renders to nothing), so a missing
 parameter can never empty the table. For tables too big for a worker, purge on Spark with
 ``DeltaOptimizeOperator(purge=True)`` and vacuum with ``DeltaVacuumOperator`` instead of step 2.
 
@@ -56,7 +58,8 @@ with DAG(
     erase = DeltaDeleteOperator(
         task_id="erase",
         table_uri=ORDERS,
-        predicate="customer_id = {{ params.customer_id }}",
+        predicate="customer_id = :customer_id",
+        parameters={"customer_id": "{{ params.customer_id }}"},
         # A retry after the commit commits nothing; a re-run (a new DAG run) deletes again.
         retries=2,
     )

@@ -1,7 +1,9 @@
 """DELETE from a Delta table, exactly once per task instance (``DeltaTable.delete`` in a task).
 
 The rendered predicate is checked first (a blank one is refused: a template that rendered nothing
-must never empty a table; only ``predicate=None`` written in the DAG deletes every row). The
+must never empty a table; only ``predicate=None`` written in the DAG deletes every row). Values
+reach the predicate through ``parameters``, bound to its ``:name`` markers and rendered as native
+Python values, never through the predicate's text (a rendered quote would change the query). The
 idempotency key is OPTIMIZE's; a table that already holds it reports the recorded commit without
 reading data or starting Spark. The core deletes (whole files, deletion vectors or copy-on-write);
 with ``evaluate_on_spark`` the rows are matched on Spark, which returns only their positions. The
@@ -10,6 +12,7 @@ asset event and OpenLineage output are the commit operators'. See docs/operators
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +35,7 @@ from airflow_delta_provider.utils.coercion import to_app_id, to_app_version, to_
 from airflow_delta_provider.utils.wording import count
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Sequence
 
     from airflow.sdk import Context
 
@@ -73,15 +76,21 @@ class DeltaDeleteOperator(DeltaCommitMixin, RoutedSparkOutput, PySparkOperator, 
         DeltaDeleteOperator(
             task_id="erase_customer",
             table_uri="s3://lake/orders",
-            predicate="customer_id = {{ params.customer_id }}",
+            predicate="customer_id = :customer_id",
+            parameters={"customer_id": "{{ params.customer_id }}"},
         )
 
     .. seealso:: ``docs/operators.md`` (DeltaDeleteOperator) and ``docs/lifecycle.md`` (DELETE)
 
     :param predicate: the rows to delete, a SQL condition (comparisons, ``IN``, ``BETWEEN``,
-        ``IS [NOT] NULL``, ``AND``/``OR``/``NOT``) on any columns; required. ``None`` written in the
-        DAG deletes every row; a template rendering an empty or blank text (or ``None``) is
-        refused. (templated)
+        ``IS [NOT] NULL``, ``AND``/``OR``/``NOT``) on any columns, meaning what it means in Spark
+        SQL; required. ``None`` written in the DAG deletes every row; a template rendering an empty
+        or blank text (or ``None``) is refused. (templated)
+    :param parameters: the values of the predicate's ``:name`` markers, each bound as a typed
+        literal. Each value may be a template, rendered as a native Python value
+        (``"{{ params.customer_id }}"`` gives the int 42), whatever the DAG's
+        ``render_template_as_native_obj``; a value that renders to nothing (``None``, ``""``) is
+        refused. Never render a value into ``predicate`` itself. (templated)
     :param table_uri: the table root. (templated)
     :param delta_conn_id: a ``delta`` connection naming the table. (templated)
     :param storage_conn_id: an Airflow storage connection for ``table_uri``. (templated)
@@ -108,7 +117,13 @@ class DeltaDeleteOperator(DeltaCommitMixin, RoutedSparkOutput, PySparkOperator, 
 
     template_fields: Sequence[str] = (
         *delta_template_fields(
-            "predicate", "app_id", "app_version", "user_metadata", "evaluate_on_spark", "spark_table_uri"
+            "predicate",
+            "parameters",
+            "app_id",
+            "app_version",
+            "user_metadata",
+            "evaluate_on_spark",
+            "spark_table_uri",
         ),
         *PySparkOperator.template_fields,
     )
@@ -119,6 +134,7 @@ class DeltaDeleteOperator(DeltaCommitMixin, RoutedSparkOutput, PySparkOperator, 
         self,
         *,
         predicate: str | None,
+        parameters: Mapping[str, Any] | None = None,
         table_uri: str | None = None,
         delta_conn_id: str | None = None,
         storage_conn_id: str | None = None,
@@ -143,12 +159,14 @@ class DeltaDeleteOperator(DeltaCommitMixin, RoutedSparkOutput, PySparkOperator, 
         )
         if predicate is not None:
             validate(predicate, _checked_predicate)
+        _check_parameters(predicate, parameters)
         validate(app_id, to_app_id)
         validate(app_version, to_app_version)
         validate(evaluate_on_spark, to_bool, "evaluate_on_spark")
         if tags is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in tags.items()):
             raise ValueError(f"tags must map strings to strings, got {tags!r}.")
         self.predicate = predicate
+        self.parameters = dict(parameters) if parameters is not None else None
         # Only a None written in the DAG means "every row": a template never renders to it.
         self._every_row = predicate is None
         self.app_id = app_id
@@ -158,6 +176,23 @@ class DeltaDeleteOperator(DeltaCommitMixin, RoutedSparkOutput, PySparkOperator, 
         self.evaluate_on_spark = evaluate_on_spark  # the argument name is the contract
         self.spark_table_uri = spark_table_uri
         self._pending: _Pending | None = None
+        self._rendered_nothing: list[str] = []
+
+    def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
+        """Render as Airflow does, then ``parameters`` again as native Python values: a bound
+        value keeps its type (an id stays an int), whatever the DAG's rendering mode."""
+        templates = self.parameters
+        super().render_template_fields(context, jinja_env)
+        if templates is not None:
+            environment = jinja_env or self.get_template_env()
+            self.parameters = {
+                name: _native(environment, value, context) for name, value in templates.items()
+            }
+            self._rendered_nothing = sorted(
+                name
+                for name, value in self.parameters.items()
+                if _is_template(templates[name]) and (value is None or value == "")
+            )
 
     # --- execution -------------------------------------------------------------------------
 
@@ -169,11 +204,17 @@ class DeltaDeleteOperator(DeltaCommitMixin, RoutedSparkOutput, PySparkOperator, 
 
     def execute(self, context: Context) -> dict[str, Any]:
         predicate = self._rendered_predicate()
+        if self._rendered_nothing:
+            raise ValueError(
+                f"The parameters {self._rendered_nothing} rendered nothing (None or an empty text): refusing "
+                f"a DELETE on a missing value. Check the templates that give them."
+            )
         # As OPTIMIZE: a retry shares the key, a clear raises it (a DELETE counts as an overwrite).
         identity, app_id, app_version = resolve_idempotency_key(
             context, self.app_id, self.app_version, "overwrite"
         )
         arguments: dict[str, Any] = {
+            "parameters": self.parameters,
             "app_id": app_id,
             "app_version": app_version,
             "user_metadata": self.user_metadata or identity.user_metadata(),
@@ -298,6 +339,37 @@ class DeltaDeleteOperator(DeltaCommitMixin, RoutedSparkOutput, PySparkOperator, 
         self._emit_asset_event(context, value, value["table_uri"])
         self._lineage_result = value
         return value
+
+
+def _check_parameters(predicate: str | None, parameters: Any) -> None:
+    """Parameters are a mapping of marker names, and bind a predicate's markers only."""
+    if parameters is None:
+        return
+    if not isinstance(parameters, Mapping) or not all(isinstance(k, str) for k in parameters):
+        raise ValueError(
+            f"parameters must map the predicate's marker names to values (e.g. {{'customer_id': "
+            f"'{{{{ params.customer_id }}}}'}} for :customer_id), got {parameters!r}."
+        )
+    if predicate is None:
+        raise ValueError(
+            "parameters were given with predicate=None, which deletes every row: the values would be "
+            "ignored. Give the predicate they bind (e.g. 'customer_id = :customer_id')."
+        )
+
+
+def _native(environment: Any, value: Any, context: Any) -> Any:
+    """A parameter rendered as a native Python value (``"{{ params.id }}"`` -> 42), as Jinja's
+    NativeEnvironment renders it; a value that is no template is kept as it is."""
+    if not _is_template(value):
+        return value
+    from jinja2.nativetypes import native_concat
+
+    template = environment.from_string(value)
+    return native_concat(template.root_render_func(template.new_context(dict(context))))
+
+
+def _is_template(value: Any) -> bool:
+    return isinstance(value, str) and ("{{" in value or "{%" in value)
 
 
 def _checked_predicate(value: Any) -> str:

@@ -1,10 +1,14 @@
-"""A read's filter as a Spark condition, with the same semantics as the core gives it.
+"""A predicate as a Spark condition that selects the rows Spark SQL's own rules select.
 
-The core parses the SQL text (:class:`~airflow_delta_provider.core.expressions.predicate.Predicate`) and types
-every literal as the column's (a timestamp without a zone is UTC, as in partition values); the
-condition built here compares each column with that typed value, so Spark applies no coercion
-of its own (no session time zone, no string-to-number casts) and keeps exactly the rows the core
-would keep.
+The core parses the SQL text (:class:`~airflow_delta_provider.core.expressions.Predicate`) and
+types every comparison (:meth:`~airflow_delta_provider.core.expressions.Predicate.normal_form`):
+its literal is cast into the comparison's domain, the type Spark's coercion would choose. The
+condition built here casts the column into that domain and compares it with that typed literal,
+so Spark applies no coercion of its own (no session time zone, no string-to-number casts). A
+comparison in a floating domain is made on ``nanvl(column, column)`` (the column itself), which
+Spark cannot push to the Parquet reader: its dictionary and min/max filters compare -0.0 and 0.0
+bit by bit and trust footers that leave NaN out (``f = 0.0`` would miss -0.0 rows, ``f > 1.5``
+NaN rows).
 """
 
 from __future__ import annotations
@@ -14,14 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from airflow_delta_provider.core.expressions import Comparison, Junction
+from airflow_delta_provider.core.expressions import Comparison, InList, Junction
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from airflow_delta_provider.core.expressions import Clause
 
-__all__ = ["spark_condition"]
+__all__ = ["spark_condition", "spark_literal"]
 
 
 def spark_condition(clause: Clause, columns: Mapping[str, Any]) -> Any:
@@ -35,29 +39,54 @@ def spark_condition(clause: Clause, columns: Mapping[str, Any]) -> Any:
         parts = [spark_condition(p, columns) for p in clause.parts]
         join: Callable[[Any, Any], Any] = (lambda a, b: a & b) if clause.op == "and" else (lambda a, b: a | b)
         return _balanced(parts, join)
-    assert isinstance(clause, Comparison)
     column = columns[clause.column]
+    if isinstance(clause, InList):
+        operand = _in_domain(column, clause.values.type)
+        items = [spark_literal(v) for v in clause.values]
+        if clause.has_null:
+            items.append(F.lit(None).cast(_spark_type(clause.values.type)))
+        found = (
+            operand.isin(*items)
+            if items
+            else F.lit(None).cast("boolean")
+            if clause.has_null
+            else F.lit(False)
+        )
+        return ~found if clause.negated else found
+    assert isinstance(clause, Comparison)
     if clause.op == "is_null":
         return column.isNull()
     if clause.op == "is_not_null":
         return column.isNotNull()
+    if clause.op in ("true", "false"):
+        return F.lit(clause.op == "true")
     assert clause.value is not None
     if not clause.value.is_valid:
         return F.lit(None).cast("boolean")  # a comparison with NULL is unknown
+    operand = _in_domain(column, clause.value.type)
     value = spark_literal(clause.value)
     return {
-        "=": lambda: column == value,
-        "!=": lambda: column != value,
-        "<": lambda: column < value,
-        "<=": lambda: column <= value,
-        ">": lambda: column > value,
-        ">=": lambda: column >= value,
+        "=": lambda: operand == value,
+        "!=": lambda: operand != value,
+        "<": lambda: operand < value,
+        "<=": lambda: operand <= value,
+        ">": lambda: operand > value,
+        ">=": lambda: operand >= value,
     }[clause.op]()
 
 
+def _in_domain(column: Any, domain: pa.DataType) -> Any:
+    """The column cast into the comparison's domain; a floating one behind ``nanvl`` (see the
+    module docstring). A cast to the column's own type is a no-op Spark removes."""
+    from pyspark.sql import functions as F
+
+    operand = column.cast(_spark_type(domain))
+    return F.nanvl(operand, operand) if pa.types.is_floating(domain) else operand
+
+
 def _balanced(parts: list[Any], join: Callable[[Any, Any], Any]) -> Any:
-    """``parts`` joined as a balanced tree: a long ``IN`` list or chain nests log2(n) deep, not n
-    (Spark's analyzer, and Spark Connect's plan encoding, recurse once per level)."""
+    """``parts`` joined as a balanced tree: a long chain nests log2(n) deep, not n (Spark's
+    analyzer, and Spark Connect's plan encoding, recurse once per level)."""
     if len(parts) == 1:
         return parts[0]
     middle = len(parts) // 2
@@ -88,4 +117,26 @@ def spark_literal(value: pa.Scalar) -> Any:
     return F.lit(python)
 
 
+def _spark_type(kind: pa.DataType) -> str:
+    """The Spark SQL type name of a domain's Arrow type."""
+    types = pa.types
+    if types.is_decimal(kind):
+        return f"decimal({kind.precision},{kind.scale})"
+    if types.is_integer(kind):
+        return _INTEGER_TYPES[kind.bit_width]
+    if types.is_timestamp(kind):
+        return "timestamp" if kind.tz is not None else "timestamp_ntz"
+    return _SPARK_TYPES[str(kind)]
+
+
 _INTEGER_TYPES = {8: "tinyint", 16: "smallint", 32: "int", 64: "bigint"}
+_SPARK_TYPES = {
+    "float": "float",
+    "double": "double",
+    "string": "string",
+    "large_string": "string",
+    "bool": "boolean",
+    "date32[day]": "date",
+    "binary": "binary",
+    "large_binary": "binary",
+}

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_delta_provider.core.expressions import Predicate
+from airflow_delta_provider.core.expressions import Predicate, PredicateError
 from airflow_delta_provider.core.log import deletion_vector_rows
 from airflow_delta_provider.core.utils import get_logger
 from airflow_delta_provider.spark.files import (
@@ -66,6 +66,7 @@ def read_delta(
     timestamp: dt.datetime | str | int | None = None,
     columns: Sequence[str] | None = None,
     filter: str | None = None,
+    parameters: Mapping[str, Any] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     spark_uri: str | None = None,
 ) -> Any:
@@ -78,24 +79,28 @@ def read_delta(
     :param timestamp: read the version that was current at this time (datetime, ISO-8601 string
         or epoch milliseconds), as the core's time travel resolves it.
     :param columns: the columns to return (default: all, in schema order).
-    :param filter: a SQL condition (``"ds >= '2024-01-01' AND amount > 10"``) in the subset the
-        core parses (comparisons, ``IN``, ``BETWEEN``, ``IS [NOT] NULL``, ``AND``/``OR``/``NOT``):
-        files that cannot hold a matching row are skipped before Spark sees a path, and the rows
-        are filtered on Spark.
+    :param filter: a SQL condition (``"ds >= '2024-01-01' AND amount > :amount"``) in the subset
+        the core parses (comparisons, ``IN``, ``BETWEEN``, ``IS [NOT] NULL``, ``<=>``,
+        ``AND``/``OR``/``NOT``), meaning what it means in Spark SQL: files that cannot hold a
+        matching row are skipped before Spark sees a path, and the rows are filtered on Spark.
+    :param parameters: the values of the filter's named markers (``{"amount": 10}``), bound as
+        typed literals (never formatted into the text).
     :param storage_options: the core's storage options, with a URI ``table``.
     :param spark_uri: where Spark finds the table root when its Hadoop URI is not the table URI
         (default: the table URI, ``s3://`` as ``s3a://``). The session's Hadoop configuration
         must give Spark access to it.
     :raises UnsupportedFeatureError: the table needs a reader feature the core lacks, or a newer
         Spark (deletion vectors need 3.4, type widening 4.0).
-    :raises PredicateError: the filter does not parse, names an unknown column or a value that
-        does not fit its column.
+    :raises PredicateError: the filter does not parse, names an unknown column, binds wrongly, or
+        holds a value Spark would refuse or read depending on a setting.
     """
     if not isinstance(table, str) and storage_options is not None:
         raise ValueError("storage_options applies to a table URI; a DeltaTable already carries its own.")
     delta_table = as_table(table, storage_options)
     snapshot = delta_table.snapshot(version=version, timestamp=timestamp)
-    return read_snapshot(spark, snapshot, columns=columns, filter=filter, spark_uri=spark_uri)
+    return read_snapshot(
+        spark, snapshot, columns=columns, filter=filter, parameters=parameters, spark_uri=spark_uri
+    )
 
 
 def as_table(table: str | DeltaTable, storage_options: Mapping[str, Any] | None) -> DeltaTable:
@@ -114,12 +119,13 @@ def read_snapshot(
     *,
     columns: Sequence[str] | None = None,
     filter: str | None = None,
+    parameters: Mapping[str, Any] | None = None,
     spark_uri: str | None = None,
 ) -> Any:
     """:func:`read_delta` of a snapshot already loaded."""
     schema = read_schema(snapshot)
     selected = _select_columns(snapshot, columns)
-    predicate = _predicate(snapshot, filter)
+    predicate = _predicate(snapshot, filter, parameters)
     files, partition_values = _files_to_read(snapshot, predicate)
     has_dv = files.column("deletion_vector").is_valid()
     with_dv = int(pc.sum(has_dv).as_py() or 0)
@@ -163,12 +169,18 @@ def _select_columns(snapshot: Snapshot, columns: Sequence[str] | None) -> list[s
     return chosen
 
 
-def _predicate(snapshot: Snapshot, text: str | None) -> Predicate | None:
+def _predicate(
+    snapshot: Snapshot, text: str | None, parameters: Mapping[str, Any] | None
+) -> Predicate | None:
     if text is None:
+        if parameters is not None:
+            raise PredicateError(
+                "parameters were given without a filter to bind them to.", reason="parameter"
+            )
         return None
     partitions = snapshot.partition_columns
     data = [f.name for f in snapshot.schema if f.name not in partitions]
-    predicate = Predicate(text, partitions, data_columns=data)
+    predicate = Predicate(text, partitions, data_columns=data, parameters=parameters)
     predicate.normal_form(snapshot.schema)  # types every literal now: a bad value fails before Spark
     return predicate
 

@@ -1,8 +1,8 @@
 """The customer-erasure example DAG, run with ``dag.test()`` against a real SQLite metadata DB: the
 DELETE, its asset event, the PURGE and VACUUM step and the report; with the retention run out, no
 Parquet file under the root holds the customer's rows afterwards; with the default retention the
-report says when they go; a second request finds nothing left. (A predicate that renders to no
-condition is refused by the operator's unit tests: here its retries would wait.)"""
+report says when they go; a second request finds nothing left. (A customer id that renders to
+nothing is refused by the operator's unit tests: here its retries would wait.)"""
 
 from __future__ import annotations
 
@@ -102,6 +102,10 @@ def test_erasing_a_customer(erase_dag: ModuleType, orders: DeltaTable) -> None:
     result = values[("erase", "return_value")]
     assert (result["committed"], result["mode"], result["num_deleted_rows"]) == (True, "deletion_vectors", 5)
     assert result["metrics"]["numDeletionVectorsAdded"] == 1  # the customer's rows were in one file
+    # Bound, not formatted: the history keeps the marker, not the erased id.
+    assert result["predicate"] == "customer_id = :customer_id"
+    (deleted,) = [c for c in orders.history() if c["version"] == result["version"]]
+    assert deleted["operationParameters"]["predicate"] == '["customer_id = :customer_id"]'
     assert customers(orders) == [1] * 5 + [3] * 5 + [4] * 5
     rs = deltalake.DeltaTable(orders.uri)
     query = deltalake.QueryBuilder().register("t", rs).execute("select customer_id from t")

@@ -1,10 +1,10 @@
 """Predicates and the file statistics that decide which files a predicate needs. A predicate
-(DELETE, data retention, ``replace_where``, a read's filter) is parsed and typed once
-(:mod:`.predicate`); :mod:`.skipping` keeps only the files whose partition values and
-statistics may hold a matching row. The statistics of new files are computed from their
-Parquet footers (:mod:`.stats`), each bound written as Delta writes it
-(:mod:`.stats_encoding`), and read back for many files at once as one struct column
-(:mod:`.stats_parsed`).
+(DELETE, data retention, ``replace_where``, a read's filter) is parsed (:mod:`.lexer`,
+:mod:`.predicate`), typed as Spark types it (:mod:`.literals`, :mod:`.coercion`) and evaluated
+with Spark's comparisons (:mod:`.normal_form`, :mod:`.compare`); :mod:`.skipping` keeps the files
+whose partition values and statistics (:mod:`.bounds`) may hold a matching row. New files'
+statistics come from their footers (:mod:`.stats`, :mod:`.stats_encoding`) and are read back as
+one struct column (:mod:`.stats_parsed`).
 """
 
 from __future__ import annotations
@@ -14,29 +14,26 @@ from typing import TYPE_CHECKING
 from airflow_delta_provider.core.utils.lazy import lazy_attributes
 
 if TYPE_CHECKING:
-    from airflow_delta_provider.core.expressions.predicate import (
-        Clause,
-        Comparison,
-        Junction,
-        Predicate,
-        PredicateError,
-    )
+    from airflow_delta_provider.core.expressions.lexer import PredicateError
+    from airflow_delta_provider.core.expressions.normal_form import Clause, Comparison, InList, Junction
+    from airflow_delta_provider.core.expressions.predicate import Predicate
     from airflow_delta_provider.core.expressions.skipping import files_matching, partitions_may_match
     from airflow_delta_provider.core.expressions.stats import FooterInfo, indexed_columns, read_footers
     from airflow_delta_provider.core.expressions.stats_encoding import stats_json
     from airflow_delta_provider.core.expressions.stats_parsed import parse_stats, stats_parsed_type
 
 _LAZY = {
-    "Clause": "airflow_delta_provider.core.expressions.predicate",
-    "Comparison": "airflow_delta_provider.core.expressions.predicate",
+    "Clause": "airflow_delta_provider.core.expressions.normal_form",
+    "Comparison": "airflow_delta_provider.core.expressions.normal_form",
     "files_matching": "airflow_delta_provider.core.expressions.skipping",
     "FooterInfo": "airflow_delta_provider.core.expressions.stats",
     "indexed_columns": "airflow_delta_provider.core.expressions.stats",
-    "Junction": "airflow_delta_provider.core.expressions.predicate",
+    "InList": "airflow_delta_provider.core.expressions.normal_form",
+    "Junction": "airflow_delta_provider.core.expressions.normal_form",
     "parse_stats": "airflow_delta_provider.core.expressions.stats_parsed",
     "partitions_may_match": "airflow_delta_provider.core.expressions.skipping",
     "Predicate": "airflow_delta_provider.core.expressions.predicate",
-    "PredicateError": "airflow_delta_provider.core.expressions.predicate",
+    "PredicateError": "airflow_delta_provider.core.expressions.lexer",
     "read_footers": "airflow_delta_provider.core.expressions.stats",
     "stats_json": "airflow_delta_provider.core.expressions.stats_encoding",
     "stats_parsed_type": "airflow_delta_provider.core.expressions.stats_parsed",
@@ -46,6 +43,7 @@ __all__ = [
     "Clause",
     "Comparison",
     "FooterInfo",
+    "InList",
     "Junction",
     "Predicate",
     "PredicateError",

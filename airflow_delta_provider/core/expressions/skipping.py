@@ -1,39 +1,39 @@
 """Which active files of a snapshot may hold rows a predicate selects (partition pruning and data skipping).
 
-A read's filter is evaluated per file, exactly on partition values and as a necessary condition on
-the log's statistics: a file is skipped only when no row of it can match. Statistics are trusted as
-Delta's ``DataSkippingReader`` trusts them, except where a bound may not hold for every row a reader
-sees: a timestamp maximum stands for up to 999 microseconds more (Delta truncates it to
-milliseconds), and ``!=``, floating-point columns and type-widened columns never skip.
+A read's filter is evaluated per file, exactly on partition values (the comparisons rows get) and
+as a necessary condition on the log's statistics (:class:`~.bounds.FileBounds`): a file is skipped
+only when no row of it can match. Bounds are converted into each comparison's domain as the
+column is (every conversion keeps order); an ``IN`` list is searched per file in
+O(log values). Floating columns follow Spark's order: NaN above every number, so ``>``, ``>=`` and
+a NaN literal never skip on a maximum (writers differ on whether it counts NaN). ``!=`` and
+type-widened columns never skip.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import bisect
+import math
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_delta_provider.core.expressions.predicate import Comparison, Junction
-from airflow_delta_provider.core.expressions.stats_parsed import parse_stats, stats_parsed_type
-from airflow_delta_provider.core.protocol.column_mapping import column_mapping_mode
-from airflow_delta_provider.core.protocol.schema import TYPE_CHANGES_KEY, physical_name
+from airflow_delta_provider.core.expressions.bounds import FileBounds
+from airflow_delta_provider.core.expressions.coercion import to_domain
+from airflow_delta_provider.core.expressions.normal_form import Comparison, InList, Junction, evaluate
+from airflow_delta_provider.core.protocol.schema import TYPE_CHANGES_KEY
 
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-    from airflow_delta_provider.core.expressions.predicate import Clause, Predicate
+    from airflow_delta_provider.core.expressions.normal_form import Clause
+    from airflow_delta_provider.core.expressions.predicate import Predicate
     from airflow_delta_provider.core.log.snapshot import Snapshot
 
 __all__ = ["files_matching", "partitions_may_match"]
 
-#: How far above a timestamp maximum a value may lie: Delta writes the maxima truncated to milliseconds.
-#: (Built from a buffer: ``pa.scalar`` of a Python value imports pandas, which DELETE's import of
-#: this module would make every process importing the facade pay; see ``core/utils/arrays.py``.)
-_TIMESTAMP_MAX_SLACK = pa.Array.from_buffers(
-    pa.duration("us"), 1, [None, pa.py_buffer(np.array([999], dtype=np.int64))]
-)[0]
+_COMPARE = {"<": pc.less, "<=": pc.less_equal, ">": pc.greater, ">=": pc.greater_equal}
 
 
 def files_matching(snapshot: Snapshot, predicate: Predicate) -> npt.NDArray[np.bool_]:
@@ -41,15 +41,15 @@ def files_matching(snapshot: Snapshot, predicate: Predicate) -> npt.NDArray[np.b
 
     :param predicate: built with the snapshot's partition columns and its other columns as
         ``data_columns``.
-    :raises PredicateError: a literal does not fit its column's type.
+    :raises PredicateError: a literal that does not fit its column's type.
     """
     clause = predicate.normal_form(snapshot.schema)
     files = snapshot.files()
     partitions = set(snapshot.partition_columns)
     partition_values = snapshot.partition_values() if predicate.columns & partitions else None
     data = sorted(c for c in predicate.columns - partitions if _skippable(snapshot.schema.field(c)))
-    stats = _FileStats(snapshot, files.column("stats"), data)
-    return _evaluate(clause, files.num_rows, partition_values, stats)
+    bounds = FileBounds(snapshot, files.column("stats"), data) if data else None
+    return _evaluate(clause, files.num_rows, partition_values, bounds)
 
 
 def partitions_may_match(
@@ -66,114 +66,141 @@ def partitions_may_match(
 
 
 def _skippable(field: pa.Field) -> bool:
-    """Whether statistics may skip files on this column (see the module docstring)."""
+    """Whether statistics may skip files on this column: the types Delta keeps min/max for, unless
+    the column's type was widened (older files' bounds are of the older type)."""
     metadata = field.metadata or {}
     if TYPE_CHANGES_KEY.encode() in metadata:
         return False
     kind = field.type
     return bool(
-        pa.types.is_integer(kind)
+        (pa.types.is_integer(kind) and pa.types.is_signed_integer(kind))
+        or pa.types.is_floating(kind)
         or pa.types.is_decimal(kind)
         or pa.types.is_string(kind)
         or pa.types.is_large_string(kind)
-        or pa.types.is_date(kind)
+        or pa.types.is_date32(kind)
         or pa.types.is_timestamp(kind)
     )
 
 
-class _FileStats:
-    """The parsed statistics of the files, for the data columns statistics may skip on."""
-
-    def __init__(self, snapshot: Snapshot, stats: pa.ChunkedArray, columns: list[str]) -> None:
-        self.columns = set(columns)
-        self.physical = {c: _physical(snapshot, c) for c in columns}
-        if not columns:
-            self.parsed = None
-            return
-        fields = [pa.field(self.physical[c], snapshot.schema.field(c).type) for c in columns]
-        self.parsed = parse_stats(stats, stats_parsed_type(fields, tight_bounds=False))
-
-    def value(self, part: str, column: str) -> pa.Array:
-        assert self.parsed is not None
-        return self.parsed.field(part).field(self.physical[column])
-
-    @property
-    def num_records(self) -> pa.Array:
-        assert self.parsed is not None
-        return self.parsed.field("numRecords")
-
-
-def _physical(snapshot: Snapshot, column: str) -> str:
-    field = snapshot.schema.field(column)
-    if column_mapping_mode(snapshot.protocol, snapshot.metadata) == "none":
-        return str(field.name)
-    return physical_name(field)
-
-
 def _evaluate(
-    clause: Clause, count: int, partition_values: pa.Table | None, stats: _FileStats | None
+    clause: Clause, count: int, partition_values: pa.Table | None, bounds: FileBounds | None
 ) -> npt.NDArray[np.bool_]:
     if isinstance(clause, Junction):
-        masks = [_evaluate(p, count, partition_values, stats) for p in clause.parts]
+        masks = [_evaluate(p, count, partition_values, bounds) for p in clause.parts]
         combine = np.logical_and if clause.op == "and" else np.logical_or
         result = masks[0]
         for mask in masks[1:]:
             result = combine(result, mask)
         return result
+    if isinstance(clause, Comparison) and clause.op in ("true", "false"):
+        return np.full(count, clause.op == "true", dtype=bool)
     if partition_values is not None and clause.column in partition_values.column_names:
-        return _exact(clause, partition_values.column(clause.column))
-    if stats is not None and clause.column in stats.columns:
-        return _may_match(clause, stats)
+        types = {f.name: f.type for f in partition_values.schema}
+        exact = evaluate(clause, partition_values.column, types)
+        return _to_numpy(pc.fill_null(exact, False))
+    if bounds is not None and clause.column in bounds.columns:
+        if isinstance(clause, InList):
+            return _in_may_match(clause, bounds)
+        return _may_match(clause, bounds)
     return np.ones(count, dtype=bool)
 
 
-def _exact(clause: Comparison, values: pa.ChunkedArray) -> npt.NDArray[np.bool_]:
-    """Per file, whether its partition value satisfies the comparison (unknown: no)."""
-    if clause.op == "is_null":
-        result = pc.is_null(values)
-    elif clause.op == "is_not_null":
-        result = pc.is_valid(values)
-    else:
-        result = _COMPARE[clause.op](values, clause.value)
-    return _to_numpy(pc.fill_null(result, False))
+def _some_value(bounds: FileBounds, column: str) -> pa.Array:
+    """Per file, whether it may hold a non-null value of the column (unknown: yes)."""
+    return pc.fill_null(pc.less(bounds.null_count(column), bounds.num_records), True)
 
 
-def _may_match(clause: Comparison, stats: _FileStats) -> npt.NDArray[np.bool_]:
+def _may_match(clause: Comparison, bounds: FileBounds) -> npt.NDArray[np.bool_]:
     """Per file, whether its statistics allow a row that satisfies the comparison (unknown: yes)."""
-    records = stats.num_records
-    nulls = stats.value("nullCount", clause.column)
+    column = clause.column
     if clause.op == "is_null":
-        return _to_numpy(pc.fill_null(pc.greater(nulls, 0), True))
-    some_value = pc.fill_null(pc.less(nulls, records), True)
-    if clause.op == "is_not_null":
+        return _to_numpy(pc.fill_null(pc.greater(bounds.null_count(column), 0), True))
+    some_value = _some_value(bounds, column)
+    if clause.op in ("is_not_null", "!="):
         return _to_numpy(some_value)
-    assert clause.value is not None
-    if not clause.value.is_valid:
-        return np.zeros(len(records), dtype=bool)  # a comparison with NULL is never true
-    if clause.op == "!=":
-        return _to_numpy(some_value)
-    low = stats.value("minValues", clause.column)
-    high = stats.value("maxValues", clause.column)
-    if pa.types.is_timestamp(high.type):
-        high = pc.add(high, _TIMESTAMP_MAX_SLACK)
     value = clause.value
+    assert value is not None
+    if not value.is_valid:
+        return np.zeros(len(some_value), dtype=bool)  # a comparison with NULL is never true
+    if pa.types.is_floating(value.type):
+        if math.isnan(value.as_py()):
+            return _to_numpy(some_value) if clause.op != ">" else np.zeros(len(some_value), dtype=bool)
+        if clause.op in (">", ">="):
+            return _to_numpy(some_value)  # a maximum may leave NaN out
+    low, high, starts = _domain_bounds(bounds, column, value.type)
     if clause.op == "=":
-        bounds = pc.and_(pc.less_equal(low, value), pc.greater_equal(high, value))
+        allowed = pc.and_kleene(pc.less_equal(low, value), _at_most(high, starts, value, pc.greater_equal))
     elif clause.op in ("<", "<="):
-        bounds = _COMPARE[clause.op](low, value)
+        allowed = _COMPARE[clause.op](low, value)
     else:
-        bounds = _COMPARE[clause.op](high, value)
-    return _to_numpy(pc.and_(some_value, pc.fill_null(bounds, True)))
+        allowed = _at_most(high, starts, value, _COMPARE[clause.op])
+    return _to_numpy(pc.and_(some_value, pc.fill_null(allowed, True)))
 
 
-_COMPARE = {
-    "=": pc.equal,
-    "!=": pc.not_equal,
-    "<": pc.less,
-    "<=": pc.less_equal,
-    ">": pc.greater,
-    ">=": pc.greater_equal,
-}
+def _domain_bounds(bounds: FileBounds, column: str, domain: pa.DataType) -> tuple[Any, Any, Any]:
+    """The column's minima and maxima in the comparison's domain, and the files' string prefixes."""
+    kind = bounds.minimum(column).type
+    low = to_domain(bounds.minimum(column), kind, domain)
+    high = to_domain(bounds.maximum(column), kind, domain)
+    starts = bounds.prefixes(column) if pa.types.is_string(domain) else None
+    return low, high, starts
+
+
+def _at_most(high: pa.Array, prefixes: list[str | None] | None, value: pa.Scalar, test: Any) -> pa.Array:
+    """``test(high, value)`` (the maximum allows ``value``), or: the file may hold strings that start
+    with its truncated maximum's prefix, and ``value`` does."""
+    allowed = test(high, value)
+    if not prefixes or not any(p is not None for p in prefixes):
+        return allowed
+    text = value.as_py()
+    heads = pa.array(list({text[:k] for k in range(len(text) + 1)}), pa.string())
+    starts = pc.is_in(pa.array(prefixes, pa.string()), value_set=heads)
+    return pc.or_kleene(allowed, starts)
+
+
+def _in_may_match(clause: InList, bounds: FileBounds) -> npt.NDArray[np.bool_]:
+    """Per file, whether a listed value may lie within its bounds: the smallest listed value at or
+    above the minimum is at most the maximum (or starts with a truncated maximum's prefix)."""
+    some_value = _to_numpy(_some_value(bounds, clause.column))
+    values = clause.values
+    if clause.negated:
+        return some_value & (not clause.has_null)  # NOT IN (.., NULL) is never true
+    if len(values) == 0:
+        return np.zeros(len(some_value), dtype=bool)
+    if pa.types.is_floating(values.type) and bool(pc.any(pc.is_nan(values)).as_py()):
+        return some_value  # a maximum may leave NaN out
+    low, high, starts = _domain_bounds(bounds, clause.column, values.type)
+    listed = _python(values)
+    result = np.ones(len(some_value), dtype=bool)
+    for index, (lo, hi) in enumerate(zip(_python(low), _python(high), strict=True)):
+        result[index] = _listed_between(listed, lo, hi, starts[index] if starts else None)
+    return some_value & result
+
+
+def _listed_between(listed: list[Any], low: Any, high: Any, prefix: str | None) -> bool:
+    """Whether a value of the sorted ``listed`` lies in [low, high] (None: unbounded), or at or above
+    ``low`` and starts with ``prefix``."""
+    at = bisect.bisect_left(listed, low) if low is not None else 0
+    if at == len(listed):
+        return False
+    if high is None or listed[at] <= high:
+        return True
+    if prefix is None:
+        return False
+    at = bisect.bisect_left(listed, max(low, prefix) if low is not None else prefix)
+    return at < len(listed) and listed[at].startswith(prefix)
+
+
+def _python(values: pa.Array) -> list[Any]:
+    """Values as Python objects that order as the values do (dates and timestamps as integers:
+    Python's datetime holds only years 1 to 9999)."""
+    if pa.types.is_date32(values.type):
+        values = values.cast(pa.int32())
+    elif pa.types.is_timestamp(values.type):
+        values = values.cast(pa.int64())
+    listed: list[Any] = values.to_pylist()
+    return listed
 
 
 def _to_numpy(mask: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.bool_]:

@@ -3,6 +3,8 @@
 Checkpoints written with ``delta.checkpoint.writeStatsAsStruct`` carry it in Spark's layout, and
 data skipping evaluates a filter over it; both parse every file's JSON in one pass of Arrow's
 JSON reader, falling back to one row at a time (a bad value becomes null) where Arrow refuses.
+Read leaves with :func:`stats_leaf`: a file whose statistics are missing or unparseable is a null
+struct, and its leaves are null (unknown), not the zeros Arrow keeps under a null struct.
 """
 
 from __future__ import annotations
@@ -130,6 +132,23 @@ def parse_stats(stats: pa.ChunkedArray, stats_type: pa.StructType) -> pa.Array:
 _FLOAT_WORDS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
+def record_counts(stats: pa.ChunkedArray) -> pa.Array:
+    """``numRecords`` of each file from its JSON statistics: null where they are missing, do not
+    parse or lack it (unknown: read the footer), never 0."""
+    return stats_leaf(parse_stats(stats, stats_parsed_type([], tight_bounds=False)), "numRecords")
+
+
+def stats_leaf(parsed: pa.Array, *path: str) -> pa.Array:
+    """A leaf of ``stats_parsed`` (``"numRecords"``, ``"nullCount", column`` ...): null where the
+    file's statistics (or the struct above the leaf) are null. ``StructArray.field`` would give the
+    zeros a null struct's children hold: a file without statistics would count 0 rows."""
+    names = [field.name for field in parsed.type]
+    if path[0] not in names:
+        return pa.nulls(len(parsed), pa.int64())
+    leaf = pc.struct_field(parsed, list(path))
+    return leaf.combine_chunks() if isinstance(leaf, pa.ChunkedArray) else leaf
+
+
 def _coerce(value: Any, arrow_type: pa.DataType) -> Any:
     """``value`` as a Python value of ``arrow_type``, or None when it does not fit."""
     if value is None:
@@ -141,8 +160,8 @@ def _coerce(value: Any, arrow_type: pa.DataType) -> Any:
                 return None
             return {f.name: _coerce(value.get(f.name), f.type) for f in arrow_type}
         if types.is_floating(arrow_type):
-            if isinstance(value, str):
-                return _FLOAT_WORDS.get(value)
+            if isinstance(value, str):  # "NaN" as Spark writes it; a decimal as a checkpoint's text
+                return _FLOAT_WORDS[value] if value in _FLOAT_WORDS else float(value)
             return float(value) if not isinstance(value, bool) else None
         if types.is_boolean(arrow_type):
             return value if isinstance(value, bool) else None

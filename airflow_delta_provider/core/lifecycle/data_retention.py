@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from airflow_delta_provider.core.errors import DataRetentionError, DataRetentionLimitError
 from airflow_delta_provider.core.expressions.skipping import files_matching
 from airflow_delta_provider.core.expressions.stats import read_footers
-from airflow_delta_provider.core.expressions.stats_parsed import parse_stats, stats_parsed_type
+from airflow_delta_provider.core.expressions.stats_parsed import record_counts
 from airflow_delta_provider.core.lifecycle.delete import DeleteOptions, delete, parse_predicate
 from airflow_delta_provider.core.lifecycle.delete_rows import Candidates, FileReader, match_rows_locally
 from airflow_delta_provider.core.protocol.table_config import (
@@ -60,6 +60,8 @@ log = get_logger(__name__)
 
 #: The commitInfo tag of a retention run's DELETE: the policy and the cutoff, as JSON.
 DATA_RETENTION_TAG = DATA_RETENTION
+#: The marker of the cutoff in a retention run's predicate.
+CUTOFF = "cutoff"
 _GENERATION = "delta.generationExpression"
 #: A generated date partition of a column: CAST(c AS DATE), to_date(c), date(c).
 _DATE_OF = re.compile(
@@ -102,7 +104,10 @@ class DataRetentionDecision:
         ``airflow.dataRetention``); its value is None when there is none.
     :param version: the version decided on (the DELETE commits against it).
     :param cutoff: rows older than this go (``now - keep``).
-    :param predicate: the DELETE's predicate (None without a policy).
+    :param predicate: the DELETE's predicate (None without a policy), its cutoff a marker
+        (``"`ds` < :cutoff"``) bound to ``parameters``.
+    :param parameters: the predicate's bound values (``{"cutoff": ...}``: a date, an aware
+        datetime, or text for a string or timestamp_ntz column).
     :param metadata_only: whole files go, none is read: the column is a partition column, or a
         date partition column is generated from it (the cutoff then falls on a day boundary).
     :param num_rows: the table's rows.
@@ -117,6 +122,7 @@ class DataRetentionDecision:
     version: int
     cutoff: datetime | None = None
     predicate: str | None = None
+    parameters: Mapping[str, Any] = field(default_factory=dict)
     metadata_only: bool = False
     num_rows: int = 0
     num_rows_to_delete: int = 0
@@ -139,6 +145,9 @@ class DataRetentionDecision:
             "version": self.version,
             "cutoff": self.cutoff.isoformat() if self.cutoff is not None else None,
             "predicate": self.predicate,
+            "parameters": {
+                k: v.isoformat() if hasattr(v, "isoformat") else v for k, v in self.parameters.items()
+            },
             "metadata_only": self.metadata_only,
             "num_rows": self.num_rows,
             "num_rows_to_delete": self.num_rows_to_delete,
@@ -183,11 +192,25 @@ class DataRetentionResult:
 
 @dataclass(frozen=True)
 class _Target:
-    """The predicate a policy becomes on one table."""
+    """The predicate a policy becomes on one table: ``column < :cutoff``, the cutoff bound (as the
+    column's type reads it: no text of a timestamp left for a session time zone to interpret)."""
 
-    predicate: str
+    column: str
+    value: Any
     cutoff: datetime
     metadata_only: bool
+
+    @property
+    def predicate(self) -> str:
+        return f"{_quoted(self.column)} < :{CUTOFF}"
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return {CUTOFF: self.value}
+
+    @property
+    def shown(self) -> str:
+        return self.value.isoformat() if hasattr(self.value, "isoformat") else str(self.value)
 
 
 def data_retention_due(
@@ -208,7 +231,7 @@ def data_retention_due(
         return DataRetentionDecision(False, reason, setting, snapshot.version)
     now = _utc(now or datetime.now(UTC))
     target = _target(snapshot, chosen, now - chosen.keep)
-    predicate = parse_predicate(snapshot, target.predicate)
+    predicate = parse_predicate(snapshot, target.predicate, target.parameters)
     assert predicate is not None
     files = snapshot.files()
     total = _live_rows(snapshot, files)
@@ -224,6 +247,7 @@ def data_retention_due(
         "version": snapshot.version,
         "cutoff": target.cutoff,
         "predicate": target.predicate,
+        "parameters": target.parameters,
         "metadata_only": target.metadata_only,
         "num_rows": total,
         "num_rows_to_delete": doomed,
@@ -232,8 +256,8 @@ def data_retention_due(
     }
     what = (
         f"{doomed} of {total} row(s) ({_percent(doomed, total)}) in {num_files} file(s) are older than "
-        f"{target.cutoff.isoformat()} ({target.predicate}; keep {interval_text(chosen.keep)} from the "
-        f"{setting.source})"
+        f"{target.cutoff.isoformat()} ({target.predicate}, {CUTOFF} = {target.shown}; keep "
+        f"{interval_text(chosen.keep)} from the {setting.source})"
     )
     if total and doomed / total > chosen.max_deleted_fraction:
         reason = f"{what}: more than max_deleted_fraction={chosen.max_deleted_fraction}"
@@ -274,6 +298,7 @@ def apply_data_retention(
     tag = json.dumps({**policy.to_dict(), "cutoff": decision.cutoff.isoformat()}, separators=(",", ":"))
     delete_options = DeleteOptions(
         decision.predicate,
+        parameters=decision.parameters,
         app_id=options.app_id,
         app_version=options.app_version,
         user_metadata=options.user_metadata,
@@ -311,16 +336,16 @@ def _target(snapshot: Snapshot, policy: DataRetentionPolicy, cutoff: datetime) -
         if pa.types.is_string(kind) or pa.types.is_large_string(kind):
             _check_iso_dates(snapshot, column)
             day = cutoff.date()
-            return _Target(f"{_quoted(column)} < '{day.isoformat()}'", _midnight(day), True)
-        return _Target(_older_than(column, kind, cutoff, snapshot), _effective(kind, cutoff), True)
+            return _Target(column, day.isoformat(), _midnight(day), True)
+        return _Target(column, _older_than(column, kind, cutoff, snapshot), _effective(kind, cutoff), True)
     generated = _generated_date_partition(snapshot, column)
     if generated is not None and (pa.types.is_date(kind) or pa.types.is_timestamp(kind)):
         # Whole days older than the cutoff; Spark casts a zoned timestamp in its session's zone,
         # which may put a row up to a day earlier: one more day is kept.
         margin = timedelta(days=1) if pa.types.is_timestamp(kind) and kind.tz is not None else timedelta()
         day = (cutoff - margin).date()
-        return _Target(f"{_quoted(generated)} < DATE '{day.isoformat()}'", _midnight(day), True)
-    return _Target(_older_than(column, kind, cutoff, snapshot), _effective(kind, cutoff), False)
+        return _Target(generated, day, _midnight(day), True)
+    return _Target(column, _older_than(column, kind, cutoff, snapshot), _effective(kind, cutoff), False)
 
 
 def _effective(kind: pa.DataType, cutoff: datetime) -> datetime:
@@ -328,12 +353,16 @@ def _effective(kind: pa.DataType, cutoff: datetime) -> datetime:
     return _midnight(cutoff.date()) if pa.types.is_date(kind) else cutoff
 
 
-def _older_than(column: str, kind: pa.DataType, cutoff: datetime, snapshot: Snapshot) -> str:
+def _older_than(
+    column: str, kind: pa.DataType, cutoff: datetime, snapshot: Snapshot
+) -> date | datetime | str:
+    """The cutoff's value for ``column < :cutoff``: a date, the instant (an aware datetime) for a
+    timestamp, its UTC wall clock as text for a timestamp_ntz (a naive datetime would be read in
+    a process's zone)."""
     if pa.types.is_date(kind):
-        return f"{_quoted(column)} < DATE '{cutoff.date().isoformat()}'"
+        return cutoff.date()
     if pa.types.is_timestamp(kind):
-        # A timestamp without a zone is read as UTC, as the predicate reads every literal.
-        return f"{_quoted(column)} < TIMESTAMP '{cutoff.replace(tzinfo=None).isoformat(sep=' ')}'"
+        return cutoff if kind.tz is not None else cutoff.replace(tzinfo=None).isoformat(sep=" ")
     raise DataRetentionError(
         f"The data retention column {column!r} of {snapshot.storage.root_uri} is {kind}: it must hold a "
         f"date or a timestamp (or be a partition column of ISO dates, 'YYYY-MM-DD'). Nothing was deleted."
@@ -391,8 +420,7 @@ def _live_rows(snapshot: Snapshot, files: pa.Table) -> int:
     their deletion vectors delete."""
     if not files.num_rows:
         return 0
-    stats = parse_stats(files.column("stats"), stats_parsed_type([], tight_bounds=False))
-    records = stats.field("numRecords")
+    records = record_counts(files.column("stats"))
     total = int(pc.sum(records).as_py() or 0)
     missing = [i for i, value in enumerate(records.is_null().to_pylist()) if value]
     if missing:

@@ -103,19 +103,28 @@ class DeleteOptions(CommitProperties):
     :class:`~.commit_plan.CommitProperties` every commit takes (with ``app_id`` and ``app_version``
     a DELETE is idempotent).
 
-    :param predicate: the rows to delete, a SQL condition on any columns
-        (``"ds < '2024-01-01' AND user_id = 42"``); None deletes every row. An empty string is
-        refused.
+    :param predicate: the rows to delete, a SQL condition on any columns with Spark SQL's
+        meaning (``"ds < '2024-01-01' AND user_id = :user_id"``); None deletes every row. An empty
+        string is refused.
+    :param parameters: the values of the predicate's named markers (``{"user_id": 42}``), bound as
+        typed literals, never formatted into the text; the commit records the text with its markers.
     :param max_workers: data files read at once (default: the CPU count locally, 32 on object
         stores).
     """
 
     predicate: str | None = field(default=None, kw_only=False)
+    parameters: Mapping[str, Any] | None = None
     max_workers: int | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_predicate_text(self.predicate)
+        if self.parameters is not None and self.predicate is None:
+            raise PredicateError(
+                "parameters were given without a predicate: a DELETE without one deletes every row, so "
+                "the values would be ignored. Pass the predicate they bind (e.g. 'id = :id').",
+                reason="parameter",
+            )
         check_positive_int("max_workers", self.max_workers)
 
 
@@ -196,18 +205,21 @@ class DeleteResult:
 # --- the plan --------------------------------------------------------------------------------
 
 
-def parse_predicate(snapshot: Snapshot, text: str | None) -> Predicate | None:
-    """The predicate over the snapshot's columns, every literal typed by its column's type.
+def parse_predicate(
+    snapshot: Snapshot, text: str | None, parameters: Mapping[str, Any] | None = None
+) -> Predicate | None:
+    """The predicate over the snapshot's columns, its markers bound to ``parameters`` and every
+    literal typed against its column as Spark types it.
 
-    :raises PredicateError: a syntax error, an unknown column, or a literal that does not fit its
-        column (named).
+    :raises PredicateError: a syntax error, an unknown column, a marker left unbound or a
+        parameter unused, or a literal Spark would refuse or read depending on a setting (named).
     """
     check_predicate_text(text)
     if text is None:
         return None
     partitions = snapshot.partition_columns
     data = [f.name for f in snapshot.schema if f.name not in set(partitions)]
-    predicate = Predicate(text, partitions, data_columns=data)
+    predicate = Predicate(text, partitions, data_columns=data, parameters=parameters)
     predicate.normal_form(snapshot.schema)  # types every literal: a bad one fails before anything is read
     return predicate
 
@@ -231,7 +243,7 @@ def plan_delete(
             f"(DELTA_CANNOT_MODIFY_APPEND_ONLY). Unset delta.appendOnly on the table if deleting rows is "
             f"intended."
         )
-    predicate = parse_predicate(snapshot, options.predicate)
+    predicate = parse_predicate(snapshot, options.predicate, options.parameters)
     files = snapshot.files()
     if predicate is None:
         return metadata_plan(snapshot, None, files, started)

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 from airflow_delta_provider.core.errors import DeltaError
 from airflow_delta_provider.core.expressions.stats import read_footers
 from airflow_delta_provider.core.expressions.stats_encoding import stats_json
-from airflow_delta_provider.core.expressions.stats_parsed import parse_stats, stats_parsed_type
+from airflow_delta_provider.core.expressions.stats_parsed import record_counts
 from airflow_delta_provider.core.lifecycle.delete_rows import FileReader
 from airflow_delta_provider.core.log.deletion_vectors import (
     deletion_vector_file_bytes,
@@ -171,9 +171,7 @@ def _logical_records(files: pa.Table) -> int | None:
     when a file's statistics lack ``numRecords``."""
     if files.num_rows == 0:
         return 0
-    records = parse_stats(files.column("stats"), stats_parsed_type([], tight_bounds=False)).field(
-        "numRecords"
-    )
+    records = record_counts(files.column("stats"))
     if records.null_count:
         return None
     dvs = files.column("deletion_vector")

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_delta_provider.core.expressions.stats import read_footers
-from airflow_delta_provider.core.expressions.stats_parsed import parse_stats, stats_parsed_type
+from airflow_delta_provider.core.expressions.stats_parsed import record_counts
 from airflow_delta_provider.core.maintenance.optimize import (
     OptimizePlan,
     OptimizeResult,
@@ -97,8 +97,7 @@ def _deletes_rows(files: pa.Table) -> pa.Array:
     vectors = files.column("deletion_vector")
     has_vector = pc.fill_null(vectors.is_valid(), False)
     cardinality = pc.fill_null(pc.struct_field(vectors, "cardinality"), 0)
-    stats = parse_stats(files.column("stats"), stats_parsed_type([], tight_bounds=False))
-    records = stats.field("numRecords")
+    records = record_counts(files.column("stats"))
     selected = pc.and_(has_vector, pc.or_(pc.greater(cardinality, 0), records.is_null()))
     return selected.combine_chunks() if isinstance(selected, pa.ChunkedArray) else selected
 

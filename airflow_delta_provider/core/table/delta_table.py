@@ -418,16 +418,20 @@ class DeltaTable:
         of the deleted rows when ``delta.enableChangeDataFeed`` is on). The commit records Delta's
         metrics (``numDeletedRows``, ``numRemovedFiles`` ...) and ``operationParameters.predicate``.
 
-        :param predicate: a SQL condition (the subset :class:`~.predicate.Predicate` parses); None
-            deletes every row; an empty or blank string is refused.
+        :param predicate: a SQL condition meaning what it means in Spark SQL (the subset
+            :class:`~.predicate.Predicate` parses); None deletes every row; an empty or blank string
+            is refused.
+        :param parameters: the values of the predicate's ``:name`` markers, bound as typed literals
+            (never formatted into the text); the commit records the text with its markers.
         :param match_rows: another engine finding the matching rows (the Airflow operator's Spark);
             default: pyarrow in this process.
         :param options: the keyword arguments of
             :class:`~airflow_delta_provider.core.lifecycle.delete.DeleteOptions` (``max_workers``) and of the
             :class:`~airflow_delta_provider.core.transaction.commit_plan.CommitProperties` every commit
             takes (``app_id``/``app_version``, ``user_metadata``, ``tags`` ...).
-        :raises PredicateError: the predicate is blank, does not parse, names an unknown column or a
-            value that does not fit its column (nothing is written).
+        :raises PredicateError: the predicate is blank, does not parse, names an unknown column,
+            binds wrongly, or holds a value Spark would refuse or read depending on a setting
+            (nothing is written).
         :raises AppendOnlyViolationError: the table only allows appends (``delta.appendOnly``).
         :raises ConcurrentAppendError: a concurrent commit added files the predicate may select.
         :raises ConcurrentDeleteReadError: a concurrent commit removed a file this DELETE read.

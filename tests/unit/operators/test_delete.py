@@ -3,6 +3,7 @@ refused predicates; the asset event and lineage of the commit operators; rows ma
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -132,9 +133,68 @@ def test_a_templated_predicate(tmp_path: Path, context_for: Any) -> None:
     assert ids(core_rows(table)) == sorted(set(range(20)) - {4})
 
 
+def test_parameters_are_rendered_as_native_values_and_bound(tmp_path: Path, context_for: Any) -> None:
+    """``{{ params.customer }}`` renders to the int 4 whatever the DAG's rendering mode, bound to
+    ``:customer``; the commit records the text with its markers, never the erased values."""
+    root = tmp_path / "orders"
+    table = make_table(root, FILES)
+    op = operator(
+        root,
+        predicate="id = :customer OR p = :partition",
+        parameters={"customer": "{{ params.customer }}", "partition": "{{ params.partition }}"},
+    )
+    context = context_for(op, params={"customer": 4, "partition": "b"})
+    op.render_template_fields(context)
+    assert op.parameters == {"customer": 4, "partition": "b"}
+    result = op.execute(context)
+    assert result["predicate"] == "id = :customer OR p = :partition"
+    assert ids(core_rows(table)) == sorted(set(range(20)) - {4})
+    info = kind(commit_actions(table, result["version"]), "commitInfo")[0]
+    assert info["operationParameters"]["predicate"] == json.dumps(["id = :customer OR p = :partition"])
+
+
+def test_a_bound_value_cannot_change_the_predicate_a_rendered_one_can(
+    tmp_path: Path, context_for: Any
+) -> None:
+    hostile = "x' OR id >= '0"
+    root = tmp_path / "orders"
+    table = make_table(root, FILES)
+    bound = operator(root, predicate="v = :name", parameters={"name": "{{ params.name }}"})
+    context = context_for(bound, params={"name": hostile})
+    bound.render_template_fields(context)
+    assert bound.execute(context)["reason"] == "nothing_to_delete"
+    assert len(core_rows(table)) == 30
+    # The danger the docs warn of: the same value rendered into the text deletes every row.
+    rendered = operator(root, task_id="rendered", predicate="v = '{{ params.name }}'")
+    context = context_for(rendered, params={"name": hostile})
+    rendered.render_template_fields(context)
+    assert rendered.execute(context)["num_deleted_rows"] == 30
+
+
+@pytest.mark.parametrize("value", [None, ""], ids=["None", "empty"])
+def test_a_parameter_rendering_nothing_fails_the_task_and_changes_nothing(
+    tmp_path: Path, context_for: Any, value: Any
+) -> None:
+    root = tmp_path / "orders"
+    table = make_table(root, FILES)
+    before = state(table)
+    op = operator(root, predicate="v = :name", parameters={"name": "{{ params.name }}"})
+    context = context_for(op, params={"name": value})
+    op.render_template_fields(context)
+    with pytest.raises(ValueError, match="rendered nothing"):
+        op.execute(context)
+    assert state(table) == before
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [
+        pytest.param(
+            {"predicate": None, "parameters": {"a": 1}}, ValueError, "predicate=None", id="no-predicate"
+        ),
+        pytest.param(
+            {"predicate": "id = :a", "parameters": ["a"]}, ValueError, "must map", id="not-a-mapping"
+        ),
         pytest.param({"predicate": ""}, ValueError, "empty", id="empty"),
         pytest.param({"predicate": " \n"}, ValueError, "empty", id="blank"),
         pytest.param({"predicate": "None"}, ValueError, "empty", id="none-text"),
@@ -155,16 +215,23 @@ def test_bad_arguments_are_refused_when_the_dag_is_parsed(tmp_path: Path, kwargs
 
 
 @pytest.mark.parametrize(
-    ("predicate", "message"),
-    [("nope = 1", "not a column"), ("id = 'x'", "does not fit"), ("id = = 1", "Cannot parse")],
+    ("predicate", "parameters", "message"),
+    [
+        ("nope = 1", None, "not a column"),
+        ("id = 'x'", None, "'x' is not a whole number"),
+        ("id = = 1", None, "Cannot parse"),
+        ("id = :a", {"a": 1, "b": 2}, "not used"),
+        ("id = :a", {"A": 1}, "no parameter binds"),
+        ("id = ?", None, "positional parameter markers"),
+    ],
 )
 def test_a_bad_predicate_fails_the_task_and_changes_nothing(
-    tmp_path: Path, context_for: Any, predicate: str, message: str
+    tmp_path: Path, context_for: Any, predicate: str, parameters: Any, message: str
 ) -> None:
     root = tmp_path / "orders"
     table = make_table(root, FILES)
     before = state(table)
-    op = operator(root, predicate=predicate)
+    op = operator(root, predicate=predicate, parameters=parameters)
     with pytest.raises(ValueError, match=message):
         op.execute(context_for(op))
     assert state(table) == before

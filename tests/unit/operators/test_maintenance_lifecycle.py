@@ -57,7 +57,8 @@ def test_the_policy_argument_deletes_the_old_partitions_and_reports_them(tmp_pat
     (entry,) = report["tables"]
     step = entry["steps"]["data_retention"]
     assert step["status"] == "ran" and "deleted 9 rows" in step["reason"]
-    assert step["decision"]["predicate"] == f"`ds` < '{(today - timedelta(days=65)).isoformat()}'"
+    assert step["decision"]["predicate"] == "`ds` < :cutoff"
+    assert step["decision"]["parameters"] == {"cutoff": (today - timedelta(days=65)).isoformat()}
     assert step["decision"]["metadata_only"] is True and step["decision"]["policy"]["source"] == "argument"
     assert step["result"]["num_deleted_rows"] == 9 and step["result"]["delete"]["mode"] == "metadata"
     assert entry["rows_deleted"] == 9 and report["totals"]["rows_deleted"] == 9

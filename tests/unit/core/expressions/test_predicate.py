@@ -7,7 +7,13 @@ import datetime as dt
 import pyarrow as pa
 import pytest
 
-from airflow_delta_provider.core.expressions.predicate import Comparison, Junction, Predicate, PredicateError
+from airflow_delta_provider.core.expressions.predicate import (
+    Comparison,
+    InList,
+    Junction,
+    Predicate,
+    PredicateError,
+)
 
 VALUES = pa.table(
     {
@@ -73,7 +79,9 @@ def test_bad_predicates_are_refused_clearly(text, message):
 
 
 def test_a_literal_that_does_not_fit_the_column_type_is_refused():
-    with pytest.raises(PredicateError, match="does not fit column 'hour'"):
+    with pytest.raises(
+        PredicateError, match=r"comparison of hour with 'noon' is refused.*not a whole number"
+    ):
         Predicate("hour = 'noon'", ["hour"]).mask(VALUES.select(["hour"]))
 
 
@@ -143,16 +151,8 @@ def test_a_read_may_name_data_columns_of_a_primitive_type():
                 "and", (Comparison("id", "!=", pa.scalar(1, pa.int64())), Comparison("id", "is_not_null"))
             ),
         ),
-        (
-            "id NOT IN (1, 2)",
-            Junction(
-                "and",
-                (
-                    Comparison("id", "!=", pa.scalar(1, pa.int64())),
-                    Comparison("id", "!=", pa.scalar(2, pa.int64())),
-                ),
-            ),
-        ),
+        ("id NOT IN (2, 1, 2)", InList("id", pa.array([1, 2], pa.int64()), negated=True)),
+        ("id IN (1, NULL)", InList("id", pa.array([1], pa.int64()), has_null=True)),
         (
             "id BETWEEN 1 AND 2",
             Junction(
@@ -176,47 +176,89 @@ def test_the_normal_form_pushes_negations_into_typed_comparisons(text, form):
 
 
 @pytest.mark.parametrize(
-    "text",
+    ("text", "rows"),
     [
-        "NOT (region = 'eu' AND hour > 3)",
-        "NOT region IN ('eu', NULL)",
-        "NOT NOT hour BETWEEN 1 AND 7",
-        "NOT (region <=> 'eu') OR ds IS NULL",
-        "NOT (ds >= '2024-01-02' OR region IS NOT NULL)",
+        ("NOT (region = 'eu' AND hour > 3)", [0, 1]),  # NULL AND TRUE is NULL: row 2 stays out
+        ("NOT region IN ('eu', NULL)", []),  # 'us' NOT IN ('eu', NULL) is NULL
+        ("NOT NOT hour BETWEEN 1 AND 7", [1, 3]),
+        ("NOT (region <=> 'eu') OR ds IS NULL", [1, 2, 3]),
+        ("NOT (ds >= '2024-01-02' OR region IS NOT NULL)", []),
     ],
 )
-def test_the_normal_form_selects_the_rows_the_predicate_selects(text):
-    """Evaluated by the core's own expression, the normal form keeps exactly the same rows (SQL's
-    three-valued logic survives De Morgan)."""
+def test_negations_keep_sql_s_three_valued_logic(text, rows):
+    """Through the normal form (NOT pushed down by De Morgan) on arrays, and as a pyarrow filter
+    expression: the same rows."""
     predicate = Predicate(text, ["ds", "region", "hour"])
-    form = predicate.normal_form(VALUES.schema)
-    assert _normal_form_rows(form, VALUES) == _rows(text)
+    assert _rows(text) == rows
+    assert VALUES.filter(predicate.expression(VALUES.schema)).equals(VALUES.take(pa.array(rows, pa.int64())))
 
 
-def _normal_form_rows(form, values):
-    import pyarrow.compute as pc
+# --- parameters: values bound to named markers ----------------------------------------------------
 
-    def evaluate(clause):
-        if isinstance(clause, Junction):
-            parts = [evaluate(p) for p in clause.parts]
-            out = parts[0]
-            for part in parts[1:]:
-                out = pc.and_kleene(out, part) if clause.op == "and" else pc.or_kleene(out, part)
-            return out
-        column = values.column(clause.column)
-        if clause.op == "is_null":
-            return pc.is_null(column)
-        if clause.op == "is_not_null":
-            return pc.is_valid(column)
-        name = {
-            "=": "equal",
-            "!=": "not_equal",
-            "<": "less",
-            "<=": "less_equal",
-            ">": "greater",
-            ">=": "greater_equal",
-        }
-        return pc.call_function(name[clause.op], [column, clause.value])
+BOUND = pa.table(
+    {
+        "name": ["it's", "x' OR 'a' = 'a", "a:b", None],
+        "id": pa.array([1, 2, 3, 4], pa.int64()),
+        "ts": pa.array(
+            [dt.datetime(2024, 1, 1, h, tzinfo=dt.UTC) for h in range(4)], pa.timestamp("us", tz="UTC")
+        ),
+    }
+)
 
-    mask = pc.fill_null(evaluate(form), False).to_pylist()
-    return [i for i, keep in enumerate(mask) if keep]
+
+def _bound(text: str, **parameters: object) -> list[int]:
+    predicate = Predicate(text, [], data_columns=BOUND.column_names, parameters=parameters)
+    return [n for n, keep in enumerate(predicate.mask(BOUND).to_pylist()) if keep]
+
+
+def test_a_bound_value_is_a_value_whatever_it_holds() -> None:
+    assert _bound("name = :name", name="it's") == [0]
+    assert _bound("name = :name", name="x' OR 'a' = 'a") == [1]
+    assert _bound("name = ':name'") == []  # a marker inside a string is text
+    assert _bound("name = 'a:b'") == [2]
+    assert _bound("id IN (:ids) AND name <> :name", ids=[1, 2, 3], name="a:b") == [0, 1]
+    assert _bound("id = :`the id`", **{"the id": 3}) == [2]
+    assert _bound("ts >= :since", since=dt.datetime(2024, 1, 1, 2, tzinfo=dt.UTC)) == [2, 3]
+    assert _bound("id = :id", id="2") == [1]  # a str is a STRING literal, cast as Spark casts it
+
+
+@pytest.mark.parametrize(
+    ("text", "parameters", "message"),
+    [
+        ("id = :id", {}, "no parameter binds"),
+        ("id = :Id", {"id": 1}, "case-sensitive"),
+        ("id = 1", {"id": 1}, "not used"),
+        ("id = ?", {}, "positional parameter markers"),
+        ("id = :id", {"id": None}, "is None"),
+        ("ts = :t", {"t": dt.datetime(2024, 1, 1)}, "without tzinfo"),
+        ("id = :ids", {"ids": [1, 2]}, "binds only the items of an IN"),
+        ("id IN (:ids)", {"ids": []}, "empty list"),
+        ("id IN (:ids)", {"ids": [[1]]}, "nested"),
+        ("id = :id", {"id": object()}, "no SQL literal"),
+        ("id = :id", {"id": 2**64}, "range of BIGINT"),
+        ("id = :id", [("id", 1)], "must map"),
+    ],
+)
+def test_bad_bindings_are_refused(text: str, parameters: object, message: str) -> None:
+    with pytest.raises(PredicateError, match=message) as raised:
+        Predicate(text, [], data_columns=BOUND.column_names, parameters=parameters).normal_form(BOUND.schema)  # type: ignore[arg-type]
+    assert raised.value.reason in ("parameter", "syntax")
+
+
+def test_bound_values_are_typed_as_spark_binds_them() -> None:
+    from decimal import Decimal
+
+    from airflow_delta_provider.core.expressions.literals import bind_parameter
+
+    expected = [
+        (1, "int"),
+        (2**40, "bigint"),
+        (Decimal("1.005"), "decimal(4,3)"),
+        (1.5, "double"),
+        (True, "boolean"),
+        ("x", "string"),
+        (dt.date(2024, 1, 1), "date"),
+        (dt.datetime(2024, 1, 1, tzinfo=dt.UTC), "timestamp"),
+        (b"x", "binary"),
+    ]
+    assert [(value, str(bind_parameter("p", value).type)) for value, _ in expected] == expected

@@ -61,3 +61,14 @@ def test_a_value_arrow_refuses_becomes_null_in_its_row_only():
     assert parsed[0]["numRecords"] == 1 and parsed[0]["minValues"]["id"] is None
     assert parsed[0]["minValues"]["x"] != parsed[0]["minValues"]["x"]  # NaN
     assert parsed[1]["minValues"]["id"] == 3
+
+
+def test_a_file_without_readable_statistics_has_an_unknown_record_count_not_zero():
+    """A null struct's leaves hold zeros in Arrow: read through ``stats_leaf``, they are null."""
+    from airflow_delta_provider.core.expressions.stats_parsed import record_counts
+
+    fast = pa.chunked_array([['{"numRecords": 5}', None, "{}"]])
+    assert record_counts(fast).to_pylist() == [5, None, None]
+    # A value Arrow refuses sends every row through the row-by-row parse.
+    slow = pa.chunked_array([['{"numRecords": 5, "minValues": {"id": "x"}}', None, "{", '{"numRecords": 2}']])
+    assert record_counts(slow).to_pylist() == [5, None, None, 2]

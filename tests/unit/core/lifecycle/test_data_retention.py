@@ -84,13 +84,13 @@ def test_a_partition_column_deletes_whole_files_without_reading_them(tmp_path: P
     assert result.committed and result.num_deleted_rows == 9
     decision = result.decision
     assert (decision.metadata_only, decision.num_rows, decision.num_rows_to_delete) == (True, 30, 9)
-    assert decision.predicate == "`ds` < '2026-01-26'"
+    assert (decision.predicate, decision.parameters) == ("`ds` < :cutoff", {"cutoff": "2026-01-26"})
     assert decision.cutoff == datetime(2026, 1, 26, tzinfo=UTC)
     assert ids(table) == list(range(9, 30)) == rs_ids(table)
     actions = commit_actions(table, result.delete.version)  # type: ignore[union-attr]
     info = kind(actions, "commitInfo")[0]
     assert info["operation"] == "DELETE"
-    assert info["operationParameters"]["predicate"] == json.dumps(["`ds` < '2026-01-26'"])
+    assert info["operationParameters"]["predicate"] == json.dumps(["`ds` < :cutoff"])  # the tag has the value
     tag = json.loads(info["tags"][DATA_RETENTION])
     assert (tag["column"], tag["keep"], tag["cutoff"]) == (
         "ds",
@@ -166,7 +166,8 @@ def test_a_date_partition_generated_from_the_column_deletes_whole_days(
 
     # Cutoff 2026-01-22T12:00Z.
     decision = data_retention_due(table.snapshot(), {"column": "ts", "keep": "interval 79 days"}, now=NOW)
-    assert decision.metadata_only and decision.predicate == f"`d` < DATE '{partition_day}'"
+    assert decision.metadata_only and decision.predicate == "`d` < :cutoff"
+    assert decision.parameters == {"cutoff": date.fromisoformat(partition_day)}
     assert decision.num_rows_to_delete == kept_from
     if column_type == "timestamp_ntz":  # (a zoned timestamp's files would need Spark to be written)
         result = table.apply_data_retention(policy={"column": "ts", "keep": "interval 79 days"}, now=NOW)
@@ -342,3 +343,20 @@ def test_a_string_data_column_and_a_partition_of_other_formats_are_refused(tmp_p
     with pytest.raises(DataRetentionError, match=r"'day' .* is string"):
         table.apply_data_retention(policy={"column": "day", "keep": "interval 1 days"}, now=NOW)
     assert state(table) == before
+
+
+def test_files_without_readable_statistics_count_their_rows(tmp_path: Path) -> None:
+    """A file without statistics, or with statistics that do not parse, once counted 0 rows (a
+    missing struct's leaves read as zeros), which lowered the share a run deletes below the
+    policy's limit. Their rows are counted from their footers."""
+    table = events(tmp_path / "t", partitioned=False)
+    log = tmp_path / "t" / "_delta_log" / f"{1:020d}.json"
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    adds = [line["add"] for line in lines if "add" in line]
+    del adds[0]["stats"]
+    adds[1]["stats"] = "{"
+    adds[2]["stats"] = json.dumps({"numRecords": 3, "minValues": {"id": "x"}})  # the row-by-row parse
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    decision = data_retention_due(table.snapshot(), {"column": "ts", "keep": "interval 75 days"}, now=NOW)
+    assert decision.num_rows == 30
+    assert decision.num_rows_to_delete == 9
