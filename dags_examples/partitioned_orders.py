@@ -3,8 +3,7 @@
 ``delta_partitioned_orders`` runs on a ``CronPartitionTimetable`` (Airflow 3.2+): every daily tick
 is a DAG run with a ``partition_key``, the day (``key_format="%Y-%m-%d"``). Its task,
 ``@task.delta_pyspark(partition_key_columns=["ds"])``, computes the day's orders with Spark and
-commits them to the ``daily_orders`` table (``$DELTA_DEMO_ROOT/daily_orders``, default
-``.demo/daily_orders``; ``$DELTA_DAILY_ORDERS_TABLE`` to point it elsewhere), replacing the
+commits them to the ``daily_orders`` table (``daily_orders`` under the examples' root, below), replacing the
 partition its key names:
 
 * no ``replace_where`` string: the run's key is the slice (``ds = '2026-03-01'``, the key bound to
@@ -18,25 +17,32 @@ partition its key names:
 On Airflow 3.1 (no asset partitions) this file defines no DAG. A run needs a key: a scheduled
 tick, a backfill, or ``POST /api/v2/dags/delta_partitioned_orders/dagRuns`` with ``partition_key``
 (``airflow dags trigger`` and ``dag.test()`` give none). See docs/partitions.md.
+
+Configuration: the Airflow Variable ``delta_examples_root``, where the example DAGs keep their
+tables (e.g. ``s3://lake/examples``; Admin > Variables in the UI), read when this file is parsed
+because the tables are the DAGs' assets; unset, ``.demo/`` beside this folder, where ``make demo``
+runs them. Object-store credentials: the workers' own, or ``storage_conn_id=`` on the tasks.
 """
 
 from __future__ import annotations
 
-import os
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG, task
+from airflow.sdk import DAG, Variable, task
 
 try:  # Airflow 3.2+: a run per cron tick, keyed by its day
     from airflow.sdk import CronPartitionTimetable
 except ImportError:  # Airflow 3.1 has no asset partitions: no DAG below
     CronPartitionTimetable = None
 
-DEMO_ROOT = Path(os.environ.get("DELTA_DEMO_ROOT", Path(__file__).resolve().parent.parent / ".demo"))
+#: Where the example DAGs keep their tables (the module docstring says how to set it).
+EXAMPLES_ROOT = str(
+    Variable.get("delta_examples_root", default=Path(__file__).resolve().parent.parent / ".demo")
+).rstrip("/")
 #: The table this DAG writes, one ``ds`` per run, and ``partitioned_totals.py`` reads.
-ORDERS_TABLE = os.environ.get("DELTA_DAILY_ORDERS_TABLE", str(DEMO_ROOT / "daily_orders"))
+ORDERS_TABLE = f"{EXAMPLES_ROOT}/daily_orders"
 SPARK_CONF = {
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",

@@ -12,22 +12,26 @@ asset (Airflow 3.2+): each asset event of ``partitioned_orders.py`` carries its 
   ``delta-source/<daily_orders table id>/airflow/delta_partitioned_totals/daily_totals?partition=<day>``):
   each version of each day is consumed exactly once, whatever order the days arrive in (a backfill
   of past days, a clear of one day); a day with nothing new commits nothing;
-* replaces its day of ``daily_totals`` (``$DELTA_DEMO_ROOT/daily_totals``) with the day's
+* replaces its day of ``daily_totals`` (under the examples' root, below) with the day's
   aggregate: per day and region, the orders and their amount.
 
 The producer replaces a whole day in each commit, so the day's rows after the changes read are the
 inserts of the newest commit among them; the aggregate is computed from those. On Airflow 3.1 this
 file defines no DAG. See docs/partitions.md.
+
+Configuration: the Airflow Variable ``delta_examples_root``, where the example DAGs keep their
+tables (e.g. ``s3://lake/examples``; Admin > Variables in the UI), read when this file is parsed
+because the tables are the DAGs' assets; unset, ``.demo/`` beside this folder, where ``make demo``
+runs them. Object-store credentials: the workers' own, or ``storage_conn_id=`` on the tasks.
 """
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG, task
+from airflow.sdk import DAG, Variable, task
 
 from airflow_delta_provider.assets.delta import delta_table_asset
 
@@ -36,9 +40,12 @@ try:  # Airflow 3.2+: one run per upstream partition key
 except ImportError:  # Airflow 3.1 has no asset partitions: no DAG below
     PartitionedAssetTimetable = None
 
-DEMO_ROOT = Path(os.environ.get("DELTA_DEMO_ROOT", Path(__file__).resolve().parent.parent / ".demo"))
-ORDERS_TABLE = os.environ.get("DELTA_DAILY_ORDERS_TABLE", str(DEMO_ROOT / "daily_orders"))
-TOTALS_TABLE = os.environ.get("DELTA_DAILY_TOTALS_TABLE", str(DEMO_ROOT / "daily_totals"))
+#: Where the example DAGs keep their tables (the module docstring says how to set it).
+EXAMPLES_ROOT = str(
+    Variable.get("delta_examples_root", default=Path(__file__).resolve().parent.parent / ".demo")
+).rstrip("/")
+ORDERS_TABLE = f"{EXAMPLES_ROOT}/daily_orders"
+TOTALS_TABLE = f"{EXAMPLES_ROOT}/daily_totals"
 #: The asset of ``partitioned_orders.py``'s table: its events carry each run's day.
 ORDERS = delta_table_asset(ORDERS_TABLE)
 SPARK_CONF = {

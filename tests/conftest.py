@@ -42,6 +42,13 @@ pytest.register_assert_rewrite("spark_servers")
 from spark_servers import free_port, stop, wait_for_port  # noqa: E402  (one way to run a server)
 
 
+def pytest_report_header(config: pytest.Config) -> str:
+    """The differential tests' seed, so that every run can be repeated (tests/predicate_cases.py)."""
+    from predicate_cases import CASES, SEED
+
+    return f"differential predicates: DELTA_DIFF_SEED={SEED} DELTA_DIFF_CASES={CASES} per table"
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     """py4j says goodbye (INFO) when the interpreter exits, after pytest closed the captured streams."""
     logging.getLogger("py4j").setLevel(logging.WARNING)
@@ -367,3 +374,37 @@ def s3rver_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     ]
     with _server_process("s3rver", command, port, work):
         yield f"http://127.0.0.1:{port}"
+
+
+# --- one local SparkSession ------------------------------------------------------------------------
+# Each execution of a PySpark-based operator builds its session with ``getOrCreate()`` and stops it
+# when the task ends, as in a task process. In one test process that would start and stop a
+# SparkContext per execution; with ``local_spark`` in use, every ``getOrCreate()`` finds the same
+# local session (every module uses the same configuration) and the operators' ``stop()`` is held
+# until the test session ends. What the tests observe (files, commits, the runs of the callables)
+# does not depend on it. The Spark adapter's tests and the differential tests read on it too.
+
+#: The configuration of every local session of the operator tests.
+SPARK_CONF = {
+    "spark.master": "local[1]",
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "1",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+@pytest.fixture(scope="session")
+def local_spark() -> Iterator[Any]:
+    """The shared local SparkSession (its JVM's output logged, as an operator's)."""
+    from airflow_delta_provider.operators.spark_support.output import routed_spark_output
+
+    sql = pytest.importorskip("pyspark.sql")
+    builder = sql.SparkSession.builder
+    for key, value in SPARK_CONF.items():
+        builder = builder.config(key, value)
+    with routed_spark_output():
+        session = builder.getOrCreate()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sql.SparkSession, "stop", lambda self: None)
+        yield session
+    session.stop()

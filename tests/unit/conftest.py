@@ -1,12 +1,5 @@
-"""Fixtures shared by the unit tests: a task's context, and one local SparkSession.
-
-Each execution of a PySpark-based operator builds its session with ``getOrCreate()`` and stops it
-when the task ends, as in a task process. In one test process that would start and stop a
-SparkContext per execution; with :func:`local_spark` in use, every ``getOrCreate()`` finds the
-same local session (every module uses the same configuration) and the operators' ``stop()`` is
-held until the test session ends. What the tests observe (files, commits, the runs of the
-callables) does not depend on it. The Spark adapter's tests (``tests/unit/spark``) read on it too.
-"""
+"""Fixtures shared by the unit tests: a task's context (the local SparkSession, ``local_spark``,
+is in ``tests/conftest.py``, shared with the differential tests)."""
 
 from __future__ import annotations
 
@@ -16,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
 
 
 @pytest.fixture
@@ -49,29 +42,3 @@ def task_context() -> Callable[..., dict[str, Any]]:
         return {"ti": ti, "task": op, "outlet_events": OutletEventAccessors(), **extra}
 
     return make
-
-
-#: The configuration of every local session of the operator tests.
-SPARK_CONF = {
-    "spark.master": "local[1]",
-    "spark.ui.enabled": "false",
-    "spark.sql.shuffle.partitions": "1",
-    "spark.sql.session.timeZone": "UTC",
-}
-
-
-@pytest.fixture(scope="session")
-def local_spark() -> Iterator[Any]:
-    """The shared local SparkSession (its JVM's output logged, as an operator's)."""
-    from airflow_delta_provider.operators.spark_support.output import routed_spark_output
-
-    sql = pytest.importorskip("pyspark.sql")
-    builder = sql.SparkSession.builder
-    for key, value in SPARK_CONF.items():
-        builder = builder.config(key, value)
-    with routed_spark_output():
-        session = builder.getOrCreate()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sql.SparkSession, "stop", lambda self: None)
-        yield session
-    session.stop()

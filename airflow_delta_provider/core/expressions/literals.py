@@ -293,7 +293,7 @@ def string_to_double(text: str) -> float:
     if _JAVA_DOUBLE.fullmatch(trimmed):
         number = trimmed.rstrip("fFdD") if trimmed[-1:] not in ("N", "y") else trimmed
         return float(number.replace("Infinity", "inf"))
-    special = _SPECIAL_DOUBLES.get(text.strip().lower())
+    special = _SPECIAL_DOUBLES.get(text.strip(_JAVA_TRIMMED).lower())
     if special is None:
         raise InvalidCast(f"{_quote(text)} is not a number (hexadecimal floats are not supported)")
     return special

@@ -19,7 +19,7 @@ from airflow_delta_provider.core.table import consumer_partition, parse_consumer
 from airflow_delta_provider.decorators.pyspark import delta_pyspark_task
 from airflow_delta_provider.operators.pyspark import DeltaPySparkOperator
 
-from ..conftest import SPARK_CONF
+from ...conftest import SPARK_CONF
 
 if TYPE_CHECKING:
     from collections.abc import Callable

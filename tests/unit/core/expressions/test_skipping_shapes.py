@@ -315,3 +315,33 @@ def test_a_truncated_string_maximum_stands_for_its_prefix(tmp_path: Path, value:
         assert files_matching(snapshot, predicate).tolist() == [True], text
     # A value above the prefix and the maximum is still skipped.
     assert files_matching(snapshot, Predicate("s > 'b'", [], data_columns=["s"])).tolist() == [False]
+
+
+@pytest.mark.parametrize(
+    ("value", "precision", "scale"),
+    [
+        ("12345678901234567890.12", 38, 2),
+        ("-12345678901234567890.12", 38, 2),
+        ("99999999999999999999999999.99", 38, 2),
+        ("0.000000000000000000000000000001", 38, 30),
+        ("1.000000000000000000000000001", 38, 27),
+        ("99999999.99", 10, 2),
+        ("0.07", 10, 2),
+    ],
+)
+def test_a_decimal_bound_read_as_a_double_still_bounds_the_value(
+    value: str, precision: int, scale: int
+) -> None:
+    """Whoever turned the decimal into a double (delta-rs; Spark's exact text read by a double
+    parser), the bound read back is below (minimum) or above (maximum) the value itself; up to 15
+    digits it is the value."""
+    from airflow_delta_provider.core.expressions.bounds import decimal_bound
+
+    exact = Decimal(value)
+    low = decimal_bound(float(exact), precision, scale, upper=False)
+    high = decimal_bound(float(exact), precision, scale, upper=True)
+    assert low is not None and high is not None
+    assert low <= exact <= high
+    if precision <= 15:
+        assert low == exact == high
+    assert decimal_bound(math.nan, precision, scale, upper=True) is None
