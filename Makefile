@@ -1,8 +1,17 @@
-# Everything a fresh machine needs: `make demo` runs the main job, `make test` the test suite.
+# Everything a fresh machine needs: `make demo` runs the main job, `make docs` serves the docs site,
+# `make test` runs the test suite. Each step is quiet when it goes well: a green `make test` prints
+# pytest's summaries, and a failing step prints what failed.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
+MAKEFLAGS += --no-print-directory
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# The demo's own venv: the provider, PySpark and delta-rs (the `demo` extra), no development tools.
+DEMO_VENV := .venv-demo
+DEMO_STAMP := $(DEMO_VENV)/.installed
+# Material for MkDocs prints a notice about its successor on every build; the site does not need it.
+export NO_MKDOCS_2_WARNING := 1
+MKDOCS := $(VENV)/bin/mkdocs
 SOURCES := airflow_delta_provider tests benchmarks scripts dags_examples
 
 # The oldest Airflow the `apache-airflow>=3.1` pin admits, tested in a second venv with the same
@@ -21,22 +30,36 @@ OLDEST_STAMP := $(OLDEST)/.installed
 OLDEST_TESTS := tests/unit/test_get_provider_info.py tests/unit/hooks tests/unit/sensors \
 	tests/unit/triggers tests/unit/assets tests/unit/utils tests/unit/plugins tests/deployed
 
-.PHONY: demo test test-newest test-oldest lint typecheck system-deps bench clean
+.PHONY: demo docs docs-build test test-newest test-oldest lint typecheck system-deps bench clean
+
+# Runs a command with its output (pip's, apt's, npm's) kept aside and printed only when it fails.
+QUIET = sh -c 'log=$$(mktemp); "$$@" >"$$log" 2>&1 || { status=$$?; cat "$$log"; rm -f "$$log"; exit $$status; }; rm -f "$$log"' quiet
+
+# $(call install,<venv>,<pip install arguments>): the venv, created when missing, and what it holds.
+define install
+	@test -x $(1)/bin/python || $(PYTHON) -m venv $(1)
+	@$(QUIET) $(1)/bin/python -m pip install --quiet --upgrade pip
+	@$(QUIET) $(1)/bin/python -m pip install --quiet $(2)
+endef
 
 $(STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[dev]"
-	touch $(STAMP)
+	@echo "make: installing the provider and its development tools into $(VENV) (once)"
+	$(call install,$(VENV),-e ".[dev]")
+	@touch $(STAMP)
+
+$(DEMO_STAMP): pyproject.toml
+	@echo "make: installing the provider, PySpark and delta-rs into $(DEMO_VENV) (once)"
+	$(call install,$(DEMO_VENV),-e ".[demo]")
+	@touch $(DEMO_STAMP)
 
 $(OLDEST_STAMP): $(STAMP)
-	test -x $(OLDEST)/bin/python || $(PYTHON) -m venv $(OLDEST)
-	$(OLDEST)/bin/python -m pip install --quiet --upgrade pip
-	$(PY) -m pip freeze --exclude-editable \
+	@echo "make: installing Airflow $(OLDEST_AIRFLOW) beside the same versions of the rest into $(OLDEST) (once)"
+	@test -x $(OLDEST)/bin/python || $(PYTHON) -m venv $(OLDEST)
+	@$(PY) -m pip freeze --exclude-editable \
 		| grep -v -i -E '^(apache-airflow|airflow-delta-provider|structlog|cadwyn|fastapi|starlette)' \
 		> $(OLDEST)/constraints.txt
-	$(OLDEST)/bin/python -m pip install --quiet -c $(OLDEST)/constraints.txt $(OLDEST_PINS) -e ".[dev]"
-	touch $(OLDEST_STAMP)
+	$(call install,$(OLDEST),-c $(OLDEST)/constraints.txt $(OLDEST_PINS) -e ".[dev]")
+	@touch $(OLDEST_STAMP)
 
 # What the tests need outside the venvs, installed only when missing, each announced before it is:
 # from the npm registry, globally (npm install -g), Azurite (the Azure Blob Storage emulator) and
@@ -49,42 +72,52 @@ system-deps:
 	@command -v azurite-blob >/dev/null && command -v s3rver >/dev/null || { \
 		if command -v npm >/dev/null; then \
 			echo "system-deps: installing $(NPM_TOOLS) globally with npm (Azure Blob Storage emulator; an S3 server without conditional writes) for the object-store tests"; \
-			npm install -g --no-audit --no-fund $(NPM_TOOLS) >/dev/null; \
+			$(QUIET) npm install -g --no-audit --no-fund $(NPM_TOOLS); \
 		else echo "system-deps: npm is missing: install Node.js and npm (Debian: apt-get install npm) for the Azure tests."; fi; }
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 			echo "system-deps: installing postgresql with apt-get (the deployed tier's metadata database)"; \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null; \
+			$(QUIET) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(QUIET) apt-get install -y -qq --no-install-recommends postgresql; \
 		else echo "system-deps: PostgreSQL is missing: install it (Debian: sudo apt-get install postgresql) for the deployed tier."; fi; }
 	@command -v chromium >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 			echo "system-deps: installing chromium and fonts-dejavu-core with apt-get (the deployed tier's browser tests of the Delta view)"; \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null; \
+			$(QUIET) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(QUIET) apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core; \
 		else echo "system-deps: Chromium is missing: install it (Debian: sudo apt-get install chromium) for the deployed tier's browser tests."; fi; }
 
-demo: $(STAMP)
-	$(PY) scripts/demo.py
+demo: $(DEMO_STAMP)
+	@$(DEMO_VENV)/bin/python scripts/demo.py
+
+# The docs site on http://127.0.0.1:8000, rebuilt on every change; `docs-build` writes it to site/,
+# strictly (a broken link, anchor or cross-reference fails it, as in tests/test_docs_site.py).
+docs: $(STAMP)
+	@$(MKDOCS) serve --dev-addr 127.0.0.1:8000
+
+docs-build: $(STAMP)
+	@$(QUIET) $(MKDOCS) build --strict
 
 # The whole suite: lint and type checks first (fast), then every test tier on the newest Airflow
 # that installs, then the provider's surface and the deployed tier on the oldest one.
 test: lint typecheck test-newest test-oldest
 
+# -q: a dot per test and pytest's summary; a failure is printed in full, with its captured output.
 test-newest: $(STAMP) system-deps
-	$(PY) -m pytest
+	@$(PY) -m pytest -q
 
 test-oldest: $(OLDEST_STAMP) system-deps
-	$(OLDEST)/bin/python -m pytest $(OLDEST_TESTS)
+	@$(OLDEST)/bin/python -m pytest -q $(OLDEST_TESTS)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check $(SOURCES)
-	$(VENV)/bin/ruff format --check $(SOURCES)
+	@$(VENV)/bin/ruff check --quiet $(SOURCES)
+	@$(VENV)/bin/ruff format --check --quiet $(SOURCES)
 
+# mypy's "Success" line is its only output on a clean run; errors print with their summary.
 typecheck: $(STAMP)
-	$(VENV)/bin/mypy
+	@$(VENV)/bin/mypy --no-error-summary || { $(VENV)/bin/mypy; exit 1; }
 
 bench: $(STAMP)
 	$(PY) benchmarks/generate.py
 	$(PY) benchmarks/bench_read.py --write-readme
 
 clean:
-	rm -rf $(VENV) $(OLDEST) .venv-spark-client .demo benchmarks/data
+	rm -rf $(VENV) $(DEMO_VENV) $(OLDEST) .venv-spark-client .demo site benchmarks/data

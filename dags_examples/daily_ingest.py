@@ -1,8 +1,7 @@
 """Daily ingest into a Delta table with ``@task.delta_pyspark``, replacing its day's partition.
 
 Each run computes one day of click events with Spark and commits them to the ``events`` table
-(``$DELTA_DEMO_ROOT/events``, default ``.demo/events`` in the repository; ``$DELTA_EVENTS_TABLE``
-to point it elsewhere, e.g. ``s3://lake/events``). The task:
+(under the Variable ``delta_examples_root``, see below). The task:
 
 * replaces the partition of its day (Delta's replaceWhere), so re-running a day after a clear
   replaces that day and nothing else. The day is the run's logical date, or, for a run triggered
@@ -17,21 +16,27 @@ to point it elsewhere, e.g. ``s3://lake/events``). The task:
 Runs on a local Spark (``local[*]``, bound to the loopback interface so that a laptop with
 several network interfaces neither warns nor exposes the driver); set ``conn_id`` to a ``spark`` or
 ``spark_connect`` connection to run the job on a cluster.
+
+Configuration: the Airflow Variable ``delta_examples_root``, where the example DAGs keep their
+tables (e.g. ``s3://lake/examples``; Admin > Variables in the UI), read when this file is parsed
+because the tables are the DAGs' assets; unset, ``.demo/`` beside this folder, where ``make demo``
+runs them. Object-store credentials: the workers' own, or ``storage_conn_id=`` on the tasks.
 """
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG, task
+from airflow.sdk import DAG, Variable, task
 
-#: Where the example DAGs keep their tables (the maintenance DAG maintains every table there).
-DEMO_ROOT = Path(os.environ.get("DELTA_DEMO_ROOT", Path(__file__).resolve().parent.parent / ".demo"))
+#: Where the example DAGs keep their tables (the module docstring says how to set it).
+EXAMPLES_ROOT = str(
+    Variable.get("delta_examples_root", default=Path(__file__).resolve().parent.parent / ".demo")
+).rstrip("/")
 #: The table this DAG writes and ``downstream.py`` reads.
-EVENTS_TABLE = os.environ.get("DELTA_EVENTS_TABLE", str(DEMO_ROOT / "events"))
+EVENTS_TABLE = f"{EXAMPLES_ROOT}/events"
 #: Spark settings for a small local job; a cluster connection brings its own.
 SPARK_CONF = {
     # Pinned to loopback: a local job needs no other interface, and on a multi-homed host Spark

@@ -8,22 +8,29 @@
    whoever wrote it (Spark jobs outside Airflow included), then summarises the new version. The
    sensor announces what it found as an event of the table's asset, so the DAGs scheduled on it
    (``silver.py``) run for versions written outside Airflow too.
+
+Configuration: the Airflow Variable ``delta_examples_root``, where the example DAGs keep their
+tables (e.g. ``s3://lake/examples``; Admin > Variables in the UI), read when this file is parsed
+because the tables are the DAGs' assets; unset, ``.demo/`` beside this folder, where ``make demo``
+runs them. Object-store credentials: the workers' own, or ``storage_conn_id=`` on the tasks.
 """
 
 from __future__ import annotations
 
-import os
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG, Param, task
+from airflow.sdk import DAG, Param, Variable, task
 
 from airflow_delta_provider.assets.delta import delta_table_asset
 from airflow_delta_provider.sensors.delta import DeltaTableVersionSensor
 
-DEMO_ROOT = Path(os.environ.get("DELTA_DEMO_ROOT", Path(__file__).resolve().parent.parent / ".demo"))
-EVENTS_TABLE = os.environ.get("DELTA_EVENTS_TABLE", str(DEMO_ROOT / "events"))
+#: Where the example DAGs keep their tables (the module docstring says how to set it).
+EXAMPLES_ROOT = str(
+    Variable.get("delta_examples_root", default=Path(__file__).resolve().parent.parent / ".demo")
+).rstrip("/")
+EVENTS_TABLE = f"{EXAMPLES_ROOT}/events"
 #: The same asset the ingest task emits events for: ``Asset(uri=<the table's storage URI>)``.
 EVENTS = delta_table_asset(EVENTS_TABLE)
 

@@ -15,24 +15,30 @@ A run without a customer fails before anything is written: the predicate renders
 ``customer_id = None``, which is no condition, and a blank predicate is refused too, so a missing
 parameter can never empty the table. For tables too big for a worker, purge on Spark with
 ``DeltaOptimizeOperator(purge=True)`` and vacuum with ``DeltaVacuumOperator`` instead of step 2.
+
+Configuration: the Airflow Variable ``delta_examples_root``, where the example DAGs keep their
+tables (e.g. ``s3://lake/examples``; Admin > Variables in the UI), read when this file is parsed
+because the tables are the DAGs' assets; unset, ``.demo/`` beside this folder, where ``make demo``
+runs them. Object-store credentials: the workers' own, or ``storage_conn_id=`` on the tasks.
 """
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG, Param, task
+from airflow.sdk import DAG, Param, Variable, task
 
 from airflow_delta_provider.operators.delete import DeltaDeleteOperator
 from airflow_delta_provider.operators.maintenance import DeltaMaintenanceOperator
 
-#: Where the example DAGs keep their tables.
-DEMO_ROOT = Path(os.environ.get("DELTA_DEMO_ROOT", Path(__file__).resolve().parent.parent / ".demo"))
+#: Where the example DAGs keep their tables (the module docstring says how to set it).
+EXAMPLES_ROOT = str(
+    Variable.get("delta_examples_root", default=Path(__file__).resolve().parent.parent / ".demo")
+).rstrip("/")
 #: The table to erase from (a literal location: the task's asset is known when the DAG is parsed).
-ORDERS = os.environ.get("DELTA_ORDERS_TABLE", str(DEMO_ROOT / "orders"))
+ORDERS = f"{EXAMPLES_ROOT}/orders"
 
 # [START howto_operator_delta_delete]
 with DAG(

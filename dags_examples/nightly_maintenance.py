@@ -2,8 +2,8 @@
 cleanup and VACUUM when due.
 
 Which tables: the Airflow Variable ``delta_maintenance_tables`` (a JSON list of table URIs), or,
-when it is unset, every Delta table directly under the demo root (``$DELTA_DEMO_ROOT``, default
-``.demo/`` beside this folder), so ``make demo`` maintains the tables the other example DAGs wrote.
+when it is unset, every Delta table directly under ``delta_examples_root`` (below), so ``make demo``
+maintains the tables the other example DAGs wrote.
 
 A table that carries a data retention policy (its ``airflow.dataRetention`` property, e.g.
 ``{"column": "ds", "keep": "interval 90 days"}``) loses its rows older than that each night; a run that
@@ -13,11 +13,15 @@ vectors delete are purged, so VACUUM can remove those rows' bytes once the reten
 Trigger with ``{"dry_run": true}`` to see what would be done without writing or deleting anything.
 The per-table report is in the ``maintenance_report`` XCom of ``maintain_tables`` and in the log of
 ``report``, which runs even when some tables failed.
+
+Configuration: the Airflow Variable ``delta_examples_root``, where the example DAGs keep their
+tables (e.g. ``s3://lake/examples``; Admin > Variables in the UI); unset, ``.demo/`` beside this
+folder, where ``make demo`` runs them; and ``delta_maintenance_tables`` above. Both are read when
+the run starts. Object-store credentials: the workers' own, or ``storage_conn_id=`` on the task.
 """
 
 from __future__ import annotations
 
-import os
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -28,8 +32,9 @@ from airflow.sdk import DAG, Param, Variable, task
 
 from airflow_delta_provider.operators.maintenance import DeltaMaintenanceOperator
 
-#: Where the example DAGs keep their tables when no Variable names any.
-DEMO_ROOT = Path(os.environ.get("DELTA_DEMO_ROOT", Path(__file__).resolve().parent.parent / ".demo"))
+#: The Variable naming where the example DAGs keep their tables, and where they are when it is unset.
+ROOT_VARIABLE = "delta_examples_root"
+DEFAULT_ROOT = str(Path(__file__).resolve().parent.parent / ".demo")
 #: The Variable holding the tables to maintain (a JSON list of URIs).
 TABLES_VARIABLE = "delta_maintenance_tables"
 
@@ -61,14 +66,22 @@ with DAG(
 
     @task
     def tables_to_maintain() -> list[str]:
-        """The Variable's tables, else the Delta tables under the demo root (read at run, not parse, time)."""
+        """The Variable's tables, else the Delta tables under the examples' root (read at run time)."""
+        from fsspec.core import url_to_fs
+
         configured = Variable.get(TABLES_VARIABLE, default=None, deserialize_json=True)
         if configured:
             return list(configured)
-        found = sorted(str(log.parent) for log in DEMO_ROOT.glob("*/_delta_log") if log.is_dir())
+        root = str(Variable.get(ROOT_VARIABLE, default=DEFAULT_ROOT)).rstrip("/")
+        filesystem, path = url_to_fs(root)
+        found = sorted(
+            f"{root}/{log.rstrip('/').split('/')[-2]}"
+            for log in filesystem.glob(f"{path}/*/_delta_log")
+            if filesystem.isdir(log)
+        )
         if not found:
             raise AirflowSkipException(
-                f"No Variable {TABLES_VARIABLE!r} and no Delta table under {DEMO_ROOT}; nothing to maintain."
+                f"No Variable {TABLES_VARIABLE!r} and no Delta table under {root}; nothing to maintain."
             )
         return found
 

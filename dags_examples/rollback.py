@@ -8,22 +8,28 @@ from storage: the removed files stay until VACUUM, so a rollback can itself be r
 Refused, with nothing committed: a run that never wrote the table, a version whose files VACUUM
 already deleted (the error names them), one older than the table's ``delta.deletedFileRetentionDuration``.
 A retry after the restore landed commits nothing.
+
+Configuration: the Airflow Variable ``delta_examples_root``, where the example DAGs keep their
+tables (e.g. ``s3://lake/examples``; Admin > Variables in the UI), read when this file is parsed
+because the tables are the DAGs' assets; unset, ``.demo/`` beside this folder, where ``make demo``
+runs them. Object-store credentials: the workers' own, or ``storage_conn_id=`` on the tasks.
 """
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG, Param, Variable
 
 from airflow_delta_provider.operators.restore import DeltaRestoreOperator
 
-#: Where the example DAGs keep their tables.
-DEMO_ROOT = Path(os.environ.get("DELTA_DEMO_ROOT", Path(__file__).resolve().parent.parent / ".demo"))
+#: Where the example DAGs keep their tables (the module docstring says how to set it).
+EXAMPLES_ROOT = str(
+    Variable.get("delta_examples_root", default=Path(__file__).resolve().parent.parent / ".demo")
+).rstrip("/")
 #: The table ``daily_ingest.py`` writes.
-EVENTS_TABLE = os.environ.get("DELTA_EVENTS_TABLE", str(DEMO_ROOT / "events"))
+EVENTS_TABLE = f"{EXAMPLES_ROOT}/events"
 
 # [START howto_operator_delta_restore]
 with DAG(

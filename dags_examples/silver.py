@@ -21,22 +21,29 @@ signed change in events and clicks of each source version, which the operator co
 aggregate over ``events`` (``totals`` below). The cursor is visible to any engine (the ``txn``
 action, appId ``delta-source/<events table id>/airflow/delta_events_silver/build_silver``) and in
 the provider's Delta view (Health, "Consumer cursors").
+
+Configuration: the Airflow Variable ``delta_examples_root``, where the example DAGs keep their
+tables (e.g. ``s3://lake/examples``; Admin > Variables in the UI), read when this file is parsed
+because the tables are the DAGs' assets; unset, ``.demo/`` beside this folder, where ``make demo``
+runs them. Object-store credentials: the workers' own, or ``storage_conn_id=`` on the tasks.
 """
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG, task
+from airflow.sdk import DAG, Variable, task
 
 from airflow_delta_provider.assets.delta import delta_table_asset
 
-DEMO_ROOT = Path(os.environ.get("DELTA_DEMO_ROOT", Path(__file__).resolve().parent.parent / ".demo"))
-EVENTS_TABLE = os.environ.get("DELTA_EVENTS_TABLE", str(DEMO_ROOT / "events"))
-SILVER_TABLE = os.environ.get("DELTA_SILVER_TABLE", str(DEMO_ROOT / "events_silver"))
+#: Where the example DAGs keep their tables (the module docstring says how to set it).
+EXAMPLES_ROOT = str(
+    Variable.get("delta_examples_root", default=Path(__file__).resolve().parent.parent / ".demo")
+).rstrip("/")
+EVENTS_TABLE = f"{EXAMPLES_ROOT}/events"
+SILVER_TABLE = f"{EXAMPLES_ROOT}/events_silver"
 EVENTS = delta_table_asset(EVENTS_TABLE)
 SPARK_CONF = {
     "spark.driver.host": "127.0.0.1",

@@ -24,21 +24,31 @@ Run it with ``make demo``. Everything lives under ``.demo/`` in the repository: 
    view the demo points at shows the runs, the retry and the other writer;
 5. runs ``delta_erase_customer`` on an orders table with deletion vectors (DELETE, then PURGE and
    VACUUM as one maintenance step) and counts the customer's rows in every file under its root, and
-   ``delta_rollback`` on a copy of the events table, undoing the failing day's run in one RESTORE;
+   ``delta_rollback`` on the events table, undoing the failing day's run (and what came after it)
+   in one RESTORE;
 6. prints the table's history and its rows per day, and where to see it all in Airflow's UI
    (the provider's Delta view, docs/ui.md).
+
+The example DAGs keep their tables under the Airflow Variable ``delta_examples_root``; unset, as
+here, under ``.demo/``. The two failures the demo provokes (a task that fails right after its
+commit) print one line each; anything else Airflow or Spark reports is printed as it comes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
+import tempfile
 import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / ".demo"
@@ -46,20 +56,90 @@ EXAMPLES = REPO / "dags_examples"
 DAYS = [datetime(2026, 11, d, tzinfo=UTC) for d in (1, 2, 3)]
 FAILING_DAY = datetime(2026, 11, 4, tzinfo=UTC)
 SILVER_RUNS = [datetime(2026, 11, 4, h, tzinfo=UTC) for h in (12, 18)]
+#: What the demo's failing task raises right after its commit landed.
+SIMULATED_FAILURE = "simulated worker loss after the commit"
 
 
 def prepare_environment() -> None:
-    """An Airflow home under .demo/ whose dags folder is dags_examples/ (set before airflow is imported)."""
+    """An Airflow home under .demo/ whose dags folder is dags_examples/ (set before airflow is imported).
+
+    Its ``airflow.cfg`` holds the settings, so ``airflow api-server`` started on the same home later
+    (the last lines say how) reads the same database the same way: a Fernet key of its own (Airflow
+    encrypts a deferred sensor's trigger arguments with it; without one it warns and stores them in
+    clear), a secret to sign the UI's tokens (without one the API server warns and makes one up), the
+    API server on this machine only (the simple auth manager warns on any other address), the
+    examples as its DAGs.
+    """
     if "airflow" in sys.modules:
         raise RuntimeError("Run the demo as a script: Airflow must not be imported before its home is set.")
+    import secrets
+
+    from cryptography.fernet import Fernet
+
+    # The demo's Airflow is its airflow.cfg alone: settings, connections and Variables a shell holds
+    # for another Airflow (AIRFLOW__*, AIRFLOW_CONN_*, AIRFLOW_VAR_*, AIRFLOW_HOME) would point it
+    # elsewhere. A logging level given for the demo is kept.
+    for name in [n for n in os.environ if n.startswith("AIRFLOW") and n != "AIRFLOW__LOGGING__LOGGING_LEVEL"]:
+        del os.environ[name]
     shutil.rmtree(DEMO, ignore_errors=True)  # .demo/ is the demo's own; nothing else lives there
-    (DEMO / "airflow").mkdir(parents=True)
-    os.environ["AIRFLOW_HOME"] = str(DEMO / "airflow")
-    os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(EXAMPLES)
-    os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+    home = DEMO / "airflow"
+    home.mkdir(parents=True)
+    (home / "airflow.cfg").write_text(
+        "[core]\n"
+        f"dags_folder = {EXAMPLES}\n"
+        "load_examples = False\n"
+        f"fernet_key = {Fernet.generate_key().decode()}\n"
+        "[api]\n"
+        "host = 127.0.0.1\n"  # this machine only: the demo's UI login is the simple auth manager's
+        "[api_auth]\n"
+        f"jwt_secret = {secrets.token_hex(32)}\n"
+    )
+    os.environ["AIRFLOW_HOME"] = str(home)
+    # The demo prints its own account of each step; Airflow's and Spark's INFO lines would bury it.
     os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "WARNING")
-    os.environ["DELTA_DEMO_ROOT"] = str(DEMO)
-    os.environ.pop("DELTA_EVENTS_TABLE", None)
+
+
+@contextlib.contextmanager
+def expected_failure_quiet() -> Iterator[None]:
+    """Within the block, the log of the task failure the demo provokes is left out of the output.
+
+    Everything the process writes (file descriptors 1 and 2: Airflow's loggers, Spark's JVM) is kept
+    aside, then printed without the one record the simulated failure produces ("Task failed with
+    exception" and its traceback, which ends on the simulated error): any other line, a warning
+    or another failure, is printed as it was written.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    saved = [os.dup(1), os.dup(2)]
+    with tempfile.TemporaryFile() as kept:
+        os.dup2(kept.fileno(), 1)
+        os.dup2(kept.fileno(), 2)
+        try:
+            yield
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                stream.flush()
+            for fd, original in zip((1, 2), saved, strict=True):
+                os.dup2(original, fd)
+                os.close(original)
+            kept.seek(0)
+            sys.stdout.write(without_simulated_failure(kept.read().decode(errors="replace")))
+            sys.stdout.flush()
+
+
+def without_simulated_failure(output: str) -> str:
+    """``output`` less each record of the simulated failure: from its "Task failed with exception"
+    line to the traceback's last line, the simulated error."""
+    kept: list[str] = []
+    record: list[str] = []
+    for line in output.splitlines(keepends=True):
+        if record or "Task failed with exception" in line:
+            record.append(line)
+            if line.strip() == f"RuntimeError: {SIMULATED_FAILURE}":
+                record = []  # the whole record was the expected failure's
+            continue
+        kept.append(line)
+    return "".join(kept + record)  # a record that did not end on it is another failure: shown
 
 
 def load(name: str) -> Any:
@@ -126,12 +206,13 @@ def run_failing_after_commit(dag: Any, logical_date: datetime) -> tuple[Any, lis
     def fail_after_commit(context: Any, result: Any) -> None:
         if context["ti"].try_number == 1:
             failures.append(result["version"])
-            raise RuntimeError("simulated worker loss after the commit")
+            raise RuntimeError(SIMULATED_FAILURE)
 
     saved = (task._post_execute_hook, task.retry_delay)
     task._post_execute_hook, task.retry_delay = fail_after_commit, timedelta(0)
     try:
-        return dag.test(logical_date=logical_date), failures
+        with expected_failure_quiet():
+            return dag.test(logical_date=logical_date), failures
     finally:
         task._post_execute_hook, task.retry_delay = saved
 
@@ -185,12 +266,12 @@ def leave_orphan(table_uri: str) -> str:
     return str(orphan.relative_to(root))
 
 
-def copy_of(table_uri: str, suffix: str = "a_month_later") -> str:
+def copy_of(table_uri: str) -> str:
     """A copy of the table (its log and files, modification times kept) beside it under .demo/."""
     from airflow_delta_provider.core import DeltaTable
 
     source = Path(DeltaTable(table_uri).storage.root)
-    copy = source.with_name(f"{source.name}_{suffix}")
+    copy = source.with_name(f"{source.name}_a_month_later")
     shutil.copytree(source, copy)
     return str(copy)
 
@@ -233,12 +314,12 @@ def main() -> None:
         dag_run = ingest.dag.test(logical_date=day)
         print(f"  {day.date()}: run {dag_run.state}; {describe(return_value(dag_run, 'ingest_events'))}")
 
-    print(f"  {FAILING_DAY.date()}: the task will fail after its commit (the traceback below is expected)")
     dag_run, failures = run_failing_after_commit(ingest.dag, FAILING_DAY)
     failing_run_id = dag_run.run_id
     print(
         f"  {FAILING_DAY.date()}: try 1 committed version {failures[0] if failures else '?'} and then "
-        f"failed; the retry: {describe(return_value(dag_run, 'ingest_events'))}; run {dag_run.state}"
+        f"failed, as the demo makes it (a worker lost after the commit); Airflow retried it. The "
+        f"retry: {describe(return_value(dag_run, 'ingest_events'))}; run {dag_run.state}"
     )
 
     print("\n== delta_events_downstream (scheduled on the table's asset) ==")
@@ -287,7 +368,6 @@ def main() -> None:
     later_maintenance(later)
     print_history(later, "History of the copy after it (the expired commits are gone; newest first):")
     erase_a_customer()
-    roll_back(table_uri, bad_run_id=failing_run_id)
 
     table = DeltaTable(table_uri)
     snapshot = table.snapshot()
@@ -302,6 +382,8 @@ def main() -> None:
         strict=True,
     ):
         print(f"  ds={day}: {count} rows, {clicks} clicks")
+    # Last, as it undoes the later days: the History view then shows the RESTORE on top.
+    roll_back(table_uri, bad_run_id=failing_run_id)
     where_to_look(table.uri)
 
 
@@ -309,11 +391,11 @@ def silver_after_sensor(silver: Any) -> None:
     """The silver DAG on the version delta-rs wrote: consumed once, though its first try fails after
     the commit; then the silver totals against the events table's."""
     print("\n== delta_events_silver on the version the sensor found ==")
-    print("  the task will fail after its commit on try 1 (the traceback below is expected)")
     dag_run, failures = run_failing_after_commit(silver.dag, SILVER_RUNS[1])
     print(
-        f"  try 1 committed silver version {failures[0] if failures else '?'} and then failed; the retry: "
-        f"{consumed(return_value(dag_run, 'build_silver'))}; run {dag_run.state}"
+        f"  try 1 committed silver version {failures[0] if failures else '?'} and then failed, as the "
+        f"demo makes it; Airflow retried it. The retry: {consumed(return_value(dag_run, 'build_silver'))}; "
+        f"run {dag_run.state}"
     )
     from airflow_delta_provider.core import DeltaTable
     from airflow_delta_provider.plugins.tables import consumer_cursors
@@ -387,20 +469,15 @@ def erase_a_customer() -> None:
 
 
 def roll_back(table_uri: str, bad_run_id: str) -> None:
-    """The rollback example on a copy of the events table: undo the failing day's run."""
+    """The rollback example: undo the failing day's run, and every commit after it, in one RESTORE."""
     from airflow_delta_provider.core import DeltaTable
 
-    copy = copy_of(table_uri, "rolled_back")
-    print(f"\n== delta_rollback (RESTORE to before run {bad_run_id}), on a copy: {copy} ==")
-    os.environ["DELTA_EVENTS_TABLE"] = copy
-    try:
-        rollback = load("rollback.py")
-    finally:
-        os.environ.pop("DELTA_EVENTS_TABLE", None)
-    rows_before = DeltaTable(copy).snapshot().to_pyarrow_table(columns=["ds"])
+    print(f"\n== delta_rollback (RESTORE to before run {bad_run_id}) ==")
+    rollback = load("rollback.py")
+    rows_before = DeltaTable(table_uri).snapshot().to_pyarrow_table(columns=["ds"])
     dag_run = rollback.dag.test(run_conf={"bad_run_id": bad_run_id})
     result = return_value(dag_run, "restore_before_bad_run") or {}
-    rows_after = DeltaTable(copy).snapshot().to_pyarrow_table(columns=["ds"])
+    rows_after = DeltaTable(table_uri).snapshot().to_pyarrow_table(columns=["ds"])
     print(
         f"  run {dag_run.state}; version {result.get('version')} restored version "
         f"{result.get('restored_version')} ({result.get('num_restored_files')} file(s) restored, "
@@ -418,7 +495,7 @@ def where_to_look(table_uri: str) -> None:
         f"  then open http://localhost:8080/plugin/delta-tables (user admin; the password is in "
         f"{home / 'simple_auth_manager_passwords.json.generated'})\n"
         f"  and pick the asset {table_uri}: History (each version, the run and try that wrote it, "
-        f"the skipped re-run), Health (files, sizes, VACUUM dry run), Maintenance (checkpoint, "
+        f"the skipped re-run, the RESTORE), Health (files, sizes, VACUUM dry run), Maintenance (checkpoint, "
         f"cleanup, VACUUM and when each is next due); the asset of events_silver shows, under Health, "
         f"its consumer cursor on the events table."
     )

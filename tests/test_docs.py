@@ -10,10 +10,11 @@ Each block's fence names its language, and the language says how it is checked:
   name the reader's machine are mapped to the test's: quoted local paths under ``/data/`` and
   ``/tmp/`` to the temporary directory, ``http://localhost:9000`` (a MinIO endpoint) to moto's.
 - ``bash``: every command is one this test can check: ``make <target>`` (a Makefile target),
-  ``pip install`` of the project and its extras, ``export NAME=VALUE`` (applied to the
-  environment of the document's later Python blocks; a connection must parse as Airflow's and be
-  of a type the provider reads, a ``[delta]`` option must be one the provider declares), and
-  ``airflow ...`` (parsed by Airflow's own CLI parser). Anything else fails: teach this test.
+  ``pip install`` of the project and its extras (by name, or the clone: ``.``, ``".[s3]"``),
+  ``export NAME=VALUE`` (applied to the environment of the document's later Python blocks; a
+  connection must parse as Airflow's and be of a type the provider reads, a ``[delta]`` option must
+  be one the provider declares), and ``airflow ...`` (parsed by Airflow's own CLI parser).
+  Anything else fails: teach this test.
 - ``json``: parses. ``text``: not code (diagrams, path templates); not checked.
 
 A fence without a language, or with another one, fails. A Python block that cannot run here is
@@ -185,11 +186,17 @@ def _check_pip(words: list[str]) -> None:
     for word in words[2:]:
         if word.startswith("-"):
             continue
-        requirement = Requirement(word)
-        assert canonicalize_name(requirement.name) == canonicalize_name(project["name"]), (
-            f"pip install {word}: the docs install only this project"
-        )
-        unknown = sorted(requirement.extras - set(project["optional-dependencies"]))
+        # The clone itself (``.``, ``".[s3]"``), or the project by name once it is published.
+        clone = re.fullmatch(r"\.(?:\[(?P<extras>[\w,-]+)\])?", word)
+        if clone:
+            extras = set(clone["extras"].split(",")) if clone["extras"] else set()
+        else:
+            requirement = Requirement(word)
+            assert canonicalize_name(requirement.name) == canonicalize_name(project["name"]), (
+                f"pip install {word}: the docs install only this project"
+            )
+            extras = set(requirement.extras)
+        unknown = sorted(extras - set(project["optional-dependencies"]))
         assert not unknown, f"pip install {word}: pyproject.toml declares no extra {unknown}"
 
 
@@ -252,8 +259,10 @@ def run_shell_block(block: Block, environment: dict[str, str]) -> None:
 @pytest.mark.parametrize(
     ("line", "complaint"),
     [
-        ("make demo docs", r"no Makefile target \['docs'\]"),
+        ("make demo doc", r"no Makefile target \['doc'\]"),
         ('pip install "airflow-delta-provider[s4]"', r"declares no extra \['s4'\]"),
+        ('pip install ".[s3,s4]"', r"declares no extra \['s4'\]"),
+        ("pip install ../other", "install only this project|Expected"),
         ("pip install deltalake", "install only this project"),
         ("""export AIRFLOW_CONN_X='{"conn_type": "ftp"}'""", "connection type 'ftp'"),
         ("""export AIRFLOW_CONN_X='{"conn_type": "aws", '""", "JSON|Expecting|delimiter"),
@@ -307,7 +316,7 @@ class World:
         code = re.sub(r"""(["'](?:file://)?)(/(?:data|tmp)/)""", lambda m: f"{m[1]}{self.local}{m[2]}", code)
         return code.replace(MINIO, self.endpoint)
 
-    def write(self, uri: str, rows: dict[str, list[Any]]) -> None:
+    def write(self, uri: str, rows: dict[str, Any]) -> None:
         data = pa.table(rows)
         if uri.startswith("s3://"):
             with self.s3.open(uri.removeprefix("s3://"), "wb") as out:
@@ -318,15 +327,19 @@ class World:
 
     def table(self, uri: str, days: list[str], files_per_day: int = 2) -> None:
         """A table partitioned by ``ds``: one commit per file, ``files_per_day`` small files a day (so
-        OPTIMIZE has bins to compact)."""
+        OPTIMIZE has bins to compact). ``clicks`` and ``ds`` are columns of the demo's events table
+        too, so what the docs read here reads the same on ``make demo``'s table."""
         from airflow_delta_provider.core import DeltaTable
 
-        schema = pa.schema([("id", pa.int64()), ("payload", pa.string()), ("ds", pa.string())])
+        schema = pa.schema(
+            [("id", pa.int64()), ("payload", pa.string()), ("clicks", pa.int32()), ("ds", pa.string())]
+        )
         table = DeltaTable.create(uri, schema, partition_by=["ds"])
         for day in days:
             for n in range(files_per_day):
                 path = f"ds={day}/part-{n}.parquet"
-                self.write(f"{uri}/{path}", {"id": [n, n + 10], "payload": ["a", "b"]})
+                rows = {"id": [n, n + 10], "payload": ["a", "b"], "clicks": pa.array([1, 3], pa.int32())}
+                self.write(f"{uri}/{path}", rows)
                 table.commit_files([path])
 
     def build(self) -> None:
@@ -360,21 +373,14 @@ class World:
 _KEYS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 
 
-def _readme_table(world: World) -> None:
-    """The README's ``s3://bucket/events`` exists, partitioned by ``ds``, before its files are committed."""
-    from airflow_delta_provider.core import DeltaTable
-
-    DeltaTable.create(
-        "s3://bucket/events", pa.schema([("id", pa.int64()), ("ds", pa.string())]), partition_by=["ds"]
-    )
-
-
 def _readme_did_what_it_says(namespace: dict[str, Any]) -> None:
     from airflow_delta_provider.core import DeltaTable
 
     table = namespace["table"]
     assert isinstance(table, DeltaTable)
-    assert [h["operation"] for h in table.history()][:2] == ["WRITE", "WRITE"]
+    # On a location with files but no table yet: the first commit created it, as partitioned.
+    assert [h["operation"] for h in table.history()] == ["WRITE", "CREATE TABLE AS SELECT"]
+    assert table.snapshot().partition_columns == ["ds"]
     assert table.snapshot().app_transaction_version("ingest") == 20240101
     assert table.snapshot().to_pyarrow_table().num_rows == 6
 
@@ -391,8 +397,9 @@ def _maintenance_did_what_it_says(namespace: dict[str, Any]) -> None:
 
 def _maintenance_operators_did_what_they_say(namespace: dict[str, Any]) -> None:
     assert namespace["run"].state == "success"  # the nightly DAG, a dry run
-    result = namespace["result"]  # the VACUUM dry run from Python
+    result = namespace["result"]  # the VACUUM dry run, a task of a DAG run with dag.test()
     assert result["dry_run"] is True and result["table_uri"].endswith("/data/lake/events")
+    assert namespace["look"].state == "success"
 
 
 def _reading_did_what_it_says(namespace: dict[str, Any]) -> None:
@@ -442,7 +449,7 @@ def _read_api_did_what_it_says(namespace: dict[str, Any]) -> None:
 
 
 #: What a document needs beyond the world every document gets, run before its blocks.
-SETUP: dict[str, Callable[[World], None]] = {"README.md": _readme_table, "docs/lifecycle.md": _lifecycle_run}
+SETUP: dict[str, Callable[[World], None]] = {"docs/lifecycle.md": _lifecycle_run}
 #: What a document's blocks must have done, asked of their namespace afterwards.
 CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
     "README.md": _readme_did_what_it_says,

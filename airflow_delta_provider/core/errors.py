@@ -59,6 +59,7 @@ __all__ = [
     "RowTrackingError",
     "SchemaError",
     "SchemaMismatchError",
+    "SourceIsTargetError",
     "StorageError",
     "TableAlreadyExistsError",
     "TableNotFoundError",
@@ -265,6 +266,11 @@ class ConsumerCursorError(ChangeDataError):
     """A consumer of a table's changes cannot start or go on from the cursor its target holds (see
     :mod:`~airflow_delta_provider.core.table.consumer`): it has none but the target holds data, or it
     has one on another table."""
+
+
+class SourceIsTargetError(ChangeDataError, ValueError):
+    """A consumer's source table is its target (one table id), reached through another location (a
+    symlink, another spelling) or a copy of it: each run would read its own output again."""
 
 
 class ChangeDataSchemaError(ChangeDataError, SchemaError):

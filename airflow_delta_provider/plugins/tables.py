@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.core.errors import InvalidTablePropertyError
 from airflow_delta_provider.core.log import (
+    CommitTimeRule,
     LogFileKind,
     commit_counts,
     commit_timestamps,
@@ -177,7 +178,8 @@ def table_history(table: DeltaTable, limit: int = 20, before: int | None = None)
     commits = [f.version for f in files if f.kind is LogFileKind.COMMIT]
     latest = table.version()
     start = latest if before is None else min(latest, before - 1)
-    commits_shown = history(table.storage, start, limit) if start >= 0 else []
+    rule = CommitTimeRule(table.snapshot)  # reads the metadata only for a commit with an in-commit timestamp
+    commits_shown = history(table.storage, start, limit, rule=rule) if start >= 0 else []
     entries = [_entry(info, table.storage) for info in commits_shown]
     runs: dict[tuple[str, str, str, int], int] = {}
     first_of_run: set[tuple[str, str]] = set()
@@ -209,7 +211,8 @@ def table_history(table: DeltaTable, limit: int = 20, before: int | None = None)
 def restore_target(table: DeltaTable, dag_id: str, run_id: str) -> dict[str, Any]:
     """The version "restore to before this run" restores: the one before the run's first commit to the
     table, found by the run identity in commitInfo tags, as ``DeltaRestoreOperator(before_run_id=...)``
-    finds it (the core's ``tagged_commits``: only the commits since the run's logical date are read)."""
+    finds it (the core's ``tagged_commits``: only the commits since an hour before the run's logical
+    date are read)."""
     found = table.tagged_commits(
         {f"{_TAG}dag_id": dag_id, f"{_TAG}run_id": run_id}, not_before_tag=f"{_TAG}logical_date"
     )
@@ -378,7 +381,7 @@ def table_maintenance(
     vacuum = vacuum_due(table, vacuum_interval, now).to_dict()
     vacuum["retention"] = config.deleted_file_retention.to_dict()
     vacuum["last_vacuum_info_version"] = read_last_vacuum_info(table.storage)
-    lookback = history(table.storage, snapshot.version, VACUUM_LOOKBACK)
+    lookback = history(table.storage, snapshot.version, VACUUM_LOOKBACK, rule=CommitTimeRule(snapshot))
     recent = [
         _entry(info, table.storage)
         for info in lookback

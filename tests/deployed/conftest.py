@@ -199,6 +199,7 @@ class Deployment:
                 "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "15",
                 "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "600",
                 "AIRFLOW__DELTA__POLL_INTERVAL": str(POLL_INTERVAL),
+                # Where this tier's own DAGs (tests/deployed/dags) keep their tables.
                 "DELTA_DEMO_ROOT": str(self.tables),
                 "PYTHONUNBUFFERED": "1",
             }
@@ -299,6 +300,9 @@ class Deployment:
         (self.root / "passwords.json").write_text(json.dumps({"admin": "admin-deployed"}))
         self.start_postgres()
         self.cli("db", "migrate", timeout=300)
+        # The example DAGs keep their tables under this Variable, read when the dag-processor parses
+        # them (through the API server, as a Variable set in the UI is read).
+        self.cli("variables", "set", "delta_examples_root", str(self.tables))
         # The example maintenance DAG maintains every table under the demo root unless this Variable
         # names some; its scheduled run must not commit VACUUMs to the tables the other tests watch.
         self.cli("variables", "set", "delta_maintenance_tables", json.dumps([str(self.tables / "events")]))

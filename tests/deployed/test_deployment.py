@@ -1,7 +1,8 @@
 """The provider in a real Airflow deployment, driven only through its REST API and CLI.
 
 The tests share one deployment (``conftest.py``) and run in file order; each works on its own
-tables under the deployment's ``$DELTA_DEMO_ROOT``.
+tables under the deployment's table folder (the example DAGs' Variable ``delta_examples_root``, the
+tier's own DAGs' ``$DELTA_DEMO_ROOT``).
 """
 
 from __future__ import annotations

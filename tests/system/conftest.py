@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from types import ModuleType
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "dags_examples"
+#: The Variable the example DAGs place their tables under, as Airflow's environment backend reads it.
+EXAMPLES_ROOT_VARIABLE = "AIRFLOW_VAR_DELTA_EXAMPLES_ROOT"
 
 
 @pytest.fixture(scope="session")
@@ -34,17 +36,17 @@ def load_example(
 ) -> Iterator[Callable[[str], ModuleType]]:
     """Load ``dags_examples/<name>`` from inside the dags folder, with its tables under a temp demo root.
 
-    ``DELTA_DEMO_ROOT`` is set for the module (the DAG files read it when parsed, also by the
-    bundle sync of ``dag.test()``) and restored afterwards; copied files are removed.
+    The Airflow Variable ``delta_examples_root`` is set for the module through Airflow's
+    environment-variable backend (``AIRFLOW_VAR_DELTA_EXAMPLES_ROOT``; the DAG files read it when
+    parsed, also by the bundle sync of ``dag.test()``) and restored afterwards; copied files are removed.
     """
     import os
 
     from airflow.configuration import conf
 
     demo_root = tmp_path_factory.mktemp("demo")
-    saved = {k: os.environ.get(k) for k in ("DELTA_DEMO_ROOT", "DELTA_EVENTS_TABLE")}
-    os.environ["DELTA_DEMO_ROOT"] = str(demo_root)
-    os.environ.pop("DELTA_EVENTS_TABLE", None)
+    saved = {k: os.environ.get(k) for k in (EXAMPLES_ROOT_VARIABLE,)}
+    os.environ[EXAMPLES_ROOT_VARIABLE] = str(demo_root)
     dags_folder = Path(conf.get("core", "dags_folder"))
     dags_folder.mkdir(parents=True, exist_ok=True)
     copied: list[Path] = []

@@ -36,7 +36,7 @@ def erase_dag(load_example: Callable[[str], ModuleType]) -> ModuleType:
 def make_orders(erase_dag: ModuleType, properties: dict[str, str]) -> DeltaTable:
     """The orders table the DAG erases from, with deletion vectors: customers 1-4, 5 orders each."""
     root = Path(erase_dag.ORDERS)
-    assert root.parent == Path(os.environ["DELTA_DEMO_ROOT"])
+    assert root.parent == Path(os.environ["AIRFLOW_VAR_DELTA_EXAMPLES_ROOT"])
     shutil.rmtree(root, ignore_errors=True)
     table = DeltaTable.create(
         str(root), SCHEMA, properties={"delta.enableDeletionVectors": "true", **properties}

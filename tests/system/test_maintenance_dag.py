@@ -32,7 +32,8 @@ NO_HOOKS = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_log
 def maintenance_dag(load_example: Callable[[str], ModuleType]) -> ModuleType:
     """The example DAG, loaded from the dags folder of a migrated SQLite DB (``tests/system/conftest.py``).
 
-    The fixture points ``DELTA_DEMO_ROOT`` at an empty temporary directory for this module.
+    The fixture points the Variable ``delta_examples_root`` at an empty temporary directory for this
+    module.
     """
     return load_example(DAG_FILE.name)
 
@@ -173,8 +174,7 @@ def test_without_the_variable_the_demo_tables_are_maintained(
     maintenance_dag: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("AIRFLOW_VAR_DELTA_MAINTENANCE_TABLES", raising=False)
-    demo_root = Path(os.environ["DELTA_DEMO_ROOT"])
-    assert demo_root == maintenance_dag.DEMO_ROOT
+    demo_root = Path(os.environ["AIRFLOW_VAR_DELTA_EXAMPLES_ROOT"])
 
     # Nothing under the demo root yet: the run skips maintenance instead of failing.
     dag_run = maintenance_dag.dag.test()

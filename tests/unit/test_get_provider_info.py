@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from importlib.metadata import entry_points
+from typing import Any
 
 from airflow_delta_provider import __version__
 from airflow_delta_provider.get_provider_info import get_provider_info
@@ -46,11 +47,18 @@ def test_provider_manager_sees_hook_trigger_decorator_and_config():
     from airflow.providers_manager import ProvidersManager
 
     manager = ProvidersManager()
-    if hasattr(conf, "load_providers_configuration"):  # Airflow 3.1: the CLI loads them at start-up
+    # Newer Airflow reads providers' configuration on first use; 3.1 only once the CLI loads it.
+    if not conf.has_option("delta", "poll_interval"):
         manager.initialize_providers_configuration()
         conf.load_providers_configuration()
-    assert manager.hooks["delta"].hook_class_name == "airflow_delta_provider.hooks.delta.DeltaTableHook"
+    try:  # Airflow 3.3+: what tasks use (hooks, decorators) is listed by the task SDK's manager
+        from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
+
+        runtime: Any = ProvidersManagerTaskRuntime()
+    except ImportError:
+        runtime = manager
+    assert runtime.hooks["delta"].hook_class_name == "airflow_delta_provider.hooks.delta.DeltaTableHook"
     assert "airflow_delta_provider.triggers.delta" in {t.trigger_class_name for t in manager.trigger}
-    assert "delta_pyspark" in manager.taskflow_decorators
+    assert "delta_pyspark" in runtime.taskflow_decorators
     assert conf.get("delta", "set_transaction_retention_duration") == "interval 90 days"
     assert conf.getfloat("delta", "poll_interval") == 60.0

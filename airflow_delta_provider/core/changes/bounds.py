@@ -3,17 +3,17 @@
 Bounds follow Delta's batch change data feed (``CDCReaderBase.getCDCRelation``): a start is
 required; a starting timestamp resolves to the first commit at or after it, an ending timestamp
 to the last commit at or before it; an end past the latest version is capped, a start past it is
-an error, and two timestamps between the same two commits give an empty range. Commit timestamps
-are the in-commit timestamp where the commitInfo has one, else the commit file's modification
-time made strictly increasing over a listing that starts 100 versions before the range, as
-``CDCReaderBase.getNonICTTimestampsByVersion`` does. Only the commits of the range (and that
-listing) are read.
+an error, and two timestamps between the same two commits give an empty range. A commit's
+timestamp is the one time travel gives it (:class:`~.timeline.CommitTimeRule`: the in-commit
+timestamp where in-commit timestamps are in force, else the commit file's modification time made
+strictly increasing over the log), so a ``_commit_timestamp`` given back as a starting timestamp
+selects its version. Only the commits of the range (and one listing of the log) are read.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from airflow_delta_provider.core.errors import (
     CommitsCleanedUpError,
@@ -27,6 +27,7 @@ from airflow_delta_provider.core.log.segment import list_log_files
 from airflow_delta_provider.core.log.timeline import (
     commit_timestamps,
     describe_timestamp,
+    file_times,
     format_ms,
     to_millis,
     version_at,
@@ -40,14 +41,10 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.log.commits import CommitActions
     from airflow_delta_provider.core.log.logfiles import LogFile
     from airflow_delta_provider.core.log.snapshot import Snapshot
-    from airflow_delta_provider.core.log.timeline import CommitTimestamp
-    from airflow_delta_provider.core.protocol.table_config import Setting
+    from airflow_delta_provider.core.log.timeline import CommitTimeRule, CommitTimestamp
 
     Timestamp = datetime | str | int | float
 
-#: Delta's ``DeltaHistoryManager.POTENTIALLY_UNMONOTONIZED_TIMESTAMPS``: commit times are made
-#: increasing over a listing that starts this many versions before the range.
-MONOTONIZATION_LOOKBACK = 100
 #: The latest (and, negated, earliest) commit time in milliseconds that ``_commit_timestamp``, a
 #: timestamp in microseconds held in a long, can hold: about 292,000 years either side of 1970.
 MAX_COMMIT_MILLIS = LONG_MAX // 1000
@@ -167,25 +164,14 @@ def _first_version_at_or_after(
 
 def range_commit_files(latest: Snapshot, changes: ChangeRange) -> tuple[list[LogFile], dict[int, int]]:
     """The commit files of the range, in version order, and each one's modification time made
-    strictly increasing over a listing from 100 versions before the range (Delta's commit time
-    when the commit has no in-commit timestamp).
+    strictly increasing over the log (:func:`~.timeline.file_times`, as time travel has them: a
+    listing of the log from its first commit, whose times are read up to the range's end).
 
     :raises CommitsCleanedUpError: a commit of the range is no longer in the log (log cleanup).
     :raises VersionGapError: a commit of the range is missing between two that are there.
     """
-    storage = latest.storage
-    listing = [
-        f
-        for f in list_log_files(storage, max(0, changes.start - MONOTONIZATION_LOOKBACK), stat=False)
-        if f.kind is LogFileKind.COMMIT
-    ]
-    times: dict[int, int] = {}
-    previous = -1
-    for commit in listing:
-        if commit.version > changes.end:
-            break  # (a local listing stats a file only when its time is asked for)
-        previous = max(commit.file.modification_time, previous + 1)
-        times[commit.version] = previous
+    listing = [f for f in list_log_files(latest.storage, 0, stat=False) if f.kind is LogFileKind.COMMIT]
+    times = file_times(listing, changes.end)
     by_version = {f.version: f for f in listing}
     files = []
     for version in changes.versions:
@@ -196,25 +182,34 @@ def range_commit_files(latest: Snapshot, changes: ChangeRange) -> tuple[list[Log
     return files, times
 
 
-def commit_time(commit: CommitActions, times: Mapping[int, int]) -> int:
-    """When a commit of the range happened, in milliseconds: its in-commit timestamp, else its
-    file's modification time made increasing (``times``, from :func:`range_commit_files`).
+def commit_time(commit: CommitActions, times: Mapping[int, int], rule: CommitTimeRule) -> int:
+    """When a commit of the range happened, in milliseconds, by the table's ``rule``: its
+    in-commit timestamp where they are in force, else its file's modification time made
+    increasing (``times``, from :func:`range_commit_files`).
 
     :raises CorruptLogError: the in-commit timestamp lies outside what a timestamp can hold.
     """
-    ict = (commit.commit_info or {}).get("inCommitTimestamp")
-    if not isinstance(ict, int) or isinstance(ict, bool):
-        return times[commit.version]
-    if not -MAX_COMMIT_MILLIS <= ict <= MAX_COMMIT_MILLIS:
-        raise CorruptLogError(
-            f"Version {commit.version} of the table has commitInfo.inCommitTimestamp {ict} "
-            f"({format_ms(ict)}), a time no timestamp holds (microseconds in a long reach about "
-            f"292,000 years either side of 1970), so its changes cannot be given a _commit_timestamp. "
-            f"The commit {commit.path} is corrupt; read the changes of "
-            f"the versions before or after it.",
-            path=commit.path,
-        )
-    return ict
+    return checked_commit_time(
+        rule.stamp(commit.version, times[commit.version], commit.commit_info), commit.path
+    )
+
+
+def checked_commit_time(stamp: CommitTimestamp, path: str) -> int:
+    """``stamp``'s time, refused when it is an in-commit timestamp no ``_commit_timestamp`` holds.
+
+    :param path: the commit file, named in the error.
+    :raises CorruptLogError: the in-commit timestamp lies outside what a timestamp can hold.
+    """
+    ict = stamp.timestamp
+    if stamp.source != "inCommitTimestamp" or -MAX_COMMIT_MILLIS <= ict <= MAX_COMMIT_MILLIS:
+        return ict
+    raise CorruptLogError(
+        f"Version {stamp.version} of the table has commitInfo.inCommitTimestamp {ict} "
+        f"({format_ms(ict)}), a time no timestamp holds (microseconds in a long reach about "
+        f"292,000 years either side of 1970), so its changes cannot be given a _commit_timestamp. "
+        f"The commit {path} is corrupt; read the changes of the versions before or after it.",
+        path=path,
+    )
 
 
 def _missing_commit(latest: Snapshot, version: int, listed: list[int]) -> Exception:
@@ -236,13 +231,8 @@ def _missing_commit(latest: Snapshot, version: int, listed: list[int]) -> Except
     return CommitsCleanedUpError(
         f"The changes of version {version} of {storage.root_uri} are no longer available: its commit file "
         f"was removed from the log by log cleanup, which deletes commits older than "
-        f"{_describe_setting(retention)}. {after}, or start again from a full snapshot "
+        f"{retention.describe()}. {after}, or start again from a full snapshot "
         f"(DeltaTable.snapshot()). To keep changes longer, raise {retention.name} on the table.",
         version=version,
         earliest_version=earliest,
     )
-
-
-def _describe_setting(setting: Setting[Any]) -> str:
-    """``delta.logRetentionDuration (30 days, 0:00:00; default)``."""
-    return f"{setting.name} ({setting.value}; {setting.source})"

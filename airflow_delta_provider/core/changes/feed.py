@@ -1,11 +1,11 @@
 """The changes of a table between two versions, as Delta's Change Data Feed defines them.
 
-:func:`load_changes` reads only the commits of the range (and a listing of the log from a little
-before it), never the table's file list: the latest snapshot's small state says the latest
-version, the schema and the retentions; the commits say what changed
-(:mod:`.changes_derive`); :class:`Changes` reads the changed rows on demand
-(:mod:`.changes_read`). Bounds and commit times follow Delta Spark (:mod:`.changes_bounds`),
-and so does the read schema (:mod:`.changes_schema`).
+:func:`load_changes` reads only the commits of the range (and a listing of the log, for commit
+times as time travel gives them), never the table's file list: the latest snapshot's small
+state says the latest version, the schema and the retentions; the commits say what changed
+(:mod:`.derive`); :class:`Changes` reads the changed rows on demand (:mod:`.rows`). Bounds
+follow Delta Spark (:mod:`.bounds`), commit times the core's one rule (time travel's), and
+the read schema Delta Spark's (:mod:`.read_schema`).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from airflow_delta_provider.core.errors import (
 from airflow_delta_provider.core.log.commits import read_commit_files
 from airflow_delta_provider.core.log.file_actions import DELETION_VECTOR_TYPE
 from airflow_delta_provider.core.log.snapshot import load_snapshot
+from airflow_delta_provider.core.log.timeline import CommitTimeRule
 from airflow_delta_provider.core.protocol.actions import Metadata, Protocol
 from airflow_delta_provider.core.protocol.column_mapping import column_mapping_mode, configured_mode
 from airflow_delta_provider.core.protocol.features import Operation, check_supported
@@ -235,6 +236,7 @@ def load_changes(
             latest, versions, latest.metadata, [], [], DeletionVectors(storage, _retention(latest))
         )
     files, times = range_commit_files(latest, versions)
+    rule = CommitTimeRule(latest)
     commits = _range_commits(latest, files)
     metadata = _metadata_by_version(latest, commits)
     read_metadata, read_version = _read_metadata(latest, metadata, versions)
@@ -248,7 +250,7 @@ def load_changes(
             if "protocol" in action:
                 check_supported(Protocol.from_json(action["protocol"]), None, Operation.READ)
         context = CommitContext(
-            timestamp=commit_time(commit, times),
+            timestamp=commit_time(commit, times, rule),
             change_data_feed=_feed_enabled(metadata[commit.version]),
             partition_columns=read_metadata.partition_columns,
             uri=storage.root_uri,

@@ -108,7 +108,7 @@ def vanished_file_error(
     return ChangeDataFileNotFoundError(
         f"The {what} {uri}, which the changes of version {version} need, is gone. VACUUM deletes the "
         f"files a table no longer uses (removed data files, their deletion vectors and change data "
-        f"files) once they are older than {retention.name} ({retention.value}; {retention.source}): "
+        f"files) once they are older than {retention.describe()}: "
         f"read a range that starts later, or start again from a full snapshot (DeltaTable.snapshot()). "
         f"To keep changes readable longer, raise {retention.name} on the table.",
         path=uri,

@@ -34,10 +34,17 @@ from airflow_delta_provider.core.errors import (
     VersionNotFoundError,
 )
 from airflow_delta_provider.core.log.deletion_vectors import deletion_vector_path, deletion_vector_unique_id
-from airflow_delta_provider.core.log.logfiles import LogFileKind, commit_name
+from airflow_delta_provider.core.log.logfiles import LogFileKind
 from airflow_delta_provider.core.log.segment import complete_checkpoints, list_log_files
 from airflow_delta_provider.core.log.snapshot import load_snapshot
-from airflow_delta_provider.core.log.timeline import commit_info, commit_timestamps, to_millis, version_at
+from airflow_delta_provider.core.log.timeline import (
+    CommitTimeRule,
+    commit_info,
+    commit_times,
+    commit_timestamps,
+    to_millis,
+    version_at,
+)
 from airflow_delta_provider.core.protocol.actions import AddFile, DomainMetadata, RemoveFile
 from airflow_delta_provider.core.protocol.constraints import merged_identity_schema
 from airflow_delta_provider.core.protocol.features import Operation, merge_protocols, writer_features
@@ -61,6 +68,7 @@ if TYPE_CHECKING:
     from airflow_delta_provider.core.transaction.commit import PostCommitHook
 
 __all__ = [
+    "CLOCK_SKEW_MARGIN",
     "MAX_MISSING_FILES_NAMED",
     "NO_OP",
     "RESTORE",
@@ -85,6 +93,9 @@ NO_OP = "no_op"
 MAX_MISSING_FILES_NAMED = 100
 #: Files checked for existence at a time.
 _CHECK_WORKERS = 16
+#: How far a store's clock (commit times) may lag the clock of a time a tag holds (the scheduler's,
+#: for an Airflow run's logical date): the search for a run's commits reads this far past it.
+CLOCK_SKEW_MARGIN = timedelta(hours=1)
 CLUSTERING_DOMAIN = "delta.clustering"
 
 
@@ -325,7 +336,7 @@ def check_retention(latest: Snapshot, target: Snapshot, now_ms: int | None = Non
     retention = latest.config.deleted_file_retention
     now = now_ms if now_ms is not None else int(time.time() * 1000)
     cutoff = now - retention.value // timedelta(milliseconds=1)
-    committed = _snapshot_timestamp(target)
+    committed = _snapshot_timestamp(latest, target)
     if committed >= cutoff:
         return
     hours = retention.value // timedelta(hours=1)
@@ -338,18 +349,15 @@ def check_retention(latest: Snapshot, target: Snapshot, now_ms: int | None = Non
     )
 
 
-def _snapshot_timestamp(snapshot: Snapshot) -> int:
-    """Delta's ``Snapshot.timestamp``: the in-commit timestamp when the version has one, else the
-    modification time of its commit file (of its checkpoint, when the commit was cleaned up)."""
-    store = snapshot.storage
-    config = snapshot.metadata.config  # in-commit timestamps: the table's own properties only
-    if config.in_commit_timestamps and snapshot.version >= config.in_commit_timestamp_enablement_version:
-        info = commit_info(store, snapshot.version) or {}
-        if isinstance(info.get("inCommitTimestamp"), int):
-            return int(info["inCommitTimestamp"])
-    found = store.info(store.log_path(commit_name(snapshot.version)))
-    if found is None and snapshot.segment.checkpoint is not None:
-        found = store.info(snapshot.segment.checkpoint.files[0].file.path)
+def _snapshot_timestamp(latest: Snapshot, snapshot: Snapshot) -> int:
+    """When the snapshot's version was committed, as time travel dates it (the table's
+    :class:`~.timeline.CommitTimeRule`); its checkpoint's modification time when the commit was
+    cleaned up."""
+    stamp = commit_times(latest.storage, [snapshot.version], CommitTimeRule(latest)).get(snapshot.version)
+    if stamp is not None:
+        return stamp.timestamp
+    checkpoint = snapshot.segment.checkpoint
+    found = snapshot.storage.info(checkpoint.files[0].file.path) if checkpoint is not None else None
     return found.modification_time if found is not None else 0
 
 
@@ -612,9 +620,12 @@ def find_tagged_commits(
     The commits are read newest first. Without ``not_before_tag`` every commit in the log is read,
     and the answer needs the log from version 0: when older commits were cleaned up, one of them may
     have carried the tags too. ``not_before_tag`` names a tag of the matching commits that holds a
-    time none of them was committed before (an Airflow run's logical date): the search stops at the
-    first older commit, and a cleaned-up log matters only when it was cleaned past that time. A
-    value later than the newest match's own commit is no such bound and is ignored.
+    time none of them was committed before by the clock that wrote it (an Airflow run's logical
+    date, the scheduler's clock). Commit times are the store's clock, which may lag: the search
+    goes on to :data:`CLOCK_SKEW_MARGIN` before that time or before the oldest match found,
+    whichever is earlier (each older match moves it back), and a cleaned-up log matters only when
+    it was cleaned past that point. A time more than the margin after the newest match's commit
+    is no such bound: every commit is read.
 
     :raises TaggedCommitsNotFoundError: no commit carries the tags, or the first of them may have
         been cleaned up, or the first is version 0 (there is no version before it).
@@ -624,12 +635,13 @@ def find_tagged_commits(
     store = latest.storage
     stamps = commit_timestamps(latest)
     found: list[TaggedCommit] = []
+    margin = CLOCK_SKEW_MARGIN // timedelta(milliseconds=1)
     bound: int | None = None
     complete = bool(stamps) and stamps[0].version == 0
     searched_from = latest.version
     for count, stamp in enumerate(reversed(stamps), 1):
-        if bound is not None and stamp.timestamp < bound:
-            complete = True
+        if bound is not None and stamp.timestamp < min(bound, found[-1].timestamp) - margin:
+            complete = True  # commit times only grow: no older commit can be the run's
             break
         searched_from = stamp.version
         info = commit_info(store, stamp.version) or {}
@@ -638,7 +650,7 @@ def find_tagged_commits(
         if all(carried.get(k) == v for k, v in tags.items()):
             found.append(TaggedCommit(stamp.version, stamp.timestamp, info.get("operation"), dict(carried)))
             if len(found) == 1 and not_before_tag is not None:
-                bound = _time_bound(carried.get(not_before_tag), stamp.timestamp)
+                bound = _time_bound(carried.get(not_before_tag), stamp.timestamp + margin)
         if count % 1000 == 0:
             log.info(
                 "Read the commitInfo of %d commit(s) of %s, back to version %d.",
@@ -646,7 +658,14 @@ def find_tagged_commits(
                 store.root_uri,
                 stamp.version,
             )
-    uri = store.root_uri
+    return _tagged_result(latest, tags, found, complete, searched_from)
+
+
+def _tagged_result(
+    latest: Snapshot, tags: Mapping[str, str], found: list[TaggedCommit], complete: bool, searched_from: int
+) -> TaggedCommits:
+    """The commits found (newest first) as :class:`TaggedCommits`, or why they cannot be told."""
+    uri = latest.storage.root_uri
     wanted = ", ".join(f"{k}={v!r}" for k, v in tags.items())
     if not found:
         where = (
@@ -656,7 +675,7 @@ def find_tagged_commits(
             f"cleaned up)"
         )
         raise TaggedCommitsNotFoundError(f"No commit of {uri} carries the tags {wanted} in {where}.")
-    found.reverse()
+    found = found[::-1]
     if not complete:
         raise TaggedCommitsNotFoundError(
             f"The first commit of {uri} with the tags {wanted} cannot be told: the oldest one the log "
@@ -671,12 +690,13 @@ def find_tagged_commits(
     return TaggedCommits(dict(tags), tuple(found), searched_from)
 
 
-def _time_bound(value: Any, newest_match: int) -> int | None:
-    """A tag's time as a bound for the search: None when it is no time, or later than a match."""
+def _time_bound(value: Any, latest_possible: int) -> int | None:
+    """A tag's time as a bound for the search (ms): None when it is no time, or later than
+    ``latest_possible`` (the newest match's commit time plus the margin: no bound on its commits)."""
     if not isinstance(value, str) or not value:
         return None
     try:
         bound = to_millis(value)
     except ValueError:
         return None
-    return bound if bound <= newest_match else None
+    return bound if bound <= latest_possible else None

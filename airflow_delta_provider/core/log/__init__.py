@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     )
     from airflow_delta_provider.core.log.snapshot import Snapshot, load_snapshot
     from airflow_delta_provider.core.log.timeline import (
+        CommitTimeRule,
         CommitTimestamp,
         commit_counts,
         commit_info,
@@ -91,6 +92,7 @@ _LAZY = {
     "commit_name": "airflow_delta_provider.core.log.logfiles",
     "commit_timestamps": "airflow_delta_provider.core.log.timeline",
     "CommitActions": "airflow_delta_provider.core.log.commits",
+    "CommitTimeRule": "airflow_delta_provider.core.log.timeline",
     "CommitTimestamp": "airflow_delta_provider.core.log.timeline",
     "complete_checkpoints": "airflow_delta_provider.core.log.segment",
     "data_file_errors": "airflow_delta_provider.core.log.scan",
@@ -149,6 +151,7 @@ __all__ = [
     "SIDECAR_DIR",
     "Checkpoint",
     "CommitActions",
+    "CommitTimeRule",
     "CommitTimestamp",
     "FileRead",
     "LogFile",

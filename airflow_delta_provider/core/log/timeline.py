@@ -1,5 +1,6 @@
-"""A table's history: commit timestamps as Delta's time travel sees them, commitInfo, and what
-each commit added and removed.
+"""A table's history: when each version was committed (one rule, :class:`CommitTimeRule`, for
+time travel, the change feed, the history, watchers, consumers, RESTORE and VACUUM), commitInfo,
+and what each commit added and removed.
 
 Log-level reads below the facade: VACUUM (the latest commit outside the retention window),
 time travel, ``DeltaTable.history`` and the Delta view all ask these.
@@ -12,6 +13,7 @@ import math
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow_delta_provider.core.errors import (
@@ -21,22 +23,26 @@ from airflow_delta_provider.core.errors import (
     VersionNotFoundError,
 )
 from airflow_delta_provider.core.log.commits import commit_info_of, read_commit, read_commit_bytes
-from airflow_delta_provider.core.log.logfiles import LogFileKind, commit_name
+from airflow_delta_provider.core.log.logfiles import LogFileKind
 from airflow_delta_provider.core.log.segment import build_segment, complete_checkpoints, list_log_files
 from airflow_delta_provider.core.protocol.delta_types import LONG_MAX, LONG_MIN
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Collection, Iterable, Mapping
 
+    from airflow_delta_provider.core.log.logfiles import LogFile
     from airflow_delta_provider.core.log.snapshot import Snapshot
     from airflow_delta_provider.core.storage import LogStore
 
 __all__ = [
+    "CommitTimeRule",
     "CommitTimestamp",
     "commit_counts",
     "commit_info",
+    "commit_times",
     "commit_timestamps",
     "describe_timestamp",
+    "file_times",
     "format_ms",
     "history",
     "info_integer",
@@ -57,12 +63,70 @@ class CommitTimestamp:
     source: str
 
 
-def commit_timestamps(latest: Snapshot) -> list[CommitTimestamp]:
-    """Timestamps of every reconstructable version, oldest first, as Delta's time travel uses them.
+class CommitTimeRule:
+    """Where a version's commit time comes from, as Delta's ``DeltaHistoryManager`` decides it.
 
-    Modification times of the commit files, made strictly increasing as Delta does; with
-    in-commit timestamps enabled, ``commitInfo.inCommitTimestamp`` from the enablement
-    version on.
+    ``commitInfo.inCommitTimestamp`` for the versions at or after
+    ``delta.inCommitTimestampEnablementVersion`` while the table's latest metadata enables in-commit
+    timestamps; for every other version, its commit file's modification time made strictly
+    increasing over the log (:func:`file_times`). An in-commit timestamp outside that span (written
+    on a table without the feature, before it was enabled or after it was disabled) is not the
+    commit time: a ``_commit_timestamp`` given back as a time selects the version it came from.
+
+    :param latest: the table's latest snapshot, or what loads it (``DeltaTable.snapshot``): then
+        the metadata is read only when a commit to date carries an in-commit timestamp.
+    """
+
+    def __init__(self, latest: Snapshot | Callable[[], Snapshot]) -> None:
+        self._latest = latest
+
+    @cached_property
+    def ict_since(self) -> int | None:
+        """The first version whose in-commit timestamp is its commit time; None: no version's is."""
+        latest = self._latest() if callable(self._latest) else self._latest
+        config = latest.metadata.config  # the table's own properties: provider defaults do not apply
+        return config.in_commit_timestamp_enablement_version if config.in_commit_timestamps else None
+
+    def takes_ict(self, version: int) -> bool:
+        """Whether ``version``'s in-commit timestamp (when it has one) is its commit time."""
+        return self.ict_since is not None and version >= self.ict_since
+
+    def stamp(self, version: int, file_time: int, info: Mapping[str, Any] | None) -> CommitTimestamp:
+        """``version``'s commit time from its increasing file time and its commitInfo (None: not read,
+        or the rule does not take its in-commit timestamp). A version the rule dates by in-commit
+        timestamp but whose commit carries none (a writer that ignored the feature) keeps its file time.
+        """
+        ict = (info or {}).get("inCommitTimestamp")
+        if isinstance(ict, int) and not isinstance(ict, bool) and self.takes_ict(version):
+            return CommitTimestamp(version, ict, "inCommitTimestamp")
+        return CommitTimestamp(version, file_time, "modificationTime")
+
+
+def file_times(commits: Iterable[LogFile], last: int | None = None) -> dict[int, int]:
+    """Each commit file's modification time made strictly increasing (ms), by version: a time not
+    above the previous commit's becomes that one's plus 1 ms, as Delta's time travel does.
+
+    :param commits: the log's commit files in version order, from the first one in the log (every
+        reader starts at the same file, so a version has one time whoever asks).
+    :param last: stop after this version (its later files' times are not read).
+    """
+    times: dict[int, int] = {}
+    previous = -1
+    for commit in commits:
+        if last is not None and commit.version > last:
+            break  # (a listing without stat reads a file's time only when asked)
+        previous = max(commit.file.modification_time, previous + 1)
+        times[commit.version] = previous
+    return times
+
+
+def _commit_files(storage: LogStore, *, stat: bool = True) -> list[LogFile]:
+    return [f for f in list_log_files(storage, 0, stat=stat) if f.kind is LogFileKind.COMMIT]
+
+
+def commit_timestamps(latest: Snapshot) -> list[CommitTimestamp]:
+    """Timestamps of every reconstructable version, oldest first, as Delta's time travel uses them
+    (:class:`CommitTimeRule`).
 
     :param latest: the table's latest snapshot (its properties say whether in-commit
         timestamps are on).
@@ -76,23 +140,37 @@ def commit_timestamps(latest: Snapshot) -> list[CommitTimestamp]:
     earliest = 0 if commits and commits[0].version == 0 else None
     if earliest is None:
         earliest = checkpoints[0].version if checkpoints else commits[0].version
-    result: list[CommitTimestamp] = []
-    previous = -1
-    for commit in commits:
-        stamp = max(commit.file.modification_time, previous + 1)
-        previous = stamp
-        if commit.version >= earliest:
-            result.append(CommitTimestamp(commit.version, stamp, "modificationTime"))
-    config = latest.config
-    if config.in_commit_timestamps:
-        since = config.in_commit_timestamp_enablement_version
-        for index, entry in enumerate(result):
-            if entry.version >= since:
-                info = commit_info(storage, entry.version)
-                ict = info.get("inCommitTimestamp") if info else None
-                if ict is not None:
-                    result[index] = CommitTimestamp(entry.version, int(ict), "inCommitTimestamp")
-    return result
+    rule = CommitTimeRule(latest)
+    return [
+        rule.stamp(version, stamp, commit_info(storage, version) if rule.takes_ict(version) else None)
+        for version, stamp in file_times(commits).items()
+        if version >= earliest
+    ]
+
+
+def commit_times(
+    storage: LogStore,
+    versions: Collection[int],
+    rule: CommitTimeRule,
+    infos: Mapping[int, Mapping[str, Any] | None] | None = None,
+) -> dict[int, CommitTimestamp]:
+    """When each of ``versions`` was committed, by the table's ``rule``: one listing of the log, and
+    the commitInfo of the versions whose in-commit timestamp counts. A version whose commit file is
+    not in the log (cleaned up, or not written yet) is left out.
+
+    :param infos: commitInfos already read, by version (the others are read when the rule needs them).
+    """
+    if not versions:
+        return {}
+    times = file_times(_commit_files(storage, stat=False), max(versions))
+    found = {}
+    for version in sorted(set(versions) & times.keys()):
+        if infos is not None and version in infos:
+            info = infos[version]
+        else:
+            info = commit_info(storage, version) if rule.takes_ict(version) else None
+        found[version] = rule.stamp(version, times[version], info)
+    return found
 
 
 def commit_info(storage: LogStore, version: int) -> dict[str, Any] | None:
@@ -101,31 +179,27 @@ def commit_info(storage: LogStore, version: int) -> dict[str, Any] | None:
     return None if found is None else commit_info_of(version, *found)
 
 
-def history(storage: LogStore, latest: int, limit: int | None = None) -> list[dict[str, Any]]:
+def history(
+    storage: LogStore, latest: int, limit: int | None = None, *, rule: CommitTimeRule
+) -> list[dict[str, Any]]:
     """Commit history, newest first: each commit's ``commitInfo`` plus ``version`` and ``timestamp``.
 
-    Only the last ``limit`` commit files are read. ``timestamp`` is the in-commit timestamp
-    when present, else the commit file's modification time. Versions whose commit was cleaned
-    up are not listed.
+    Only the last ``limit`` commit files are read (and one listing of the log). ``timestamp`` is
+    the version's commit time by ``rule`` (:class:`CommitTimeRule`, as time travel dates it).
+    Versions whose commit was cleaned up are not listed.
 
     :param latest: the latest version.
     :param limit: the number of most recent commits to return; None for all.
+    :param rule: the table's rule (built on what loads the latest snapshot, it reads the metadata
+        only when a commit shown carries an in-commit timestamp).
     """
+    times = file_times(_commit_files(storage, stat=False), latest)
     entries: list[dict[str, Any]] = []
     version = latest
-    while version >= 0 and (limit is None or len(entries) < limit):
-        info = storage.info(storage.log_path(commit_name(version)))
-        if info is None:
-            break
+    while version in times and (limit is None or len(entries) < limit):
         details = commit_info(storage, version) or {}
-        timestamp = details.get("inCommitTimestamp")
-        entries.append(
-            {
-                **details,
-                "version": version,
-                "timestamp": int(timestamp) if timestamp is not None else info.modification_time,
-            }
-        )
+        stamp = rule.stamp(version, times[version], details)
+        entries.append({**details, "version": version, "timestamp": stamp.timestamp})
         version -= 1
     return entries
 

@@ -28,6 +28,25 @@ INTEGER_RANGES = {
 FLOAT_MAX = {"float": Decimal("3.4028234663852886e38"), "double": Decimal("1.7976931348623157e308")}
 
 
+def decimal_digits(number: Decimal) -> tuple[int, int]:
+    """The digits a finite ``number`` needs before and after the point, trailing zeros dropped:
+    ``(36, 2)`` for ``999999999999999999999999999999999999.99``, ``(0, 0)`` for zero.
+
+    Exact for any number of digits and any exponent: read off the coefficient, never through a
+    context (``Decimal.normalize()`` under Python's default one keeps 28 digits and rounds a
+    precision-38 decimal past its type).
+    """
+    _, coefficient, exponent = number.as_tuple()
+    assert isinstance(exponent, int), "a finite number"
+    significant = len(coefficient)
+    while significant and coefficient[significant - 1] == 0:
+        significant -= 1
+    if significant == 0:
+        return 0, 0
+    exponent += len(coefficient) - significant
+    return max(0, significant + exponent), max(0, -exponent)
+
+
 def is_integer(value: Any) -> TypeGuard[int]:
     """Whether ``value`` is an integer as Delta's integer types take it: an ``int``, never a
     ``bool`` (JSON's ``true``) nor a float (``1.0``).

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
-from decimal import Context, Decimal, InvalidOperation, localcontext
+from decimal import Context, Decimal, InvalidOperation
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_delta_provider.core.errors import CorruptLogError, SchemaError
+from airflow_delta_provider.core.protocol.delta_types import decimal_digits
 from airflow_delta_provider.core.protocol.schema import MAX_DECIMAL_PRECISION, arrow_type_to_delta
 
 __all__ = [
@@ -137,14 +138,13 @@ def _parse_decimal(value: str, kind: _Kind) -> Decimal:
 def _fit_decimal(number: Decimal, kind: _Kind) -> Decimal:
     if not number.is_finite():
         raise ValueError("not a finite number")
-    # The default context keeps 28 digits; Delta decimals have up to 38.
-    with localcontext(Context(prec=2 * MAX_DECIMAL_PRECISION)):
-        quantized = number.quantize(Decimal(1).scaleb(-kind.scale))
-    if quantized != number:
+    integral, fraction = decimal_digits(number)
+    if fraction > kind.scale:
         raise ValueError(f"has more than {kind.scale} digits after the point")
-    if quantized != 0 and quantized.adjusted() + 1 > kind.precision - kind.scale:
+    if integral > kind.precision - kind.scale:
         raise ValueError(f"has more than {kind.precision - kind.scale} digits before the point")
-    return quantized
+    # Exact: the digits fit the type; the default context keeps 28, Delta decimals have up to 38.
+    return number.quantize(Decimal(1).scaleb(-kind.scale), context=Context(prec=MAX_DECIMAL_PRECISION))
 
 
 def _parse_timestamp(value: str, _kind: _Kind) -> dt.datetime:

@@ -102,6 +102,11 @@ class Setting(Generic[T]):
     value: T
     source: Source
 
+    def describe(self) -> str:
+        """``delta.logRetentionDuration (interval 30 days; default)``: intervals in Delta's words."""
+        value = interval_text(self.value) if isinstance(self.value, timedelta) else self.value
+        return f"{self.name} ({value}; {self.source})"
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-native: intervals as ``seconds``, other values as ``value``."""
         if isinstance(self.value, timedelta) or (self.value is None and self.name in _INTERVALS):

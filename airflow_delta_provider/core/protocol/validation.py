@@ -36,6 +36,7 @@ from airflow_delta_provider.core.protocol.delta_types import (
     INTEGER_RANGES,
     LONG_MAX,
     check_integer,
+    decimal_digits,
     is_integer,
     show_value,
 )
@@ -564,7 +565,7 @@ def _bound_problem(value: Any, delta_type: str) -> str | None:
         limit = FLOAT_MAX[delta_type]
         if type(value) not in (int, Decimal) or not Decimal(value).is_finite():
             return f"must be a finite number (a Delta {delta_type}), got {show_value(value)}"
-        if abs(Decimal(value)) > limit:
+        if Decimal(value).copy_abs() > limit:  # exact: abs() would round to the context's 28 digits
             return f"is {value}, outside the allowed range of a Delta {delta_type}: -{limit} to {limit}"
         return None
     if delta_type.startswith("decimal("):
@@ -594,10 +595,7 @@ def _decimal_problem(value: Any, delta_type: str) -> str | None:
         p = s = 0
     if number is None or not number.is_finite():
         return f"must be a number (a Delta {delta_type}), got {show_value(value)}"
-    digits = number.normalize().as_tuple()
-    exponent = int(digits.exponent)
-    fraction = max(0, -exponent)
-    integral = max(0, len(digits.digits) + exponent) if number != 0 else 0
+    integral, fraction = decimal_digits(number)
     if fraction > s or integral > p - s:
         return (
             f"is {value}, which does not fit a Delta {delta_type} (at most {p - s} digits before the "

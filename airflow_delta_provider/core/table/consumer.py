@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from airflow_delta_provider.core.changes.bounds import ChangeRange, range_commit_files
-from airflow_delta_provider.core.errors import ConsumerCursorError
-from airflow_delta_provider.core.log.commits import read_commit
+from airflow_delta_provider.core.changes.bounds import ChangeRange, checked_commit_time, range_commit_files
+from airflow_delta_provider.core.errors import ConsumerCursorError, SourceIsTargetError
+from airflow_delta_provider.core.log.timeline import CommitTimeRule, commit_info
 from airflow_delta_provider.core.transaction.commit_plan import CursorAdvance
 from airflow_delta_provider.core.utils.redaction import get_logger
 
@@ -72,6 +72,8 @@ class SourceRead:
     :param end: the last version delivered (None: nothing new).
     :param snapshot: the source's snapshot at ``end``, when its rows are delivered as inserts (a
         first read without a starting version).
+    :param committed_at: when ``snapshot``'s version was committed (ms; :func:`commit_time`), the
+        inserts' ``_commit_timestamp``.
     :param changes: the changes of ``start`` to ``end`` otherwise.
     :param record: the cursor version the commit records (None: the cursor does not move).
     """
@@ -82,6 +84,7 @@ class SourceRead:
     start: int | None = None
     end: int | None = None
     snapshot: Snapshot | None = None
+    committed_at: int | None = None
     changes: Changes | None = None
     record: int | None = None
 
@@ -121,12 +124,16 @@ def plan_read(
     :param starting_version: where a consumer without a cursor starts (see :data:`StartingVersion`).
     :param reset: start again as if there were no cursor (the commit still checks the one there).
     :raises TableNotFoundError: the source does not exist.
+    :raises SourceIsTargetError: the source and the target are one table (one table id), whatever
+        locations name them.
     :raises ConsumerCursorError: no cursor (and no ``starting_version``) while the target holds
         data, or a cursor of this consumer on another source table.
     :raises DeltaError: as :meth:`DeltaTable.changes` (versions removed by log cleanup, a commit
         whose changed rows were not recorded ...).
     """
     latest_snapshot = source.snapshot()
+    if target is not None:
+        _check_not_self(latest_snapshot, target)
     latest = latest_snapshot.version
     app_id = consumer_app_id(latest_snapshot.metadata.id, consumer)
     cursor = target.app_transaction_version(app_id) if target is not None else None
@@ -140,12 +147,30 @@ def plan_read(
         _check_first_read(target, app_id, consumer, source.uri, starting_version)
     if starting_version is None:
         snapshot = latest_snapshot if end == latest else source.snapshot(end)
-        return SourceRead(app_id, cursor, latest, 0, end, snapshot=snapshot, record=end)
+        committed_at = commit_time(latest_snapshot, end)
+        return SourceRead(
+            app_id, cursor, latest, 0, end, snapshot=snapshot, committed_at=committed_at, record=end
+        )
     start = latest + 1 if starting_version == "latest" else starting_version
     if end < start:  # nothing yet: record where the consumer stands, or "latest" would move on
         return SourceRead(app_id, cursor, latest, record=start - 1 if start > 0 else None)
     changes = source.changes(start, end)
     return SourceRead(app_id, cursor, latest, start, end, changes=changes, record=end)
+
+
+def _check_not_self(source: Snapshot, target: Snapshot) -> None:
+    """Refuse a source that is the target: locations can name one table in many ways (a symlink,
+    ``file://`` or not, ``s3a://``, case on a case-insensitive store), its id names it once."""
+    table_id = source.metadata.id
+    if table_id == target.metadata.id:
+        raise SourceIsTargetError(
+            f"The source {source.storage.root_uri} and the target {target.storage.root_uri} are one "
+            f"table (id {table_id}): the source is the target reached through another location (a "
+            f"symlink, another spelling), or a copy of it (a copied table keeps its id). A consumer "
+            f"cannot consume its own commits: each run would read its own output again. Name another "
+            f"source table; to consume a copy, create the copy as a new table so that it gets an id of "
+            f"its own."
+        )
 
 
 def _check_first_read(
@@ -174,16 +199,16 @@ def _check_first_read(
         )
 
 
-def commit_time(snapshot: Snapshot) -> int:
-    """When the snapshot's version was committed (ms): its in-commit timestamp, else its commit
-    file's time as the change feed gives it (:func:`~.changes_bounds.range_commit_files`)."""
-    version = snapshot.version
-    info = snapshot.commit_info
-    if info is None:
-        found = read_commit(snapshot.storage, version)
-        info = found.commit_info if found is not None else None
-    ict = (info or {}).get("inCommitTimestamp")
-    if isinstance(ict, int) and not isinstance(ict, bool):
-        return ict
-    _, times = range_commit_files(snapshot, ChangeRange(version, version, version))
-    return times[version]
+def commit_time(latest: Snapshot, version: int | None = None) -> int:
+    """When ``version`` (default: ``latest``'s) was committed (ms), as the change feed gives it in
+    ``_commit_timestamp`` and time travel finds it (:class:`~.timeline.CommitTimeRule`).
+
+    :param latest: the table's latest snapshot (its properties decide the rule).
+    :raises CommitsCleanedUpError: the version's commit is no longer in the log.
+    :raises CorruptLogError: its in-commit timestamp lies outside what a timestamp can hold.
+    """
+    version = latest.version if version is None else version
+    files, times = range_commit_files(latest, ChangeRange(version, version, latest.version))
+    rule = CommitTimeRule(latest)
+    info = commit_info(latest.storage, version) if rule.takes_ict(version) else None
+    return checked_commit_time(rule.stamp(version, times[version], info), files[0].file.path)

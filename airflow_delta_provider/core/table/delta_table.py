@@ -22,6 +22,7 @@ from airflow_delta_provider.core.log.segment import (
 )
 from airflow_delta_provider.core.log.snapshot import Snapshot, load_snapshot
 from airflow_delta_provider.core.log.timeline import (
+    CommitTimeRule,
     CommitTimestamp,
     commit_timestamps,
     history,
@@ -219,9 +220,10 @@ class DeltaTable:
     def commit_timestamps(self) -> list[CommitTimestamp]:
         """Timestamps of every reconstructable version, oldest first, as Delta's time travel uses them.
 
-        Modification times of the commit files, made strictly increasing as Delta does; with
-        in-commit timestamps enabled, ``commitInfo.inCommitTimestamp`` from the enablement
-        version on.
+        Modification times of the commit files, made strictly increasing as Delta does; while
+        in-commit timestamps are enabled, ``commitInfo.inCommitTimestamp`` from the enablement
+        version on (and nowhere else). Every commit time the core gives (the change feed's
+        ``_commit_timestamp``, :meth:`history`, watchers) follows this one rule.
         """
         return commit_timestamps(self.snapshot())
 
@@ -244,14 +246,14 @@ class DeltaTable:
         """Commit history, newest first: each commit's ``commitInfo`` plus ``version`` and ``timestamp``.
 
         With ``limit=n`` only the last ``n`` commit files are read. ``timestamp`` is the
-        in-commit timestamp when present, else the commit file's modification time.
+        version's commit time as time travel has it (:meth:`commit_timestamps`).
         Versions whose commit was cleaned up are not listed.
 
         :param limit: the number of most recent commits to return; None for all.
         """
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
             raise ValueError(f"limit must be a positive integer, got {limit!r}.")
-        return history(self.storage, self.version(), limit)
+        return history(self.storage, self.version(), limit, rule=CommitTimeRule(self.snapshot))
 
     # --- changes -----------------------------------------------------------------------
 
@@ -313,10 +315,12 @@ class DeltaTable:
         :param storage_options: as for :class:`DeltaTable`.
         :param filesystem: as for :class:`DeltaTable`.
         :param provider_defaults: as for :class:`DeltaTable`.
-        :param name, description, mode: see
-            :class:`~airflow_delta_provider.core.transaction.create.CreateOptions`
-            (``mode`` error/ignore/append/overwrite); the commit's own settings (``user_metadata``,
-            ``tags``...) are :class:`~airflow_delta_provider.core.transaction.commit_plan.CommitProperties`.
+        :param name: see :class:`~airflow_delta_provider.core.transaction.create.CreateOptions`.
+        :param description: see :class:`~airflow_delta_provider.core.transaction.create.CreateOptions`.
+        :param mode: ``error``/``ignore``/``append``/``overwrite`` when a table exists; see
+            :class:`~airflow_delta_provider.core.transaction.create.CreateOptions`. The commit's own
+            settings (``user_metadata``, ``tags``...) are
+            :class:`~airflow_delta_provider.core.transaction.commit_plan.CommitProperties`.
         :raises TableAlreadyExistsError: ``mode="error"`` and a table exists at ``uri``.
         :raises UnsupportedFeatureError: a property needs a feature this core cannot write.
         :raises SchemaMismatchError: ``mode="append"`` and the table's schema or partitioning differ.
@@ -594,9 +598,10 @@ class DeltaTable:
         """The commits whose commitInfo tags include ``tags`` (an Airflow run's identity) and the
         version before the first of them, the version "restore to before that run" restores.
 
-        :param not_before_tag: a tag of those commits holding a time none of them precedes (the
-            run's logical date): the search reads only the commits since, and tolerates a log
-            cleaned up before it.
+        :param not_before_tag: a tag of those commits holding a time none of them precedes by the
+            clock that wrote it (the run's logical date): the search reads only the commits since
+            :data:`~.restore.CLOCK_SKEW_MARGIN` before it (commit times are the store's clock), and
+            tolerates a log cleaned up before that.
         :raises TaggedCommitsNotFoundError: no commit carries them, or the first may have been
             cleaned up, or the first is version 0.
         """

@@ -3,7 +3,9 @@
 A poll with a known cursor costs one GET (``_delta_log/<cursor+1>.json``) when nothing is
 new, plus one for ``_last_checkpoint`` to notice a cursor that log cleanup has outrun.
 New commits are read one file each; only their commitInfo and file actions' partition
-values are looked at. The sensor and the trigger of the Airflow layer share this module.
+values are looked at, and they are dated as time travel dates them (one listing of the log;
+the latest metadata only when one carries an in-commit timestamp). The sensor and the trigger
+of the Airflow layer share this module.
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ from airflow_delta_provider.core.errors import TableNotFoundError
 from airflow_delta_provider.core.log.commits import read_commit
 from airflow_delta_provider.core.log.logfiles import commit_name
 from airflow_delta_provider.core.log.segment import read_last_checkpoint
+from airflow_delta_provider.core.log.timeline import CommitTimeRule, commit_times, commit_timestamps
 from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    from airflow_delta_provider.core.log.commits import CommitActions
     from airflow_delta_provider.core.table.delta_table import DeltaTable
 
 log = get_logger(__name__)
@@ -33,7 +37,8 @@ class CommitSummary:
     """What a watcher needs to know about one commit."""
 
     version: int
-    #: milliseconds since the epoch: the in-commit timestamp, else commitInfo.timestamp, else the file's mtime
+    #: milliseconds since the epoch: the version's commit time as time travel has it
+    #: (:class:`~.timeline.CommitTimeRule`)
     timestamp: int
     operation: str | None
     #: the commit adds or removes data (``dataChange=true``); OPTIMIZE, VACUUM ... do not
@@ -97,10 +102,28 @@ def read_commit_summary(table: DeltaTable, version: int) -> CommitSummary | None
 
     :raises CorruptLogError: the commit file is not valid JSON lines.
     """
-    storage = table.storage
-    commit = read_commit(storage, version)
-    if commit is None:
-        return None
+    commit = read_commit(table.storage, version)
+    return _summaries(table, [commit])[0] if commit is not None else None
+
+
+def _summaries(table: DeltaTable, commits: Sequence[CommitActions]) -> list[CommitSummary]:
+    """The summaries of commits read, dated by the table's :class:`~.timeline.CommitTimeRule`."""
+    if not commits:
+        return []
+    rule = CommitTimeRule(table.snapshot)  # reads the metadata only for a commit with an in-commit timestamp
+    versions = [c.version for c in commits]
+    times = commit_times(table.storage, versions, rule, {c.version: c.commit_info for c in commits})
+    summaries = []
+    for commit in commits:
+        stamp = times.get(commit.version)
+        if stamp is None:  # read, then gone from the listing (log cleanup): dated by its own file
+            found = table.storage.info(table.storage.log_path(commit_name(commit.version)))
+            stamp = rule.stamp(commit.version, found.modification_time if found else 0, commit.commit_info)
+        summaries.append(_summary(commit, stamp.timestamp))
+    return summaries
+
+
+def _summary(commit: CommitActions, timestamp: int) -> CommitSummary:
     info = commit.commit_info or {}
     data_change = False
     partitions: list[dict[str, str | None]] = []
@@ -110,13 +133,9 @@ def read_commit_summary(table: DeltaTable, version: int) -> CommitSummary | None
             data_change = True
         if "add" in action:
             partitions.append(dict(body.get("partitionValues") or {}))
-    timestamp = info.get("inCommitTimestamp") or info.get("timestamp")
-    if not isinstance(timestamp, int | float):
-        stat = storage.info(storage.log_path(commit_name(version)))
-        timestamp = stat.modification_time if stat else 0
     return CommitSummary(
-        version=version,
-        timestamp=int(timestamp),
+        version=commit.version,
+        timestamp=timestamp,
         operation=info.get("operation"),
         data_change=data_change,
         added_partitions=partitions,
@@ -140,18 +159,15 @@ def poll(table: DeltaTable, cursor: int | None, commit_filter: CommitFilter | No
         start = _first_candidate(table, latest, commit_filter.after_timestamp)
     else:
         start = cursor + 1
-    matched: list[CommitSummary] = []
-    version = start
-    last_seen = start - 1
-    while version - start < MAX_COMMITS_PER_POLL:
-        summary = read_commit_summary(table, version)
-        if summary is None:
+    commits: list[CommitActions] = []
+    while len(commits) < MAX_COMMITS_PER_POLL:
+        commit = read_commit(table.storage, start + len(commits))
+        if commit is None:
             break
-        last_seen = version
-        if commit_filter.matches(summary):
-            matched.append(summary)
-        version += 1
-    if last_seen < start and cursor is not None:
+        commits.append(commit)
+    matched = [summary for summary in _summaries(table, commits) if commit_filter.matches(summary)]
+    last_seen = start - 1 + len(commits)
+    if not commits and cursor is not None:
         # Nothing at cursor + 1. Log cleanup may have removed it while the table moved on.
         hint = read_last_checkpoint(table.storage)
         if hint is not None and hint.version > start:
@@ -171,16 +187,12 @@ def poll(table: DeltaTable, cursor: int | None, commit_filter: CommitFilter | No
 
 
 def _first_candidate(table: DeltaTable, latest: int, after_timestamp: int | None) -> int:
-    """Where a cursor-less poll starts: version 0, or the oldest commit at or after ``after_timestamp``."""
+    """Where a cursor-less poll starts: version 0, or the oldest commit at or after ``after_timestamp``
+    (as a change feed's starting timestamp resolves)."""
     if after_timestamp is None:
         return 0
-    version = latest
-    while version >= 0:
-        summary = read_commit_summary(table, version)
-        if summary is None or summary.timestamp < after_timestamp:
-            return version + 1
-        version -= 1
-    return 0
+    stamps = commit_timestamps(table.snapshot(latest))
+    return next((s.version for s in stamps if s.timestamp >= after_timestamp), latest + 1)
 
 
 def payload(table_uri: str, result: PollResult, previous: int | None) -> dict[str, Any]:

@@ -256,7 +256,8 @@ class OptimisticTransaction:
         app = self.properties.app_transaction
         if app is None or self.new_table:
             return None
-        current = self.app_transaction_version(app[0])
+        # Not recorded as read: the commit's own appId is blind, asked again of every winner.
+        current = self.snapshot.app_transaction_version(app[0])
         if current is None or current < app[1]:
             return None
         return already_committed_result(self.snapshot, app[0], app[1], current, operation)
@@ -329,7 +330,9 @@ class OptimisticTransaction:
         if not self.new_table:
             self.snapshot.check_replayable()  # never build on a log no reader can replay
         our_txns = {a.app_id: a.version for a in actions if isinstance(a, Transaction)}
-        self.record_read(dataclasses.replace(plan.read, app_ids=plan.read.app_ids | set(our_txns)))
+        # The cursors are compare-and-sets: read (a winner recording one conflicts); the own appId is not.
+        advanced = {c.app_id for c in properties.cursors}
+        self.record_read(dataclasses.replace(plan.read, app_ids=plan.read.app_ids | advanced))
         read = self.read_set
         file_actions = [a for a in actions if isinstance(a, AddFile | RemoveFile)]
         changes_data = plan.data_change and any(a.data_change for a in file_actions)
@@ -350,6 +353,7 @@ class OptimisticTransaction:
             read=read,
             removed_paths=frozenset(canonical(a.path) for a in plan.removes),
             our_txns=our_txns,
+            own_app_id=app[0] if app else None,
             metadata=metadata,
             domains=frozenset(d.domain for d in plan.domains),
         )

@@ -3,10 +3,9 @@
 
 1. protocol changes (``ProtocolChangedError``),
 2. metadata changes (``MetadataChangedError``),
-3. an application transaction id the commit read or writes (Delta's
-   ``ConcurrentTransactionException``: reading an appId marks it as read, so a winner that
-   records it conflicts); one exception: a winner that recorded one of *our* appIds at our
-   version or later did our work already, so our commit is done and nothing is written,
+3. an appId the commit read or advances as a cursor (Delta's ``ConcurrentTransactionException``);
+   a winner that recorded one of *our* appIds at our version or later did our work: nothing is
+   written. The own appId is blind (a lower version of it in a winner: the commit retries),
 4. the same domain metadata (``ConcurrentTransactionError``; the row-tracking domain excepted,
    the transaction renumbers above the winner's mark),
 5. files added that match what we read (``ConcurrentAppendError``),
@@ -65,9 +64,10 @@ class ConflictChecker:
     :param isolation: the commit's isolation level.
     :param read: what the commit read (canonical paths).
     :param removed_paths: the canonical paths the commit removes.
-    :param our_txns: the commit's application transactions.
+    :param our_txns: the commit's application transactions (its own and the cursors it advances).
     :param metadata: the table's metadata after the commit (partition columns and types).
     :param domains: the domains whose metadata the commit sets or removes.
+    :param own_app_id: the commit's own idempotency appId (``app_id``), None without one.
     """
 
     root_uri: str
@@ -83,6 +83,7 @@ class ConflictChecker:
     our_txns: dict[str, int]
     metadata: Metadata
     domains: frozenset[str] = frozenset()
+    own_app_id: str | None = None
 
     def check(self, winner: CommitActions) -> int | None:
         """Raise if ``winner`` conflicts; return its version if it already holds our app transaction."""
@@ -150,8 +151,10 @@ class ConflictChecker:
                     app.version,
                 )
                 return winner.version
-            # Ours at a lower version too (Delta conflicts on every read appId): committing over
-            # it would redo what the winner did, e.g. consume a source version twice.
+            if app.app_id == self.own_app_id and app.app_id not in self.read.app_ids:
+                continue  # blind: a lower version of it is another run's, and changes nothing we read
+            # A cursor at a lower version too (Delta conflicts on every read appId): committing
+            # over it would redo what the winner did, e.g. consume a source version twice.
             if ours is not None or app.app_id in self.read.app_ids:
                 raise ConcurrentTransactionError(
                     f"This error occurs when multiple streaming queries are using the same checkpoint "

@@ -9,6 +9,7 @@ core's :func:`~airflow_delta_provider.core.maintenance.vacuum.discard.discard_un
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import uuid
@@ -46,9 +47,33 @@ DEFAULT_WRITE_OPTIONS: dict[str, str] = {
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]+")
 
 
+#: The longest directory name :func:`attempt_dir` makes (bytes; its names are ASCII): under the
+#: 255-byte name limit of local file systems, HDFS and ADLS, and short enough that the path with
+#: partition directories and Spark's ``_temporary/0/_temporary/attempt_.../part-...`` names below
+#: it stays within S3's 1,024-byte keys. Airflow allows 250 characters per dag_id, task_id, run_id.
+MAX_NAME_BYTES = 120
+#: Hex digits of the identity's SHA-256 that end a name cut to :data:`MAX_NAME_BYTES`.
+_DIGEST_CHARS = 12
+
+
 def _safe(text: str) -> str:
     cleaned = _UNSAFE.sub("-", text).strip("-._")
     return cleaned or "x"
+
+
+def _name(parts: Sequence[str], suffix: str = "") -> str:
+    """``parts`` made safe and joined with ``__``, then ``suffix``: at most :data:`MAX_NAME_BYTES`.
+
+    A name that would be longer keeps a readable prefix of each part and ends with a digest of the
+    parts as given, so identities that share the prefixes still get names of their own.
+    """
+    name = "__".join(_safe(part) for part in parts)
+    if len(name) + len(suffix) <= MAX_NAME_BYTES:
+        return name + suffix
+    digest = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:_DIGEST_CHARS]
+    room = MAX_NAME_BYTES - len(suffix) - 1 - _DIGEST_CHARS - 2 * (len(parts) - 1)
+    each = max(1, room // len(parts))
+    return "__".join(_safe(part)[:each] for part in parts) + f"-{digest}{suffix}"
 
 
 def check_write_subdir(value: str) -> str:
@@ -69,14 +94,11 @@ def check_write_subdir(value: str) -> str:
 
 def attempt_dir(write_subdir: str, identity: RunIdentity) -> str:
     """A fresh directory for one attempt's files, relative to the table root:
-    ``<write_subdir>/<dag>__<task>/<run>[__<map index>]__try<n>__<uuid>``."""
-    run = _safe(identity.run_id)
-    if identity.map_index >= 0:
-        run = f"{run}__{identity.map_index}"
-    return (
-        f"{write_subdir}/{_safe(identity.dag_id)}__{_safe(identity.task_id)}/"
-        f"{run}__try{identity.try_number}__{uuid.uuid4().hex[:12]}"
-    )
+    ``<write_subdir>/<dag>__<task>/<run>[__<map index>]__try<n>__<uuid>``, each generated name at
+    most :data:`MAX_NAME_BYTES` long (long identities are cut and end with a digest of them)."""
+    index = f"__{identity.map_index}" if identity.map_index >= 0 else ""
+    attempt = f"{index}__try{identity.try_number}__{uuid.uuid4().hex[:12]}"
+    return f"{write_subdir}/{_name([identity.dag_id, identity.task_id])}/{_name([identity.run_id], attempt)}"
 
 
 def collect_attempt_files(table: DeltaTable, attempt: str, partition_columns: Sequence[str]) -> list[str]:

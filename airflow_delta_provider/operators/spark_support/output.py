@@ -34,6 +34,13 @@ _LEVELS = {
 }
 #: How the lines of a Java stack trace start: they continue the record before them.
 _CONTINUATION = ("\tat ", "\t... ", "Caused by: ", "\t", "    at ")
+#: What every healthy local JVM prints at start-up, as warnings, though nothing is wrong: at INFO.
+_NOTICES = (
+    # Hadoop's native I/O library is optional: without it Hadoop uses its Java classes.
+    "NativeCodeLoader: Unable to load native-hadoop library",
+    # Spark 4 starts the JVM with the vector API, which the JDK still ships as an incubator module.
+    "WARNING: Using incubator modules: jdk.incubator.vector",
+)
 
 
 def line_level(line: str, previous: int | None = None) -> int:
@@ -42,6 +49,8 @@ def line_level(line: str, previous: int | None = None) -> int:
     :param line: one line, without its newline.
     :param previous: the level of the record the line before belonged to.
     """
+    if any(notice in line for notice in _NOTICES):
+        return logging.INFO
     match = _LOG4J.match(line)
     if match:
         return _LEVELS[match.group(1)]

@@ -27,6 +27,7 @@ from airflow_delta_provider.core.errors import (
     ChangeDataNotRecordedError,
     CommitsCleanedUpError,
     ConsumerCursorError,
+    SourceIsTargetError,
 )
 from airflow_delta_provider.hooks.mixins import build_hook
 from airflow_delta_provider.utils.coercion import is_deferred, is_none, to_bool, to_int, to_text, validate
@@ -212,15 +213,16 @@ class DeltaSourceMixin:
         """What this execution reads from the source: after the cursor the target holds, up to the
         newest version or the triggering asset events' version.
 
-        :raises ValueError: the source is the target.
+        :raises SourceIsTargetError: the source is the target: the same location, or the same table
+            (one table id) reached through another location.
         :raises DeltaError: as :func:`~airflow_delta_provider.core.table.consumer.plan_read`, with what
             to do added to the message.
         """
         from airflow_delta_provider.core.table import plan_read
 
         hook = self.source_hook
-        if table_asset_uri(hook.table_uri) == table_asset_uri(target_uri):
-            raise ValueError(
+        if table_asset_uri(hook.table_uri) == table_asset_uri(target_uri):  # known before any read
+            raise SourceIsTargetError(
                 f"source= names the table this task writes ({target_uri}); a task cannot consume its own "
                 f"commits. Name another table."
             )
@@ -279,7 +281,6 @@ class DeltaSourceMixin:
 
     def source_arguments(self, spark: Any, read: SourceRead) -> dict[str, Any]:
         """The callable's ``changes`` (a DataFrame) and ``source_versions``, for the arguments it takes."""
-        from airflow_delta_provider.core.table import commit_time
         from airflow_delta_provider.spark.changes import empty_changes, read_change_set, read_snapshot_changes
 
         uri = to_text(self.spark_source_uri, "spark_source_uri")
@@ -287,7 +288,8 @@ class DeltaSourceMixin:
             if read.changes is not None:
                 frame = read_change_set(spark, read.changes, spark_uri=uri)
             elif read.snapshot is not None:
-                frame = read_snapshot_changes(spark, read.snapshot, commit_time(read.snapshot), spark_uri=uri)
+                assert read.committed_at is not None  # plan_read dates every snapshot it delivers
+                frame = read_snapshot_changes(spark, read.snapshot, read.committed_at, spark_uri=uri)
             else:
                 frame = empty_changes(spark, self.source_hook.get_table().snapshot())
         except ChangeDataFileNotFoundError as err:

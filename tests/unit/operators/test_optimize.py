@@ -38,18 +38,20 @@ RUN = "scheduled__2026-11-01T00:00:00+00:00"
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("p", pa.string())])
 
 
-def context_for(op: Any, *, try_number: int = 1) -> dict[str, Any]:
+def context_for(
+    op: Any, *, try_number: int = 1, dag_id: str = "nightly", run_id: str = RUN
+) -> dict[str, Any]:
     ti = RuntimeTaskInstance.model_construct(
         id=uuid.uuid4(),
-        dag_id="nightly",
+        dag_id=dag_id,
         task_id=op.task_id,
-        run_id=RUN,
+        run_id=run_id,
         map_index=-1,
         try_number=try_number,
         max_tries=op.retries,
         task=op,
     )
-    return {"ti": ti, "task": op, "run_id": RUN}
+    return {"ti": ti, "task": op, "run_id": run_id}
 
 
 def make(root: Path, **kwargs: Any) -> DeltaOptimizeOperator:
@@ -355,3 +357,15 @@ def test_bins_mixing_files_with_and_without_deletion_vectors_keep_exactly_the_su
     assert result["metrics"]["numAddedFiles"] == 2
     assert rows(root) == before
     assert DeltaTable(str(root)).snapshot().files().column("deletion_vector").null_count == 2
+
+
+def test_identities_of_airflows_maximum_length_are_optimized_on_spark(tmp_path: Path) -> None:
+    """dag_id, task_id and run_id of 250 characters each: the rewrite's directory names fit the
+    255-byte limit of every store."""
+    root = tmp_path / "lake" / "events"
+    two_partitions(root)
+    op = make(root, task_id="t" * 250)
+    result = op.execute(context_for(op, dag_id="d" * 250, run_id=("manual__" + "r" * 250)[:250]))
+    assert result["committed"]
+    assert sorted(r[0] for r in rows(root)) == [0, 1, 2, 3]
+    assert all(len(part.encode()) <= 255 for f in data_files(root) for part in f.split("/"))

@@ -35,10 +35,12 @@ SPARK_CONF = {
 RUN_1 = "scheduled__2026-11-01T00:00:00+00:00"
 
 
-def context_for(op: Any, *, run_id: str = RUN_1, try_number: int = 1, max_tries: int | None = None) -> dict:
+def context_for(
+    op: Any, *, run_id: str = RUN_1, try_number: int = 1, max_tries: int | None = None, dag_id: str = "daily"
+) -> dict:
     ti = RuntimeTaskInstance.model_construct(
         id=uuid.uuid4(),
-        dag_id="daily",
+        dag_id=dag_id,
         task_id=op.task_id,
         run_id=run_id,
         map_index=-1,
@@ -123,6 +125,19 @@ def test_first_write_creates_the_table_in_spark_layout_without_litter(tmp_path: 
     assert table_rows(root) == [("2026-11-01", 1), ("2026-11-01", 2), ("2026-11-01", 3)]
     assert sorted(RsDeltaTable(str(root)).to_pyarrow_table().column("id").to_pylist()) == [1, 2, 3]
     assert context["outlet_events"][Asset(uri=f"file://{root}")].extra["version"] == 0
+
+
+def test_identities_of_airflows_maximum_length_write_and_commit(tmp_path: Path) -> None:
+    """dag_id, task_id and run_id of 250 characters each: the attempt's directory names fit the
+    255-byte limit of every store (Spark failed with "Mkdirs failed" before)."""
+    root = tmp_path / "events"
+    op = make(root, Job(tmp_path / "runs", [1, 2]), task_id="t" * 250, partition_by=["ds"])
+    run_id = ("manual__2026-11-01T00:00:00+00:00" + "r" * 250)[:250]
+    result = op.execute(context_for(op, dag_id="d" * 250, run_id=run_id))
+    assert (result["version"], result["committed"], result["rows"]) == (0, True, 2)
+    assert table_rows(root) == [("2026-11-01", 1), ("2026-11-01", 2)]
+    files = all_files(root)
+    assert files and all(len(part.encode()) <= 255 for f in files for part in f.split("/"))
 
 
 def test_a_retry_after_the_commit_does_not_run_spark_again(tmp_path: Path) -> None:

@@ -23,7 +23,12 @@ from airflow.sdk.execution_time.context import OutletEventAccessors, TriggeringA
 from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 from consumer_checks import check_exactly_once, consumed_versions
 
-from airflow_delta_provider.core import CommitsCleanedUpError, ConsumerCursorError, DeltaTable
+from airflow_delta_provider.core import (
+    CommitsCleanedUpError,
+    ConsumerCursorError,
+    DeltaTable,
+    SourceIsTargetError,
+)
 from airflow_delta_provider.core.table.consumer import consumer_app_id
 from airflow_delta_provider.core.transaction.commit_plan import CursorAdvance
 from airflow_delta_provider.operators.pyspark import DeltaPySparkOperator
@@ -314,12 +319,24 @@ def test_a_target_with_data_but_no_cursor_is_refused(source: str, tmp_path: Path
     assert start.execute(context_for(start, "run-2"))["source"]["versions"] == [1, 1]
 
 
-def test_a_source_that_is_the_target_is_refused(source: str, tmp_path: Path) -> None:
-    before = log_listing(tmp_path / "bronze")
-    op = make(source, tmp_path / "bronze", Ledger())
-    with pytest.raises(ValueError, match="cannot consume its own commits"):
+@pytest.mark.parametrize("through", ["same-location", "symlink", "dot-dot"])
+def test_a_source_that_is_the_target_is_refused(source: str, tmp_path: Path, through: str) -> None:
+    bronze = tmp_path / "bronze"
+    if through == "symlink":
+        target = tmp_path / "silver-link"
+        target.symlink_to(bronze)
+    elif through == "dot-dot":
+        (tmp_path / "other").mkdir()
+        target = tmp_path / "other" / ".." / "bronze"
+    else:
+        target = bronze
+    before = (DeltaTable(source).snapshot().version, log_listing(bronze))
+    job = Ledger()
+    op = make(source, target, job)
+    with pytest.raises(SourceIsTargetError, match="cannot consume its own commits"):
         op.execute(context_for(op, "run-1"))
-    assert log_listing(tmp_path / "bronze") == before
+    assert job.calls == []
+    assert (DeltaTable(source).snapshot().version, log_listing(bronze)) == before
 
 
 def test_a_source_named_by_a_delta_connection(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -44,13 +44,17 @@ def ingest(
     dag_id: str = "ingest",
     mode: str = "append",
     task_id: str = "load",
+    **extra: Any,
 ) -> int:
-    """One run of an ingest DAG committing a file with DeltaCommitOperator; the version it wrote."""
+    """One run of an ingest DAG committing a file with DeltaCommitOperator; the version it wrote.
+
+    :param extra: more of the context (``logical_date=...``).
+    """
     landing = f"landing-{uuid.uuid4().hex[:8]}"
     (root / landing).mkdir(parents=True)
     pq.write_table(pa.table({"id": ids}), root / landing / "part-0.parquet")
     op = DeltaCommitOperator(task_id=task_id, table_uri=str(root), prefix=landing, mode=mode)
-    return int(op.execute(context_for(op, run_id=run_id, dag_id=dag_id))["version"])
+    return int(op.execute(context_for(op, run_id=run_id, dag_id=dag_id, **extra))["version"])
 
 
 def ids(root: Path, version: int | None = None) -> list[int]:
@@ -163,6 +167,51 @@ def test_restore_before_a_run_restores_the_version_before_its_first_commit(
 
     assert result["restored_version"] == 0 and ids(table) == [1]
     assert result["before_run"]["versions"] == [1, 3] and result["before_run"]["version_before"] == 0
+
+
+def dated_runs(context_for: ContextFor, root: Path, r_first_at: float, a_at: float) -> datetime:
+    """Run 1 (version 0, ``a_at`` seconds from run 2's logical date), run 2 (version 1 at
+    ``r_first_at``, version 3 at +10 s), run 3 (version 2, between them), each with its logical date
+    as Airflow gives it; the commit files dated by a store clock that may lag the scheduler's."""
+    logical = datetime.now(UTC).replace(microsecond=0) - timedelta(days=1)
+    for run, rows, day, task in ((RUN_1, [1], -1, "load"), (RUN_2, [2], 0, "load"), (RUN_3, [3], 1, "load")):
+        ingest(context_for, root, run, rows, task_id=task, logical_date=logical + timedelta(days=day))
+    ingest(context_for, root, RUN_2, [22], task_id="load_late", logical_date=logical)
+    for version, offset in {0: a_at, 1: r_first_at, 2: (r_first_at + 10) / 2, 3: 10.0}.items():
+        moment = logical.timestamp() + offset
+        os.utime(root / "_delta_log" / f"{version:020d}.json", (moment, moment))
+    return logical
+
+
+def test_restore_before_a_run_the_store_dated_before_its_logical_date_undoes_all_of_it(
+    tmp_path: Path, context_for: ContextFor
+) -> None:
+    """Run 2's first commit is dated 3 s before its logical date (the store's clock behind the
+    scheduler's): it is the run's all the same, and the restore undoes it."""
+    root = tmp_path / "events"
+    dated_runs(context_for, root, r_first_at=-3.0, a_at=-7200.0)
+    op = restore_op(root, before_run_id=RUN_2, before_dag_id="ingest")
+    result = op.execute(context_for(op))
+    assert result["before_run"]["versions"] == [1, 3] and result["restored_version"] == 0
+    assert ids(root) == [1]
+
+
+def test_restore_before_a_run_whose_first_commit_may_have_been_cleaned_up_is_refused(
+    tmp_path: Path, context_for: ContextFor
+) -> None:
+    """The log before run 2's first retained commit was cleaned up, and the cleaned commit was made
+    within the clock-skew margin of run 2's logical date: it may have been run 2's."""
+    root = tmp_path / "events"
+    dated_runs(context_for, root, r_first_at=-3.0, a_at=-1800.0)
+    table = DeltaTable(str(root))
+    table.checkpoint(1)
+    (root / "_delta_log" / f"{0:020d}.json").unlink()
+    before = (table.version(), sorted(table.snapshot().files().column("path").to_pylist()), log_listing(root))
+    op = restore_op(root, before_run_id=RUN_2, before_dag_id="ingest")
+    with pytest.raises(TaggedCommitsNotFoundError, match="cleaned up and may have held earlier ones"):
+        op.execute(context_for(op))
+    after = (table.version(), sorted(table.snapshot().files().column("path").to_pylist()), log_listing(root))
+    assert after == before
 
 
 def test_a_run_id_that_runs_of_two_dags_share_needs_the_dag(table: Path, context_for: ContextFor) -> None:

@@ -11,6 +11,7 @@ read by the core's ``TableConfig``: the view shows what the core decides, refusa
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -95,6 +96,14 @@ def view(delta_view: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     rows = pa.table({"id": pa.array([1, 2], pa.int64())})
     write_deltalake(uri, rows, mode="append", commit_properties=CommitProperties(custom_metadata=metadata))
     delta_view.ids["free"] = delta_view.asset(uri, CREATED)
+    # In-commit timestamps on: version 1's, past year 9999, is its commit time.
+    ict_uri = DeltaTable.create(
+        str(root / "ict"), SCHEMA, properties={"delta.enableInCommitTimestamps": "true"}
+    ).uri
+    ict_store = open_store(ict_uri)
+    far = json.dumps({"commitInfo": {"inCommitTimestamp": 2**63 - 1, "operation": "WRITE"}})
+    ict_store.put(ict_store.log_path(f"{1:020d}.json"), f"{far}\n".encode())
+    delta_view.ids["ict"] = delta_view.asset(ict_uri, CREATED)
     # A skip event someone posted through Airflow's REST API, its fields of any shape.
     forged = {"skipped": True, "version": {"v": [1]}, "operation": ["x"] * 1000, "table_uri": uri}
     delta_view.asset(uri, None, extra=forged)
@@ -131,7 +140,11 @@ def test_history_shows_free_form_commit_info_by_its_shape(view: Any) -> None:
     assert deep["engine"] == '{"name":[[[[[[["..."]]]]]]]}'
 
     odd = entries[3]
-    assert odd["timestamp"] is None  # no calendar date: shown as none, not a failure
+    # Its inCommitTimestamp is no commit time (in-commit timestamps are off): the file's time is.
+    committed = {c.version: c.timestamp for c in DeltaTable(str(view.root / "t")).commit_timestamps()}[3]
+    assert odd["timestamp"] == datetime.fromtimestamp(committed / 1000, UTC).isoformat(timespec="seconds")
+    far = {e["version"]: e for e in view.ok(f"/api/assets/{view.ids['ict']}/history")["entries"]}[1]
+    assert far["timestamp"] is None  # no calendar date: shown as none, not a failure
     assert odd["parameters"] == {"predicate": "", "limit": "10", "flag": "true"}
     assert (odd["rows_added"], odd["files_added"]) == (7, None)
     assert odd["airflow"]["dag_id"] == "d" and odd["airflow"]["try_number"] == 2

@@ -41,6 +41,7 @@ from airflow_delta_provider.core.maintenance.vacuum.retention import (
     resolve_vacuum_retention,
 )
 from airflow_delta_provider.core.protocol.features import Operation, check_supported
+from airflow_delta_provider.core.protocol.table_config import interval_text
 from airflow_delta_provider.core.storage.base import DELETE_BATCH
 from airflow_delta_provider.core.utils.arguments import check_bool, check_positive_int
 from airflow_delta_provider.core.utils.redaction import get_logger
@@ -154,7 +155,7 @@ def vacuum(
         uri,
         snapshot.version,
         delete_before.isoformat(timespec="seconds"),
-        resolved.effective.value,
+        interval_text(resolved.effective.value),
         resolved.effective.source,
     )
 

@@ -11,7 +11,7 @@ from airflow_delta_provider.core.errors import CorruptLogError, InvalidPathError
 from airflow_delta_provider.core.log.deletion_vectors import deletion_vector_path
 from airflow_delta_provider.core.log.logfiles import LogFileKind
 from airflow_delta_provider.core.log.segment import list_log_files
-from airflow_delta_provider.core.log.timeline import commit_timestamps
+from airflow_delta_provider.core.log.timeline import CommitTimeRule, commit_times
 from airflow_delta_provider.core.maintenance.vacuum.record import LAST_VACUUM_INFO, read_last_vacuum_info
 from airflow_delta_provider.core.maintenance.vacuum.retention import millis
 from airflow_delta_provider.core.storage.local import LocalStore
@@ -227,18 +227,10 @@ def latest_commit_at_or_before(snapshot: Snapshot, timestamp_ms: int) -> int | N
 
 
 def _commit_stamps(snapshot: Snapshot) -> list[tuple[int, int]]:
-    if snapshot.config.table_only.in_commit_timestamps:
-        # In-commit timestamps need the commits read.
-        return [(s.version, s.timestamp) for s in commit_timestamps(snapshot)]
-    stamps = []
-    previous = -1
-    for item in list_log_files(snapshot.storage, 0):
-        if item.kind is not LogFileKind.COMMIT:
-            continue
-        stamp = max(item.file.modification_time, previous + 1)
-        previous = stamp
-        stamps.append((item.version, stamp))
-    return stamps
+    """Every listed commit's time (:class:`~.timeline.CommitTimeRule`), the commits before the
+    earliest reconstructable version included."""
+    stamps = commit_times(snapshot.storage, range(snapshot.version + 1), CommitTimeRule(snapshot))
+    return [(version, stamp.timestamp) for version, stamp in stamps.items()]
 
 
 def plan_from_listing(storage: LogStore, listing: TreeListing, rules: VacuumRules) -> VacuumPlan:

@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from airflow_delta_provider.core.errors import VacuumRetentionNegativeError, VacuumRetentionTooShortError
-from airflow_delta_provider.core.protocol.table_config import DELETED_FILE_RETENTION, Source
+from airflow_delta_provider.core.protocol.table_config import DELETED_FILE_RETENTION, Source, interval_text
 from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
@@ -65,10 +65,11 @@ def check_retention_safety(resolved: ResolvedVacuumRetention, *, enforce: bool, 
 
     :raises VacuumRetentionTooShortError: with Delta's explanation and the hours to use.
     """
-    effective, configured = resolved.effective.value, resolved.configured.value
-    if effective >= configured:
+    if resolved.effective.value >= resolved.configured.value:
         return
-    seconds = configured.total_seconds()
+    # Retentions as Delta writes them (``interval 1 week``), not as Python prints a timedelta.
+    effective, configured = interval_text(resolved.effective.value), interval_text(resolved.configured.value)
+    seconds = resolved.configured.value.total_seconds()
     hours = math.ceil(seconds / 3600)  # Delta rounds the configured hours up
     if enforce:
         raise VacuumRetentionTooShortError(

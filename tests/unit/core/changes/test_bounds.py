@@ -37,9 +37,9 @@ SCHEMA = pa.schema([("id", pa.int64())])
 TIMES = {0: 1_700_000_000_000, 1: 1_700_000_010_000, 2: 1_700_000_020_000, 3: 1_700_000_030_000}
 
 
-def timed_table(root: Path) -> DeltaTable:
+def timed_table(root: Path, properties: dict[str, str] | None = None) -> DeltaTable:
     """v0 creates the table, v1-v3 append one row each; the commit files carry TIMES."""
-    table = DeltaTable.create(str(root), SCHEMA)
+    table = DeltaTable.create(str(root), SCHEMA, properties=properties)
     for version in (1, 2, 3):
         pq.write_table(pa.table({"id": pa.array([version], pa.int64())}), root / f"{version}.parquet")
         table.commit_files([f"{version}.parquet"])
@@ -154,8 +154,9 @@ def test_in_commit_timestamps_resolve_timestamp_bounds() -> None:
 
 
 def append_with_in_commit_timestamp(root: Path, ict: int) -> None:
-    """:func:`timed_table`, then v4: another writer's append whose commitInfo has ``ict``."""
-    timed_table(root)
+    """:func:`timed_table` with in-commit timestamps enabled, then v4: another writer's append whose
+    commitInfo has ``ict``."""
+    timed_table(root, {"delta.enableInCommitTimestamps": "true"})
     pq.write_table(pa.table({"id": pa.array([4], pa.int64())}), root / "4.parquet")
     add = {"path": "4.parquet", "partitionValues": {}, "modificationTime": 1, "dataChange": True}
     actions = [

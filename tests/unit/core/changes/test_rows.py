@@ -47,7 +47,7 @@ def test_a_removed_data_file_vacuum_deleted_is_named(tmp_path: Path) -> None:
     with pytest.raises(ChangeDataFileNotFoundError) as info:
         changes.to_pyarrow_table()
     assert_names_the_vanished_file(info.value, root / "a.parquet", 2, "data file")
-    assert "(2 days, 0:00:00; table property)" in str(info.value)
+    assert "(interval 2 days; table property)" in str(info.value)
     with pytest.raises(ChangeDataFileNotFoundError) as info:
         table.changes(1, 1).to_pyarrow_table()  # the add of v1 needs it too
     assert info.value.version == 1

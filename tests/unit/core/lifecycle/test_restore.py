@@ -928,6 +928,67 @@ def test_a_logical_date_after_the_runs_own_commit_is_no_bound(tmp_path: Path) ->
         table.tagged_commits(run_tags("E"), not_before_tag="airflow.logical_date")
 
 
+def skewed_run(root: Path, r_offsets: tuple[float, float], *, other_at: float = -7200.0) -> DeltaTable:
+    """v0 create and v1 run A, both at ``other_at`` seconds from run R's logical date (a day ago);
+    v2 run R, v3 run C, v4 run R again: R's commits at ``r_offsets`` seconds from its logical date (a
+    store clock behind the scheduler's gives negative ones), C's between them."""
+    logical = datetime.now(UTC).replace(microsecond=0) - timedelta(days=1)
+    table = DeltaTable.create(str(root), SCHEMA, partition_by=["p"])
+    for n, run in enumerate(["A", "R", "C", "R"], 1):
+        tags = run_tags(run, logical.isoformat())
+        table.commit_files([write_file(root, f"p={run}/f{n}.parquet", [n])], tags=tags)
+    at = {0: other_at - 1, 1: other_at, 2: r_offsets[0], 3: sum(r_offsets) / 2, 4: r_offsets[1]}
+    for version, offset in at.items():
+        moment = logical.timestamp() + offset
+        os.utime(root / "_delta_log" / f"{version:020d}.json", (moment, moment))
+    return table
+
+
+@pytest.mark.parametrize(
+    ("r_offsets", "searched_from"),
+    [
+        pytest.param((5.0, 10.0), 2, id="clocks-agree"),
+        pytest.param((-3.0, 10.0), 2, id="store-3s-behind"),
+        pytest.param((-59 * 60.0, -50 * 60.0), 2, id="store-59min-behind"),
+        # Every commit of R before its logical date by more than the margin: no bound, all is read.
+        pytest.param((-3 * 3600.0, -2.5 * 3600.0), 0, id="store-3h-behind"),
+        pytest.param((3600.0, 3700.0), 2, id="store-1h-ahead"),
+    ],
+)
+def test_a_runs_commits_are_found_by_their_tags_whatever_the_stores_clock(
+    tmp_path: Path, r_offsets: tuple[float, float], searched_from: int
+) -> None:
+    """Run R's commits carry its logical date, by the scheduler's clock; the store dates them by its
+    own. A commit dated before the logical date is the run's all the same: restoring to before the
+    run must undo it. Run A's commit, two hours before R's first, ends the search."""
+    table = skewed_run(tmp_path / "t", r_offsets, other_at=min(r_offsets[0], 0) - 7200)
+    found = table.tagged_commits(run_tags("R"), not_before_tag="airflow.logical_date")
+    assert [c.version for c in found.commits] == [2, 4] and found.version_before == 1
+    assert found.searched_from == searched_from
+    table.restore(found.version_before)
+    assert rows(table) == [(1, "n1", "A")]
+
+
+def test_a_log_cleaned_up_within_the_margin_before_a_run_is_refused(tmp_path: Path, log_state: Any) -> None:
+    """Run R's first retained commit is 3 s before its logical date; the log before it was cleaned up,
+    and a commit 30 minutes before the logical date (within the margin) may have been R's too."""
+    root = tmp_path / "t"
+    table = skewed_run(root, (-3.0, 10.0), other_at=-1800.0)
+    table.checkpoint(2)
+    for version in (0, 1):
+        (root / "_delta_log" / f"{version:020d}.json").unlink()
+    before = state(table, root, log_state)
+    with pytest.raises(TaggedCommitsNotFoundError, match="cleaned up and may have held earlier ones"):
+        table.tagged_commits(run_tags("R"), not_before_tag="airflow.logical_date")
+    assert state(table, root, log_state) == before
+    # The log keeps a commit older than the margin (run A's, 3 h before): R's first commit is certain.
+    kept = skewed_run(tmp_path / "kept", (-3.0, 10.0), other_at=-3 * 3600.0)
+    kept.checkpoint(1)
+    (tmp_path / "kept" / "_delta_log" / f"{0:020d}.json").unlink()
+    found = kept.tagged_commits(run_tags("R"), not_before_tag="airflow.logical_date")
+    assert [c.version for c in found.commits] == [2, 4] and found.searched_from == 2
+
+
 def test_a_version_whose_log_was_cleaned_up_is_refused_naming_the_earliest(
     tmp_path: Path, log_state: Any
 ) -> None:

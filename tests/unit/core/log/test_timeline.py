@@ -14,13 +14,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.log.timeline import commit_counts, history
+from airflow_delta_provider.core.log.timeline import commit_counts
 
 CORPUS = Path(__file__).resolve().parents[3] / "conformance" / "corpus" / "tables"
 
 
 def entries(table: DeltaTable) -> dict[int, dict[str, object]]:
-    return {entry["version"]: entry for entry in history(table.storage, table.version())}
+    return {entry["version"]: entry for entry in table.history()}
 
 
 def footer_rows(root: Path, version: int) -> int:

@@ -137,6 +137,15 @@ def test_shorter_retention_with_the_check_off_reaches_recent_tombstones(table: A
         )
     assert names(result) == {"old.parquet", "recent.parquet"}
     assert "safety check off" in caplog.text
+    # Retentions in Delta's words, not as Python prints a timedelta ("7 days, 0:00:00").
+    assert "retention interval 12 hours, shorter than the table's interval 1 week" in caplog.text
+
+
+def test_the_log_words_the_retention_as_delta_does(table: Any, caplog: Any) -> None:
+    with caplog.at_level(logging.INFO, logger="airflow_delta_provider.core.maintenance.vacuum"):
+        DeltaTable(str(table.root)).vacuum(dry_run=True)
+    assert "(retention interval 1 week, from the default)" in caplog.text
+    assert "0:00:00" not in caplog.text
 
 
 def test_deletion_vector_files_of_live_files_and_fresh_tombstones_are_kept(log_writer: Any) -> None:
@@ -536,6 +545,7 @@ def test_a_retention_shorter_than_the_table_s_is_refused_with_delta_s_explanatio
     assert "Are you sure you would like to vacuum files with such a low retention period?" in message
     assert "enforce_retention_duration=False" in message
     assert 'please use a value not less than "168 hours"' in message
+    assert "The retention interval 1 hour is shorter than the interval 1 week of " in message
     assert isinstance(caught.value, RetentionError)
     assert caught.value.delta_error_class == "DELTA_VACUUM_RETENTION_PERIOD_TOO_SHORT"
     assert files_under(root) == before

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 
 import pyarrow as pa
@@ -10,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_provider.core import DeltaTable
-from airflow_delta_provider.core.errors import CommitsCleanedUpError, ConsumerCursorError
+from airflow_delta_provider.core.errors import CommitsCleanedUpError, ConsumerCursorError, SourceIsTargetError
 from airflow_delta_provider.core.table.consumer import (
     commit_time,
     consumer_app_id,
@@ -144,6 +145,57 @@ def test_versions_removed_by_log_cleanup_are_the_cores_error(source, target):
     with pytest.raises(CommitsCleanedUpError) as info:
         plan_read(source, target.snapshot(), CONSUMER)
     assert (info.value.version, info.value.earliest_version) == (4, 5)
+
+
+def state(table: DeltaTable) -> tuple[int, list[str], list[str]]:
+    """What a refused read must leave as it was: version, active files, the log's listing."""
+    snapshot = DeltaTable(table.uri).snapshot()
+    return (
+        snapshot.version,
+        sorted(snapshot.files().column("path").to_pylist()),
+        sorted(os.listdir(snapshot.storage.log_dir)),
+    )
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        pytest.param(lambda root, tmp: str(root), id="same-path"),
+        pytest.param(lambda root, tmp: f"file://{root}/", id="file-uri-trailing-slash"),
+        pytest.param(lambda root, tmp: f"{tmp}/elsewhere/../{root.name}", id="dot-dot"),
+        pytest.param(lambda root, tmp: f"{tmp}//{root.name}", id="double-slash"),
+        pytest.param(lambda root, tmp: _symlink(root, tmp / "link"), id="symlink"),
+        pytest.param(
+            lambda root, tmp: _symlink(root.parent, tmp / "parent-link") + f"/{root.name}",
+            id="symlinked-parent",
+        ),
+    ],
+)
+def test_a_source_that_is_the_target_under_any_spelling_is_refused(source, tmp_path, spelling):
+    (tmp_path / "elsewhere").mkdir()
+    root = tmp_path / "source"
+    target = DeltaTable(spelling(root, tmp_path))
+    before = state(source)
+    with pytest.raises(SourceIsTargetError, match="are one table") as info:
+        plan_read(source, target.snapshot(), CONSUMER)
+    assert source.snapshot().metadata.id in str(info.value)
+    with pytest.raises(SourceIsTargetError):  # a reset does not make it another table
+        plan_read(source, target.snapshot(), CONSUMER, reset=True, starting_version=1)
+    assert state(source) == before
+
+
+def test_a_copy_of_the_source_keeps_its_id_and_is_refused_as_a_target(source, tmp_path):
+    shutil.copytree(source.storage.root, tmp_path / "copy")
+    copy = DeltaTable(str(tmp_path / "copy"))
+    before = state(copy)
+    with pytest.raises(SourceIsTargetError, match="a copied table keeps its id"):
+        plan_read(source, copy.snapshot(), CONSUMER)
+    assert state(copy) == before
+
+
+def _symlink(to, link) -> str:
+    os.symlink(to, link)
+    return str(link)
 
 
 def test_commit_time_is_the_change_feeds_commit_timestamp(source):

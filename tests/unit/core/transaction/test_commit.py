@@ -28,7 +28,7 @@ from airflow_delta_provider.core.errors import (
 )
 from airflow_delta_provider.core.protocol.actions import AddFile, RemoveFile
 from airflow_delta_provider.core.transaction.commit import OptimisticTransaction
-from airflow_delta_provider.core.transaction.commit_plan import CommitPlan, CursorAdvance
+from airflow_delta_provider.core.transaction.commit_plan import CommitPlan, CommitProperties, CursorAdvance
 
 SCHEMA = pa.schema([("id", pa.int64()), ("ds", pa.string())])
 
@@ -150,15 +150,52 @@ def test_a_winner_with_our_app_transaction_makes_us_skip(table, monkeypatch):
     assert ids(table) == [1, 2, 3]
 
 
-def test_a_winner_with_an_older_version_of_our_app_conflicts(table, monkeypatch):
-    """Delta's rule: a concurrent commit of an appId the transaction read (its own included) is a
-    ConcurrentTransactionException; committing over it would redo what the winner did."""
+def test_a_winner_with_an_older_version_of_our_app_makes_us_recheck_and_commit(table, monkeypatch):
+    """The commit's own appId is blind: its only read is "is my version recorded?". A winner that
+    recorded a lower version of it (another run's, e.g. an earlier try) changes nothing this commit
+    read: it asks again of the winner and commits at the next version."""
     loser = stale(table, monkeypatch)
     table.commit_files([part(table, "a", [3])], app_id="job", app_version=5)
+    result = loser.commit_files([part(loser, "a", [4])], app_id="job", app_version=6)
+    assert (result.committed, result.version, result.attempts) == (True, 3, 2)
+    assert table.snapshot().app_transaction_version("job") == 6
+    assert ids(table) == [1, 2, 3, 4]
+
+
+def test_a_winner_with_a_later_version_of_our_app_leaves_nothing_to_commit(table, monkeypatch):
+    loser = stale(table, monkeypatch)
+    table.commit_files([part(table, "a", [3])], app_id="job", app_version=6)
+    before = (table.version(), ids(table), sorted(os.listdir(table.storage.log_dir)))
+    result = loser.commit_files([part(loser, "a", [4])], app_id="job", app_version=5)
+    assert (result.committed, result.reason, result.version) == (False, "already_committed", 2)
+    assert (table.version(), ids(table), sorted(os.listdir(table.storage.log_dir))) == before
+
+
+def test_one_app_id_with_two_versions_from_the_same_stale_snapshot_both_land_in_order(table, monkeypatch):
+    """Two writers of one app_id, both planned on version 1, the lower one first: the higher one
+    retries and lands (it did before the consumer cursors came; issue 30's regression)."""
+    first, second = stale(table, monkeypatch), stale(table, monkeypatch)
+    low = first.commit_files([part(first, "a", [3])], app_id="job", app_version=1)
+    high = second.commit_files([part(second, "a", [4])], app_id="job", app_version=2)
+    assert (low.version, high.version, high.committed) == (2, 3, True)
+    assert table.snapshot().app_transaction_version("job") == 2 and ids(table) == [1, 2, 3, 4]
+
+
+def test_an_app_id_we_read_explicitly_stays_a_conflict_even_when_it_is_our_own(table, monkeypatch):
+    """A builder that reads its own appId through the transaction (a compare-and-set of its own)
+    keeps Delta's rule: a winner recording it conflicts."""
+    loser = stale(table, monkeypatch)
+    table.commit_files([part(table, "a", [3])], app_id="job", app_version=5)
+    transaction = OptimisticTransaction(
+        loser.storage,
+        read_snapshot=loser.snapshot(),
+        properties=CommitProperties(app_id="job", app_version=6),
+    )
+    assert transaction.app_transaction_version("job") is None
+    add = AddFile(path=part(loser, "a", [4]), partition_values={"ds": "a"}, size=1, modification_time=1)
     with pytest.raises(ConcurrentTransactionError, match="'job' was committed concurrently at version 5"):
-        loser.commit_files([part(loser, "a", [4])], app_id="job", app_version=6)
-    assert table.snapshot().app_transaction_version("job") == 5
-    assert ids(table) == [1, 2, 3]
+        transaction.commit(CommitPlan("WRITE", adds=(add,)))
+    assert table.snapshot().app_transaction_version("job") == 5 and ids(table) == [1, 2, 3]
 
 
 def test_a_winner_with_an_app_id_we_only_read_conflicts(table, monkeypatch):
