@@ -164,10 +164,13 @@ def _file_change_types(
     scans: list[RowScan], counted: list[tuple[int, pa.Table]], from_log: pa.ChunkedArray
 ) -> pa.ChunkedArray:
     """The ``_change_type`` of each counted table's rows: a change-data file's own, else the log's
-    (``from_log``: one chunk per counted table)."""
+    (``from_log``, row-aligned with the counted tables one after the other)."""
     chunks: list[pa.Array] = []
-    for (index, table), logged in zip(counted, from_log.chunks, strict=True):
-        chunks += table.column(CHANGE_TYPE).chunks if scans[index].change_type is None else [logged]
+    offset = 0
+    for index, table in counted:
+        own = scans[index].change_type is None
+        chunks += table.column(CHANGE_TYPE).chunks if own else from_log.slice(offset, table.num_rows).chunks
+        offset += table.num_rows
     return pa.chunked_array(chunks, type=from_log.type)
 
 

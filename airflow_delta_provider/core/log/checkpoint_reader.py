@@ -518,22 +518,37 @@ def _pruned_adds(
     def file_rows_of(chosen: list[int]) -> np.ndarray:
         return np.concatenate([np.arange(starts[g], starts[g + 1]) for g in chosen])
 
+    def mask_of(column: pa.ChunkedArray) -> np.ndarray:
+        # Chunk by chunk: combining a million rows' strings would copy them all.
+        found = [pruner.mask_of_adds(chunk, parsed=parsed) for chunk in column.chunks]
+        return np.concatenate(found) if found else np.zeros(0, dtype=bool)
+
     try:
+        selected = None
         if len(groups) > 1:
             key = "add.partitionValues_parsed" if parsed else "add.partitionValues"
             keys = parquet.read_row_groups(groups, columns=[key], use_threads=False).column("add")
-            selected = file_rows_of(groups)[pruner.mask_of_adds(keys.combine_chunks(), parsed=parsed)]
+            selected = file_rows_of(groups)[mask_of(keys)]
             groups = sorted({int(g) - 1 for g in np.searchsorted(starts, selected, side="right")})
             if not groups:
                 return arrow_table([], ADD_SCHEMA)
-        column = _read_columns(storage, path, parquet, ["add"], groups).column("add").combine_chunks()
-        mask = pruner.mask_of_adds(column, parsed=parsed)
+        column = _read_columns(storage, path, parquet, ["add"], groups).column("add")
+        read_rows = file_rows_of(groups)
+        # The rows the partition values selected (judged once), as positions in what was read.
+        mask = mask_of(column) if selected is None else np.isin(read_rows, selected, assume_unique=True)
     except (OSError, pa.ArrowException) as err:
         raise _corrupt_checkpoint(uri, err) from None
     except (KeyError, ValueError, TypeError) as err:  # no partitionValues where an add is
         raise _corrupt_checkpoint(uri, err) from None
-    file_rows = file_rows_of(groups)[mask]
-    return _checkpoint_file_rows(column.filter(pa.array(mask)), ADD_SCHEMA, "add", uri, file_rows=file_rows)
+    kept = []
+    offset = 0
+    for chunk in column.chunks:
+        part = mask[offset : offset + len(chunk)]
+        offset += len(chunk)
+        if part.any():
+            kept.append(chunk.filter(pa.array(part)))
+    rows = pa.chunked_array(kept, type=column.type)
+    return _checkpoint_file_rows(rows, ADD_SCHEMA, "add", uri, file_rows=read_rows[mask])
 
 
 def _read_columns(

@@ -173,6 +173,10 @@ def constant_chunks(values: pa.Array | pa.ChunkedArray, lengths: npt.NDArray[np.
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
     keys = _share_keys(values)
+    if 2 * len(set(keys)) > len(keys):
+        # Few values repeat (a version per scan of many small files): one array, built in one pass,
+        # costs less than an array per value.
+        return pa.chunked_array([runs(values, lengths)])
     longest: dict[Any, int] = {}
     for key, length in zip(keys, lengths.tolist(), strict=True):
         longest[key] = max(longest.get(key, 0), length)
