@@ -47,43 +47,47 @@ DATA = HERE / "data"
 
 _PRELUDE = """
 import json, resource, sys, time
-def cpu():
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+def usage():
+    found = resource.getrusage(resource.RUSAGE_SELF)
+    return found.ru_utime, found.ru_stime, found.ru_minflt
 uri, start, end = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+columns = json.loads(sys.argv[4]) if len(sys.argv) > 4 else None
 imports_start = time.perf_counter()
 """
 _EPILOGUE = """
 seconds = time.perf_counter() - start_time
+user, system, faults = (after - before for after, before in zip(usage(), start_usage))
 import pyarrow
 # The pool the reads allocate from (after the timer: deltalake needs no pyarrow): the core's
 # read pool where the core ran, else the process's default.
 memory = sys.modules.get("airflow_delta_provider.core.utils.memory")
 pool = (memory.READ_POOL if memory else pyarrow.default_memory_pool()).backend_name
-print(json.dumps({"seconds": seconds, "cpu": cpu() - start_cpu, "imports": imports, "n": n, "pool": pool}))
+print(json.dumps({"seconds": seconds, "cpu": user + system, "user": user, "sys": system, "faults": faults,
+                  "imports": imports, "n": n, "pool": pool}))
 """
 CODE = {
     "log-core": """
 from airflow_delta_provider.core import DeltaTable
-imports = time.perf_counter() - imports_start; start_cpu = cpu(); start_time = time.perf_counter()
+imports = time.perf_counter() - imports_start; start_usage = usage(); start_time = time.perf_counter()
 n = DeltaTable(uri).changes(start, end).files().num_rows
 """,
     "log-delta-rs": """
 import deltalake
-imports = time.perf_counter() - imports_start; start_cpu = cpu(); start_time = time.perf_counter()
+imports = time.perf_counter() - imports_start; start_usage = usage(); start_time = time.perf_counter()
 reader = deltalake.DeltaTable(uri).load_cdf(starting_version=start, ending_version=end)
 n = -1
 """,
     "rows-core": """
 from airflow_delta_provider.core import DeltaTable
 import pyarrow.dataset  # imported by the first read (it imports pandas): an import, not the work
-imports = time.perf_counter() - imports_start; start_cpu = cpu(); start_time = time.perf_counter()
-n = DeltaTable(uri).changes(start, end).to_pyarrow_table().num_rows
+imports = time.perf_counter() - imports_start; start_usage = usage(); start_time = time.perf_counter()
+n = DeltaTable(uri).changes(start, end).to_pyarrow_table(columns).num_rows
 """,
     "rows-delta-rs": """
 import deltalake
-imports = time.perf_counter() - imports_start; start_cpu = cpu(); start_time = time.perf_counter()
-n = deltalake.DeltaTable(uri).load_cdf(starting_version=start, ending_version=end).read_all().num_rows
+imports = time.perf_counter() - imports_start; start_usage = usage(); start_time = time.perf_counter()
+reader = deltalake.DeltaTable(uri).load_cdf(starting_version=start, ending_version=end, columns=columns)
+n = reader.read_all().num_rows
 """,
 }
 LOG_TABLES = {"a-1k": "1k files", "a-10k": "10k files", "a-100k": "100k files", "a": "1M files"}
@@ -139,34 +143,37 @@ def generate_rows_tables() -> None:
         (many / ".complete").touch()
 
 
-def run(case: str, table: Path, start: int, end: int) -> dict[str, Any]:
+def run(case: str, table: Path, start: int, end: int, columns: list[str] | None = None) -> dict[str, Any]:
     code = _PRELUDE + CODE[case] + _EPILOGUE
+    argv = [str(table), str(start), str(end)] + ([json.dumps(columns)] if columns is not None else [])
     # Run from the data directory: ``python -c`` puts the working directory first on the path.
     output = subprocess.run(
-        [sys.executable, "-c", code, str(table), str(start), str(end)],
-        check=True,
-        capture_output=True,
-        text=True,
-        cwd=DATA,
+        [sys.executable, "-c", code, *argv], check=True, capture_output=True, text=True, cwd=DATA
     ).stdout
     result: dict[str, Any] = json.loads(output.strip().splitlines()[-1])
     return result
 
 
 def paired(
-    part: str, table: Path, start: int, end: int, repeat: int
-) -> tuple[dict[str, float], dict[str, float]]:
-    """Median core and delta-rs results, the two alternating within each round."""
+    part: str, table: Path, start: int, end: int, repeat: int, columns: list[str] | None = None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The core's and delta-rs's runs, the two alternating within each round."""
     core, rs = [], []
     for _ in range(repeat):
-        core.append(run(f"{part}-core", table, start, end))
-        rs.append(run(f"{part}-delta-rs", table, start, end))
+        core.append(run(f"{part}-core", table, start, end, columns))
+        rs.append(run(f"{part}-delta-rs", table, start, end, columns))
+    return core, rs
 
-    def median(runs: list[dict[str, Any]]) -> dict[str, Any]:
-        found = {k: statistics.median(r[k] for r in runs) for k in ("seconds", "cpu", "imports", "n")}
-        return {**found, "pool": runs[0]["pool"]}
 
-    return median(core), median(rs)
+def _median_min(runs: list[dict[str, Any]], key: str, form: str = "{:.3f}") -> str:
+    values = [r[key] for r in runs]
+    return f"{form.format(statistics.median(values))} ({form.format(min(values))})"
+
+
+def _ratio(core: list[dict[str, Any]], rs: list[dict[str, Any]], key: str) -> str:
+    """Core / delta-rs per round: median (min)."""
+    ratios = [c[key] / r[key] for c, r in zip(core, rs, strict=True)]
+    return f"{statistics.median(ratios):.2f}x ({min(ratios):.2f})"
 
 
 def latest_version(table: Path) -> int:
@@ -183,36 +190,45 @@ def main() -> None:
     load = os.getloadavg()
     lines = [
         f"Machine: {platform.machine()}, {len(os.sched_getaffinity(0))} CPUs, Python "
-        f"{platform.python_version()}; median of {args.repeat} paired rounds of fresh processes; load "
-        f"average at the start {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}.",
+        f"{platform.python_version()}; {args.repeat} paired rounds of fresh processes, median (min); "
+        f"ratios per round; load average at the start {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}.",
         "",
         "| part | table | range | core s | delta-rs s | core / delta-rs | core CPU s | delta-rs CPU s | "
-        "CPU ratio | core result | core imports s | Arrow pool |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "CPU ratio | core user / sys s | delta-rs user / sys s | core / delta-rs minor faults (k) | "
+        "core result | core imports s | Arrow pool |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
-    cases: list[tuple[str, str, Path, int, int]] = []
+    cases: list[tuple[str, str, Path, int, int, list[str] | None]] = []
     if "log" in parts:
         for name, label in LOG_TABLES.items():
             table = DATA / name
             if not (table / ".complete").exists():
                 raise SystemExit(f"{table} is missing: run benchmarks/generate.py --tables {name}")
             latest = latest_version(table)
-            cases.append(("log", f"{name}: {label}", table, latest - 9, latest))
+            cases.append(("log", f"{name}: {label}", table, latest - 9, latest, None))
     if "rows" in parts:
         generate_rows_tables()
         for name in ("rows-big", "rows-many"):
             table = DATA / name
             latest = latest_version(table)
-            cases.append(("rows", name, table, 0, latest))
-            cases.append(("rows", name, table, latest - 9, latest))
-    for part, label, table, start, end in cases:
-        core, rs = paired(part, table, start, end, args.repeat)
+            cases.append(("rows", name, table, 0, latest, None))
+            cases.append(("rows", name, table, latest - 9, latest, None))
+            if name == "rows-big":  # projection: a consumer that asks for two columns decodes one
+                cases.append(("rows", f"{name}, [id, _change_type]", table, latest - 9, latest, PROJECTION))
+    for part, label, table, start, end, columns in cases:
+        core, rs = paired(part, table, start, end, args.repeat, columns)
         what = "files" if part == "log" else "rows"
+        user_sys = "{:.3f} / {:.3f}"
         line = (
-            f"| {part} | {label} | {start}-{end} | {core['seconds']:.3f} | {rs['seconds']:.3f} | "
-            f"{core['seconds'] / rs['seconds']:.2f}x | {core['cpu']:.3f} | {rs['cpu']:.3f} | "
-            f"{core['cpu'] / rs['cpu']:.2f}x | {int(core['n']):,} {what} | {core['imports']:.3f} | "
-            f"{core['pool']} |"
+            f"| {part} | {label} | {start}-{end} | {_median_min(core, 'seconds')} | "
+            f"{_median_min(rs, 'seconds')} | {_ratio(core, rs, 'seconds')} | {_median_min(core, 'cpu')} | "
+            f"{_median_min(rs, 'cpu')} | {_ratio(core, rs, 'cpu')} | "
+            f"{user_sys.format(*_medians(core, 'user', 'sys'))} | "
+            f"{user_sys.format(*_medians(rs, 'user', 'sys'))} | "
+            f"{statistics.median(r['faults'] for r in core) / 1000:.0f} / "
+            f"{statistics.median(r['faults'] for r in rs) / 1000:.0f} | "
+            f"{int(core[0]['n']):,} {what} | {statistics.median(r['imports'] for r in core):.3f} | "
+            f"{core[0]['pool']} |"
         )
         print(line, flush=True)
         lines.append(line)
@@ -225,6 +241,14 @@ def main() -> None:
         from bench_read import write_readme_section
 
         write_readme_section("changes", report)
+
+
+#: The columns of the projection row.
+PROJECTION = ["id", "_change_type"]
+
+
+def _medians(runs: list[dict[str, Any]], *keys: str) -> list[float]:
+    return [statistics.median(r[key] for r in runs) for key in keys]
 
 
 if __name__ == "__main__":

@@ -165,6 +165,7 @@ def measure(pairs: list[tuple[str, str, Path]], predicate: str, repeat: int, che
         raise SystemExit(f"the contenders leave different rows: {outcome}")
     return {
         name: {
+            "min": min(seconds[name]),
             "median": statistics.median(seconds[name]),
             "ratio": statistics.median(ratios[name]),
             "imports": statistics.median(imports[name]),
@@ -179,6 +180,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--tables", default="a-1k,a-10k,a-100k,a")
     parser.add_argument("--write", action="store_true")
+    parser.add_argument(
+        "--no-rows",
+        dest="rows",
+        action="store_false",
+        help="only the partition deletes, not the row-level ones",
+    )
     args = parser.parse_args()
     load = os.getloadavg()
     lines = [
@@ -186,27 +193,24 @@ def main() -> None:
         f"{platform.python_version()}; median of {args.repeat} fresh processes per contender, each on "
         f"a fresh copy; load average {load[0]:.1f} at the start.",
         "",
-        "| table | predicate | contender | how | files removed | deletion vectors | median s | vs delta-rs "
-        "| imports s |",
+        "| table | predicate | contender | how | files removed | deletion vectors | median s (min) | "
+        "vs delta-rs | imports s |",
         "|---|---|---|---|---:|---:|---:|---:|---:|",
     ]
+    partition_results: dict[str, dict] = {}
     for table in [t for t in args.tables.split(",") if t]:
         source = DATA / table
         if not (source / ".complete").exists():
             raise SystemExit(f"{source} is missing: run benchmarks/generate.py --tables {table}")
         pairs = [("core", "core", source), ("delta-rs", "delta-rs", source)]
-        lines += _rows(table, "part = 7", measure(pairs, "part = 7", args.repeat, check_rows=False))
+        # The p tables (issue 32): a partition of exactly 100 files at every size.
+        predicate = "part = 100" if table.startswith("p-") else "part = 7"
+        partition_results[table] = measure(pairs, predicate, args.repeat, check_rows=False)
+        lines += _rows(table, predicate, partition_results[table])
         print("\n".join(lines[-2:]), flush=True)
-    generate_rows()
-    for label, predicate in SCENARIOS:
-        pairs = [
-            ("core dv", "core", ROWS / "dv"),
-            ("core cow", "core", ROWS / "plain"),
-            ("delta-rs", "delta-rs", ROWS / "plain"),
-        ]
-        results = measure(pairs, predicate, args.repeat, check_rows=True)
-        lines += _rows(label.split(":")[0], predicate, results)
-        print("\n".join(lines[-3:]), flush=True)
+    lines += _growth(partition_results)
+    if args.rows:
+        lines += _row_level(args.repeat)
     lines.append("")
     lines.append(f"Load average at the end: {os.getloadavg()[0]:.1f}.")
     text = "\n".join(lines)
@@ -215,10 +219,42 @@ def main() -> None:
         _write(text)
 
 
+def _growth(results: dict[str, dict]) -> list[str]:
+    """Per layout of the p tables, the DELETE's time at 1M files over its time at 10k (medians)."""
+    lines = []
+    for small in [t for t in results if t.startswith("p-") and t.endswith("-10k")]:
+        large = small[: -len("10k")] + "1m"
+        if large not in results:
+            continue
+        cells = [
+            f"{name} {results[large][name]['median'] / results[small][name]['median']:.2f}x"
+            for name in results[small]
+        ]
+        lines.append(
+            f"| {small[:-4]}: 1M / 10k files, growth of the median | | " + ", ".join(cells) + " | | | | | | |"
+        )
+    return lines
+
+
+def _row_level(repeat: int) -> list[str]:
+    lines: list[str] = []
+    generate_rows()
+    for label, predicate in SCENARIOS:
+        pairs = [
+            ("core dv", "core", ROWS / "dv"),
+            ("core cow", "core", ROWS / "plain"),
+            ("delta-rs", "delta-rs", ROWS / "plain"),
+        ]
+        results = measure(pairs, predicate, repeat, check_rows=True)
+        lines += _rows(label.split(":")[0], predicate, results)
+        print("\n".join(lines[-3:]), flush=True)
+    return lines
+
+
 def _rows(table: str, predicate: str, results: dict) -> list[str]:
     return [
         f"| {table} | `{predicate}` | {name} | {r['mode']} | {r['removed']} | {r['dvs']} | "
-        f"{r['median']:.3f} | {r['ratio']:.2f}x | {r['imports']:.2f} |"
+        f"{r['median']:.3f} ({r['min']:.3f}) | {r['ratio']:.2f}x | {r['imports']:.2f} |"
         for name, r in results.items()
     ]
 

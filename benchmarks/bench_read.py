@@ -14,6 +14,8 @@ Contenders:
   (``ParquetFile.read``: ``pq.read_table`` would import pandas, which is not what the
   work needs).
 - ``core-meta`` / ``delta-rs-meta`` (table a): protocol, metadata and one txn.
+- ``core-part``: ``snapshot(partition_filter=...).files()``, the files of one partition (``part = 7``,
+  1 % of the files, on the a tables; ``part = 100``, exactly 100 files, on the p tables).
 - ``core-retry``: ``DeltaTable(uri).already_committed(app, version)`` on a txn the table holds.
 - ``core-precheck``: ``commit_files`` of an already committed ``(app_id, app_version)`` (the
   idempotent pre-check: nothing is read beyond the small state, nothing is written).
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -58,17 +61,17 @@ imports_start = time.perf_counter()
 LOADS = {
     "core": """
 from airflow_delta_provider.core import DeltaTable
-before = rss_mb(); start = time.perf_counter()
+before = rss_mb(); start_cpu = time.process_time(); start = time.perf_counter()
 n = DeltaTable(uri).snapshot().files().num_rows
 """,
     "delta-rs": """
 import deltalake
-before = rss_mb(); start = time.perf_counter()
+before = rss_mb(); start_cpu = time.process_time(); start = time.perf_counter()
 n = deltalake.DeltaTable(uri).get_add_actions(flatten=False).num_rows
 """,
     "floor": """
 import pyarrow.parquet as pq, pyarrow.json as pj, io
-before = rss_mb(); start = time.perf_counter()
+before = rss_mb(); start_cpu = time.process_time(); start = time.perf_counter()
 log = uri + "/_delta_log"
 checkpoints = sorted(glob.glob(log + "/*.checkpoint.parquet"))
 n = 0
@@ -80,21 +83,29 @@ commits = [p for p in sorted(glob.glob(log + "/*.json")) if int(os.path.basename
 tail = b"".join(open(p, "rb").read() for p in commits)
 n += pj.read_json(io.BytesIO(tail)).num_rows if tail else 0
 """,
+    "core-part": """
+from airflow_delta_provider.core import DeltaTable
+import pandas  # what typing the filter's literals imports (pa.scalar of a Python value): an import
+# issue 32: the p tables' partition of exactly 100 files; 1 % of the files of the a tables
+predicate = "part = 100" if os.path.basename(uri).startswith("p-") else "part = 7"
+before = rss_mb(); start_cpu = time.process_time(); start = time.perf_counter()
+n = DeltaTable(uri).snapshot(partition_filter=predicate).files().num_rows
+""",
     "core-meta": """
 from airflow_delta_provider.core import DeltaTable
-before = rss_mb(); start = time.perf_counter()
+before = rss_mb(); start_cpu = time.process_time(); start = time.perf_counter()
 snapshot = DeltaTable(uri).snapshot()
 snapshot.protocol, snapshot.metadata
 n = snapshot.app_transaction_version("bench-app-3")
 """,
     "core-retry": """
 from airflow_delta_provider.core import DeltaTable
-before = rss_mb(); start = time.perf_counter()
+before = rss_mb(); start_cpu = time.process_time(); start = time.perf_counter()
 n = DeltaTable(uri).already_committed("bench-app-3", 3).version
 """,
     "core-precheck": """
 from airflow_delta_provider.core import DeltaTable
-before = rss_mb(); start = time.perf_counter()
+before = rss_mb(); start_cpu = time.process_time(); start = time.perf_counter()
 n = DeltaTable(uri).commit_files(["part=0/never-read.parquet"], app_id="bench-app-3", app_version=3).reason
 """,
     "core-append": """
@@ -113,7 +124,7 @@ for name in os.listdir(uri + "/_delta_log"):
 os.makedirs(copy + "/part=0")
 data = pa.table({f"c{i}": pa.array([1, 2], pa.int64()) for i in range(3)})
 pq.write_table(data, copy + "/part=0/new.parquet")
-before = rss_mb(); start = time.perf_counter()
+before = rss_mb(); start_cpu = time.process_time(); start = time.perf_counter()
 result = DeltaTable(copy).commit_files(
     ["part=0/new.parquet"], app_id="bench-new-app", app_version=1, auto_checkpoint=False
 )
@@ -121,7 +132,7 @@ n = result.version
 """,
     "delta-rs-meta": """
 import deltalake
-before = rss_mb(); start = time.perf_counter()
+before = rss_mb(); start_cpu = time.process_time(); start = time.perf_counter()
 table = deltalake.DeltaTable(uri)  # without_files is deprecated and ignored in 1.6
 table.metadata(), table.protocol()
 n = table.transaction_version("bench-app-3")
@@ -130,9 +141,11 @@ n = table.transaction_version("bench-app-3")
 
 _EPILOGUE = """
 elapsed = time.perf_counter() - start
+cpu = time.process_time() - start_cpu
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 imports = start - imports_start
-print(json.dumps({"seconds": elapsed, "peak_mb": peak - before, "imports": imports, "result": str(n)}))
+found = {"seconds": elapsed, "cpu": cpu, "peak_mb": peak - before, "imports": imports, "result": str(n)}
+print(json.dumps(found))
 """
 
 _SMALL_STATE = ["core-meta", "delta-rs-meta", "core-retry", "core-precheck", "core-append"]
@@ -146,6 +159,14 @@ DESCRIPTIONS = {
     "b": "10,000 JSON commits, no checkpoint",
     "c": "100k files, 20-column stats",
 }
+for _layout, _what in (
+    ("core", "the core's checkpoint (sorted by partition)"),
+    ("rs", "delta-rs's checkpoint (one row group)"),
+    ("spark", "a Spark-like checkpoint (hash order)"),
+):
+    for _size, _label in (("10k", "10k"), ("1m", "1M")):
+        CASES[f"p-{_layout}-{_size}"] = ["core", "delta-rs", "core-part"]
+        DESCRIPTIONS[f"p-{_layout}-{_size}"] = f"{_label} files, a partition of 100, {_what}"
 for _size, _label in (("", "1M"), ("-100k", "100k"), ("-10k", "10k"), ("-1k", "1k")):
     CASES[f"a-rs{_size}"] = CASES[f"a-spark{_size}"] = ["core", "delta-rs", "floor", *_SMALL_STATE]
     if _size:
@@ -163,26 +184,111 @@ for _size, _label in (("", "1M"), ("-100k", "100k"), ("-10k", "10k"), ("-1k", "1
         DESCRIPTIONS[f"{_name}{_size}"] = f"{_label} files, {_what}"
 
 
+for _table, _cases in CASES.items():
+    if _table.startswith("a") and "core-part" not in _cases:
+        CASES[_table] = [*_cases, "core-part"]
+
+
 def measure(table: str, contender: str, repeat: int) -> dict[str, float]:
     """Median seconds and median peak-RSS growth of one contender on one table."""
-    code = _PRELUDE + LOADS[contender] + _EPILOGUE
-    runs = []
-    for _ in range(repeat):
-        # Run from the data directory: ``python -c`` puts the working directory first on the path,
-        # which would import the checkout the command was started in whatever PYTHONPATH says.
-        output = subprocess.run(
-            [sys.executable, "-c", code, str(DATA / table)],
-            check=True,
-            capture_output=True,
-            text=True,
-            cwd=DATA,
-        ).stdout
-        runs.append(json.loads(output.strip().splitlines()[-1]))
+    runs = [run_once(table, contender) for _ in range(repeat)]
     return {
         "seconds": statistics.median(r["seconds"] for r in runs),
         "peak_mb": statistics.median(r["peak_mb"] for r in runs),
         "imports": statistics.median(r["imports"] for r in runs),
     }
+
+
+def run_once(table: str, contender: str) -> dict[str, float]:
+    """One fresh process of one contender on one table."""
+    code = _PRELUDE + LOADS[contender] + _EPILOGUE
+    # Run from the data directory: ``python -c`` puts the working directory first on the path,
+    # which would import the checkout the command was started in whatever PYTHONPATH says.
+    output = subprocess.run(
+        [sys.executable, "-c", code, str(DATA / table)],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=DATA,
+    ).stdout
+    result: dict[str, float] = json.loads(output.strip().splitlines()[-1])
+    return result
+
+
+def growth(tables: list[str], contender: str, repeat: int) -> list[str]:
+    """The contender on each table in fresh processes, the tables alternating; min and median of
+    wall and CPU time, and each table's ratio to the first (per round: median (min))."""
+    runs: dict[str, list[dict[str, float]]] = {t: [] for t in tables}
+    for _ in range(repeat):
+        for table in tables:
+            runs[table].append(run_once(table, contender))
+    lines = [
+        f"| table | {contender} wall ms median (min) | CPU ms median (min) | / {tables[0]} wall, per round: "
+        "median (min) | CPU |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for table in tables:
+        cells = []
+        for key in ("seconds", "cpu"):
+            values = [r[key] * 1000 for r in runs[table]]
+            cells.append(f"{statistics.median(values):.2f} ({min(values):.2f})")
+        for key in ("seconds", "cpu"):
+            ratios = [r[key] / b[key] for r, b in zip(runs[table], runs[tables[0]], strict=True)]
+            cells.append(f"{statistics.median(ratios):.2f}x ({min(ratios):.2f})")
+        lines.append(f"| {table}: {DESCRIPTIONS[table]} | " + " | ".join(cells) + " |")
+    return lines
+
+
+_INPROCESS = """
+import gc, json, sys, time
+uri, repeat = sys.argv[1], int(sys.argv[2])
+import deltalake
+from airflow_delta_provider.core import DeltaTable
+def core():
+    return DeltaTable(uri).snapshot().files().num_rows
+def rs():
+    return deltalake.DeltaTable(uri).get_add_actions(flatten=False).num_rows
+runs = {"core": [], "delta-rs": []}
+assert core() == rs()  # warm: imports, the first read of each
+for _ in range(repeat):
+    for name, load in (("core", core), ("delta-rs", rs)):
+        gc.collect()
+        cpu, start = time.process_time(), time.perf_counter()
+        load()
+        runs[name].append((time.perf_counter() - start, time.process_time() - cpu))
+print(json.dumps(runs))
+"""
+
+
+def inprocess(tables: list[str], repeat: int) -> list[str]:
+    """The full file list in one process per table, core and delta-rs interleaved ``repeat`` times
+    after a warm-up: min and median of wall and CPU time, and the ratio of the minima."""
+    lines = [
+        "| table | contender | wall ms min | wall ms median | CPU ms min | CPU ms median | core / delta-rs, "
+        "wall (min / min) | CPU (min / min) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for table in tables:
+        output = subprocess.run(
+            [sys.executable, "-c", _INPROCESS, str(DATA / table), str(repeat)],
+            check=True,
+            capture_output=True,
+            text=True,
+            cwd=DATA,
+        ).stdout
+        runs = json.loads(output.strip().splitlines()[-1])
+        minima = {name: (min(r[0] for r in found), min(r[1] for r in found)) for name, found in runs.items()}
+        for name, found in runs.items():
+            walls, cpus = [r[0] * 1000 for r in found], [r[1] * 1000 for r in found]
+            ratio = ["", ""]
+            if name == "core":
+                ratio = [f"{minima['core'][i] / minima['delta-rs'][i]:.2f}x" for i in (0, 1)]
+            lines.append(
+                f"| {table}: {DESCRIPTIONS[table]} | {name} | {min(walls):.2f} | "
+                f"{statistics.median(walls):.2f} | {min(cpus):.2f} | {statistics.median(cpus):.2f} | "
+                f"{ratio[0]} | {ratio[1]} |"
+            )
+    return lines
 
 
 def main() -> None:
@@ -191,7 +297,36 @@ def main() -> None:
     parser.add_argument("--cases", default=None, help="contenders to run (default: all of each table's)")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--write-readme", action="store_true")
+    parser.add_argument(
+        "--inprocess",
+        action="store_true",
+        help="core files() vs delta-rs in one process per table (issue 32)",
+    )
+    parser.add_argument(
+        "--growth",
+        action="store_true",
+        help="one contender (--cases) on --tables in alternating fresh processes",
+    )
     args = parser.parse_args()
+    load = os.getloadavg()
+    if args.inprocess or args.growth:
+        tables = args.tables.split(",")
+        found = inprocess(tables, args.repeat) if args.inprocess else growth(tables, args.cases, args.repeat)
+        end = os.getloadavg()
+        what = "one process per table, interleaved" if args.inprocess else "fresh processes, alternating"
+        report = "\n".join(
+            [
+                f"Machine: {platform.machine()}, {_cpus()} CPUs, Python {platform.python_version()}; "
+                f"{args.repeat} rounds, {what}; load average {load[0]:.1f} at the start, {end[0]:.1f} "
+                "at the end.",
+                "",
+                *found,
+            ]
+        )
+        print(report)
+        if args.write_readme:
+            write_readme_section("inprocess" if args.inprocess else f"growth-{args.cases}", report)
+        return
     lines = [
         f"Machine: {platform.machine()}, {_cpus()} CPUs, Python {platform.python_version()}; "
         f"median of {args.repeat} fresh processes.",

@@ -1,27 +1,38 @@
-"""A Spark scan of a table with deletion vectors against the same scan of the table without them.
+"""Spark scans of tables with deletion vectors against the same scans of the tables without them.
 
-Two tables hold the same Parquet files (hard links): ``plain`` and ``dv``, where every file carries
-a deletion vector (stored in a DV file, as Spark writes them) deleting ``--deleted`` of its rows
-at random. ``read_delta`` scans each on one local SparkSession, aggregating every column of every
-row; the two scans alternate, pair by pair, after a warm-up, and the
-ratio dv / plain is taken per pair. For scale, delta-rs (``deltalake``, its DataFusion reader,
-which applies deletion vectors too) scans both tables in the same run.
+Tables hold the same Parquet files (hard links), with and without deletion vectors (in DV files,
+as Spark writes them, each deleting ``--deleted`` of its file's rows at random). Four pairs:
 
-Goal (issue 25): the scan with deletion vectors at most 1.3x the scan without.
+- ``unpartitioned``: 8 files x 500,000 rows, a deletion vector on every file;
+- ``partitioned, half``: the same files in 4 partitions, a deletion vector on every other file
+  (the files without one are read without row indexes);
+- ``200 files``: 200 files x 10,000 rows, a deletion vector on every file (the per-file plan cost);
+- ``OPTIMIZE read``: the rows an OPTIMIZE rewrite on Spark keeps of 8 files with deletion vectors
+  (``operators/optimize._surviving_rows``: one keyed scan) against the former route (one read and
+  one broadcast anti-join of the deleted rows, made in Python, per file).
 
-    .venv/bin/python benchmarks/bench_spark_read.py [--files 8 --rows 500000 --deleted 0.03 --repeat 5]
-    .venv/bin/python benchmarks/bench_spark_read.py --write-readme
+``read_delta`` (or the OPTIMIZE frame) aggregates every column of every row. Each of
+``--processes`` fresh processes opens a local SparkSession, warms every scan up once (JIT, the
+session's caches), then times each pair once, the two sides one after the other; the ratio is
+taken per process, and the min and median over the processes are reported, in wall time and in
+CPU time (the JVM's and the driver's user + system time). delta-rs scans the unpartitioned pair
+in the same processes, for scale. Goal (issue 32): the scan with deletion vectors at most 1.3x.
+
+    .venv/bin/python benchmarks/bench_spark_read.py [--processes 5] [--write-readme]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import json
 import os
 import platform
 import re
+import shutil
 import statistics
+import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -42,20 +53,35 @@ from airflow_delta_provider.core.log import (
 from airflow_delta_provider.core.protocol import AddFile, RemoveFile
 from airflow_delta_provider.core.transaction import CommitPlan, OptimisticTransaction
 
-README = Path(__file__).resolve().parent / "README.md"
+HERE = Path(__file__).resolve().parent
+README = HERE / "README.md"
+DATA = HERE / "data" / "spark-read"
 MARKERS = ("<!-- spark-read:start -->", "<!-- spark-read:end -->")
+#: Marks the child process's result line (Spark may print to stdout too).
+_RESULT = "RESULT "
+SCHEMA = pa.schema([("id", pa.int64()), ("value", pa.float64()), ("name", pa.string()), ("day", pa.date32())])
+#: pair name -> (plain table, table with deletion vectors)
+PAIRS = {
+    "unpartitioned": ("plain", "dv"),
+    "partitioned, half": ("part-plain", "part-dv"),
+    "200 files": ("many-plain", "many-dv"),
+}
 
 
-def build(root: Path, files: int, rows: int, deleted: float) -> tuple[str, str]:
-    """The two tables under ``root``: ``plain`` and ``dv`` (same files, deletion vectors added)."""
+def build(
+    root: Path, files: int, rows: int, deleted: float, *, partitions: int = 0, every: int = 1
+) -> tuple[str, str]:
+    """Two tables under ``root``: ``plain`` and ``dv``, the same files; in ``dv`` every
+    ``every``-th file has a deletion vector. With ``partitions``, partitioned by ``part``."""
     rng = np.random.default_rng(25)
     plain, dv = root / "plain", root / "dv"
-    schema = pa.schema(
-        [("id", pa.int64()), ("value", pa.float64()), ("name", pa.string()), ("day", pa.date32())]
-    )
+    schema = SCHEMA.append(pa.field("part", pa.string())) if partitions else SCHEMA
+    by = ["part"] if partitions else []
     tables = {
-        "plain": DeltaTable.create(str(plain), schema),
-        "dv": DeltaTable.create(str(dv), schema, properties={"delta.enableDeletionVectors": "true"}),
+        "plain": DeltaTable.create(str(plain), schema, partition_by=by),
+        "dv": DeltaTable.create(
+            str(dv), schema, partition_by=by, properties={"delta.enableDeletionVectors": "true"}
+        ),
     }
     names = []
     for n in range(files):
@@ -68,7 +94,9 @@ def build(root: Path, files: int, rows: int, deleted: float) -> tuple[str, str]:
                 "day": pa.array((ids % 365).astype("int32"), pa.int32()).cast(pa.date32()),
             }
         )
-        name = f"part-{n:05d}.parquet"
+        name = f"part={n % partitions}/part-{n:05d}.parquet" if partitions else f"part-{n:05d}.parquet"
+        for table_root in (plain, dv):
+            (table_root / name).parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(data, plain / name, row_group_size=128 * 1024)
         os.link(plain / name, dv / name)
         names.append(name)
@@ -77,7 +105,10 @@ def build(root: Path, files: int, rows: int, deleted: float) -> tuple[str, str]:
     snapshot = tables["dv"].snapshot()
     removes: list[RemoveFile] = []
     adds: list[AddFile] = []
+    chosen = set(names[::every])
     for add in snapshot.files().to_pylist():
+        if tables["dv"].storage.path.relative(tables["dv"].storage.path.decode(add["path"])) not in chosen:
+            continue
         victims = np.sort(rng.choice(rows, size=int(rows * deleted), replace=False)).astype(np.uint64)
         bitmap = serialize_deletion_vector(victims)
         file_id = uuid.uuid4()
@@ -89,7 +120,11 @@ def build(root: Path, files: int, rows: int, deleted: float) -> tuple[str, str]:
             "sizeInBytes": len(bitmap),
             "cardinality": len(victims),
         }
-        common = {"partition_values": {}, "size": add["size"], "stats": add["stats"]}
+        common = {
+            "partition_values": dict(add["partition_values"]),
+            "size": add["size"],
+            "stats": add["stats"],
+        }
         removes.append(RemoveFile(add["path"], deletion_timestamp=1, **common))
         adds.append(AddFile(add["path"], modification_time=1, deletion_vector=descriptor, **common))
     OptimisticTransaction(tables["dv"].storage, read_snapshot=snapshot).commit(
@@ -98,23 +133,75 @@ def build(root: Path, files: int, rows: int, deleted: float) -> tuple[str, str]:
     return str(plain), str(dv)
 
 
-def spark_scan(spark: Any, uri: str) -> tuple[float, float, list[Any]]:
-    """One scan that reads every value of every row: an aggregate over all columns (the ``noop``
-    sink would never read the values Spark decodes lazily). Returns the wall time, the CPU time
-    of the driver's Python process and of the JVM (local mode: the executors' threads, the JIT
-    and the garbage collector included), and the aggregate."""
-    from pyspark.sql import functions as F
+def build_all(files: int, rows: int, deleted: float) -> dict[str, str]:
+    """Every table of the pairs, under :data:`DATA` (rebuilt each run)."""
+    shutil.rmtree(DATA, ignore_errors=True)
+    out: dict[str, str] = {}
+    out["plain"], out["dv"] = build(DATA / "flat", files, rows, deleted)
+    out["part-plain"], out["part-dv"] = build(DATA / "part", files, rows, deleted, partitions=4, every=2)
+    out["many-plain"], out["many-dv"] = build(DATA / "many", 200, 10_000, deleted)
+    return out
 
-    from airflow_delta_provider.spark import read_delta
 
+def _timed(spark: Any, action: Any) -> tuple[float, float, Any]:
+    """Wall time, CPU time (the driver's Python process and the JVM: local mode runs the executors'
+    threads, the JIT and the garbage collector there) and the result of ``action()``."""
     jvm = _jvm_pid(spark)
     start, cpu = time.perf_counter(), _cpu_seconds(os.getpid()) + _cpu_seconds(jvm)
-    result = (
-        read_delta(spark, uri)
-        .agg(F.count("*"), F.sum("id"), F.sum("value"), F.max("name"), F.max("day"))
-        .collect()
-    )
+    result = action()
     return time.perf_counter() - start, _cpu_seconds(os.getpid()) + _cpu_seconds(jvm) - cpu, result
+
+
+def _aggregate(frame: Any) -> list[Any]:
+    """An aggregate that reads every value of every row (the ``noop`` sink would never read the
+    values Spark decodes lazily)."""
+    from pyspark.sql import functions as F
+
+    return list(
+        frame.agg(F.count("*"), F.sum("id"), F.sum("value"), F.max("name"), F.max("day")).collect()[0]
+    )
+
+
+def read_all(spark: Any, uri: str) -> list[Any]:
+    """``read_delta`` of every column and row, aggregated."""
+    from airflow_delta_provider.spark import read_delta
+
+    return _aggregate(read_delta(spark, uri))
+
+
+def optimize_frames(spark: Any, uri: str) -> dict[str, Any]:
+    """The rows an OPTIMIZE keeps of the table's files (all with a deletion vector), one bin: the
+    operator's keyed scan (``new``) and the former per-file anti-joins (``old``), as callables."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    from airflow_delta_provider.core.log import deletion_vector_rows
+    from airflow_delta_provider.operators.optimize import BIN_COLUMN, _file_schema, _surviving_rows
+    from airflow_delta_provider.spark.paths import spark_file_paths, spark_path
+
+    snapshot = DeltaTable(uri).snapshot()
+    schema_json = _file_schema(snapshot)
+    root = spark_path(snapshot.storage.root_uri).rstrip("/")
+    rows = snapshot.files().select(["path", "size", "deletion_vector"]).to_pylist()
+
+    def new() -> list[Any]:
+        return _aggregate(_surviving_rows(spark, snapshot, schema_json, root, [(0, r) for r in rows]))
+
+    def old() -> list[Any]:
+        parts = []
+        paths = spark_file_paths(snapshot.storage.path, [r["path"] for r in rows], root)
+        for row, path in zip(rows, paths, strict=True):
+            frame = spark.read.schema(StructType.fromJson(schema_json)).parquet(path)
+            dv = {k: v for k, v in row["deletion_vector"].items() if v is not None}
+            deleted = [int(i) for i in deletion_vector_rows(snapshot.storage, dv).tolist()]
+            frame = frame.select("*", F.col("_metadata.row_index").alias("__row"))
+            indexes = spark.createDataFrame([(i,) for i in deleted], "__row LONG")
+            parts.append(frame.join(F.broadcast(indexes), "__row", "left_anti").drop("__row"))
+        return _aggregate(reduce(lambda a, b: a.unionByName(b), parts).withColumn(BIN_COLUMN, F.lit(0)))
+
+    return {"old": old, "new": new}
 
 
 def _jvm_pid(spark: Any) -> int:
@@ -139,15 +226,9 @@ def rs_scan(uri: str) -> tuple[float, float]:
     return time.perf_counter() - start, _cpu_seconds(os.getpid()) - cpu
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--files", type=int, default=8)
-    parser.add_argument("--rows", type=int, default=500_000)
-    parser.add_argument("--deleted", type=float, default=0.03)
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--write-readme", action="store_true")
-    args = parser.parse_args()
-
+def child(tables: dict[str, str]) -> dict[str, Any]:
+    """One fresh process: every scan warmed up once, then each pair timed once. Returns
+    ``{scan name: [wall, cpu]}`` and the row counts."""
     from pyspark.sql import SparkSession
 
     spark = (
@@ -159,46 +240,97 @@ def main() -> None:
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    with tempfile.TemporaryDirectory(prefix="bench-spark-read-") as work:
-        plain, dv = build(Path(work), args.files, args.rows, args.deleted)
-        assert spark.read.parquet(plain).count() == args.files * args.rows
-        spark_scan(spark, plain), spark_scan(spark, dv)  # warm-up: JIT, the session's caches
-        runs: dict[str, list[tuple[float, float]]] = {"plain": [], "dv": [], "rs-plain": [], "rs-dv": []}
-        loads = []
-        for _ in range(args.repeat):
-            loads.append(os.getloadavg()[0])
-            *measured, plain_rows = spark_scan(spark, plain)
-            runs["plain"].append((measured[0], measured[1]))
-            *measured, dv_rows = spark_scan(spark, dv)
-            runs["dv"].append((measured[0], measured[1]))
-            runs["rs-plain"].append(rs_scan(plain))
-            runs["rs-dv"].append(rs_scan(dv))
-        expected = args.files * (args.rows - int(args.rows * args.deleted))  # as build() deletes
-        assert plain_rows[0][0] == args.files * args.rows and dv_rows[0][0] == expected, (plain_rows, dv_rows)
+    optimize = optimize_frames(spark, tables["dv"])
+    scans: dict[str, Any] = {name: functools.partial(read_all, spark, uri) for name, uri in tables.items()}
+    scans.update({f"optimize-{k}": v for k, v in optimize.items()})
+    for action in scans.values():  # warm-up
+        action()
+    out: dict[str, Any] = {"times": {}, "rows": {}}
+    for name, action in scans.items():
+        wall, cpu, result = _timed(spark, action)
+        out["times"][name] = [wall, cpu]
+        out["rows"][name] = result[0]
     spark.stop()
-    lines = [
-        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-        f"Spark {spark.version} local[2]; load average (1 min) during the pairs {min(loads):.1f}-"
-        f"{max(loads):.1f}.",
-        f"{args.files} files x {args.rows:,} rows (id, value, name, day), {args.deleted:.0%} of each "
-        f"file's rows deleted by its deletion vector; {args.repeat} pairs after a warm-up. CPU: the "
-        f"JVM's and the driver's user + system time (Spark), the process's (delta-rs).",
-        "",
-        "| scan | wall s median (min) | CPU s median (min) | dv / plain per pair, wall: median (min) | "
-        "CPU: median (min) |",
-        "|---|---:|---:|---:|---:|",
-        _row("read_delta, plain", runs["plain"], None),
-        _row("read_delta, deletion vectors", runs["dv"], runs["plain"]),
-        _row("delta-rs, plain", runs["rs-plain"], None),
-        _row("delta-rs, deletion vectors", runs["rs-dv"], runs["rs-plain"]),
-    ]
-    text = "\n".join(lines)
+    for name in ("plain", "dv"):
+        out["times"][f"rs-{name}"] = list(rs_scan(tables[name]))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", type=int, default=8)
+    parser.add_argument("--rows", type=int, default=500_000)
+    parser.add_argument("--deleted", type=float, default=0.03)
+    parser.add_argument("--processes", type=int, default=5)
+    parser.add_argument("--write-readme", action="store_true")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(_RESULT + json.dumps(child(json.loads(args.child))))
+        return
+    tables = build_all(args.files, args.rows, args.deleted)
+    loads = [os.getloadavg()]
+    runs = []
+    for _ in range(args.processes):
+        output = subprocess.run(
+            [sys.executable, __file__, "--child", json.dumps(tables)],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        runs.append(json.loads(next(x for x in output.splitlines() if x.startswith(_RESULT))[len(_RESULT) :]))
+        loads.append(os.getloadavg())
+    shutil.rmtree(DATA, ignore_errors=True)
+    rows = runs[0]["rows"]
+    expected = args.files * (args.rows - int(args.rows * args.deleted))  # as build() deletes
+    assert rows["plain"] == args.files * args.rows and rows["dv"] == expected, rows
+    assert rows["optimize-old"] == rows["optimize-new"] == expected, rows
+    assert rows["part-dv"] == args.files * args.rows - (args.files // 2) * int(args.rows * args.deleted), rows
+    text = report(runs, args, loads)
     print(text)
     if args.write_readme:
         _write_readme(text)
 
 
-def _row(name: str, runs: list[tuple[float, float]], base: list[tuple[float, float]] | None) -> str:
+def report(runs: list[dict[str, Any]], args: argparse.Namespace, loads: list[tuple[float, ...]]) -> str:
+    from pyspark import __version__ as spark_version
+
+    def times(name: str) -> list[list[float]]:
+        return [r["times"][name] for r in runs]
+
+    lines = [
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"Spark {spark_version} local[2]; load average (1 min) {loads[0][0]:.1f} at the start, "
+        f"{min(x[0] for x in loads):.1f}-{max(x[0] for x in loads):.1f} over the run.",
+        f"{args.processes} fresh processes, each: every scan warmed up once, then each pair timed once. "
+        f"{args.deleted:.0%} of each deletion vector's file deleted. CPU: the JVM's and the driver's "
+        f"user + system time (Spark), the process's (delta-rs).",
+        "",
+        "| pair | scan | wall s median (min) | CPU s median (min) | ratio per process, wall: median (min) | "
+        "CPU: median (min) |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    pairs = [
+        (label, f"read_delta, {plain}", plain, f"read_delta, {dv}", dv)
+        for label, (plain, dv) in PAIRS.items()
+    ]
+    pairs.append(
+        (
+            "OPTIMIZE read, 8 DV files",
+            "former per-file anti-joins",
+            "optimize-old",
+            "keyed scan",
+            "optimize-new",
+        )
+    )
+    pairs.append(("unpartitioned (delta-rs)", "delta-rs, plain", "rs-plain", "delta-rs, dv", "rs-dv"))
+    for label, base_name, base, name, measured in pairs:
+        lines.append(_row(label, base_name, times(base), None))
+        lines.append(_row(label, name, times(measured), times(base)))
+    return "\n".join(lines)
+
+
+def _row(pair: str, name: str, runs: list[list[float]], base: list[list[float]] | None) -> str:
     walls, cpus = [r[0] for r in runs], [r[1] for r in runs]
     cells = [
         f"{statistics.median(walls):.2f} ({min(walls):.2f})",
@@ -210,7 +342,7 @@ def _row(name: str, runs: list[tuple[float, float]], base: list[tuple[float, flo
         for index in (0, 1):
             ratios = [r[index] / b[index] for r, b in zip(runs, base, strict=True)]
             cells.append(f"{statistics.median(ratios):.2f}x ({min(ratios):.2f})")
-    return f"| {name} | " + " | ".join(cells) + " |"
+    return f"| {pair} | {name} | " + " | ".join(cells) + " |"
 
 
 def _write_readme(text: str) -> None:

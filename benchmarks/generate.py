@@ -12,6 +12,8 @@
     domainMetadata); a-rs has none, as delta-rs writes none.
 (a-1k/-10k/-100k, a-rs-1k/..., a-spark-1k/...) the same layouts with a checkpoint of 1,000,
     10,000 or 100,000 files (plus the same 100 commits of 100 adds).
+(p-core-10k, p-rs-1m, ...) issue 32: a partition of exactly 100 files among 100 equal ones, in the
+    core's, delta-rs's and a Spark-like checkpoint layout (see generate_p).
 
 Usage: ``python benchmarks/generate.py [--force] [--tables a,b,c]``. A table whose
 ``.complete`` marker exists is kept unless ``--force``.
@@ -92,10 +94,12 @@ def _path(part: int) -> str:
     return f"part={part}/part-00000-{uuid.uuid4()}-c000.snappy.parquet"
 
 
-def _write_checkpoint(log: Path, version: int, files: int, columns: int) -> None:
-    parts = np.arange(files) % 100
+def _write_checkpoint(
+    log: Path, version: int, files: int, columns: int, parts: np.ndarray | None = None
+) -> None:
+    parts = np.arange(files) % 100 if parts is None else parts
     paths = pa.array([_path(int(p)) for p in parts])
-    values = pa.array([str(p) for p in range(100)]).take(pa.array(parts))
+    values = pa.array([str(p) for p in range(int(parts.max()) + 1)]).take(pa.array(parts))
     partition_values = pa.MapArray.from_arrays(
         pa.array(np.arange(files + 1, dtype=np.int32)), pa.array(["part"] * files), values
     )
@@ -242,6 +246,48 @@ def generate_a_rs_tail(root: Path, files: int = 1_000_000) -> None:
         _commit(log, version, [{"txn": txn}, _add(version % 100, 3, version * 100)])
 
 
+#: The partition of exactly :data:`P_TARGET_FILES` files of the ``p`` tables, whose DELETE is timed.
+P_TARGET, P_TARGET_FILES = 100, 100
+
+
+def generate_p(root: Path, files: int = 1_000_000, layout: str = "core") -> None:
+    """A table of ``files`` files in partitions 0-99 (equal) and partition 100 of exactly 100
+    files (issue 32: a partition DELETE whose size does not grow with the table), checkpointed at
+    version 11 after 10 commits of 10 adds, in one of three layouts:
+
+    - ``core``: the core's checkpoint (sorted by partition, row groups of 32,768 rows,
+      ``partitionValues_parsed`` with statistics);
+    - ``rs``: delta-rs's (one row group, partitions in replay order, no ``partitionValues_parsed``);
+    - ``spark``: the core's rewritten as Spark writes it with ``writeStatsAsStruct``: rows in hash
+      order (every partition in every row group), three large row groups, every field optional,
+      the page index.
+    """
+    import deltalake
+
+    from airflow_delta_provider.core import DeltaTable
+
+    log = root / "_delta_log"
+    _create(log, 3)
+    parts = np.concatenate(
+        [np.full(P_TARGET_FILES, P_TARGET), np.arange(files - P_TARGET_FILES) % P_TARGET]
+    ).astype(np.int64)
+    _write_checkpoint(log, 1, files, 3, parts)
+    for version in range(2, 12):
+        _commit(log, version, [{"txn": _txn(version)}, *(_add(k, 3, version * 100 + k) for k in range(10))])
+    if layout == "rs":
+        deltalake.DeltaTable(str(root)).create_checkpoint()
+        return
+    DeltaTable(str(root)).checkpoint()
+    if layout == "spark":
+        checkpoint = log / f"{11:020d}.checkpoint.parquet"
+        table = pq.read_table(checkpoint)
+        table = table.cast(pa.schema([_optional(f) for f in table.schema]))
+        order = np.random.default_rng(32).permutation(table.num_rows)
+        pq.write_table(
+            table.take(pa.array(order)), checkpoint, row_group_size=table.num_rows // 3 + 1, **SPARK_PAGES
+        )
+
+
 def _optional(field: pa.Field) -> pa.Field:
     data_type = field.type
     if pa.types.is_struct(data_type):
@@ -355,6 +401,9 @@ GENERATORS: dict[str, Callable[[Path], None]] = {
     "a-spark-nocrc": generate_a_spark_nocrc,
     "a-spark-mp": generate_a_spark_multipart,
 }
+for _layout in ("core", "rs", "spark"):
+    for _name, _files in (("10k", 10_000), ("1m", 1_000_000)):
+        GENERATORS[f"p-{_layout}-{_name}"] = functools.partial(generate_p, files=_files, layout=_layout)
 EXPECTED = {
     "a": (101, 1_010_000),
     "b": (9_999, 9_999 * 3 - 999),
@@ -365,6 +414,9 @@ EXPECTED = {
     "a-spark-nocrc": (101, 1_010_000),
     "a-spark-mp": (101, 1_010_000),
 }
+for _layout in ("core", "rs", "spark"):
+    EXPECTED[f"p-{_layout}-10k"] = (11, 10_100)
+    EXPECTED[f"p-{_layout}-1m"] = (11, 1_000_100)
 for _suffix, _files in SIZES.items():
     GENERATORS[f"a-{_suffix}"] = functools.partial(generate_a, files=_files)
     EXPECTED[f"a-{_suffix}"] = (101, _files + 10_000)

@@ -26,7 +26,10 @@ Run it with ``make demo``. Everything lives under ``.demo/`` in the repository: 
    VACUUM as one maintenance step) and counts the customer's rows in every file under its root, and
    ``delta_rollback`` on the events table, undoing the failing day's run (and what came after it)
    in one RESTORE;
-6. prints the table's history and its rows per day, and where to see it all in Airflow's UI
+6. where the installed Airflow has asset partitions (3.2+), runs the partitioned pair
+   ``delta_partitioned_orders`` / ``delta_partitioned_totals`` in keyed runs: two days out of
+   order, a consumer run per day, one day cleared and consumed again (``demo_partitions.py``);
+7. prints the table's history and its rows per day, and where to see it all in Airflow's UI
    (the provider's Delta view, docs/ui.md).
 
 The example DAGs keep their tables under the Airflow Variable ``delta_examples_root``; unset, as
@@ -49,6 +52,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+
+from demo_partitions import partitions_demo
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / ".demo"
@@ -368,6 +373,7 @@ def main() -> None:
     later_maintenance(later)
     print_history(later, "History of the copy after it (the expired commits are gone; newest first):")
     erase_a_customer()
+    partitions_demo(load, return_value)
 
     table = DeltaTable(table_uri)
     snapshot = table.snapshot()

@@ -112,3 +112,28 @@ def odd_table(root: Path) -> DeltaTable:
         )
     )
     return table
+
+
+def add_deletion_vectors(table: DeltaTable, deleted: dict[str, list[int]]) -> None:
+    """One DELETE commit re-adding the files named in ``deleted`` (by their path in the log) with
+    an inline deletion vector marking those rows (the remove carries the file's former vector)."""
+    snapshot = table.snapshot()
+    removes: list[RemoveFile] = []
+    adds: list[AddFile] = []
+    for add in snapshot.files().to_pylist():
+        if add["path"] not in deleted:
+            continue
+        common = {
+            "partition_values": dict(add["partition_values"]),
+            "size": add["size"],
+            "stats": add["stats"],
+        }
+        former = add["deletion_vector"]
+        former = None if former is None else {k: v for k, v in former.items() if v is not None}
+        removes.append(RemoveFile(add["path"], deletion_timestamp=1, deletion_vector=former, **common))
+        dv = inline_deletion_vector(deleted[add["path"]])
+        adds.append(AddFile(add["path"], modification_time=1, deletion_vector=dv, **common))
+    assert len(adds) == len(deleted), sorted(deleted)
+    OptimisticTransaction(table.storage, read_snapshot=snapshot).commit(
+        CommitPlan("DELETE", removes=tuple(removes), adds=tuple(adds))
+    )

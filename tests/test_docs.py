@@ -441,6 +441,22 @@ def _lifecycle_did_what_it_says(namespace: dict[str, Any]) -> None:
     ]
 
 
+def _partitions_did_what_it_says(namespace: dict[str, Any]) -> None:
+    day = namespace["day"]  # /data/lake/events: 2026-11-02 is versions 3 and 4, one 2-row file each
+    assert day.files().column("_commit_version").to_pylist() == [3, 4]
+    assert set(day.to_pyarrow_table().column("ds").to_pylist()) == {"2026-11-02"}
+    (writer,), (reader,) = namespace["producer"].tasks, namespace["consumer"].tasks
+    assert writer.partition_key_columns == reader.partition_key_columns == ["ds"]
+    assert namespace["consumer"].timetable.asset_condition == namespace["ORDERS"]
+
+
+def _read_api_did_what_it_says(namespace: dict[str, Any]) -> None:
+    # A snapshot of one partition of s3://lake/events (2 days x 2 files): that day's files only.
+    day = namespace["day"]
+    assert day.num_files() == 2 and set(day.partition_values().column("ds").to_pylist()) == {"2026-11-01"}
+    assert namespace["events"].snapshot().num_files() == 4
+
+
 #: What a document needs beyond the world every document gets, run before its blocks.
 SETUP: dict[str, Callable[[World], None]] = {"docs/lifecycle.md": _lifecycle_run}
 #: What a document's blocks must have done, asked of their namespace afterwards.
@@ -451,6 +467,8 @@ CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
     "docs/maintenance-operators.md": _maintenance_operators_did_what_they_say,
     "docs/reading.md": _reading_did_what_it_says,
     "docs/lifecycle.md": _lifecycle_did_what_it_says,
+    "docs/partitions.md": _partitions_did_what_it_says,
+    "docs/read-api.md": _read_api_did_what_it_says,
 }
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from airflow.sdk import AssetAlias, BaseOperator
 
@@ -24,6 +25,7 @@ from airflow_delta_provider.config import (
     provider_table_properties,
 )
 from airflow_delta_provider.hooks.mixins import DeltaTableMixin, delta_template_fields
+from airflow_delta_provider.operators.partitioned import PartitionKeyMixin
 from airflow_delta_provider.utils.coercion import (
     is_deferred,
     to_app_id,
@@ -34,7 +36,11 @@ from airflow_delta_provider.utils.coercion import (
     to_text,
     validate,
 )
-from airflow_delta_provider.utils.version_compat import alias_event_extra
+from airflow_delta_provider.utils.version_compat import (
+    add_event_partitions,
+    alias_event_extra,
+    run_partition_key,
+)
 from airflow_delta_provider.utils.wording import count
 
 if TYPE_CHECKING:
@@ -77,6 +83,7 @@ class RunIdentity:
     :param try_number: this try.
     :param first_try: the first try of the current clear generation (Airflow's
         ``max_tries - retries + 1``): equal for all retries, higher after each clear.
+    :param partition_key: the run's asset partition key (Airflow 3.2+), None without one.
     """
 
     dag_id: str
@@ -86,6 +93,7 @@ class RunIdentity:
     try_number: int
     first_try: int
     logical_date: str | None = None
+    partition_key: str | None = None
 
     @classmethod
     def from_context(cls, context: Context | Mapping[str, Any]) -> RunIdentity:
@@ -115,13 +123,18 @@ class RunIdentity:
             map_index=int(map_index) if map_index is not None else -1,
             try_number=try_number,
             first_try=max(1, min(first_try, try_number)),
+            partition_key=run_partition_key(context),
         )
 
     @property
     def app_id(self) -> str:
-        """The default ``txnAppId``: one per task instance (logical date or run id, and map index)."""
+        """The default ``txnAppId``: one per task instance (logical date or run id, and map index),
+        and per partition key (two runs of one logical date with different keys are two commits)."""
         base = f"airflow/{self.dag_id}/{self.task_id}/{self.logical_date or self.run_id}"
-        return base if self.map_index < 0 else f"{base}/{self.map_index}"
+        base = base if self.map_index < 0 else f"{base}/{self.map_index}"
+        if self.partition_key is None:
+            return base
+        return f"{base}?partition={quote(self.partition_key, safe='')}"
 
     def tags(self) -> dict[str, str]:
         """The commitInfo ``tags`` recording this execution."""
@@ -132,6 +145,7 @@ class RunIdentity:
             f"{TAG_PREFIX}map_index": str(self.map_index),
             f"{TAG_PREFIX}try_number": str(self.try_number),
             **({f"{TAG_PREFIX}logical_date": self.logical_date} if self.logical_date else {}),
+            **({f"{TAG_PREFIX}partition_key": self.partition_key} if self.partition_key is not None else {}),
         }
 
     def user_metadata(self) -> str:
@@ -145,6 +159,7 @@ class RunIdentity:
                     "logical_date": self.logical_date,
                     "map_index": self.map_index,
                     "try_number": self.try_number,
+                    **({"partition_key": self.partition_key} if self.partition_key is not None else {}),
                 }
             },
             separators=(",", ":"),
@@ -241,10 +256,20 @@ def already_committed(
     return table.already_committed(app_id, app_version, snapshot=snapshot)
 
 
+def _existing_snapshot(table: DeltaTable) -> Snapshot | None:
+    """The table's latest snapshot, None when there is no table yet."""
+    from airflow_delta_provider.core.errors import TableNotFoundError
+
+    try:
+        return table.snapshot()
+    except TableNotFoundError:
+        return None
+
+
 # --- the shared behaviour of the commit operators ---------------------------------------------
 
 
-class DeltaCommitMixin(DeltaTableMixin):
+class DeltaCommitMixin(PartitionKeyMixin, DeltaTableMixin):
     """What :class:`DeltaCommitOperator` and ``DeltaPySparkOperator`` share: the table, the
     idempotency key, the commit, the asset event and the lineage.
 
@@ -254,7 +279,7 @@ class DeltaCommitMixin(DeltaTableMixin):
 
     table_purpose = "to write"
     commit_template_fields: tuple[str, ...] = delta_template_fields(
-        "mode", "replace_where", "app_id", "app_version", "user_metadata"
+        "mode", "replace_where", "app_id", "app_version", "user_metadata", "partition_key_columns"
     )
 
     mode: str
@@ -307,6 +332,8 @@ class DeltaCommitMixin(DeltaTableMixin):
         user_metadata: str | None,
         tags: Mapping[str, str] | None,
         allow_empty_overwrite: bool = False,
+        partition_key_columns: Sequence[str] | str | None = None,
+        add_partitions: bool = False,
     ) -> None:
         """Check and store the commit arguments (call after ``super().__init__``)."""
         self._init_table(
@@ -345,16 +372,23 @@ class DeltaCommitMixin(DeltaTableMixin):
         self.user_metadata = user_metadata
         self.commit_tags = dict(tags) if tags else None
         self.allow_empty_overwrite = to_bool(allow_empty_overwrite, "allow_empty_overwrite", strings=False)
+        self._init_partition_args(partition_key_columns=partition_key_columns, add_partitions=add_partitions)
 
     # --- the table -------------------------------------------------------------------------
 
-    def _resolved_replace_where(self) -> str | None:
-        """The rendered predicate; a blank one is refused (it would turn a replace into a full overwrite)."""
+    def _resolved_replace_where(self) -> tuple[str | None, dict[str, str] | None]:
+        """The predicate of the slice replaced and its parameters: a keyed run's slice, else the
+        rendered ``replace_where`` (a blank one is refused: it would turn a replace into a full
+        overwrite)."""
+        if self._slice is not None:
+            return self._slice.predicate()
         if self.replace_where is None:
-            return None
-        return to_text(self.replace_where, "replace_where", optional=False)
+            return None, None
+        return to_text(self.replace_where, "replace_where", optional=False), None
 
     def _resolved_mode(self) -> WriteMode:
+        if self._slice is not None:
+            return "overwrite"  # a keyed run replaces its slice
         mode = _to_mode(self.mode)
         if self.replace_where is not None and mode != "overwrite":
             raise ValueError(
@@ -364,7 +398,9 @@ class DeltaCommitMixin(DeltaTableMixin):
         return mode
 
     def idempotency_key(self, context: Context | Mapping[str, Any]) -> tuple[RunIdentity, str, int]:
-        """The run identity and the ``(app_id, app_version)`` this execution commits with."""
+        """The run identity and the ``(app_id, app_version)`` this execution commits with; decides
+        first the slice a keyed run replaces (see :meth:`_run_slice`)."""
+        self._slice = self._run_slice(context)
         return resolve_idempotency_key(context, self.app_id, self.app_version, self._resolved_mode())
 
     # --- the commit ------------------------------------------------------------------------
@@ -392,12 +428,14 @@ class DeltaCommitMixin(DeltaTableMixin):
         :param cursors: consumer cursors the commit advances (the PySpark operator's ``source``).
         """
         tags = {**(self.commit_tags or {}), **identity.tags()}
+        replace_where, parameters = self._resolved_replace_where()
         # The core refuses an overwrite that removes data and adds nothing unless this is set.
         return table.commit_files(
             files,
             prefix=prefix,
             mode=self._resolved_mode(),
-            replace_where=self._resolved_replace_where(),
+            replace_where=replace_where,
+            parameters=parameters,
             partition_values=partition_values,
             schema_mode="merge" if self.merge_schema else "enforce",
             app_id=app_id,
@@ -499,13 +537,20 @@ class DeltaCommitMixin(DeltaTableMixin):
         if events is None:
             return
         extra = {**asset_event_extra(result, uri), **(more or {})}
+        key = run_partition_key(context)
+        if key is not None:
+            extra["partition_key"] = key
         outlets = getattr(self, "outlets", None) or []
         asset_uri = table_asset_uri(uri)
+        keys = self._announced_keys(result) if self.add_partitions else ([key] if key is not None else [])
         for outlet in outlets:
             if isinstance(outlet, AssetAlias):
                 events[outlet].add(delta_table_asset(asset_uri), extra=alias_event_extra(extra))
             elif getattr(outlet, "uri", None) == asset_uri:
                 events[outlet].extra = extra
+                # Explicit where this Airflow takes keys (3.3+); 3.2 gives the event its run's key.
+                if keys:
+                    add_event_partitions(events[outlet], keys)
 
     # --- OpenLineage -----------------------------------------------------------------------
 
@@ -561,6 +606,17 @@ class DeltaCommitOperator(DeltaCommitMixin, BaseOperator):
     :param allow_empty_overwrite: let an ``overwrite`` (or ``replace_where``) that adds no file
         remove the data it replaces. Default False: a ``files`` template rendering ``[]`` (or an
         empty ``prefix``) with ``mode="overwrite"`` is refused instead of emptying the table.
+    :param partition_key_columns: the partition columns a run's asset ``partition_key`` names, in
+        key order (a composite key's ``|``-separated parts, one per column). A run with a key (a
+        ``CronPartitionTimetable`` tick, a ``PartitionedAssetTimetable`` run, a REST-triggered key)
+        then replaces exactly that slice (``replace_where`` of those values, the key's parts bound
+        and converted to each column's type), refuses rows outside it before anything is committed,
+        and commits with the key in its idempotency identity; a run without a key (Airflow 3.1, a
+        schedule without partitions) writes as it would without them. (templated)
+    :param add_partitions: declare on the table's asset event every partition the commit touched
+        (Airflow 3.3+'s ``outlet_events[asset].add_partitions``: one event per key, the values of
+        ``partition_key_columns``, default every partition column, joined with ``|``), e.g. for a
+        ``PartitionedAtRuntime`` producer whose output spans several days.
 
     Returns (XCom): ``table_uri``, ``version``, ``skipped``, ``committed``, ``operation``, ``mode``,
     ``app_id``, ``app_version``, ``files``, ``rows``, ``bytes``, ``removed_files``, ``removed_bytes``.
@@ -590,6 +646,8 @@ class DeltaCommitOperator(DeltaCommitMixin, BaseOperator):
         user_metadata: str | None = None,
         tags: Mapping[str, str] | None = None,
         allow_empty_overwrite: bool = False,
+        partition_key_columns: Sequence[str] | str | None = None,
+        add_partitions: bool = False,
         **kwargs: Any,
     ) -> None:
         self._default_outlets(kwargs, table_uri, delta_conn_id)
@@ -616,6 +674,8 @@ class DeltaCommitOperator(DeltaCommitMixin, BaseOperator):
             user_metadata=user_metadata,
             tags=tags,
             allow_empty_overwrite=allow_empty_overwrite,
+            partition_key_columns=partition_key_columns,
+            add_partitions=add_partitions,
         )
         validate(files, _to_files)
         self.prefix = prefix
@@ -631,12 +691,17 @@ class DeltaCommitOperator(DeltaCommitMixin, BaseOperator):
         prefix = None if self.prefix is None else to_text(self.prefix, "prefix", optional=False)
         files = self._files()
         table = self.hook.get_table()
+        if self._slice is not None:
+            self.check_run_slice(_existing_snapshot(table))
+        replace_where, parameters = self._resolved_replace_where()
         self.log.info(
             "Committing %s to %s (mode=%s%s, appId=%r, txnVersion=%d).",
             f"the files under {prefix!r}" if prefix is not None else count(len(files or []), "file"),
             self.hook.table_uri,
             self._resolved_mode(),
-            f", replace_where={self.replace_where!r}" if self.replace_where else "",
+            f", replace_where={replace_where!r}{f' {parameters}' if parameters else ''}"
+            if replace_where
+            else "",
             app_id,
             app_version,
         )

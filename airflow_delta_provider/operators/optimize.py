@@ -15,17 +15,18 @@ from dataclasses import dataclass, fields
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
 from airflow.providers.apache.spark.operators.spark_pyspark import PySparkOperator
 from airflow.providers.common.compat.standard.operators import PythonOperator
 
 from airflow_delta_provider.core.lifecycle import REORG, PurgeOptions, plan_purge
+from airflow_delta_provider.core.log import deletion_vector_rows
 from airflow_delta_provider.core.maintenance import (
     OPTIMIZE,
     OptimizeOptions,
     OptimizePlan,
     OptimizeResult,
     RewriteOptions,
-    deleted_rows,
     plan_optimize,
 )
 from airflow_delta_provider.core.protocol import column_mapping_mode, spark_write_schemas
@@ -41,6 +42,17 @@ from airflow_delta_provider.operators.spark_support.attempt import (
     spark_path,
 )
 from airflow_delta_provider.operators.spark_support.output import RoutedSparkOutput
+from airflow_delta_provider.spark.files import (
+    FileKeys,
+    column,
+    field,
+    file_columns,
+    in_row_set,
+    join_files,
+    key_columns,
+    row_set_columns,
+)
+from airflow_delta_provider.spark.paths import spark_file_paths
 from airflow_delta_provider.utils.coercion import (
     to_app_id,
     to_app_version,
@@ -64,8 +76,6 @@ __all__ = ["BIN_COLUMN", "DeltaOptimizeOperator"]
 
 #: The column (and directory name) the Spark job partitions its output by: one directory per bin.
 BIN_COLUMN = "optimize_bin"
-#: The row index column of files with a deletion vector, dropped before the write.
-_ROW_INDEX = "__delta_optimize_row_index"
 
 
 def _no_callable(spark: Any = None) -> None:
@@ -279,45 +289,29 @@ class DeltaOptimizeOperator(DeltaTableMixin, RoutedSparkOutput, PySparkOperator,
         from pyspark.sql.types import StructType
 
         snapshot = plan.snapshot
-        storage = snapshot.storage
-        schema = StructType.fromJson(_file_schema(snapshot))
+        schema_json = _file_schema(snapshot)
+        schema = StructType.fromJson(schema_json)
         target = f"{root}/{attempt}"
-
-        def uri(path: str) -> str:
-            relative = storage.path.canonical(path)
-            return relative if "://" in relative or relative.startswith("/") else f"{root}/{relative}"
-
         frames = []
-        with_dv = 0
+        with_dv: list[tuple[int, dict[str, Any]]] = []
         for bin_ in plan.bins:
-            rows = bin_.files.select(["path", "deletion_vector"]).to_pylist()
-            parts = []
-            plain = [uri(r["path"]) for r in rows if r["deletion_vector"] is None]
+            rows = bin_.files.select(["path", "size", "deletion_vector"]).to_pylist()
+            plain = [r["path"] for r in rows if r["deletion_vector"] is None]
             if plain:
-                parts.append(spark.read.schema(schema).parquet(*plain))
-            for row in rows:
-                if row["deletion_vector"] is None:
-                    continue
-                with_dv += 1
-                frame = spark.read.schema(schema).parquet(uri(row["path"]))
-                deleted = deleted_rows(
-                    snapshot, {k: v for k, v in row["deletion_vector"].items() if v is not None}
+                paths = spark_file_paths(snapshot.storage.path, plain, root)
+                frames.append(
+                    spark.read.schema(schema).parquet(*paths).withColumn(BIN_COLUMN, F.lit(bin_.index))
                 )
-                if deleted:
-                    frame = frame.select("*", F.col("_metadata.row_index").alias(_ROW_INDEX))
-                    indexes = spark.createDataFrame([(i,) for i in deleted], f"{_ROW_INDEX} LONG")
-                    frame = frame.join(F.broadcast(indexes), _ROW_INDEX, "left_anti").drop(_ROW_INDEX)
-                parts.append(frame)
-            frames.append(
-                reduce(lambda a, b: a.unionByName(b), parts).withColumn(BIN_COLUMN, F.lit(bin_.index))
-            )
+            with_dv += [(bin_.index, r) for r in rows if r["deletion_vector"] is not None]
+        if with_dv:
+            frames.append(_surviving_rows(spark, snapshot, schema_json, root, with_dv))
         data = reduce(lambda a, b: a.unionByName(b), frames)
         self.log.info(
             "%s: rewriting %s (%s, %s with deletion vectors) into %s on Spark, under %s.",
             plan.operation,
             count(plan.num_files, "file"),
             count(plan.size, "byte"),
-            with_dv,
+            len(with_dv),
             count(len(plan.bins), "file"),
             target,
         )
@@ -413,6 +407,37 @@ class DeltaOptimizeOperator(DeltaTableMixin, RoutedSparkOutput, PySparkOperator,
 
 def _as_kwargs(options: RewriteOptions) -> dict[str, Any]:
     return {f.name: getattr(options, f.name) for f in fields(options)}
+
+
+def _surviving_rows(
+    spark: Any,
+    snapshot: Snapshot,
+    schema_json: dict[str, Any],
+    root: str,
+    files: list[tuple[int, dict[str, Any]]],
+) -> Any:
+    """The rows of the files with a deletion vector (each with its bin) that their vectors keep, in
+    one scan of all of them: each row keyed to its file (``spark.files.join_files``) for its bin and
+    deleted rows, tested by its ``_metadata.row_index`` on the executors."""
+    from pyspark.sql.types import StructType
+
+    storage = snapshot.storage
+    paths = spark_file_paths(storage.path, [row["path"] for _, row in files], root)
+    sizes = [row["size"] for _, row in files]
+    keys = FileKeys.of(sizes)
+    data = spark.read.schema(StructType.fromJson(schema_json)).parquet(*paths)
+    data = data.select("*", *key_columns(data, keys, row_index=True))
+    descriptors = [{k: v for k, v in row["deletion_vector"].items() if v is not None} for _, row in files]
+    columns, fields = file_columns(paths, sizes)
+    row_sets, row_fields = row_set_columns([deletion_vector_rows(storage, dv) for dv in descriptors], paths)
+    columns[BIN_COLUMN] = pa.array([index for index, _ in files], pa.int32())
+    columns.update(row_sets)
+    fields += [field(BIN_COLUMN, "integer"), *row_fields]
+    per_file = spark.createDataFrame(
+        pa.table(columns), schema=StructType.fromJson({"type": "struct", "fields": fields})
+    )
+    kept = join_files(data, per_file, keys, BIN_COLUMN, storage.root_uri).filter(~in_row_set())
+    return kept.select(*[column(f["name"]) for f in schema_json["fields"]], column(BIN_COLUMN))
 
 
 def _file_schema(snapshot: Snapshot) -> dict[str, Any]:

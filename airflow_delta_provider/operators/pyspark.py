@@ -135,6 +135,13 @@ class DeltaPySparkOperator(
     :param tags: extra commitInfo tags (the run identity is always added).
     :param allow_empty_overwrite: let an ``overwrite`` (or ``replace_where``) whose DataFrame wrote
         no file remove the data it replaces; default False (refused).
+    :param partition_key_columns: the partition columns a run's asset ``partition_key`` names (a
+        composite key's ``|``-separated parts, in order): a keyed run replaces exactly that slice
+        with its DataFrame, rows outside it refused before anything is committed; a run without a
+        key writes as it would without them (see ``DeltaCommitOperator`` and docs/partitions.md).
+        (templated)
+    :param add_partitions: declare every partition the commit touched on the table's asset event
+        (Airflow 3.3+, see ``DeltaCommitOperator``).
     :param spark_table_uri: where Spark writes the table, when its Hadoop path differs from
         ``table_uri`` (default: ``table_uri`` with ``s3://`` as ``s3a://``). (templated)
     :param write_subdir: the directory under the table root holding each attempt's output;
@@ -164,6 +171,11 @@ class DeltaPySparkOperator(
         versions after it; use with ``mode="overwrite"`` to rebuild from the snapshot). (templated)
     :param spark_source_uri: where Spark reads the source, when its Hadoop path differs from the
         source URI. (templated)
+    :param source_partition_key_columns: with ``source`` and ``partition_key_columns``: the source's
+        partition columns a run's partition key names (default: ``partition_key_columns``). A keyed
+        run then consumes only that partition of the source, with a cursor of its own: each source
+        version of each partition once, in whatever order the partitions' runs come (a first read
+        is judged on the target's slice alone). (templated)
 
     Returns (XCom): ``table_uri``, ``version``, ``skipped``, ``committed``, ``operation``, ``mode``,
     ``app_id``, ``app_version``, ``files``, ``rows``, ``bytes``, ``removed_files``, ``removed_bytes``
@@ -198,6 +210,8 @@ class DeltaPySparkOperator(
         user_metadata: str | None = None,
         tags: Mapping[str, str] | None = None,
         allow_empty_overwrite: bool = False,
+        partition_key_columns: Sequence[str] | str | None = None,
+        add_partitions: bool = False,
         spark_table_uri: str | None = None,
         write_subdir: str = "airflow",
         write_options: Mapping[str, str] | None = None,
@@ -211,6 +225,7 @@ class DeltaPySparkOperator(
         source_starting_version: int | str | None = None,
         source_reset: bool | str = False,
         spark_source_uri: str | None = None,
+        source_partition_key_columns: Sequence[str] | str | None = None,
         **kwargs: Any,
     ) -> None:
         self._default_outlets(kwargs, table_uri, delta_conn_id)
@@ -232,6 +247,8 @@ class DeltaPySparkOperator(
             user_metadata=user_metadata,
             tags=tags,
             allow_empty_overwrite=allow_empty_overwrite,
+            partition_key_columns=partition_key_columns,
+            add_partitions=add_partitions,
         )
         self.spark_table_uri = spark_table_uri
         self.write_subdir = check_write_subdir(write_subdir)
@@ -246,6 +263,8 @@ class DeltaPySparkOperator(
             source_reset=source_reset,
             spark_source_uri=spark_source_uri,
             python_callable=python_callable,
+            source_partition_key_columns=source_partition_key_columns,
+            partition_key_columns=partition_key_columns,
         )
         self._pending: _Pending | None = None
 
@@ -255,6 +274,7 @@ class DeltaPySparkOperator(
         identity, app_id, app_version = self.idempotency_key(context)
         table = self.hook.get_table()
         snapshot, columns = self._target_state(table, log_missing=True)
+        self.check_run_slice(snapshot)  # a key the table cannot hold is refused before Spark starts
         # Before Spark starts: a retry whose commit already landed must not run the job again.
         if snapshot is not None:
             done = already_committed(table, app_id, app_version, snapshot=snapshot)

@@ -19,11 +19,12 @@ import math
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta_provider.core.errors import InvalidTablePropertyError
+from airflow_delta_provider.core.errors import DeltaError, InvalidTablePropertyError
 from airflow_delta_provider.core.log import (
     CommitTimeRule,
     LogFileKind,
     commit_counts,
+    commit_name,
     commit_timestamps,
     complete_checkpoints,
     history,
@@ -42,7 +43,14 @@ from airflow_delta_provider.core.protocol import (
     to_interval,
     writer_features,
 )
-from airflow_delta_provider.core.table import checkpoint_due, cleanup_due, parse_consumer_app_id, vacuum_due
+from airflow_delta_provider.core.table import (
+    checkpoint_due,
+    cleanup_due,
+    commit_partitions,
+    consumer_partition,
+    parse_consumer_app_id,
+    vacuum_due,
+)
 from airflow_delta_provider.core.utils import masked_options
 
 if TYPE_CHECKING:
@@ -63,6 +71,9 @@ __all__ = [
 
 #: The most commits one history page reads.
 MAX_HISTORY = 100
+#: The partitions a history entry lists, and the largest commit file whose partitions it reads.
+PARTITIONS_SHOWN = 20
+MAX_PARTITIONS_COMMIT_BYTES = 16 * 1024 * 1024
 #: How far back the maintenance view looks for VACUUM START/END commits.
 VACUUM_LOOKBACK = 100
 _TAG = "airflow."
@@ -126,6 +137,8 @@ def run_identity(info: dict[str, Any]) -> dict[str, Any] | None:
         "logical_date": free_text(found.get("logical_date")),
         "map_index": -1 if map_index is None else map_index,
         "try_number": max(info_integer(found.get("try_number")) or 1, 1),
+        # The Airflow asset partition key of the run (a CronPartitionTimetable tick, ...).
+        "partition_key": free_text(found.get("partition_key")),
     }
 
 
@@ -145,7 +158,31 @@ def _parameters(value: Any) -> dict[str, str]:
     return shown
 
 
-def _entry(info: dict[str, Any], storage: LogStore) -> dict[str, Any]:
+def _latest(table: DeltaTable) -> Snapshot | None:
+    """The latest snapshot, whose metadata names the partition columns; None when the log cannot
+    give it (the page still shows the commits it reads, and the one that cannot be read says so)."""
+    try:
+        snapshot = table.snapshot()
+        snapshot.partition_columns  # noqa: B018 - reads the metadata now, inside the guard
+    except DeltaError:
+        return None
+    return snapshot
+
+
+def _partitions(snapshot: Snapshot | None, version: int) -> dict[str, Any]:
+    """The partitions whose data a commit changed (the first :data:`PARTITIONS_SHOWN`), read from
+    its file actions; none listed for a commit file over :data:`MAX_PARTITIONS_COMMIT_BYTES`."""
+    if snapshot is None or not snapshot.partition_columns:
+        return {}
+    storage = snapshot.storage
+    stat = storage.info(storage.log_path(commit_name(version)))
+    if stat is None or stat.size > MAX_PARTITIONS_COMMIT_BYTES:
+        return {"partitions": None, "partitions_count": None}
+    touched = commit_partitions(snapshot, version) or []
+    return {"partitions": touched[:PARTITIONS_SHOWN], "partitions_count": len(touched)}
+
+
+def _entry(info: dict[str, Any], storage: LogStore, snapshot: Snapshot | None = None) -> dict[str, Any]:
     operation = free_text(info.get("operation")) or "?"
     identity = run_identity(info)
     kind = "commit"
@@ -163,6 +200,7 @@ def _entry(info: dict[str, Any], storage: LogStore) -> dict[str, Any]:
         **counts,
         "engine": free_text(info.get("engineInfo")),
         "airflow": identity,
+        **_partitions(snapshot, info["version"]),
     }
 
 
@@ -180,7 +218,8 @@ def table_history(table: DeltaTable, limit: int = 20, before: int | None = None)
     start = latest if before is None else min(latest, before - 1)
     rule = CommitTimeRule(table.snapshot)  # reads the metadata only for a commit with an in-commit timestamp
     commits_shown = history(table.storage, start, limit, rule=rule) if start >= 0 else []
-    entries = [_entry(info, table.storage) for info in commits_shown]
+    snapshot = _latest(table) if commits_shown else None  # names the partition columns
+    entries = [_entry(info, table.storage, snapshot) for info in commits_shown]
     runs: dict[tuple[str, str, str, int], int] = {}
     first_of_run: set[tuple[str, str]] = set()
     for entry in reversed(entries):  # oldest first: a later commit of the same task run is a re-run
@@ -308,6 +347,7 @@ def consumer_cursors(snapshot: Snapshot) -> list[dict[str, Any]]:
                     "app_id": app_id,
                     "source_table_id": parsed[0],
                     "consumer": parsed[1],
+                    "partition": consumer_partition(app_id),
                     "version": txn.version,
                     "last_updated": _iso(txn.last_updated),
                 }

@@ -10,11 +10,12 @@ from airflow.sdk import Asset, BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_delta_provider.assets.delta import table_asset_uri
-from airflow_delta_provider.core.table import CommitFilter, payload, poll
+from airflow_delta_provider.core.table import CommitFilter, check_partition_filter, payload, poll
 from airflow_delta_provider.core.utils import redact
 from airflow_delta_provider.hooks.mixins import DeltaTableMixin, delta_template_fields
 from airflow_delta_provider.triggers.delta import DeltaTableVersionTrigger
-from airflow_delta_provider.utils.coercion import to_bool, to_int, to_list, to_timestamp, validate
+from airflow_delta_provider.utils.coercion import to_bool, to_int, to_list, to_text, to_timestamp, validate
+from airflow_delta_provider.utils.partitions import with_partition_keys
 from airflow_delta_provider.utils.secrets import refuse_secret_options
 from airflow_delta_provider.utils.wording import human_duration, versions
 
@@ -49,13 +50,18 @@ class DeltaTableVersionSensor(DeltaTableMixin, BaseSensorOperator):
     :param data_changes_only: ignore commits that change no data (OPTIMIZE, VACUUM, ...).
     :param operations: only these operations (``["WRITE", "MERGE"]``). (templated)
     :param partition_values: only commits adding files to this partition. (templated)
+    :param partition_filter: only commits that changed data in the partitions this SQL condition on
+        partition columns selects (``"ds = '{{ ds }}'"``; adds, removes and change-data files, read
+        from the commit's file actions, never its data). The return value and the event then list
+        the ``partitions`` those commits changed (each as its values, and as an Airflow
+        ``partition_keys`` entry: the values joined with ``|``). (templated)
     :param deferrable: wait in the triggerer (default ``[operators] default_deferrable``).
     :param poke_interval: seconds between pokes (and the trigger's polls); default
         ``[delta] poll_interval`` (60), read when the task runs.
     """
 
     template_fields: Sequence[str] = delta_template_fields(
-        "after_version", "after_timestamp", "operations", "partition_values"
+        "after_version", "after_timestamp", "operations", "partition_values", "partition_filter"
     )
     ui_color = "#00add4"
     table_purpose = "to watch"
@@ -72,6 +78,7 @@ class DeltaTableVersionSensor(DeltaTableMixin, BaseSensorOperator):
         data_changes_only: bool = False,
         operations: Sequence[str] | None = None,
         partition_values: Mapping[str, str | None] | None = None,
+        partition_filter: str | None = None,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         poke_interval: timedelta | float | None = None,
         **kwargs: Any,
@@ -94,6 +101,8 @@ class DeltaTableVersionSensor(DeltaTableMixin, BaseSensorOperator):
         self.data_changes_only = to_bool(data_changes_only, "data_changes_only", strings=False)
         self.operations = operations
         self.partition_values = partition_values
+        validate(partition_filter, to_text, "partition_filter")
+        self.partition_filter = partition_filter
         self.deferrable = to_bool(deferrable, "deferrable", strings=False)
         self._poke_interval_from_config = poke_interval is None
         if self.deferrable:
@@ -112,6 +121,7 @@ class DeltaTableVersionSensor(DeltaTableMixin, BaseSensorOperator):
             operations=operations or None,
             partition_values=dict(self.partition_values) if self.partition_values else None,
             after_timestamp=self._after_timestamp(),
+            partition_filter=to_text(self.partition_filter, "partition_filter"),
         )
 
     def poke(self, context: Context) -> PokeReturnValue | bool:
@@ -123,7 +133,7 @@ class DeltaTableVersionSensor(DeltaTableMixin, BaseSensorOperator):
         if not result.matched:
             self.log.info("No matching commit after version %s of %s yet.", after, self.hook.table_uri)
             return False
-        event = payload(self.hook.table_uri, result, after)
+        event = with_partition_keys(payload(self.hook.table_uri, result, after))
         self.log.info("Found %s of %s.", versions(event["versions"]), self.hook.table_uri)
         self._emit_asset_event(context, event)
         return PokeReturnValue(is_done=True, xcom_value=event)
@@ -134,6 +144,9 @@ class DeltaTableVersionSensor(DeltaTableMixin, BaseSensorOperator):
 
             self.poke_interval = poll_interval()
         waiting_for = self._waiting_for()
+        partition_filter = to_text(self.partition_filter, "partition_filter")
+        if partition_filter is not None:
+            check_partition_filter(self.hook.get_table(), partition_filter)  # refused now, not at a commit
         if not self.deferrable:
             self.log.info(
                 "Waiting for %s: a poke every %s (mode %s%s).",
@@ -164,6 +177,7 @@ class DeltaTableVersionSensor(DeltaTableMixin, BaseSensorOperator):
                 data_changes_only=self.data_changes_only,
                 operations=operations or None,
                 partition_values=dict(self.partition_values) if self.partition_values else None,
+                partition_filter=to_text(self.partition_filter, "partition_filter"),
                 poll_interval=self.poke_interval,
             ),
             method_name="execute_complete",
@@ -212,6 +226,8 @@ class DeltaTableVersionSensor(DeltaTableMixin, BaseSensorOperator):
             what += f", operations {', '.join(filters.operations)}"
         if filters.partition_values:
             what += f", partition {filters.partition_values}"
+        if filters.partition_filter:
+            what += f", changing the partitions {filters.partition_filter!r} selects"
         return what
 
 

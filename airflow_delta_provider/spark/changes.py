@@ -4,14 +4,16 @@
 The core decides everything from the commits of the range (:mod:`airflow_delta_provider.core.changes.feed`):
 which files count, with which change type, version and commit time, and which of their rows (a
 deletion vector that grew: the newly deleted rows). Spark reads each of those files once, change-data
-files with their ``_change_type`` column; each row is keyed to its file by ``_metadata.file_path``
-and joined with the file's scans (a file can count in several commits), which bring the per-scan
-values and, for a scan that counts only some rows, the row set the core decoded (a few rows as a
-list, more as a bitmap), which each row's ``_metadata.row_index`` is tested against.
+files with their ``_change_type`` column; each row is keyed to its file (its size, checked against
+``_metadata.file_path``) and joined with the file's scans (a file can count in several commits),
+which bring the per-scan values and, for a scan that counts only some rows, the row set the core
+decoded (a few rows as a list, more as a bitmap), which each row's ``_metadata.row_index`` is
+tested against.
 """
 
 from __future__ import annotations
 
+from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -27,12 +29,11 @@ from airflow_delta_provider.core.changes import (
 from airflow_delta_provider.core.protocol import partition_columns_from_map, schema_to_delta
 from airflow_delta_provider.core.utils import get_logger
 from airflow_delta_provider.spark.files import (
-    FILE,
-    checked,
+    FileKeys,
     column,
     empty_frame,
     field,
-    file_keys,
+    file_columns,
     in_row_set,
     join_files,
     logical_columns,
@@ -70,6 +71,8 @@ def read_changes(
     starting_version: int,
     ending_version: int | None = None,
     *,
+    partition_filter: str | None = None,
+    parameters: Mapping[str, Any] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     spark_uri: str | None = None,
 ) -> Any:
@@ -82,13 +85,18 @@ def read_changes(
     :param spark: a ``SparkSession``, classic or Spark Connect.
     :param table: the table URI or a core ``DeltaTable``.
     :param ending_version: the last version (default: the latest).
+    :param partition_filter: only the changes of the partitions this SQL condition on partition
+        columns selects (``DeltaTable.changes(partition_filter=...)``: only their files are read).
+    :param parameters: the values of ``partition_filter``'s ``:name`` markers.
     :param storage_options: the core's storage options, with a URI ``table``.
     :param spark_uri: where Spark finds the table root, when its Hadoop URI is not the table URI.
     :raises DeltaError: as ``DeltaTable.changes`` (bounds, cleaned-up commits, a commit whose changed
         rows were not recorded, a schema change within the range, a vacuumed file).
     """
     delta_table = as_table(table, storage_options)
-    changes = delta_table.changes(starting_version, ending_version)
+    changes = delta_table.changes(
+        starting_version, ending_version, partition_filter=partition_filter, parameters=parameters
+    )
     return read_change_set(spark, changes, spark_uri=spark_uri)
 
 
@@ -98,18 +106,28 @@ def read_change_set(spark: Any, changes: Changes, *, spark_uri: str | None = Non
 
 
 def read_snapshot_changes(
-    spark: Any, snapshot: Snapshot, committed_at: int, *, spark_uri: str | None = None
+    spark: Any,
+    snapshot: Snapshot,
+    committed_at: int,
+    *,
+    partition_filter: str | None = None,
+    parameters: Mapping[str, Any] | None = None,
+    spark_uri: str | None = None,
 ) -> Any:
     """A snapshot's rows as the change feed's inserts at its version (what Delta's streaming source
     delivers first, before the changes after it): the columns of :func:`read_changes`,
     ``_change_type`` ``insert``, ``_commit_version`` the snapshot's version.
 
     :param committed_at: the version's commit time (ms since the epoch), the ``_commit_timestamp``.
+    :param partition_filter: only the rows of the partitions it selects (see :func:`read_delta`).
+    :param parameters: the values of ``partition_filter``'s ``:name`` markers.
     """
     from pyspark.sql import functions as F
 
     check_no_reserved_columns(snapshot.metadata, snapshot.version)
-    frame = read_snapshot(spark, snapshot, spark_uri=spark_uri)
+    frame = read_snapshot(
+        spark, snapshot, partition_filter=partition_filter, parameters=parameters, spark_uri=spark_uri
+    )
     return frame.select(
         *[column(name) for name in frame.columns],
         F.lit("insert").alias(CHANGE_TYPE),
@@ -144,9 +162,12 @@ class _ChangeScan:
         if not self.scans:
             fields = [field(c.logical, c.logical_type) for c in self.schema.columns]
             return empty_frame(self.spark, [*fields, *_CDC_FIELDS]).select(*columns)
-        partial = any(not s.whole for s in self.scans)
         check_spark_version(
-            self.spark, self.storage.root_uri, self.schema, deletion_vectors=partial, keyed=True
+            self.spark,
+            self.storage.root_uri,
+            self.schema,
+            deletion_vectors=any(not s.whole for s in self.scans),
+            keyed=True,
         )
         paths = spark_file_paths(self.storage.path, [s.path for s in self.scans], self.root)
         log.info(
@@ -156,37 +177,47 @@ class _ChangeScan:
             self.storage.root_uri,
             len(self.scans),
         )
-        scans = self._scans_frame(paths)
+        sizes = _file_sizes(self.scans)
         parts = []
         for cdc in (True, False):
-            chosen = [i for i, s in enumerate(self.scans) if (s.change_type is None) == cdc]
-            if chosen:
-                parts.append(self._rows([paths[i] for i in chosen], chosen, scans, cdc=cdc, partial=partial))
-        frame = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+            kind = [i for i, s in enumerate(self.scans) if (s.change_type is None) == cdc]
+            # Files all of whose scans count every row are read without row indexes.
+            partial_files = {self.scans[i].path for i in kind if not self.scans[i].whole}
+            for with_rows in (False, True):
+                chosen = [i for i in kind if (self.scans[i].path in partial_files) == with_rows]
+                if chosen:
+                    parts.append(self._rows(paths, sizes, chosen, cdc=cdc, partial=with_rows))
+        frame = reduce(lambda a, b: a.unionByName(b), parts)
         return frame.select(*columns)
 
-    def _rows(self, paths: list[str], chosen: list[int], scans: Any, *, cdc: bool, partial: bool) -> Any:
+    def _rows(
+        self, paths: list[str], sizes: dict[str, int | None], chosen: list[int], *, cdc: bool, partial: bool
+    ) -> Any:
         """The counted rows of the files of the chosen scans, with the scans' values."""
         from pyspark.sql import functions as F
 
+        files = list(dict.fromkeys(self.scans[i].path for i in chosen))
+        keys = FileKeys.of([sizes[path] for path in files])
+        first = {self.scans[i].path: i for i in reversed(chosen)}
         try:
             data = scan_files(
                 self.spark,
                 self.storage,
                 self.schema,
-                [self.scans[i].path for i in chosen],
-                paths,
-                keyed=True,
+                files,
+                [paths[first[path]] for path in files],
+                keys=keys,
                 row_index=partial,
                 extra=[field(CHANGE_TYPE, "string")] if cdc else (),
+                sizes=[sizes[path] for path in files],
             )
         except Exception as err:
             vanished = self._vanished([self.scans[i] for i in chosen])
             if vanished is not None:
                 raise vanished from err
             raise
-        frame = join_files(data, scans).withColumn(SCAN, checked(SCAN, self.storage.root_uri))
-        frame = frame.filter(F.col(SCAN).isNotNull())  # uses the checked column: the check runs
+        scans = self._scans_frame(paths, sizes, chosen, partial=partial)
+        frame = join_files(data, scans, keys, SCAN, self.storage.root_uri)
         if partial:
             frame = self._select_rows(frame)
         partitions = {
@@ -220,30 +251,33 @@ class _ChangeScan:
         keep = (mode == _WHOLE) | ((mode == _INCLUDE) & marked) | ((mode == _EXCLUDE) & ~marked)
         return frame.filter(keep)
 
-    def _scans_frame(self, paths: list[str]) -> Any:
-        """One row per scan: its file's ``_metadata.file_path``, ordinal, row mode, change type,
-        version, commit time and typed partition values."""
+    def _scans_frame(
+        self, paths: list[str], sizes: dict[str, int | None], chosen: list[int], *, partial: bool
+    ) -> Any:
+        """One row per chosen scan: its file's path and size as Spark shows them, ordinal, row mode,
+        change type, version, commit time, typed partition values and, when ``partial``, row set."""
         from pyspark.sql.types import StructType
 
-        scans = self.scans
+        scans = [self.scans[i] for i in chosen]
         times = pa.array([s.timestamp * 1000 for s in scans], pa.int64()).cast(pa.timestamp("us", tz="UTC"))
-        columns: dict[str, pa.Array] = {
-            FILE: file_keys(paths),
-            SCAN: pa.array(np.arange(len(scans), dtype=np.int64)),
-            MODE: pa.array([_mode(s) for s in scans], pa.int32()),
-            _CONSTANT.format(CHANGE_TYPE): pa.array([s.change_type for s in scans], pa.string()),
-            _CONSTANT.format(COMMIT_VERSION): pa.array([s.version for s in scans], pa.int64()),
-            _CONSTANT.format(COMMIT_TIMESTAMP): times,
-        }
-        fields = [
-            field(FILE, "string"),
+        columns, fields = file_columns([paths[i] for i in chosen], [sizes[s.path] for s in scans])
+        columns.update(
+            {
+                SCAN: pa.array(np.asarray(chosen, dtype=np.int64)),
+                MODE: pa.array([_mode(s) for s in scans], pa.int32()),
+                _CONSTANT.format(CHANGE_TYPE): pa.array([s.change_type for s in scans], pa.string()),
+                _CONSTANT.format(COMMIT_VERSION): pa.array([s.version for s in scans], pa.int64()),
+                _CONSTANT.format(COMMIT_TIMESTAMP): times,
+            }
+        )
+        fields += [
             field(SCAN, "long"),
             field(MODE, "integer"),
             field(_CONSTANT.format(CHANGE_TYPE), "string"),
             field(_CONSTANT.format(COMMIT_VERSION), "long"),
             field(_CONSTANT.format(COMMIT_TIMESTAMP), "timestamp"),
         ]
-        if any(not s.whole for s in scans):
+        if partial:
             row_sets, row_fields = row_set_columns(
                 [None if s.whole else self.changes.selected_rows(s) for s in scans], [s.path for s in scans]
             )
@@ -264,6 +298,18 @@ class _ChangeScan:
                 fields.append(field(_PARTITION.format(index), by_name[name].logical_type))
         schema = StructType.fromJson({"type": "struct", "fields": fields})
         return self.spark.createDataFrame(pa.table(columns), schema=schema)
+
+
+def _file_sizes(scans: list[RowScan]) -> dict[str, int | None]:
+    """Each file's size, as its scans' actions record it; None where one omits it or two disagree
+    (the file is then keyed by its path)."""
+    sizes: dict[str, int | None] = {}
+    for scan in scans:
+        if scan.path not in sizes:
+            sizes[scan.path] = scan.size
+        elif sizes[scan.path] != scan.size:
+            sizes[scan.path] = None
+    return sizes
 
 
 def _mode(scan: RowScan) -> int:

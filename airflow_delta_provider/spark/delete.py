@@ -17,12 +17,12 @@ import pyarrow as pa
 
 from airflow_delta_provider.core.utils import get_logger
 from airflow_delta_provider.spark.files import (
-    FILE,
     ROW,
-    checked,
+    FileKeys,
     column,
     field,
-    file_keys,
+    file_columns,
+    join_files,
     logical_columns,
     scan_files,
 )
@@ -80,19 +80,12 @@ def _matching_rows(
     root = (spark_uri or spark_path(storage.root_uri)).rstrip("/")
     paths = spark_file_paths(storage.path, log_paths, root)
     log.info("Finding the rows to delete in %d file(s) of %s on Spark.", len(paths), storage.root_uri)
-    frame = scan_files(
-        spark,
-        storage,
-        schema,
-        log_paths,
-        paths,
-        keyed=True,
-        row_index=True,
-        sizes=candidates.files.column("size").to_pylist(),
-    )
+    sizes = candidates.files.column("size").to_pylist()
+    keys = FileKeys.of(sizes)
+    frame = scan_files(spark, storage, schema, log_paths, paths, keys=keys, row_index=True, sizes=sizes)
     values = candidates.partition_values
-    frame = frame.join(F.broadcast(_files_frame(spark, schema, paths, values)), FILE, "left")
-    frame = frame.withColumn(ORDINAL, checked(ORDINAL, storage.root_uri))
+    per_file = _files_frame(spark, schema, paths, sizes, values)
+    frame = join_files(frame, per_file, keys, ORDINAL, storage.root_uri)
     partitions = {name: F.col(_PARTITION.format(i)) for i, name in enumerate(values.column_names)}
     logical = frame.select(column(ORDINAL), column(ROW), *logical_columns(schema, partitions))
     names = {c.logical: column(c.logical) for c in schema.columns}
@@ -101,15 +94,15 @@ def _matching_rows(
     return _by_file(_collect(matched), log_paths)
 
 
-def _files_frame(spark: Any, schema: Any, paths: list[str], partition_values: pa.Table) -> Any:
-    """One row per file: its ``_metadata.file_path``, ordinal and typed partition values."""
+def _files_frame(
+    spark: Any, schema: Any, paths: list[str], sizes: list[int | None], partition_values: pa.Table
+) -> Any:
+    """One row per file: its path and size as Spark shows them, ordinal and typed partition values."""
     from pyspark.sql.types import StructType
 
-    columns: dict[str, pa.Array] = {
-        FILE: file_keys(paths),
-        ORDINAL: pa.array(np.arange(len(paths), dtype=np.int64)),
-    }
-    fields = [field(FILE, "string"), field(ORDINAL, "long")]
+    columns, fields = file_columns(paths, sizes)
+    columns[ORDINAL] = pa.array(np.arange(len(paths), dtype=np.int64))
+    fields.append(field(ORDINAL, "long"))
     types = {c.logical: c.logical_type for c in schema.columns}
     for index, name in enumerate(partition_values.column_names):
         columns[_PARTITION.format(index)] = partition_values.column(name).combine_chunks()

@@ -4,10 +4,11 @@ What :func:`~.read.read_delta` and :func:`~.changes.read_changes` share:
 
 - :func:`scan_files`: the files read with the table's physical schema (column mapping, widened
   columns per file), every column nullable; a file Spark would leave out of its listing is
-  refused. With ``keyed``, each row carries ``_metadata.file_path`` (:data:`FILE`) and, with
+  refused. With ``keys`` (:class:`FileKeys`), each row carries its file's key and path and, with
   ``row_index``, ``_metadata.row_index`` (:data:`ROW`);
-- :func:`file_keys` / :func:`join_files`: each row joined with its file's values, and
-  :func:`checked`, which fails the query for a row whose file matches none;
+- :func:`file_columns` / :func:`join_files`: each row joined with its file's values (keyed by
+  the file's size, a long, and checked against its exact path), failing the query for a row
+  whose file matches none;
 - :func:`row_set_columns`: row sets decoded on the driver (deletion vectors) as per-file columns
   of that join, a few rows as a list, more as a bitmap of 64-bit words; :func:`in_row_set`
   tests a row's :data:`ROW` against its file's set with no further join.
@@ -17,6 +18,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
+from dataclasses import dataclass
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
@@ -38,9 +41,9 @@ if TYPE_CHECKING:
 __all__ = [
     "FILE",
     "ROW",
-    "checked",
+    "FileKeys",
     "column",
-    "file_keys",
+    "file_columns",
     "in_row_set",
     "join_files",
     "row_set_columns",
@@ -51,6 +54,54 @@ __all__ = [
 # Columns a read adds and drops again; named so that no table column collides with them.
 FILE = "__delta_read_file_path"
 ROW = "__delta_read_row_index"
+#: A row's file key (:class:`FileKeys`), and the per-file table's size of each file.
+KEY = "__delta_read_file_key"
+FILE_SIZE = "__delta_read_file_size"
+
+
+@dataclass(frozen=True)
+class FileKeys:
+    """How each row of a scan finds its file's row in a per-file table, as a long join key: the
+    file's size (``_metadata.file_size`` against the log's ``size``), so that the per-row work is
+    a lookup in a table of longs, with no hashing of path strings; files whose size another file
+    of the scan shares (or the log omits) are keyed by a 64-bit hash of their path instead. Either
+    way the row's ``_metadata.file_path`` must then equal the file's exactly: a log size that
+    is not the file's fails the query (:func:`join_files`) rather than pairing rows with another
+    file.
+
+    :param hashed_sizes: the sizes whose files are keyed by path; None: every file is.
+    """
+
+    hashed_sizes: frozenset[int] | None
+
+    @classmethod
+    def of(cls, sizes: Sequence[int | None] | None) -> FileKeys:
+        """The keys of a scan of distinct files whose log sizes are ``sizes``."""
+        if sizes is None or any(size is None for size in sizes):
+            return cls(None)
+        counts = Counter(sizes)
+        return cls(frozenset(size for size, n in counts.items() if n > 1 and size is not None))
+
+    def row_key(self, metadata: Any) -> Any:
+        """The key of a scanned row, from its ``_metadata`` struct."""
+        from pyspark.sql import functions as F
+
+        return self._key(metadata.getField("file_size"), F.xxhash64(metadata.getField("file_path")))
+
+    def file_key(self) -> Any:
+        """The key of a row of the per-file table (:func:`file_columns`)."""
+        from pyspark.sql import functions as F
+
+        return self._key(F.col(FILE_SIZE), F.xxhash64(F.col(FILE)))
+
+    def _key(self, size: Any, path_hash: Any) -> Any:
+        from pyspark.sql import functions as F
+
+        if self.hashed_sizes is None:
+            return path_hash
+        if not self.hashed_sizes:
+            return size.cast("long")
+        return F.when(size.isin(*sorted(self.hashed_sizes)), path_hash).otherwise(size.cast("long"))
 
 
 def scan_files(
@@ -60,13 +111,14 @@ def scan_files(
     log_paths: Sequence[str],
     spark_paths: Sequence[str],
     *,
-    keyed: bool,
+    keys: FileKeys | None,
     row_index: bool,
     extra: Sequence[dict[str, Any]] = (),
     sizes: Sequence[int | None] | None = None,
 ) -> Any:
     """The data columns (physical names, the table's types) of the files, with :data:`FILE` and
-    :data:`ROW` when asked, and the ``extra`` fields (Spark JSON) the files hold besides.
+    :data:`KEY` when ``keys`` are given, :data:`ROW` when asked, and the ``extra`` fields (Spark
+    JSON) the files hold besides.
 
     :param log_paths: the files as the log names them; ``spark_paths`` the same, as handed to Spark.
     :raises DeltaError: Spark's listing leaves a file out (a name Hadoop treats as hidden).
@@ -77,7 +129,7 @@ def scan_files(
     frames = []
     for schema_json, paths in file_type_groups(storage, schema, log_paths, spark_paths, sizes):
         frames.append(
-            _scan(spark, storage, schema, paths, schema_json, keyed=keyed, row_index=row_index, extra=extra)
+            _scan(spark, storage, schema, paths, schema_json, keys=keys, row_index=row_index, extra=extra)
         )
     return reduce(lambda a, b: a.unionByName(b), frames)
 
@@ -89,7 +141,7 @@ def _scan(
     paths: list[str],
     schema_json: dict[str, Any],
     *,
-    keyed: bool,
+    keys: FileKeys | None,
     row_index: bool,
     extra: Sequence[dict[str, Any]],
 ) -> Any:
@@ -121,12 +173,19 @@ def _scan(
             value = value.cast(spark_type(table_type)).alias(item.physical)
         columns.append(value)
     columns += [column(f["name"]) for f in extra]
-    if keyed:
-        metadata = _metadata_column(data)
-        columns.append(metadata.getField("file_path").alias(FILE))
-        if row_index:
-            columns.append(metadata.getField("row_index").alias(ROW))
+    if keys is not None:
+        columns += key_columns(data, keys, row_index=row_index)
     return data.select(*columns)
+
+
+def key_columns(data: Any, keys: FileKeys, *, row_index: bool) -> list[Any]:
+    """The columns a keyed scan of ``data`` (a file scan) adds: :data:`KEY`, :data:`FILE` and,
+    when asked, :data:`ROW`."""
+    metadata = _metadata_column(data)
+    columns = [keys.row_key(metadata).alias(KEY), metadata.getField("file_path").alias(FILE)]
+    if row_index:
+        columns.append(metadata.getField("row_index").alias(ROW))
+    return columns
 
 
 def file_type_groups(
@@ -179,41 +238,59 @@ def _file_type_json(arrow_type: pa.DataType) -> Any:
     return spark_read_fields([item], "none")[0][0]["type"]
 
 
-def join_files(rows: Any, files: Any) -> Any:
-    """``rows`` (with :data:`FILE`) left-joined with ``files`` (one row per file, with :data:`FILE`):
-    on a 64-bit hash of the path, then the exact path, so that the per-row work is a long-key
-    lookup rather than a string-key one; a row whose path matches no file gets nulls."""
+def join_files(rows: Any, files: Any, keys: FileKeys, ordinal: str, root_uri: str) -> Any:
+    """The ``rows`` of a keyed scan (:func:`scan_files`) joined with ``files``, the per-file table
+    (:func:`file_columns`, one or more rows per file, among them the non-null column ``ordinal``):
+    on the file's key (:class:`FileKeys`), then its exact path. Every row must find its file: one
+    that matches none fails the query (a file Spark names otherwise than predicted, or whose size
+    is not the log's); its values would be unknown.
+
+    Returns the joined rows with ``ordinal`` checked, the key columns dropped.
+    """
     from pyspark.sql import functions as F
 
     keyed = files.select(
-        F.xxhash64(F.col(FILE)).alias(_FILE_HASH),
+        keys.file_key().alias(_FILE_KEY),
         F.col(FILE).alias(_FILE_AGAIN),
-        *[F.col(c) for c in files.columns if c != FILE],
+        *[F.col(c) for c in files.columns if c not in (FILE, FILE_SIZE)],
     )
     # Range comparisons, not '=': Spark would make an equality a (string) join key.
     exact = (F.col(FILE) <= F.col(_FILE_AGAIN)) & (F.col(FILE) >= F.col(_FILE_AGAIN))
-    joined = rows.join(F.broadcast(keyed), (F.xxhash64(F.col(FILE)) == F.col(_FILE_HASH)) & exact, "left")
-    return joined.drop(_FILE_HASH, _FILE_AGAIN)
+    joined = rows.join(F.broadcast(keyed), (F.col(KEY) == F.col(_FILE_KEY)) & exact, "left")
+    joined = joined.withColumn(ordinal, _checked(ordinal, root_uri))
+    # The filter uses the checked column, so that the check runs for every row.
+    return joined.filter(F.col(ordinal).isNotNull()).drop(_FILE_KEY, _FILE_AGAIN, KEY)
 
 
-_FILE_HASH = "__delta_read_file_hash"
+_FILE_KEY = "__delta_read_file_key_of_file"
 _FILE_AGAIN = "__delta_read_file_path_of_file"
 
 
-def file_keys(spark_paths: Sequence[str]) -> pa.Array:
-    """The :data:`FILE` value of each file (``_metadata.file_path`` as Spark will show it)."""
-    return pa.array([metadata_file_path(p) for p in spark_paths], pa.string())
+def file_columns(
+    spark_paths: Sequence[str], sizes: Sequence[int | None]
+) -> tuple[dict[str, pa.Array], list[dict[str, Any]]]:
+    """The columns of a per-file table that name its files for :func:`join_files`, and their Spark
+    fields: :data:`FILE` (``_metadata.file_path`` as Spark will show it) and :data:`FILE_SIZE` (the
+    log's size).
+
+    :param spark_paths: the files as handed to Spark (:func:`~.paths.spark_file_paths`).
+    """
+    columns = {
+        FILE: pa.array([metadata_file_path(p) for p in spark_paths], pa.string()),
+        FILE_SIZE: pa.array(sizes, pa.int64()),
+    }
+    return columns, [field(FILE, "string"), field(FILE_SIZE, "long")]
 
 
-def checked(ordinal: str, root_uri: str) -> Any:
-    """The column ``ordinal`` (joined on :data:`FILE`), failing the query where it is null: Spark
-    named a file otherwise than predicted, so its per-file values are unknown."""
+def _checked(ordinal: str, root_uri: str) -> Any:
+    """The column ``ordinal`` (joined on the file), failing the query where it is null."""
     from pyspark.sql import functions as F
 
     message = F.concat(
         F.lit(
             f"Reading {root_uri} on Spark: Spark read a row of a file it names differently from the files "
-            f"asked for; refusing to guess its partition values and deletion vector. The file: "
+            f"asked for, or whose size is not the one the log records; refusing to guess its partition "
+            f"values and deletion vector. The file: "
         ),
         F.col(FILE),
     )

@@ -2,8 +2,9 @@
 
 ``spark.read.parquet(table_root)`` is wrong on a Delta table (removed files, deletion vectors,
 partition values, column mapping). Here the core decides everything from the log and Spark reads
-exactly the active files, each row keyed to its file through ``_metadata.file_path`` for its
-partition values and deletion vector; a row whose file is unknown fails the query. docs/reading.md
+exactly the active files, each row keyed to its file (by ``_metadata.file_size`` and checked
+against ``_metadata.file_path``) for its partition values and deletion vector; a row whose file is
+unknown fails the query. docs/reading.md
 ("A snapshot: read_delta") has the steps.
 """
 
@@ -17,16 +18,21 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_delta_provider.core.expressions import Predicate, PredicateError
+from airflow_delta_provider.core.expressions import (
+    PartitionFilter,
+    Predicate,
+    PredicateError,
+    bound_by,
+    files_matching,
+)
 from airflow_delta_provider.core.log import deletion_vector_rows
 from airflow_delta_provider.core.utils import get_logger
 from airflow_delta_provider.spark.files import (
-    FILE,
-    checked,
+    FileKeys,
     column,
     empty_frame,
     field,
-    file_keys,
+    file_columns,
     in_row_set,
     join_files,
     logical_columns,
@@ -66,6 +72,7 @@ def read_delta(
     timestamp: dt.datetime | str | int | None = None,
     columns: Sequence[str] | None = None,
     filter: str | None = None,
+    partition_filter: str | None = None,
     parameters: Mapping[str, Any] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     spark_uri: str | None = None,
@@ -83,23 +90,34 @@ def read_delta(
         the core parses (comparisons, ``IN``, ``BETWEEN``, ``IS [NOT] NULL``, ``<=>``,
         ``AND``/``OR``/``NOT``), meaning what it means in Spark SQL: files that cannot hold a
         matching row are skipped before Spark sees a path, and the rows are filtered on Spark.
-    :param parameters: the values of the filter's named markers (``{"amount": 10}``), bound as
-        typed literals (never formatted into the text).
+    :param partition_filter: only the partitions this condition on partition columns selects (the
+        language of ``filter``; any other column is refused): only their files are replayed from the
+        log and read.
+    :param parameters: the values of the filters' named markers (``{"amount": 10}``), bound as
+        typed literals (never formatted into the text); each names a marker of ``filter`` or of
+        ``partition_filter``.
     :param storage_options: the core's storage options, with a URI ``table``.
     :param spark_uri: where Spark finds the table root when its Hadoop URI is not the table URI
         (default: the table URI, ``s3://`` as ``s3a://``). The session's Hadoop configuration
         must give Spark access to it.
     :raises UnsupportedFeatureError: the table needs a reader feature the core lacks, or a newer
         Spark (deletion vectors need 3.4, type widening 4.0).
-    :raises PredicateError: the filter does not parse, names an unknown column, binds wrongly, or
-        holds a value Spark would refuse or read depending on a setting.
+    :raises PredicateError: a filter does not parse, names an unknown column (the partition filter:
+        a column that is not a partition column), binds wrongly, or holds a value Spark would refuse
+        or read depending on a setting.
     """
     if not isinstance(table, str) and storage_options is not None:
         raise ValueError("storage_options applies to a table URI; a DeltaTable already carries its own.")
     delta_table = as_table(table, storage_options)
     snapshot = delta_table.snapshot(version=version, timestamp=timestamp)
     return read_snapshot(
-        spark, snapshot, columns=columns, filter=filter, parameters=parameters, spark_uri=spark_uri
+        spark,
+        snapshot,
+        columns=columns,
+        filter=filter,
+        partition_filter=partition_filter,
+        parameters=parameters,
+        spark_uri=spark_uri,
     )
 
 
@@ -119,13 +137,19 @@ def read_snapshot(
     *,
     columns: Sequence[str] | None = None,
     filter: str | None = None,
+    partition_filter: str | None = None,
     parameters: Mapping[str, Any] | None = None,
     spark_uri: str | None = None,
 ) -> Any:
-    """:func:`read_delta` of a snapshot already loaded."""
+    """:func:`read_delta` of a snapshot already loaded (with a partition filter, its files not read
+    yet: they are replayed for the selected partitions only)."""
+    own, partitions = bound_by(parameters, filter, partition_filter)
+    if partition_filter is not None:
+        chosen = PartitionFilter(partition_filter, snapshot.partition_columns, snapshot.schema, partitions)
+        snapshot = snapshot.with_partition_filter(chosen)
     schema = read_schema(snapshot)
     selected = _select_columns(snapshot, columns)
-    predicate = _predicate(snapshot, filter, parameters)
+    predicate = _predicate(snapshot, filter, own)
     files, partition_values = _files_to_read(snapshot, predicate)
     has_dv = files.column("deletion_vector").is_valid()
     with_dv = int(pc.sum(has_dv).as_py() or 0)
@@ -191,8 +215,6 @@ def _files_to_read(snapshot: Snapshot, predicate: Predicate | None) -> tuple[pa.
     partition_values = snapshot.partition_values() if snapshot.partition_columns else pa.table({})
     if predicate is None:
         return files, partition_values
-    from airflow_delta_provider.core.expressions import files_matching
-
     mask = pa.array(files_matching(snapshot, predicate))
     return files.filter(mask), (
         partition_values.filter(mask) if partition_values.num_columns else partition_values
@@ -209,11 +231,13 @@ class _ScanBuilder:
     paths: list[str]
 
     def build(self, files: pa.Table, partition_values: pa.Table, has_dv: pa.Array | None) -> Any:
-        """The rows of ``files``: of an unpartitioned table, the files without deletion vectors in a
-        plain scan (no per-row work) and those with them in a keyed one; else one scan."""
+        """The rows of ``files``: those of files without a deletion vector in one scan (a plain one
+        for an unpartitioned table: no per-row work), those of files with one in a scan keyed by
+        file with each row's index, so that rows of files without a deletion vector never pay for
+        one."""
         everything = np.arange(files.num_rows)
-        if has_dv is None or partition_values.num_columns:
-            return self._scan(everything, files, partition_values, with_dv=has_dv is not None)
+        if has_dv is None:
+            return self._scan(everything, files, partition_values, with_dv=False)
         with_dv = has_dv.to_numpy(zero_copy_only=False)
         frame = self._scan(everything[with_dv], files, partition_values, with_dv=True)
         if not with_dv.all():
@@ -232,45 +256,46 @@ class _ScanBuilder:
         if partition_values.num_columns:
             partition_values = partition_values.take(chosen)
         paths = [self.paths[i] for i in rows.tolist()]
+        sizes = files.column("size").to_pylist()
         keyed = with_dv or partition_values.num_columns > 0
+        keys = FileKeys.of(sizes) if keyed else None
         frame = scan_files(
             self.spark,
             self.snapshot.storage,
             self.schema,
             files.column("path").to_pylist(),
             paths,
-            keyed=keyed,
+            keys=keys,
             row_index=with_dv,
-            sizes=files.column("size").to_pylist(),
+            sizes=sizes,
         )
         partitions: dict[str, Any] = {}
-        if keyed:
+        if keys is not None:
             deleted = self._deleted_rows(files) if with_dv else None
-            frame = join_files(frame, self._files_frame(paths, partition_values, deleted))
-            frame = frame.withColumn(ORDINAL, checked(ORDINAL, self.snapshot.storage.root_uri))
+            per_file = self._files_frame(paths, sizes, partition_values, deleted)
+            frame = join_files(frame, per_file, keys, ORDINAL, self.snapshot.storage.root_uri)
             partitions = {
-                name: F.when(F.col(ORDINAL).isNotNull(), F.col(_PARTITION.format(index)))  # the check runs
+                name: F.col(_PARTITION.format(index))
                 for index, name in enumerate(partition_values.column_names)
             }
         if with_dv:
-            frame = frame.filter(F.col(ORDINAL).isNotNull() & ~in_row_set())
+            frame = frame.filter(~in_row_set())
         return frame.select(*logical_columns(self.schema, partitions))
 
     def _files_frame(
         self,
         paths: list[str],
+        sizes: list[int | None],
         partition_values: pa.Table,
         deleted: list[npt.NDArray[np.uint64] | None] | None,
     ) -> Any:
-        """One row per file: its ``_metadata.file_path``, ordinal, typed partition values and the
-        rows its deletion vector deletes."""
+        """One row per file: its path and size as Spark shows them, ordinal, typed partition values
+        and the rows its deletion vector deletes."""
         from pyspark.sql.types import StructType
 
-        columns: dict[str, pa.Array] = {
-            FILE: file_keys(paths),
-            ORDINAL: pa.array(np.arange(len(paths), dtype=np.int64)),
-        }
-        fields = [field(FILE, "string"), field(ORDINAL, "long")]
+        columns, fields = file_columns(paths, sizes)
+        columns[ORDINAL] = pa.array(np.arange(len(paths), dtype=np.int64))
+        fields.append(field(ORDINAL, "long"))
         types = {c.logical: c.logical_type for c in self.schema.columns}
         for index, name in enumerate(partition_values.column_names):
             columns[_PARTITION.format(index)] = partition_values.column(name).combine_chunks()

@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
 from airflow_delta_provider.core.errors import DeltaError
-from airflow_delta_provider.core.table import CommitFilter, PollResult, payload, poll
+from airflow_delta_provider.core.table import CommitFilter, PollResult, check_partition_filter, payload, poll
 from airflow_delta_provider.hooks.mixins import DeltaTableMixin
-from airflow_delta_provider.utils.coercion import to_bool, to_int, to_list, to_seconds, to_timestamp
+from airflow_delta_provider.utils.coercion import to_bool, to_int, to_list, to_seconds, to_text, to_timestamp
+from airflow_delta_provider.utils.partitions import with_partition_keys
 from airflow_delta_provider.utils.secrets import describe_error, refuse_secret_options
 from airflow_delta_provider.utils.version_compat import run_blocking, state_get, state_set
 from airflow_delta_provider.utils.wording import human_duration, versions
@@ -50,6 +51,9 @@ class DeltaTableVersionTrigger(DeltaTableMixin, BaseEventTrigger):
     :param data_changes_only: ignore commits that change no data (OPTIMIZE, VACUUM ...).
     :param operations: only these operations (``WRITE``, ``MERGE``, ...).
     :param partition_values: only commits adding files to this partition (``{"ds": "2024-01-01"}``).
+    :param partition_filter: only commits that changed data in the partitions this SQL condition on
+        partition columns selects; each event lists the ``partitions`` its commits changed and
+        their Airflow ``partition_keys`` (an ``AssetWatcher``'s event has no key of its own).
     :param poll_interval: seconds between polls; default ``[delta] poll_interval`` (60), read by
         the triggerer when the trigger runs.
     :raises ValueError: no table is named, the location carries credentials, a storage option
@@ -70,6 +74,7 @@ class DeltaTableVersionTrigger(DeltaTableMixin, BaseEventTrigger):
         data_changes_only: bool = False,
         operations: Sequence[str] | None = None,
         partition_values: Mapping[str, str | None] | None = None,
+        partition_filter: str | None = None,
         poll_interval: float | None = None,
     ) -> None:
         super().__init__()
@@ -85,6 +90,7 @@ class DeltaTableVersionTrigger(DeltaTableMixin, BaseEventTrigger):
         self.data_changes_only = to_bool(data_changes_only, "data_changes_only", strings=False)
         self.operations = to_list(operations, "operations") or None
         self.partition_values = dict(partition_values) if partition_values else None
+        self.partition_filter = to_text(partition_filter, "partition_filter")
         self.poll_interval = None if poll_interval is None else to_seconds(poll_interval, "poll_interval")
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -100,6 +106,7 @@ class DeltaTableVersionTrigger(DeltaTableMixin, BaseEventTrigger):
                 "data_changes_only": self.data_changes_only,
                 "operations": self.operations,
                 "partition_values": self.partition_values,
+                "partition_filter": self.partition_filter,
                 "poll_interval": self.poll_interval,
             },
         )
@@ -118,6 +125,7 @@ class DeltaTableVersionTrigger(DeltaTableMixin, BaseEventTrigger):
             operations=self.operations,
             partition_values=self.partition_values,
             after_timestamp=self.after_timestamp,
+            partition_filter=self.partition_filter,
         )
 
     def _state_store(self) -> Any:
@@ -164,6 +172,19 @@ class DeltaTableVersionTrigger(DeltaTableMixin, BaseEventTrigger):
         hook = self.hook
         interval = self._poll_interval()
         table = await run_blocking(hook.get_table)
+        if self.partition_filter is not None:
+            try:
+                await run_blocking(check_partition_filter, table, self.partition_filter)
+            except DeltaError as err:
+                yield TriggerEvent(
+                    {
+                        "status": "error",
+                        "table_uri": hook.table_uri,
+                        "message": f"The partition filter of the watch of {hook.table_uri} is refused: "
+                        f"{describe_error(err)}",
+                    }
+                )
+                return
         cursor = await self._load_cursor()
         commit_filter = self._filter()
         self.log.info(
@@ -195,7 +216,7 @@ class DeltaTableVersionTrigger(DeltaTableMixin, BaseEventTrigger):
             if not result.table_exists:
                 self.log.debug("No Delta table at %s yet; waiting.", hook.table_uri)
             elif result.matched:
-                event = payload(hook.table_uri, result, previous)
+                event = with_partition_keys(payload(hook.table_uri, result, previous))
                 self.log.info("New %s of %s.", versions(event["versions"]), hook.table_uri)
                 yield TriggerEvent(event)
                 if self._serves_task():

@@ -2,8 +2,9 @@
 
 Code that must behave differently per version asks here, never checks a version number itself: the
 asset state store (async, blocking-only or absent), blocking calls from a trigger (through
-``sync_to_async`` everywhere), and asset events attached through an alias (nested extras lifted to
-top-level keys where Airflow hashes them). docs/versions.md has the table.
+``sync_to_async`` everywhere), asset events attached through an alias (nested extras lifted to
+top-level keys where Airflow hashes them), and asset partitions (a run's ``partition_key`` from
+3.2, ``add_partitions`` from 3.3). docs/versions.md has the table.
 """
 
 from __future__ import annotations
@@ -11,9 +12,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping, Sequence
 
-__all__ = ["AirflowNotFoundException", "alias_event_extra", "run_blocking", "state_get", "state_set"]
+__all__ = [
+    "AirflowNotFoundException",
+    "add_event_partitions",
+    "alias_event_extra",
+    "can_add_partitions",
+    "run_blocking",
+    "run_partition_key",
+    "state_get",
+    "state_set",
+]
 
 try:  # Airflow >= 3.2: the Task SDK's, which airflow.exceptions re-exports
     from airflow.sdk.exceptions import AirflowNotFoundException
@@ -87,3 +97,37 @@ def alias_event_extra(extra: dict[str, Any]) -> dict[str, Any]:
         else:
             flat[key] = value
     return flat
+
+
+def run_partition_key(context: Mapping[str, Any]) -> str | None:
+    """The ``partition_key`` of the running DAG run: the context's (3.3+), else the run's own
+    (3.2); None for a run without one and on Airflow 3.1, which has no asset partitions.
+
+    :param context: the task's context.
+    """
+    key = context.get("partition_key")
+    if key is None:
+        key = getattr(context.get("dag_run"), "partition_key", None)
+    return key if isinstance(key, str) and key else None
+
+
+def can_add_partitions() -> bool:
+    """Whether this Airflow lets a task declare the partitions of an asset event
+    (``outlet_events[asset].add_partitions``, Airflow 3.3+, for ``PartitionedAtRuntime``)."""
+    from airflow.sdk.execution_time.context import OutletEventAccessor
+
+    return hasattr(OutletEventAccessor, "add_partitions")
+
+
+def add_event_partitions(accessor: Any, keys: Sequence[str]) -> bool:
+    """Give an asset event these partition keys, one event per key (Airflow 3.3+); False where the
+    accessor cannot take them (an older Airflow: its events carry the run's key).
+
+    :param accessor: ``outlet_events[asset]`` of a concrete asset (never an alias).
+    :param keys: the keys, each non-blank and at most 250 characters (Airflow refuses others).
+    """
+    add = getattr(accessor, "add_partitions", None)
+    if add is None:
+        return False
+    add(list(keys))
+    return True

@@ -21,6 +21,7 @@ from airflow_delta_provider.core.log.timeline import info_object
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    from airflow_delta_provider.core.changes.partition_filter import PartitionSelector
     from airflow_delta_provider.core.changes.rows import DeletionVectors
     from airflow_delta_provider.core.log.commits import CommitActions
 
@@ -66,6 +67,8 @@ class CommitContext:
     change_data_feed: bool
     partition_columns: Sequence[str]
     uri: str
+    #: only the file actions in the partitions it selects (``changes(partition_filter=...)``)
+    selector: PartitionSelector | None = None
 
 
 def commit_changes(
@@ -76,18 +79,31 @@ def commit_changes(
     :raises ChangeDataNotRecordedError: the commit rewrote rows without recording which (see the
         module docstring), or a remove lacks the partition values its rows need.
     :raises CorruptLogError: an add and a remove of one path without a deletion vector between them.
+
+    With a partition filter, only the files it selects count, and a commit is judged on those
+    files alone: a rewrite in another partition does not refuse the selected partitions' changes.
     """
     version, timestamp = commit.version, context.timestamp
+    selector = context.selector
     cdc = [a["cdc"] for a in commit.actions if "cdc" in a]
     if cdc:
+        if selector is not None:
+            cdc = selector.select(cdc)
         files = [FileChange("cdc", c, version, timestamp) for c in cdc]
-        return files, [RowScan(c["path"], c["partitionValues"], version, timestamp, None) for c in cdc]
+        return files, [
+            RowScan(c["path"], c["partitionValues"], version, timestamp, None, size=c.get("size"))
+            for c in cdc
+        ]
     info = commit.commit_info
     if _is_no_op_merge(info):
         return [], []
     file_actions = commit.file_actions()
     adds = [a["add"] for a in file_actions if "add" in a and a["add"]["dataChange"]]
     removes = [a["remove"] for a in file_actions if "remove" in a and a["remove"]["dataChange"]]
+    if selector is not None:
+        if context.partition_columns:  # a remove without partition values lies in no known partition
+            _require_partition_values(commit, context, removes)
+        adds, removes = selector.select(adds), selector.select(removes)
     if not adds and not removes:
         return [], []
     added = _by_path(adds, "add", commit)
@@ -137,16 +153,20 @@ def _row_scans(
         add = added.get(path)
         values = remove.get("partitionValues") or {}
         if add is None:
+            dv = remove.get("deletionVector")
             scans.append(
-                RowScan(path, values, version, timestamp, "delete", exclude=remove.get("deletionVector"))
+                RowScan(path, values, version, timestamp, "delete", exclude=dv, size=remove.get("size"))
             )
             continue
-        old, new = remove.get("deletionVector"), add.get("deletionVector")
+        old, new, size = remove.get("deletionVector"), add.get("deletionVector"), add.get("size")
         if new is not None:  # rows the new DV marks and the old one did not: deleted
-            scans.append(RowScan(path, values, version, timestamp, "delete", include=new, exclude=old))
-        if old is not None:  # rows the old DV marked and the new one does not: inserted again (RESTORE)
             scans.append(
-                RowScan(path, add["partitionValues"], version, timestamp, "insert", include=old, exclude=new)
+                RowScan(path, values, version, timestamp, "delete", include=new, exclude=old, size=size)
+            )
+        if old is not None:  # rows the old DV marked and the new one does not: inserted again (RESTORE)
+            values = add["partitionValues"]
+            scans.append(
+                RowScan(path, values, version, timestamp, "insert", include=old, exclude=new, size=size)
             )
     for path, add in added.items():
         if path not in removed:
@@ -158,6 +178,7 @@ def _row_scans(
                     timestamp,
                     "insert",
                     exclude=add.get("deletionVector"),
+                    size=add.get("size"),
                 )
             )
     return scans

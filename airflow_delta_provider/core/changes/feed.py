@@ -23,6 +23,7 @@ from airflow_delta_provider.core.changes.bounds import (
     resolve_range,
 )
 from airflow_delta_provider.core.changes.derive import CommitContext, FileChange, commit_changes
+from airflow_delta_provider.core.changes.partition_filter import PartitionSelector
 from airflow_delta_provider.core.changes.read_schema import (
     check_no_reserved_columns,
     check_read_compatible,
@@ -227,11 +228,17 @@ def load_changes(
     starting_timestamp: datetime | str | int | None = None,
     ending_timestamp: datetime | str | int | None = None,
     provider_defaults: Mapping[str, Any] | None = None,
+    partition_filter: str | None = None,
+    parameters: Mapping[str, Any] | None = None,
 ) -> Changes:
     """The changes of a version range (see :meth:`DeltaTable.changes` for the rules and errors)."""
+    if parameters is not None and partition_filter is None:
+        raise ValueError("parameters bind the markers of a partition_filter; pass one, or leave them out.")
     latest = load_snapshot(storage, provider_defaults=provider_defaults)
     versions = resolve_range(latest, starting_version, ending_version, starting_timestamp, ending_timestamp)
     if versions.end < versions.start:
+        if partition_filter is not None:  # refused alike, whether or not the range is empty
+            _selector(latest, latest.metadata, partition_filter, parameters)
         return _changes(
             latest, versions, latest.metadata, [], [], DeletionVectors(storage, _retention(latest))
         )
@@ -240,20 +247,27 @@ def load_changes(
     commits = _range_commits(latest, files)
     metadata = _metadata_by_version(latest, commits)
     read_metadata, read_version = _read_metadata(latest, metadata, versions)
+    selector = None
+    if partition_filter is not None:
+        selector = _selector(latest, read_metadata, partition_filter, parameters)
     _check_schemas(read_metadata, read_version, metadata, versions)
     _check_removed_files_schema(latest, commits[0], read_metadata, read_version, versions)
     deletion_vectors = DeletionVectors(storage, _retention(latest))
     changed: list[FileChange] = []
     scans: list[RowScan] = []
-    for commit in commits:
+    selected = _commits_selected(commits, selector) if selector is not None else [True] * len(commits)
+    for commit, may_select in zip(commits, selected, strict=True):
         for action in commit.actions:
             if "protocol" in action:
                 check_supported(Protocol.from_json(action["protocol"]), None, Operation.READ)
+        if not may_select:
+            continue  # no file of the commit lies in the selected partitions: its lines stay unparsed
         context = CommitContext(
             timestamp=commit_time(commit, times, rule),
             change_data_feed=_feed_enabled(metadata[commit.version]),
             partition_columns=read_metadata.partition_columns,
             uri=storage.root_uri,
+            selector=selector,
         )
         commit_files, commit_scans = commit_changes(commit, context, deletion_vectors)
         changed += commit_files
@@ -291,6 +305,29 @@ def _changes(
         retention=_retention(latest),
         mapping_mode=mode,
     )
+
+
+def _selector(
+    latest: Snapshot, read_metadata: Metadata, text: str, parameters: Mapping[str, Any] | None
+) -> PartitionSelector:
+    return PartitionSelector(text, latest.protocol, read_metadata, parameters)
+
+
+def _commits_selected(commits: list[CommitActions], selector: PartitionSelector) -> list[bool]:
+    """Per commit, whether it may hold file actions in the selected partitions (its change-data
+    files, or its file lines' distinct partition values, read without parsing the lines, all
+    judged at once): a partition's reader parses only the commits that touched it."""
+    found: list[list[dict[str, str | None]] | None] = [
+        None if any("cdc" in a for a in c.actions) else c.file_partition_values() for c in commits
+    ]
+    distinct: dict[tuple[tuple[str, str | None], ...], int] = {}
+    for values in found:
+        for value in values or ():
+            distinct.setdefault(tuple(sorted(value.items())), len(distinct))
+    mask = selector.mask([dict(key) for key in distinct]).tolist()
+    return [
+        values is None or any(mask[distinct[tuple(sorted(v.items()))]] for v in values) for values in found
+    ]
 
 
 def _retention(latest: Snapshot) -> Any:

@@ -2,12 +2,12 @@
 
 Every :class:`RowScan` names one file and which of its rows one commit changed: all of them, those
 a deletion vector does not mark (an added or removed file read under its own DV), or those one DV
-marks and another does not (a DV that grew or shrank). All files are read in one scan per kind
-(change-data files carry their ``_change_type``, the others get it from the log), each file once
-however many commits count it (:func:`~.scan.read_files`); the columns that come from the log (a
-file's partition values, a change's type, version and commit time) are constant columns of each
-scan's rows. A file that is gone (VACUUM deleted it) is an error that names it, the version that
-needs it and the retention that removed it.
+marks and another does not (a DV that grew or shrank). All files are read in one scan (change-data
+files carry their ``_change_type``, the others get it from the log), each file once however many
+commits count it (:func:`~.scan.read_files`); the columns that come from the log (a file's
+partition values, a change's type, version and commit time) are constant columns of each scan's
+rows, slices of one array per value (:func:`~.scan.constant_chunks`). A file that is gone (VACUUM
+deleted it) is an error that names it, the version that needs it and the retention that removed it.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from airflow_delta_provider.core.log.deletion_vectors import deletion_vector_uni
 from airflow_delta_provider.core.log.scan import (
     FileRead,
     RowSelection,
+    constant_chunks,
     deletion_vector_rows,
     read_files,
-    runs,
 )
 from airflow_delta_provider.core.protocol.partitions import partition_columns_from_map
 from airflow_delta_provider.core.protocol.schema import rename_to_logical
@@ -56,6 +56,7 @@ class RowScan:
     :param change_type: ``insert`` / ``delete``; None for a change-data file, whose rows carry it.
     :param include: only the rows this deletion vector marks (None: every row).
     :param exclude: not the rows this deletion vector marks.
+    :param size: the file's size in bytes, as the action records it (None: not recorded).
     """
 
     path: str
@@ -65,6 +66,7 @@ class RowScan:
     change_type: str | None
     include: Mapping[str, Any] | None = None
     exclude: Mapping[str, Any] | None = None
+    size: int | None = None
 
     @property
     def whole(self) -> bool:
@@ -138,11 +140,9 @@ def read_rows(
     extra = [f for f in CDC_FIELDS if f.name in columns]
     physical_columns = [f.name for f in data_fields] + [f.name for f in extra]
     reader = _Reader(storage, physical, partitions, deletion_vectors, retention)
-    parts = [
-        *reader.read([s for s in scans if s.change_type is None], physical_columns, cdc=True),
-        *reader.read([s for s in scans if s.change_type is not None], physical_columns, cdc=False),
-    ]
-    table = pa.concat_tables(parts or [_empty(data_fields, extra)])
+    # Change-data files first, as their rows come first.
+    ordered = [s for s in scans if s.change_type is None] + [s for s in scans if s.change_type is not None]
+    table = reader.read(ordered, physical_columns) or _empty(data_fields, extra)
     data = rename_to_logical(
         table.select([f.name for f in data_fields]), pa.schema([logical.field(i) for i in wanted])
     )
@@ -158,6 +158,20 @@ _CDC_NAMES = frozenset(f.name for f in CDC_FIELDS)
 
 def _empty(data_fields: list[pa.Field], extra: list[pa.Field]) -> pa.Table:
     return arrays.table([], pa.schema([*data_fields, *extra]))
+
+
+def _file_change_types(
+    scans: list[RowScan], counted: list[tuple[int, pa.Table]], from_log: pa.ChunkedArray
+) -> pa.ChunkedArray:
+    """The ``_change_type`` of each counted table's rows: a change-data file's own, else the log's
+    (``from_log``, row-aligned with the counted tables one after the other)."""
+    chunks: list[pa.Array] = []
+    offset = 0
+    for index, table in counted:
+        own = scans[index].change_type is None
+        chunks += table.column(CHANGE_TYPE).chunks if own else from_log.slice(offset, table.num_rows).chunks
+        offset += table.num_rows
+    return pa.chunked_array(chunks, type=from_log.type)
 
 
 class _Reader:
@@ -177,15 +191,17 @@ class _Reader:
         self._dvs = deletion_vectors
         self._retention = retention
 
-    def read(self, scans: list[RowScan], columns: list[str], *, cdc: bool) -> list[pa.Table]:
-        """The rows the scans count, with ``columns`` (none or one table): each file read once for
-        all its scans (a file inserted and deleted within the range, a file whose deletion vector
-        changed in many commits), not at all when no scan selects a row of it; the log's values
-        are each scan's, over its rows."""
+    def read(self, scans: list[RowScan], columns: list[str]) -> pa.Table | None:
+        """The rows the scans count, with ``columns`` (None: no row): each file read once for all
+        its scans (a file inserted and deleted within the range, a file whose deletion vector
+        changed in many commits), not at all when no scan selects a row of it, in one scan of
+        change-data and data files; the log's values are each scan's, over its rows."""
         if not scans:
-            return []
+            return None
         own = [f for f in self._data_fields if f.name in columns]
-        if cdc and CHANGE_TYPE in columns:
+        file_change_types = CHANGE_TYPE in columns and any(s.change_type is None for s in scans)
+        if file_change_types:
+            # Change-data files hold it; data files read it as null, the log's value replaces it.
             own.append(CDC_FIELDS[0])
         by_path: dict[str, list[int]] = {}
         for index, scan in enumerate(scans):
@@ -206,21 +222,21 @@ class _Reader:
             if table.num_rows
         ]
         if not counted:
-            return []
+            return None
         data = pa.concat_tables([table for _, table in counted])
         lengths = np.array([table.num_rows for _, table in counted], dtype=np.int64)
         order = arrays.integers([index for index, _ in counted], pa.int64())
-        log_values = self._log_values(scans, [c for c in columns if c not in data.column_names])
-        return [
-            pa.table(
-                {
-                    c: data.column(c)
-                    if c in data.column_names
-                    else runs(log_values.column(c).take(order), lengths)
-                    for c in columns
-                }
-            )
-        ]
+        from_log = [c for c in columns if c not in data.column_names or c == CHANGE_TYPE]
+        log_values = self._log_values(scans, from_log)
+        out = {}
+        for name in columns:
+            if name in from_log:
+                out[name] = constant_chunks(log_values.column(name).take(order), lengths)
+            else:
+                out[name] = data.column(name)
+        if file_change_types:
+            out[CHANGE_TYPE] = _file_change_types(scans, counted, out[CHANGE_TYPE])
+        return pa.table(out)
 
     def _selection(self, scan: RowScan) -> RowSelection | None:
         """The rows a scan counts: those its ``include`` DV marks and its ``exclude`` DV does not,

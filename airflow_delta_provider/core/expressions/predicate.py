@@ -26,6 +26,7 @@ from airflow_delta_provider.core.expressions.literals import (
     Literal,
     binary_literal,
     bind_parameter,
+    format_value,
     number_literal,
     typed_literal,
 )
@@ -102,6 +103,26 @@ class Predicate:
 
     def __repr__(self) -> str:
         return f"Predicate({self.text!r})"
+
+    @property
+    def bound_text(self) -> str:
+        """The text with each marker replaced by the SQL literal of its bound value (a list's items
+        joined by commas), the rest as written: what Spark records of a parameterized condition.
+        A ``replace_where`` commit records it (the partition values are in its files' paths
+        anyway); a DELETE records :attr:`text`, its markers, never the values."""
+        parts, position = [], 0
+        for token in self._tokens:
+            if token.kind != "marker" or token.value not in self.parameters:
+                continue
+            value = self.parameters[token.value]
+            items = _ordered(value) if isinstance(value, _LIST_TYPES) else [value]
+            literals = [bind_parameter(token.value, item) for item in items]
+            parts += [
+                self.text[position : token.start],
+                ", ".join(format_value(bound.type, bound.value) for bound in literals),
+            ]
+            position = token.end
+        return "".join([*parts, self.text[position:]])
 
     # --- evaluation ---------------------------------------------------------------------
 

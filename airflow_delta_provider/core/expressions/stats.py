@@ -45,6 +45,7 @@ from airflow_delta_provider.core.parquet.footer import (
     schema_end,
 )
 from airflow_delta_provider.core.parquet.page_scan import read_leaf_values
+from airflow_delta_provider.core.protocol.validation import BuiltStats
 from airflow_delta_provider.core.utils.redaction import get_logger
 
 if TYPE_CHECKING:
@@ -398,7 +399,9 @@ class _SchemaPlan:
     def value_leaves(self, metadata: pq.FileMetaData, *, float_bounds: bool) -> list[tuple[int, Leaf]]:
         """(position, leaf) of the stats leaves whose bounds only their values give, in this file."""
         leaves = self._value_leaves[float_bounds]
-        if leaves and metadata.metadata and LEGACY_INT96 in metadata.metadata:
+        # (The key-value metadata is built into a dict per call, ARROW:schema included: asked
+        # only when an INT96 leaf depends on it.)
+        if any(leaf.int96 for _, leaf in leaves) and metadata.metadata and LEGACY_INT96 in metadata.metadata:
             # Spark rebased these to the Julian calendar: their values are not the instants.
             leaves = [(position, leaf) for position, leaf in leaves if not leaf.int96]
         return leaves
@@ -566,7 +569,7 @@ class _SchemaPlan:
             stats += f',"minValues":{object_json(min_values)},"maxValues":{object_json(max_values)}'
         if null_count:
             stats += f',"nullCount":{object_json(null_count)}'
-        return FooterInfo(num_records, self._view(found.null_counts), stats + "}")
+        return FooterInfo(num_records, self._view(found.null_counts), BuiltStats(stats + "}"))
 
     def _view(self, null_counts: list[int | None]) -> pa.Schema:
         """The file's schema as Delta sees it, one per pattern of columns without nulls."""

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from airflow_delta_provider.core.errors import AppendOnlyViolationError
+from airflow_delta_provider.core.expressions.partition_filter import PartitionFilter
 from airflow_delta_provider.core.expressions.predicate import Predicate, PredicateError
 from airflow_delta_provider.core.expressions.skipping import files_matching
 from airflow_delta_provider.core.lifecycle.delete_plan import (
@@ -244,13 +245,13 @@ def plan_delete(
             f"intended."
         )
     predicate = parse_predicate(snapshot, options.predicate, options.parameters)
-    files = snapshot.files()
     if predicate is None:
-        return metadata_plan(snapshot, None, files, started)
-    if predicate.columns <= set(snapshot.partition_columns):
-        return metadata_plan(
-            snapshot, predicate, files.filter(predicate.mask(snapshot.partition_values())), started
-        )
+        return metadata_plan(snapshot, None, snapshot.files(), started)
+    if predicate.columns and predicate.columns <= set(snapshot.partition_columns):
+        # Only the selected partitions are replayed; the whole snapshot stays the commit's.
+        selected = snapshot.with_partition_filter(PartitionFilter(predicate, snapshot.partition_columns))
+        return metadata_plan(snapshot, predicate, selected.files(), started)
+    files = snapshot.files()
     may_match = pa.array(files_matching(snapshot, predicate))
     values = snapshot.partition_values()
     candidates = Candidates(

@@ -42,6 +42,7 @@ from airflow_delta_provider.core.utils.arrays import table as arrow_table
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from airflow_delta_provider.core.log.partition_pruning import PartitionPruner
     from airflow_delta_provider.core.log.segment import Checkpoint
     from airflow_delta_provider.core.storage import LogStore
 
@@ -142,11 +143,13 @@ def read_checkpoint_small_actions(
         starts = np.zeros(metadata.num_row_groups + 1, dtype=np.int64)
         np.cumsum([metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)], out=starts[1:])
         pages = CheckpointPages(storage, path, parquet)
+        groups = _groups_with_values(parquet, present, leaves)
+        paged = {name: _paged_rows(pages, parquet, name, groups[name], starts) for name in present}
+        missing = [n for n in present if paged[n] is None]
+        decoded = _small_column_rows(parquet, missing, groups, leaves, starts, uri)
         for name in present:
-            rows = _paged_rows(pages, parquet, name, leaves, starts)
-            if rows is None:
-                rows = _small_column_rows(parquet, name, leaves, starts, uri)
-            for row_number, row in rows:
+            rows = paged[name]
+            for row_number, row in decoded[name] if rows is None else rows:
                 action = {name: _drop_nulls(row) if isinstance(row, dict) else row}
                 problem = action_problem(action)
                 if problem is not None:
@@ -161,13 +164,16 @@ def _paged_rows(
     pages: CheckpointPages,
     parquet: pq.ParquetFile,
     name: str,
-    leaves: dict[str, list[_Leaf]],
+    groups: list[int],
     starts: np.ndarray,
 ) -> list[tuple[int, Any]] | None:
     """:func:`_small_column_rows` read page by page (:mod:`.checkpoint_pages`): only for row
-    groups of many rows (a small one decodes as fast whole), None when any of them cannot be."""
+    groups of many rows (a small one decodes as fast whole), None when any of them cannot be.
+
+    :param groups: the row groups that may hold the action (:func:`row_groups_with_values`).
+    """
     found: list[tuple[int, Any]] = []
-    for group in row_groups_with_values(parquet, [name], leaves):
+    for group in groups:
         if parquet.metadata.row_group(group).num_rows < _PAGED_ROWS:
             return None
         rows = pages.action_rows(name, group)
@@ -186,43 +192,76 @@ _SMALL_BATCH = 8192
 
 
 def _small_column_rows(
-    parquet: pq.ParquetFile, name: str, leaves: dict[str, list[_Leaf]], starts: np.ndarray, uri: str
-) -> list[tuple[int, Any]]:
-    """(1-based file row, value) of every row where the action column ``name`` is present.
+    parquet: pq.ParquetFile,
+    names: list[str],
+    groups: dict[str, list[int]],
+    leaves: dict[str, list[_Leaf]],
+    starts: np.ndarray,
+    uri: str,
+) -> dict[str, list[tuple[int, Any]]]:
+    """Per action column of ``names``, (1-based file row, value) of every row where it is present.
 
     Checkpoints written by delta-rs or Spark put the handful of protocol, metaData and txn rows
     in row groups of up to millions of add rows, and decoding a nested column over all of them
-    costs tens of milliseconds per 100,000 rows. So, per row group whose statistics say the
-    column may hold a value: first count the rows that hold one, exactly (from the null count
-    of a leaf the Parquet schema declares required inside the action, which is null only where
-    the action is; otherwise from the validity of one cheap leaf, read alone), then decode the
-    column batch by batch and stop once that many rows were found.
+    costs tens of milliseconds per 100,000 rows. So, per row group whose statistics say a column
+    may hold a value: in a row group of at most :data:`_ONE_READ_ROWS` rows, every such column in
+    one read (one native call decodes them all); in a larger one, column by column, first the
+    rows that hold one counted exactly (from the null count of a leaf the Parquet schema declares
+    required inside the action, which is null only where the action is; otherwise from the
+    validity of one cheap leaf, read alone), then the column decoded batch by batch, stopping once
+    that many rows were found.
     """
-    probe = _presence_leaf(leaves.get(name, []))
-    found: list[tuple[int, Any]] = []
+    found: dict[str, list[tuple[int, Any]]] = {name: [] for name in names}
     try:
-        for group in row_groups_with_values(parquet, [name], leaves):
-            expected = _present_count(parquet, group, probe)
-            if expected == 0:
+        for group in sorted({g for name in names for g in groups[name]}):
+            wanted = [name for name in names if group in groups[name]]
+            first = int(starts[group])
+            if parquet.metadata.row_group(group).num_rows <= _ONE_READ_ROWS:
+                table = parquet.read_row_group(group, columns=wanted, use_threads=False)
+                for name in wanted:
+                    found[name].extend(_present_values(table.column(name), first))
                 continue
-            offset = 0
-            seen = 0
-            batches = parquet.iter_batches(
-                batch_size=_SMALL_BATCH, row_groups=[group], columns=[name], use_threads=False
-            )
-            for batch in batches:
-                column = batch.column(0)
-                present = np.flatnonzero(to_bools(column.is_valid()))
-                if len(present):
-                    values = column.take(from_numpy(present)).to_pylist(maps_as_pydicts="lossy")
-                    rows = (starts[group] + offset + present + 1).tolist()
-                    found.extend(zip(rows, values, strict=True))
-                    seen += len(present)
-                offset += len(batch)
-                if expected is not None and seen >= expected:
-                    break
+            for name in wanted:
+                found[name].extend(_counted_rows(parquet, name, group, leaves, first))
     except (OSError, pa.ArrowException, ValueError, OverflowError) as err:
         raise _corrupt_checkpoint(uri, err) from None
+    return found
+
+
+#: Row groups of at most this many rows have their small action columns decoded in one read.
+_ONE_READ_ROWS = 32_768
+
+
+def _present_values(column: pa.ChunkedArray | pa.Array, first: int) -> list[tuple[int, Any]]:
+    """(1-based file row, value) of the non-null rows of ``column``, whose first row is the file's
+    ``first`` (0-based)."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    present = np.flatnonzero(to_bools(column.is_valid()))
+    if not len(present):
+        return []
+    values = column.take(from_numpy(present)).to_pylist(maps_as_pydicts="lossy")
+    return list(zip((first + present + 1).tolist(), values, strict=True))
+
+
+def _counted_rows(
+    parquet: pq.ParquetFile, name: str, group: int, leaves: dict[str, list[_Leaf]], first: int
+) -> list[tuple[int, Any]]:
+    """The present rows of one column of a large row group, decoded batch by batch until as many
+    rows as hold the action were found."""
+    expected = _present_count(parquet, group, _presence_leaf(leaves.get(name, [])))
+    if expected == 0:
+        return []
+    found: list[tuple[int, Any]] = []
+    offset = 0
+    batches = parquet.iter_batches(
+        batch_size=_SMALL_BATCH, row_groups=[group], columns=[name], use_threads=False
+    )
+    for batch in batches:
+        found.extend(_present_values(batch.column(0), first + offset))
+        offset += len(batch)
+        if expected is not None and len(found) >= expected:
+            break
     return found
 
 
@@ -340,6 +379,22 @@ def row_groups_with_values(
     return groups
 
 
+def _groups_with_values(
+    parquet: pq.ParquetFile, names: list[str], leaves: dict[str, list[_Leaf]]
+) -> dict[str, list[int]]:
+    """:func:`row_groups_with_values` of each column of ``names``, in one pass over the row groups
+    (a checkpoint of a million files in small row groups has dozens)."""
+    metadata = parquet.metadata
+    wanted = {name: [leaf.index for leaf in leaves.get(name, [])] for name in names}
+    found: dict[str, list[int]] = {name: [] for name in names}
+    for group in range(metadata.num_row_groups):
+        row_group = metadata.row_group(group)
+        for name, indexes in wanted.items():
+            if not indexes or not all(_all_null(row_group, i) for i in indexes):
+                found[name].append(group)
+    return found
+
+
 def _all_null(row_group: pq.RowGroupMetaData, column: int) -> bool:
     stats = row_group.column(column).statistics
     if stats is None or not stats.has_null_count:
@@ -391,16 +446,22 @@ def read_checkpoint_files(
     json_actions: Sequence[dict[str, Any]] = (),
     footers: dict[str, pq.FileMetaData] | None = None,
     removes: bool,
+    pruner: PartitionPruner | None = None,
 ) -> tuple[pa.Table, pa.Table]:
     """The checkpoint's ``add`` rows and, with ``removes``, its ``remove`` rows, each checked.
 
     :param sidecars: the V2 checkpoint's sidecar files (filesystem paths), read like its parts.
     :param json_actions: the file actions of a JSON (V2) checkpoint's top-level file.
     :param footers: the footers read so far, by path (see :func:`read_checkpoint_small_actions`).
+    :param pruner: only the adds of the partitions it selects (no removes): row groups its
+        statistics rule out are not read, and of the others only ``add.partitionValues`` unless
+        one of their files is selected; only the selected rows are checked.
     :raises CorruptLogError: a file cannot be read or holds a malformed action (file and row named).
     """
     if checkpoint is None:
         return arrow_table([], ADD_SCHEMA), arrow_table([], REMOVE_SCHEMA)
+    if pruner is not None and removes:
+        raise ValueError("A partition-pruned replay reads no removes.")
     add_parts: list[pa.Table] = []
     remove_parts: list[pa.Table] = []
     sources = [p for p in checkpoint.paths if not p.endswith(".json")] + list(sidecars)
@@ -412,8 +473,11 @@ def read_checkpoint_files(
         wanted = [c for c in ("add", "remove") if c in schema.names and (c == "add" or removes)]
         if not wanted:
             continue
+        if pruner is not None:
+            add_parts.append(_pruned_adds(storage, path, parquet, pruner, uri))
+            continue
         try:
-            table = _read_columns(storage, path, parquet.metadata, wanted)
+            table = _read_columns(storage, path, parquet, wanted)
         except (OSError, pa.ArrowException) as err:
             raise _corrupt_checkpoint(uri, err) from None
         if "add" in wanted:
@@ -424,7 +488,10 @@ def read_checkpoint_files(
         json_adds = [a["add"] for a in json_actions if "add" in a]
         json_removes = [a["remove"] for a in json_actions if "remove" in a]
         if json_adds:
-            add_parts.append(rows_to_table(json_adds, ADD_SCHEMA))
+            table = rows_to_table(json_adds, ADD_SCHEMA)
+            if pruner is not None:
+                table = table.filter(pa.array(pruner.mask(table.column("partitionValues"))))
+            add_parts.append(table)
         if json_removes and removes:
             remove_parts.append(rows_to_table(json_removes, REMOVE_SCHEMA))
     adds = pa.concat_tables(add_parts) if add_parts else arrow_table([], ADD_SCHEMA)
@@ -432,34 +499,107 @@ def read_checkpoint_files(
     return adds, tombstones
 
 
-def _read_columns(storage: LogStore, path: str, metadata: pq.FileMetaData, columns: list[str]) -> pa.Table:
+def _pruned_adds(
+    storage: LogStore, path: str, parquet: pq.ParquetFile, pruner: PartitionPruner, uri: str
+) -> pa.Table:
+    """The ``add`` rows of one checkpoint file that ``pruner`` selects, checked (see
+    :func:`read_checkpoint_files`). Of several row groups left by the statistics, the partition
+    values are decoded first (typed ``partitionValues_parsed`` where it can be trusted, else the
+    map), and the other fields only in the groups holding a selected file; one group is decoded
+    whole at once."""
+    metadata = parquet.metadata
+    groups = pruner.row_groups(parquet)
+    if not groups:
+        return arrow_table([], ADD_SCHEMA)
+    parsed = pruner.parsed_column(parquet.schema_arrow)
+    starts = np.zeros(metadata.num_row_groups + 1, dtype=np.int64)
+    np.cumsum([metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)], out=starts[1:])
+
+    def file_rows_of(chosen: list[int]) -> np.ndarray:
+        return np.concatenate([np.arange(starts[g], starts[g + 1]) for g in chosen])
+
+    def mask_of(column: pa.ChunkedArray) -> np.ndarray:
+        # Chunk by chunk: combining a million rows' strings would copy them all.
+        found = [pruner.mask_of_adds(chunk, parsed=parsed) for chunk in column.chunks]
+        return np.concatenate(found) if found else np.zeros(0, dtype=bool)
+
+    try:
+        selected = None
+        if len(groups) > 1:
+            key = "add.partitionValues_parsed" if parsed else "add.partitionValues"
+            keys = parquet.read_row_groups(groups, columns=[key], use_threads=False).column("add")
+            selected = file_rows_of(groups)[mask_of(keys)]
+            groups = sorted({int(g) - 1 for g in np.searchsorted(starts, selected, side="right")})
+            if not groups:
+                return arrow_table([], ADD_SCHEMA)
+        column = _read_columns(storage, path, parquet, ["add"], groups).column("add")
+        read_rows = file_rows_of(groups)
+        # The rows the partition values selected (judged once), as positions in what was read.
+        mask = mask_of(column) if selected is None else np.isin(read_rows, selected, assume_unique=True)
+    except (OSError, pa.ArrowException) as err:
+        raise _corrupt_checkpoint(uri, err) from None
+    except (KeyError, ValueError, TypeError) as err:  # no partitionValues where an add is
+        raise _corrupt_checkpoint(uri, err) from None
+    kept = []
+    offset = 0
+    for chunk in column.chunks:
+        part = mask[offset : offset + len(chunk)]
+        offset += len(chunk)
+        if part.any():
+            kept.append(chunk.filter(pa.array(part)))
+    rows = pa.chunked_array(kept, type=column.type)
+    return _checkpoint_file_rows(rows, ADD_SCHEMA, "add", uri, file_rows=read_rows[mask])
+
+
+def _read_columns(
+    storage: LogStore,
+    path: str,
+    parquet: pq.ParquetFile,
+    columns: list[str],
+    row_groups: list[int] | None = None,
+) -> pa.Table:
     """``columns`` of a Parquet file, its row groups decoded in parallel, in file order.
 
     What ``pq.read_table`` does, without its dataset machinery (whose first import costs
     tens of milliseconds and imports pandas): each worker reads a contiguous run of row groups
-    through a reader of its own, sharing the footer already read.
+    through a reader of its own, sharing the footer already read; a local file of one row group
+    is read through ``parquet``, the reader already open (opening another costs about 0.4 ms per
+    60-column footer, pyarrow mapping its column paths).
     """
-    groups = metadata.num_row_groups
+    metadata = parquet.metadata
+    chosen = list(range(metadata.num_row_groups)) if row_groups is None else row_groups
+    groups = len(chosen)
     workers = min(groups, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 2, 8)
 
-    def read(run: range) -> pa.Table:
+    def read(run: list[int]) -> pa.Table:
         source = path if storage.is_local else storage.arrow_fs.open_input_file(path)
         reader = pq.ParquetFile(source, metadata=metadata, pre_buffer=True)
-        return reader.read_row_groups(list(run), columns=columns, use_threads=False)
+        return reader.read_row_groups(run, columns=columns, use_threads=False)
 
     if workers <= 1:
-        return read(range(groups))
-    runs = [range(i * groups // workers, (i + 1) * groups // workers) for i in range(workers)]
+        if storage.is_local:
+            return parquet.read_row_groups(chosen, columns=columns, use_threads=False)
+        return read(chosen)
+    runs = [chosen[i * groups // workers : (i + 1) * groups // workers] for i in range(workers)]
     with ThreadPoolExecutor(max_workers=workers) as pool:
         return pa.concat_tables(list(pool.map(read, runs)))
 
 
-def _checkpoint_file_rows(column: pa.ChunkedArray, schema: pa.Schema, kind: str, uri: str) -> pa.Table:
+def _checkpoint_file_rows(
+    column: pa.ChunkedArray | pa.Array,
+    schema: pa.Schema,
+    kind: str,
+    uri: str,
+    file_rows: np.ndarray | None = None,
+) -> pa.Table:
     """A checkpoint's ``add``/``remove`` column as a flat table, after the columnar equivalent of
     :func:`~.action_checks.action_problem` (required fields, sizes, paths that stay under the root).
 
+    :param file_rows: the 0-based file row of each entry of ``column`` (default: its position).
     :raises CorruptLogError: naming the file and the 1-based row of the first bad action.
     """
+    if isinstance(column, pa.Array):
+        column = pa.chunked_array([column])
     try:
         flat = _conform_actions(column, schema)
     except (pa.ArrowException, ValueError, TypeError, OverflowError) as err:
@@ -473,7 +613,8 @@ def _checkpoint_file_rows(column: pa.ChunkedArray, schema: pa.Schema, kind: str,
         return flat
     index, problem = bad
     valid = to_bools(pc.is_valid(column))
-    row = int(np.flatnonzero(valid)[index]) + 1
+    position = int(np.flatnonzero(valid)[index])
+    row = (int(file_rows[position]) if file_rows is not None else position) + 1
     raise malformed_action_error(f"Row {row} of the checkpoint {uri}", problem, None, {kind: None}, uri)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import json
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -24,13 +25,18 @@ from airflow_delta_provider.core.log.logfiles import commit_name
 from airflow_delta_provider.core.protocol.action_checks import action_problem, malformed_action_error
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from airflow_delta_provider.core.log.logfiles import LogFile
     from airflow_delta_provider.core.log.segment import LogSegment
     from airflow_delta_provider.core.storage import LogStore
 
 _FILE_LINE_PREFIXES = (b'{"add"', b'{"remove"')
+#: A file action's partition values as the text holds them: a flat object of strings and nulls (a
+#: value holding a brace fails the match or the decode, and the caller parses the lines instead).
+_PARTITION_VALUES_KEY = b'"partitionValues"'
+_PARTITION_VALUES = re.compile(rb'"partitionValues"\s*:\s*(\{[^{}]*\})')
+_REMOVE_LINE = b'{"remove"'
 
 
 @dataclass
@@ -93,6 +99,55 @@ class CommitActions:
         """Record that every ``add``/``remove`` line was parsed and checked (by a reader that
         parsed them in its own way, the columnar replay): :func:`check_replayable` skips them."""
         self._files_checked = True
+
+    def touched_partitions(self, logical: Mapping[str, str] | None = None) -> list[dict[str, str | None]]:
+        """The distinct partitions whose data the commit changed, in the order first seen: the
+        partition values of its ``cdc`` files, and of its ``add`` and ``remove`` actions with
+        ``dataChange=true`` (an OPTIMIZE touches none). Values as the log holds them.
+
+        :param logical: physical name -> logical name of the partition columns (column mapping):
+            the values are then keyed by logical name.
+        """
+        seen: dict[tuple[tuple[str, str | None], ...], None] = {}
+        for action in [*self.file_actions(), *(a for a in self.actions if "cdc" in a)]:
+            body = action.get("add") or action.get("remove") or action.get("cdc") or {}
+            if "cdc" not in action and not body.get("dataChange", True):
+                continue
+            values = body.get("partitionValues") or {}
+            if logical:
+                values = {logical.get(k, k): v for k, v in values.items()}
+            seen.setdefault(tuple(sorted(values.items())), None)
+        return [dict(key) for key in seen]
+
+    def file_partition_values(self) -> list[dict[str, str | None]] | None:
+        """The distinct ``partitionValues`` of the commit's ``add`` and ``remove`` lines, found in
+        the text without parsing the lines (one scan; each distinct object decoded by ``json``),
+        so that a reader of some partitions can pass over a commit that holds none of them.
+
+        None when the text cannot say it exactly: a line without exactly one such object (a
+        remove without partition values), an object ``json`` does not read as strings by name,
+        or a file action on a line that does not start as one.
+        """
+        if any("add" in a or "remove" in a for a in self.actions):
+            return None
+        text = self._text[self._start : self._end]
+        found = _PARTITION_VALUES.findall(text)
+        if len(found) != self.file_line_count or text.count(_PARTITION_VALUES_KEY) != len(found):
+            return None
+        if _REMOVE_LINE in text and not all(
+            line.count(_PARTITION_VALUES_KEY) == 1 for line in text.split(b"\n") if line.strip()
+        ):
+            return None  # (an add may not lack them; a remove may, and another line hold two)
+        distinct = []
+        for raw in set(found):
+            try:
+                values = json.loads(raw)
+            except (ValueError, RecursionError):
+                return None
+            if not isinstance(values, dict) or not all(isinstance(v, str | None) for v in values.values()):
+                return None
+            distinct.append(values)
+        return distinct
 
     def file_actions(self) -> list[dict[str, Any]]:
         """The ``add`` and ``remove`` actions, in file order."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,7 @@ from airflow_delta_provider.core.log.checkpoint_reader import (
     sidecar_path,
 )
 from airflow_delta_provider.core.log.file_actions import ADD_SCHEMA, DELETION_VECTOR_TYPE, REMOVE_SCHEMA
+from airflow_delta_provider.core.log.partition_pruning import PartitionPruner
 from airflow_delta_provider.core.log.reconcile import drop_touched, reconcile_commits
 from airflow_delta_provider.core.protocol.actions import DomainMetadata, Metadata, Protocol, Transaction
 from airflow_delta_provider.core.protocol.column_mapping import column_mapping_mode, delta_physical_name
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
 
     from airflow_delta_provider.core.log.checksum import ChecksumAnswers
     from airflow_delta_provider.core.log.commits import CommitActions
+    from airflow_delta_provider.core.log.partition_pruning import PartitionSelection
     from airflow_delta_provider.core.log.segment import Checkpoint, LogSegment
     from airflow_delta_provider.core.storage import LogStore
 
@@ -282,17 +285,49 @@ def replay_files(
     *,
     tombstones: bool = False,
     now_ms: int | None = None,
+    partition_filter: PartitionSelection | None = None,
 ) -> FileState:
-    """Active files (and, if asked, unexpired tombstones) of the segment's version."""
-    tail_adds, tail_removes, touched = reconcile_commits(storage, commits, log_partition_keys(small))
-    checkpoint_adds, checkpoint_removes = read_checkpoint_files(
-        storage,
-        segment.checkpoint,
-        sidecars=small.sidecars,
-        json_actions=small.checkpoint_file_actions,
-        footers=small.footers,
-        removes=tombstones,
-    )
+    """Active files (and, if asked, unexpired tombstones) of the segment's version.
+
+    The checkpoint's file actions are decoded in a thread while this one reconciles the commits
+    after it (the decode releases the GIL); an error of the commits is raised first, as when the
+    two ran one after the other.
+
+    :param partition_filter: only the active files of the partitions it selects (no
+        tombstones): the commits are reconciled whole (a newer action of a path decides, whatever
+        its partition), then only the selected adds are kept; of the checkpoint, only the row
+        groups and rows that may hold one are decoded and checked (:mod:`.partition_pruning`).
+    :raises ValueError: tombstones asked of a partition-pruned replay.
+    """
+    pruner = None
+    if partition_filter is not None:
+        if tombstones:
+            raise ValueError(
+                "A partition-pruned replay has no tombstones: VACUUM and checkpoints need the whole table."
+            )
+        pruner = PartitionPruner(partition_filter, small.protocol, small.metadata)
+
+    def checkpoint_files() -> tuple[pa.Table, pa.Table]:
+        return read_checkpoint_files(
+            storage,
+            segment.checkpoint,
+            sidecars=small.sidecars,
+            json_actions=small.checkpoint_file_actions,
+            footers=small.footers,
+            removes=tombstones,
+            pruner=pruner,
+        )
+
+    if segment.checkpoint is None or not commits:
+        tail_adds, tail_removes, touched = reconcile_commits(storage, commits, log_partition_keys(small))
+        checkpoint_adds, checkpoint_removes = checkpoint_files()
+    else:
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="delta-checkpoint") as pool:
+            decoding = pool.submit(checkpoint_files)
+            tail_adds, tail_removes, touched = reconcile_commits(storage, commits, log_partition_keys(small))
+            checkpoint_adds, checkpoint_removes = decoding.result()
+    if pruner is not None and tail_adds.num_rows:
+        tail_adds = tail_adds.filter(pa.array(pruner.mask(tail_adds.column("partitionValues"))))
     if touched:
         checkpoint_adds = drop_touched(checkpoint_adds, touched, storage.path)
         if tombstones:

@@ -5,7 +5,8 @@ constants a reader wants as columns (a change's type and version). :func:`read_f
 files in one scan (concurrently, from :data:`~.memory.READ_POOL`), each file once however many
 row selections it serves; the rows a deletion vector marks are selected per batch (unmarked runs
 as zero-copy slices where they are few), and a selection of a few marked rows reads only the row
-groups that hold them. :func:`runs` builds the constant columns of files read one after another.
+groups that hold them. :func:`runs` and :func:`constant_chunks` build the constant columns of files
+read one after another.
 :func:`file_dataset` is the lazy alternative, with the constants as partition expressions.
 """
 
@@ -161,6 +162,58 @@ def runs(values: pa.Array | pa.ChunkedArray, lengths: npt.NDArray[np.int64]) -> 
     encoded = pa.RunEndEncodedArray.from_arrays(run_ends, values.filter(pa.array(present)))
     decoded: pa.Array = pc.run_end_decode(encoded, memory_pool=READ_POOL)
     return decoded
+
+
+def constant_chunks(values: pa.Array | pa.ChunkedArray, lengths: npt.NDArray[np.int64]) -> pa.ChunkedArray:
+    """``values[i]`` ``lengths[i]`` times, for each ``i``, as a chunked array whose chunks are
+    zero-copy slices of one array per distinct value (as long as that value's longest run): the
+    constant columns of files whose rows follow each other, where few values repeat over many rows
+    (a change type, a partition value), built and paged in once rather than once per row.
+    :func:`runs` gives the same values as one contiguous array."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    keys = _share_keys(values)
+    if 2 * len(set(keys)) > len(keys):
+        # Few values repeat (a version per scan of many small files): one array, built in one pass,
+        # costs less than an array per value.
+        return pa.chunked_array([runs(values, lengths)])
+    longest: dict[Any, int] = {}
+    for key, length in zip(keys, lengths.tolist(), strict=True):
+        longest[key] = max(longest.get(key, 0), length)
+    shared: dict[Any, pa.Array] = {}
+    chunks = []
+    for index, key in enumerate(keys):
+        length = int(lengths[index])
+        if not length:
+            continue
+        if key not in shared:
+            shared[key] = _repeated(values, index, longest[key])
+        chunks.append(shared[key].slice(0, length))
+    return pa.chunked_array(chunks, type=values.type)
+
+
+def _share_keys(values: pa.Array) -> list[Any]:
+    """What the values that share one array have in common: a fixed-width value's bytes (-0.0 and
+    0.0 apart, NaN found again, no conversion to Python that a timestamp could overflow); another
+    value itself (strings, booleans); an unhashable one's index (shared with none). None: a null."""
+    width = _byte_width(values.type)
+    if width:
+        data = np.frombuffer(values.buffers()[1], dtype=f"V{width}")[values.offset :][: len(values)]
+        valid = values.is_valid().to_numpy(zero_copy_only=False)
+        return [item.tobytes() if ok else None for item, ok in zip(data, valid, strict=True)]
+    keys: list[Any] = []
+    for index, item in enumerate(values.to_pylist()):
+        try:
+            hash(item)
+        except TypeError:
+            item = ("unshared", index)
+        keys.append(item)
+    return keys
+
+
+def _repeated(values: pa.Array, index: int, length: int) -> pa.Array:
+    """``values[index]`` ``length`` times."""
+    return runs(values.slice(index, 1), np.array([length], dtype=np.int64))
 
 
 def _byte_width(data_type: pa.DataType) -> int:

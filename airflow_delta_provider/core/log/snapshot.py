@@ -24,6 +24,7 @@ from airflow_delta_provider.core.errors import (
 )
 from airflow_delta_provider.core.log.checksum import checksum_answers
 from airflow_delta_provider.core.log.commits import CommitActions, check_replayable, read_commits
+from airflow_delta_provider.core.log.partition_pruning import PartitionPruner
 from airflow_delta_provider.core.log.replay import FileState, SmallState, replay_files, replay_small_state
 from airflow_delta_provider.core.log.scan import (
     FileRead,
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 
     import pyarrow.dataset as ds
 
+    from airflow_delta_provider.core.log.partition_pruning import PartitionSelection
     from airflow_delta_provider.core.log.segment import LogSegment
     from airflow_delta_provider.core.protocol.actions import DomainMetadata, Metadata, Protocol, Transaction
     from airflow_delta_provider.core.protocol.table_config import TableConfig
@@ -58,23 +60,29 @@ def load_snapshot(
     version: int | None = None,
     *,
     provider_defaults: Mapping[str, Any] | None = None,
+    partition_filter: PartitionSelection | None = None,
 ) -> Snapshot:
     """The table at ``version`` (default: the latest), protocol and metadata read and checked.
 
     As Delta: an unreadable checkpoint is not fatal while an older one (or the commits from
     version 0) can rebuild the same version; the warning names the file.
 
+    :param partition_filter: restrict the snapshot's files to these partitions
+        (:meth:`Snapshot.with_partition_filter`; ``core.expressions.PartitionFilter`` builds one).
     :raises TableNotFoundError: there is no Delta table at the location.
     :raises VersionNotFoundError: the version is outside the table's history.
     :raises UnsupportedFeatureError: the table needs a reader feature this core lacks.
+    :raises ValueError: the partition filter names a column that is not a partition column.
     """
     segment = build_segment(storage, version)
     while True:
         snapshot = Snapshot(storage, segment, provider_defaults=provider_defaults)
         try:
-            return snapshot.load()
+            loaded = snapshot.load()
         except CorruptLogError as err:
             segment = _segment_before_corrupt_checkpoint(storage, segment, err)
+            continue
+        return loaded if partition_filter is None else loaded.with_partition_filter(partition_filter)
 
 
 def _segment_before_corrupt_checkpoint(
@@ -144,11 +152,60 @@ class Snapshot:
         self._storage = storage
         self._segment = segment
         self._provider_defaults = dict(provider_defaults or {})
+        self._partition_filter: PartitionSelection | None = None
         if commits is not None:
             self.__dict__["_commits"] = commits
 
     def __repr__(self) -> str:
-        return f"Snapshot({self._storage.root_uri!r}, version={self.version})"
+        restricted = f", partition_filter={self._partition_filter.text!r}" if self._partition_filter else ""
+        return f"Snapshot({self._storage.root_uri!r}, version={self.version}{restricted})"
+
+    # --- a restriction to some partitions ---------------------------------------------
+
+    @property
+    def partition_filter(self) -> PartitionSelection | None:
+        """The partitions this snapshot's files are restricted to (None: the whole table)."""
+        return self._partition_filter
+
+    def with_partition_filter(self, partition_filter: PartitionSelection) -> Snapshot:
+        """The same version with its files restricted to the partitions ``partition_filter``
+        selects: :meth:`files`, :meth:`partition_values`, :meth:`num_files`, the datasets and
+        tables read from them hold only those partitions' files, replayed at a cost that follows
+        them (:func:`~.replay.replay_files`); protocol, metadata, txns and domains are the
+        table's. It shares what this snapshot already read (commits, small state).
+
+        A restricted snapshot is for reading: it cannot checkpoint, VACUUM, clean up the log or be
+        the snapshot a commit is checked against (:meth:`require_whole`).
+
+        :raises ValueError: the filter names a column that is not a partition column.
+        """
+        if self._partition_filter is not None:
+            raise ValueError(
+                f"This snapshot is already restricted to {self._partition_filter.text!r}; restrict the "
+                f"table's snapshot instead (combine the two conditions with AND)."
+            )
+        PartitionPruner(partition_filter, self.protocol, self.metadata)  # checks its columns now
+        restricted = Snapshot(self._storage, self._segment, provider_defaults=self._provider_defaults)
+        for name in ("_commits", "_small", "_log_small", "config"):
+            if name in self.__dict__:
+                restricted.__dict__[name] = self.__dict__[name]
+        restricted._partition_filter = partition_filter
+        return restricted
+
+    def require_whole(self, purpose: str) -> None:
+        """Refuse a snapshot restricted to some partitions for ``purpose``: what needs the whole
+        table (a checkpoint, VACUUM, log cleanup, a commit's conflict checks) must never take a
+        part of it for all of it.
+
+        :raises ValueError: the snapshot is restricted (:attr:`partition_filter`).
+        """
+        if self._partition_filter is not None:
+            raise ValueError(
+                f"{purpose} needs the whole table, and this snapshot of {self._storage.root_uri} at "
+                f"version {self.version} holds only the files of the partitions "
+                f"{self._partition_filter.text!r}. Load it without partition_filter "
+                f"(DeltaTable.snapshot(version=...))."
+            )
 
     # --- what every question needs -----------------------------------------------------
 
@@ -295,7 +352,13 @@ class Snapshot:
                     self.__dict__.pop(name, None)
                 continue
             return replay_files(
-                self._storage, self._segment, self._commits, small, tombstones=tombstones, now_ms=now_ms
+                self._storage,
+                self._segment,
+                self._commits,
+                small,
+                tombstones=tombstones,
+                now_ms=now_ms,
+                partition_filter=self._partition_filter,
             )
 
     def files(self) -> pa.Table:
@@ -324,7 +387,12 @@ class Snapshot:
 
     def replay(self, *, tombstones: bool = False, now_ms: int | None = None) -> FileState:
         """The reconciled file actions (Arrow, the log's column names), with the unexpired
-        tombstones as of ``now_ms`` when asked; for operations that need more than :meth:`files`."""
+        tombstones as of ``now_ms`` when asked; for operations that need more than :meth:`files`.
+
+        :raises ValueError: tombstones asked of a snapshot restricted to some partitions.
+        """
+        if tombstones:
+            self.require_whole("Reading the tombstones (VACUUM, a checkpoint)")
         if not tombstones and now_ms is None:
             return self._file_state
         return self._replay_files(tombstones=tombstones, now_ms=now_ms)

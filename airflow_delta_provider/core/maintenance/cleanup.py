@@ -258,7 +258,9 @@ def cleanup_logs(snapshot: Snapshot, options: CleanupOptions | None = None) -> C
     :param options: retention, dry run, clock, workers.
     :raises UnsupportedFeatureError: the table uses a writer feature the core does not know.
     :raises RetentionError: the retention is not valid.
+    :raises ValueError: ``snapshot`` is restricted to some partitions.
     """
+    snapshot.require_whole("Log cleanup")
     options = options or CleanupOptions()
     protocol = snapshot.protocol
     check_supported(protocol, snapshot.metadata, Operation.LOG_CLEANUP)

@@ -25,7 +25,6 @@ import pyarrow.compute as pc
 from airflow_delta_provider.core.errors import DeltaError, OptimizeRewriteError, SchemaError
 from airflow_delta_provider.core.expressions.predicate import Predicate
 from airflow_delta_provider.core.expressions.stats import indexed_columns, read_footers
-from airflow_delta_provider.core.log.deletion_vectors import read_deletion_vector
 from airflow_delta_provider.core.maintenance.optimize_outputs import (
     check_outputs,
     check_row_counts,
@@ -371,17 +370,6 @@ def log_plan(plan: OptimizePlan) -> None:
         plan.target_file_size.value,
         plan.target_file_size.source,
     )
-
-
-def deleted_rows(snapshot: Snapshot, deletion_vector: Mapping[str, Any]) -> list[int]:
-    """The row indexes a file's deletion vector deletes (for an engine applying it while rewriting)."""
-    storage = snapshot.storage
-    rows = read_deletion_vector(
-        deletion_vector,
-        storage.root,
-        lambda path, start, length: storage.read_range(storage.path.decode(path), start, length),
-    )
-    return [int(r) for r in rows.tolist()]
 
 
 # --- commit ------------------------------------------------------------------------------

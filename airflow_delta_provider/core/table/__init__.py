@@ -14,9 +14,12 @@ from airflow_delta_provider.core.utils.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from airflow_delta_provider.core.table.consumer import (
+        ConsumerPartition,
         SourceRead,
         StartingVersion,
         commit_time,
+        consumer_app_id,
+        consumer_partition,
         parse_consumer_app_id,
         plan_read,
     )
@@ -32,12 +35,24 @@ if TYPE_CHECKING:
         purge_due,
         vacuum_due,
     )
-    from airflow_delta_provider.core.table.watch import CommitFilter, PollResult, payload, poll
+    from airflow_delta_provider.core.table.watch import (
+        CommitFilter,
+        PollResult,
+        check_partition_filter,
+        commit_partitions,
+        payload,
+        poll,
+    )
 
 _LAZY = {
+    "check_partition_filter": "airflow_delta_provider.core.table.watch",
     "checkpoint_due": "airflow_delta_provider.core.table.maintenance_due",
     "cleanup_due": "airflow_delta_provider.core.table.maintenance_due",
+    "commit_partitions": "airflow_delta_provider.core.table.watch",
     "commit_time": "airflow_delta_provider.core.table.consumer",
+    "consumer_app_id": "airflow_delta_provider.core.table.consumer",
+    "consumer_partition": "airflow_delta_provider.core.table.consumer",
+    "ConsumerPartition": "airflow_delta_provider.core.table.consumer",
     "CommitFilter": "airflow_delta_provider.core.table.watch",
     "DEFAULT_OPTIMIZE_MIN_FILES": "airflow_delta_provider.core.table.maintenance_due",
     "DEFAULT_VACUUM_INTERVAL": "airflow_delta_provider.core.table.maintenance_due",
@@ -60,15 +75,20 @@ __all__ = [
     "DEFAULT_OPTIMIZE_MIN_FILES",
     "DEFAULT_VACUUM_INTERVAL",
     "CommitFilter",
+    "ConsumerPartition",
     "DeltaTable",
     "OptimizeDecision",
     "PollResult",
     "PurgeDecision",
     "SourceRead",
     "StartingVersion",
+    "check_partition_filter",
     "checkpoint_due",
     "cleanup_due",
+    "commit_partitions",
     "commit_time",
+    "consumer_app_id",
+    "consumer_partition",
     "optimize_due",
     "parse_consumer_app_id",
     "payload",

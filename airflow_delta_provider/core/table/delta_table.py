@@ -11,6 +11,7 @@ from airflow_delta_provider.core.changes.feed import Changes, load_changes
 from airflow_delta_provider.core.errors import (
     TableNotFoundError,
 )
+from airflow_delta_provider.core.expressions.partition_filter import PartitionFilter
 from airflow_delta_provider.core.lifecycle.data_retention import DataRetentionOptions, apply_data_retention
 from airflow_delta_provider.core.lifecycle.delete import DeleteOptions, delete
 from airflow_delta_provider.core.lifecycle.purge import PurgeOptions, purge
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     import fsspec
     import pyarrow as pa
 
+    from airflow_delta_provider.core.expressions.predicate import Predicate
     from airflow_delta_provider.core.lifecycle.data_retention import DataRetentionResult
     from airflow_delta_provider.core.lifecycle.delete import DeleteResult, RowMatcher
     from airflow_delta_provider.core.lifecycle.restore import RestoreResult, TaggedCommits
@@ -179,15 +181,28 @@ class DeltaTable:
         """The latest version (one hint read and one listing from the last checkpoint)."""
         return build_segment(self.storage).version
 
-    def snapshot(self, version: int | None = None, timestamp: datetime | str | int | None = None) -> Snapshot:
+    def snapshot(
+        self,
+        version: int | None = None,
+        timestamp: datetime | str | int | None = None,
+        *,
+        partition_filter: str | Predicate | PartitionFilter | None = None,
+    ) -> Snapshot:
         """The table at the latest version, at ``version``, or as of ``timestamp``.
 
         :param version: a version number to travel to.
         :param timestamp: a point in time (``datetime``; naive means UTC; ISO-8601 string;
             or milliseconds since the epoch): the latest version committed at or before it.
+        :param partition_filter: a condition on partition columns only (SQL text such as
+            ``"ds = '2024-06-01'"``, or a ``Predicate``): the snapshot's files are those of the
+            selected partitions, replayed at a cost that follows them (docs/read-api.md,
+            "A snapshot of some partitions"). Such a snapshot reads; it cannot checkpoint,
+            VACUUM or be the snapshot a commit is checked against.
         :raises TableNotFoundError: there is no Delta table at the location.
         :raises VersionNotFoundError: the version or timestamp is outside the table's history.
         :raises UnsupportedFeatureError: the table needs a reader feature this core lacks.
+        :raises PredicateError: the partition filter does not parse, names a column that is not a
+            partition column, or a value that does not fit its column.
         """
         if version is not None and timestamp is not None:
             raise ValueError("Pass either version or timestamp, not both.")
@@ -195,7 +210,10 @@ class DeltaTable:
             raise ValueError(f"version must be a non-negative integer, got {version!r}.")
         if timestamp is not None:
             version = self.version_at(timestamp).version
-        return load_snapshot(self.storage, version, provider_defaults=self.provider_defaults)
+        snapshot = load_snapshot(self.storage, version, provider_defaults=self.provider_defaults)
+        if partition_filter is None:
+            return snapshot
+        return snapshot.with_partition_filter(PartitionFilter.of(snapshot, partition_filter))
 
     # --- time travel -------------------------------------------------------------------
 
@@ -246,6 +264,8 @@ class DeltaTable:
         *,
         starting_timestamp: datetime | str | int | None = None,
         ending_timestamp: datetime | str | int | None = None,
+        partition_filter: str | None = None,
+        parameters: Mapping[str, Any] | None = None,
     ) -> Changes:
         """What the commits from ``starting_version`` to ``ending_version`` (inclusive) changed, as
         Delta's Change Data Feed defines it (see ``docs/reading.md``).
@@ -264,6 +284,12 @@ class DeltaTable:
             version committed at or after it).
         :param ending_version: the last version (default and at most: the latest); or
             ``ending_timestamp``: the last version committed at or before it.
+        :param partition_filter: only the changes in the partitions this SQL condition on partition
+            columns selects (``"ds = '2024-01-01'"``, the predicate language of ``replace_where``):
+            each commit's file actions are filtered by their partition values before any row is
+            read, and a commit is judged on the selected files alone (see ``docs/partitions.md``).
+        :param parameters: the values of the filter's ``:name`` markers, each bound as a literal
+            (``partition_filter="ds = :day", parameters={"day": "2024-01-01"}``).
         :raises InvalidChangeRangeError: no start, both a version and a timestamp for one bound, a
             start after the latest version, an end before the start (Delta's error names).
         :raises TimestampLaterThanLatestCommitError: a timestamp after the latest commit.
@@ -273,6 +299,8 @@ class DeltaTable:
             message names the version, the operation and what to do.
         :raises ChangeDataSchemaError: the schema changed incompatibly within the range.
         :raises UnsupportedFeatureError: the table needs a reader feature this core lacks.
+        :raises PredicateError: the partition filter does not parse, names a data column or a
+            column the table lacks, or a value that does not fit its column.
         """
         return load_changes(
             self.storage,
@@ -281,6 +309,8 @@ class DeltaTable:
             starting_timestamp=starting_timestamp,
             ending_timestamp=ending_timestamp,
             provider_defaults=self.provider_defaults,
+            partition_filter=partition_filter,
+            parameters=parameters,
         )
 
     # --- writes ------------------------------------------------------------------------

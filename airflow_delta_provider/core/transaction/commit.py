@@ -197,6 +197,7 @@ class OptimisticTransaction:
         commitInfo ``userMetadata`` and ``tags``, attempts.
     :param post_commit_hooks: work after a landed commit (the facade hands in Delta's
         checkpoint and log cleanup), run after the checksum through :func:`run_post_commit_hooks`.
+    :raises ValueError: ``read_snapshot`` is restricted to some partitions (``partition_filter``).
     """
 
     def __init__(
@@ -209,6 +210,10 @@ class OptimisticTransaction:
         properties: CommitProperties | None = None,
         post_commit_hooks: Sequence[PostCommitHook] = (),
     ) -> None:
+        if read_snapshot is not None:
+            # The conflict checks (and the .crc and checkpoint after the commit) take the read
+            # snapshot for the whole table.
+            read_snapshot.require_whole("A commit")
         self.store = store
         self._read_snapshot = read_snapshot
         self.new_table = new_table

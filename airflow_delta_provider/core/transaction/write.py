@@ -91,6 +91,9 @@ class CommitOptions(CommitProperties):
     :param replace_where: with ``mode="overwrite"``: a SQL predicate on partition columns
         (Delta's ``replaceWhere``); only matching files are replaced, and the written files
         must match it.
+    :param parameters: the values of ``replace_where``'s ``:name`` markers, each bound as a literal
+        (``replace_where="ds = :day", parameters={"day": "2026-03-01"}``); the commit records the
+        predicate with the values in place, as Spark does.
     :param partition_values: the partition values of all the files, when their paths do not
         carry them.
     :param schema_mode: ``enforce`` (files must fit the table schema) or ``merge`` (new nullable
@@ -117,6 +120,7 @@ class CommitOptions(CommitProperties):
     prefix: str | None = None
     mode: WriteMode = "append"
     replace_where: str | None = None
+    parameters: Mapping[str, Any] | None = None
     partition_values: Mapping[str, str | None] | None = None
     schema_mode: SchemaMode = "enforce"
     schema: pa.Schema | str | None = None
@@ -136,6 +140,8 @@ class CommitOptions(CommitProperties):
             raise ValueError(
                 "replace_where selects the partitions an overwrite replaces; use it with mode='overwrite'."
             )
+        if self.parameters is not None and self.replace_where is None:
+            raise ValueError("parameters bind the markers of replace_where; pass one, or leave them out.")
         if self.schema_mode not in ("enforce", "merge"):
             raise ValueError(f"schema_mode must be 'enforce' or 'merge', got {self.schema_mode!r}.")
         check_bool("allow_empty_overwrite", self.allow_empty_overwrite)
@@ -365,7 +371,7 @@ def _replaced(
     """What an overwrite removes, the ``replaceWhere`` predicate, and what the commit read."""
     predicate = None
     if options.replace_where is not None:
-        predicate = Predicate(options.replace_where, target.partition_columns)
+        predicate = Predicate(options.replace_where, target.partition_columns, parameters=options.parameters)
         assert target.schema is not None
         _check_matches(predicate, target.schema, target.partition_columns, files.data_files, files.values)
     snapshot = target.snapshot
@@ -432,7 +438,7 @@ def _operation(
             "partitionBy": target.partition_columns,
         }
     if predicate is not None:
-        parameters["predicate"] = [predicate.text]
+        parameters["predicate"] = [predicate.bound_text]
     return operation, parameters
 
 
@@ -556,10 +562,13 @@ def _check_matches(
     if not files:
         return
     mask = predicate.mask(_typed_partition_table(schema, columns, values)).to_pylist()
-    outside = [f.relative_path for f, ok in zip(files, mask, strict=True) if not ok]
+    outside = [index for index, ok in enumerate(mask) if not ok]
     if outside:
+        first = values[outside[0]]
+        shown = ", ".join(f"{column}={first[column]!r}" for column in columns)
         raise PredicateError(
-            f"Written data does not conform to the replaceWhere predicate {predicate.text!r}: "
-            f"{len(outside)} file(s) lie outside it, e.g. {outside[0]!r}. Write only the partitions the "
-            f"predicate selects, or widen the predicate."
+            f"Written data does not conform to the replaceWhere predicate {predicate.bound_text!r}: "
+            f"{len(outside)} file(s) lie outside it, the first with {shown} "
+            f"({files[outside[0]].relative_path!r}). Write only the partitions the predicate selects, "
+            f"or widen the predicate."
         )

@@ -31,16 +31,17 @@ from airflow_delta_provider.core.errors import (
 )
 from airflow_delta_provider.hooks.mixins import build_hook
 from airflow_delta_provider.utils.coercion import is_deferred, is_none, to_bool, to_int, to_text, validate
+from airflow_delta_provider.utils.partitions import RunSlice, to_key_columns
 from airflow_delta_provider.utils.secrets import refuse_credentials
 from airflow_delta_provider.utils.wording import count
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from airflow.sdk import Context
 
     from airflow_delta_provider.core.log import Snapshot
-    from airflow_delta_provider.core.table import SourceRead, StartingVersion
+    from airflow_delta_provider.core.table import ConsumerPartition, SourceRead, StartingVersion
     from airflow_delta_provider.hooks.delta import DeltaTableHook
     from airflow_delta_provider.operators.commit import RunIdentity
 
@@ -62,6 +63,7 @@ SOURCE_TEMPLATE_FIELDS = (
     "source_starting_version",
     "source_reset",
     "spark_source_uri",
+    "source_partition_key_columns",
 )
 #: The callable's arguments that receive the source's changes and their version range.
 CHANGES_ARGUMENT = "changes"
@@ -142,8 +144,11 @@ class DeltaSourceMixin:
     source_starting_version: Any
     source_reset: Any
     spark_source_uri: str | None
+    source_partition_key_columns: Sequence[str] | str | None
     python_callable: Callable[..., Any]
     log: Any
+    #: the slice of the target a keyed run replaces (the commit mixin decides it)
+    _slice: RunSlice | None
 
     def _init_source_args(
         self,
@@ -155,6 +160,8 @@ class DeltaSourceMixin:
         source_reset: bool | str,
         spark_source_uri: str | None,
         python_callable: Callable[..., Any],
+        source_partition_key_columns: Sequence[str] | str | None = None,
+        partition_key_columns: Sequence[str] | str | None = None,
     ) -> None:
         """Check and keep the source arguments (no I/O).
 
@@ -183,6 +190,15 @@ class DeltaSourceMixin:
                 f"no such argument. Add a parameter {CHANGES_ARGUMENT!r} (and {VERSIONS_ARGUMENT!r} for "
                 f"their version range)."
             )
+        if source_partition_key_columns is not None and (source is None or partition_key_columns is None):
+            raise ValueError(
+                f"{name}: source_partition_key_columns names the source columns a run's partition key "
+                f"selects when the task consumes one partition of source= at a time; it needs source= and "
+                f"partition_key_columns (the slice of the target each run replaces)."
+            )
+        if source_partition_key_columns is not None and not is_deferred(source_partition_key_columns):
+            to_key_columns(source_partition_key_columns)
+        self.source_partition_key_columns = source_partition_key_columns
         self.source = source
         self.source_storage_conn_id = source_storage_conn_id
         self.source_storage_options = dict(source_storage_options) if source_storage_options else None
@@ -238,6 +254,7 @@ class DeltaSourceMixin:
                 up_to=bound,
                 starting_version=starting_version,
                 reset=reset,
+                partition=self._source_partition(),
             )
         except (CommitsCleanedUpError, ChangeDataFileNotFoundError, ChangeDataNotRecordedError) as err:
             raise _with_remedy(err, self._lost_remedy(err, target, identity)) from None
@@ -248,8 +265,32 @@ class DeltaSourceMixin:
                 "with source_reset=True and mode='overwrite' to rebuild the target from the source's "
                 "snapshot.",
             ) from None
+        except ValueError as err:  # (a PredicateError is one; its module imports pyarrow, so not at the top)
+            from airflow_delta_provider.core.expressions import PredicateError
+
+            if not isinstance(err, PredicateError) or self._source_partition() is None:
+                raise
+            raise _with_remedy(
+                err,
+                "The run's partition key selects a partition of the source by its partition columns: name "
+                "them with source_partition_key_columns (default: partition_key_columns).",
+            ) from None
         self.log.info("%s", describe_read(read, hook.table_uri, bound, reset))
         return read
+
+    def _source_partition(self) -> ConsumerPartition | None:
+        """With a keyed run's slice: the partition of the source it consumes (the key's parts on
+        ``source_partition_key_columns``, default the target's columns), with its own cursor."""
+        from airflow_delta_provider.core.table import ConsumerPartition
+
+        target_slice = getattr(self, "_slice", None)
+        if target_slice is None:
+            return None
+        columns = target_slice.columns
+        if self.source_partition_key_columns is not None:
+            columns = tuple(to_key_columns(self.source_partition_key_columns))
+        source_slice = RunSlice.of(target_slice.key, columns)
+        return ConsumerPartition(target_slice.key, source_slice.predicate(), target_slice.predicate())
 
     def _lost_remedy(self, err: Exception, target: Snapshot | None, identity: RunIdentity) -> str:
         from airflow_delta_provider.core.table import parse_consumer_app_id
@@ -287,7 +328,7 @@ class DeltaSourceMixin:
         try:
             if read.changes is not None:
                 frame = read_change_set(spark, read.changes, spark_uri=uri)
-            elif read.snapshot is not None:
+            elif read.snapshot is not None:  # (a partition's: restricted to it)
                 assert read.committed_at is not None  # plan_read dates every snapshot it delivers
                 frame = read_snapshot_changes(spark, read.snapshot, read.committed_at, spark_uri=uri)
             else:
@@ -307,6 +348,7 @@ class DeltaSourceMixin:
             "cursor": read.record if read.record is not None else read.cursor,
             "previous_cursor": read.cursor,
             "rounds": rounds,
+            **({"partition_key": read.partition.key} if read.partition is not None else {}),
         }
 
 
@@ -323,6 +365,8 @@ def source_event_extra(report: Mapping[str, Any]) -> dict[str, Any]:
 def describe_read(read: SourceRead, uri: str, bound: int | None, reset: bool) -> str:
     """One log line saying what an execution reads from its source, and why."""
     cursor = "no cursor" if read.cursor is None else f"cursor at version {read.cursor}"
+    if read.partition is not None:
+        cursor = f"partition {read.partition.key!r} ({read.partition.source_filter[1]}), {cursor}"
     if reset:
         cursor += " (reset: ignored)"
     upto = f", bounded by the triggering asset event's version {bound}" if bound is not None else ""
@@ -331,11 +375,18 @@ def describe_read(read: SourceRead, uri: str, bound: int | None, reset: bool) ->
     if versions is None:
         if read.record is not None and read.record != read.cursor:
             return head + f"Nothing to read yet; the commit records the cursor at version {read.record}."
+        if read.partition is not None:
+            return head + (
+                "Nothing new in this partition: the callable receives source_versions=None and no rows, "
+                "and nothing is committed."
+            )
         return head + "Nothing new: the callable receives source_versions=None and no rows."
     if read.snapshot is not None:
+        files = count(read.snapshot.num_files(), "file")
+        within = f" (the partition's {files})" if read.partition is not None else f" ({files})"
         return head + (
-            f"Reading the snapshot at version {versions[1]} ({count(read.snapshot.num_files(), 'file')}) "
-            f"as inserts, then changes from the next run on."
+            f"Reading the snapshot at version {versions[1]}{within} as inserts, then changes from the next "
+            f"run on."
         )
     return head + f"Reading the changes of versions {versions[0]} to {versions[1]}."
 

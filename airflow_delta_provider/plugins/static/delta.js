@@ -115,9 +115,25 @@ function commitItem(e, checkpoints) {
     checkpoints.has(e.version) ? el("span", { class: "badge checkpoint" }, "checkpoint") : null,
     el("b", {}, e.operation),
     el("span", { class: "metrics" }, metricsText(e)),
-    e.airflow ? el("div", {}, "by ", tiLink(e.airflow)) : el("div", { class: "note" }, e.engine ? `by ${e.engine}` : "outside Airflow"),
+    e.airflow ? el("div", {}, "by ", tiLink(e.airflow), partitionKey(e.airflow)) : el("div", { class: "note" }, e.engine ? `by ${e.engine}` : "outside Airflow"),
+    partitionsLine(e),
     e.restore_target ? restoreTarget(e.restore_target) : null,
   );
+}
+
+// The Airflow asset partition key of the run that wrote a commit, when it had one.
+function partitionKey(a) {
+  return a.partition_key ? el("span", { class: "badge partition-key", title: "the run's partition key" }, `partition ${a.partition_key}`) : null;
+}
+
+// The partitions whose data a commit changed (read from its file actions).
+function partitionsLine(e) {
+  if (!("partitions" in e)) return null;
+  if (e.partitions === null) return el("div", { class: "note partitions" }, "partitions: not listed (a large commit)");
+  if (!e.partitions.length) return null;
+  const shown = e.partitions.map((p) => Object.entries(p).map(([k, v]) => `${k}=${v === null ? "null" : v}`).join("/"));
+  const more = e.partitions_count > shown.length ? ` (+${e.partitions_count - shown.length} more)` : "";
+  return el("div", { class: "partitions" }, `partitions: ${shown.join(", ")}${more}`);
 }
 
 function skipItem(s) {
@@ -193,8 +209,8 @@ async function showHealth(content) {
   ));
   if (h.consumers.length) {
     content.append(el("h2", {}, "Consumer cursors"), el("table", { class: "grid", id: "consumers" },
-      el("tr", {}, el("th", {}, "consumer"), el("th", {}, "source table id"), el("th", {}, "consumed up to version"), el("th", {}, "last moved")),
-      h.consumers.map((c) => el("tr", {}, el("td", {}, c.consumer), el("td", {}, c.source_table_id), el("td", {}, c.version), el("td", {}, c.last_updated || "?")))));
+      el("tr", {}, el("th", {}, "consumer"), el("th", {}, "partition"), el("th", {}, "source table id"), el("th", {}, "consumed up to version"), el("th", {}, "last moved")),
+      h.consumers.map((c) => el("tr", {}, el("td", {}, c.consumer), el("td", {}, c.partition === null ? "all" : c.partition), el("td", {}, c.source_table_id), el("td", {}, c.version), el("td", {}, c.last_updated || "?")))));
   }
   const chart = el("div", { class: "chart", id: "size-chart" });
   content.append(el("h2", {}, "File sizes"), chart);

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+from spark_reads import add_deletion_vectors
 
 from airflow_delta_provider.core import DeltaTable
 from airflow_delta_provider.core.errors import ConcurrentDeleteReadError, OptimizeRewriteError
@@ -323,6 +324,39 @@ def test_a_table_whose_root_holds_a_space_and_a_percent_sign_is_optimized_on_spa
     assert result["committed"] and result["table_uri"] == f"file://{tmp_path}/lake/a b%2520c"
     assert sorted(r[0] for r in rows(root)) == [0, 1, 2, 3]
     assert sorted(p.name for p in (tmp_path / "lake").iterdir()) == ["a b%20c", "beside.parquet"]
+
+
+def test_bins_mixing_files_with_and_without_deletion_vectors_keep_exactly_the_surviving_rows(
+    tmp_path: Path,
+) -> None:
+    """Every file with a deletion vector, of every bin, is read in one scan keyed by file (size, or
+    path where two files share a size: here the same bytes under two names); the rewrite keeps
+    exactly the rows the core reads, whatever kind of row set each vector is (a few rows, a bitmap)."""
+    root = tmp_path / "events"
+    table = DeltaTable.create(
+        str(root),
+        SCHEMA,
+        partition_by=["p"],
+        properties={"delta.enableDeletionVectors": "true", "delta.targetFileSize": "1mb"},
+    )
+    names = []
+    for n, partition in enumerate(["a", "a", "a", "b", "b", "b"]):
+        ids = list(range(100)) if n in (0, 1, 3) else list(range(n * 100, n * 100 + 100))
+        names.append(write_file(root, f"p={partition}/f{n}.parquet", ids))  # f0, f1, f3: the same bytes
+    table.commit_files(names)
+    add_deletion_vectors(
+        table, {"p=a/f0.parquet": [0, 2, 4], "p=a/f1.parquet": list(range(30, 70)), "p=b/f3.parquet": [99]}
+    )
+    before = rows(root)
+    assert len(before) == 600 - 44
+
+    op = make(root)
+    result = op.execute(context_for(op))
+
+    assert result["committed"] and result["metrics"]["numDeletionVectorsRemoved"] == 3
+    assert result["metrics"]["numAddedFiles"] == 2
+    assert rows(root) == before
+    assert DeltaTable(str(root)).snapshot().files().column("deletion_vector").null_count == 2
 
 
 def test_identities_of_airflows_maximum_length_are_optimized_on_spark(tmp_path: Path) -> None:

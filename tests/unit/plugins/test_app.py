@@ -272,6 +272,7 @@ def test_history_shows_who_committed_the_retries_and_the_skip(view: Any) -> None
         "logical_date": None,
         "map_index": -1,
         "try_number": 1,
+        "partition_key": None,
     }
     assert (first["kind"], first["operation"], first["rows_added"], first["files_added"]) == (
         "commit",

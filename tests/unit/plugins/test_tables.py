@@ -250,3 +250,50 @@ def test_maintenance_shows_a_bad_retention_property_as_the_core_refuses_it(view:
     asset_id = view.asset(table.uri, CREATED)
     shown = view.ok(f"/api/assets/{asset_id}/maintenance")["data_retention"]
     assert shown["policy"] is None and "airflow.dataRetention keep='30'" in shown["error"]
+
+
+def test_history_shows_the_partitions_each_version_changed_and_the_runs_partition_key(
+    delta_view: Any, tmp_path: Path
+) -> None:
+    """A keyed run's commit shows its partition key (from the commitInfo tags the provider writes)
+    and the partitions it changed; an OPTIMIZE (no data change) none; a consumer's cursor per
+    partition is shown with its partition."""
+    import pyarrow.parquet as pq
+
+    from airflow_delta_provider.core.table import consumer_app_id
+    from airflow_delta_provider.core.transaction import CursorAdvance
+
+    schema = pa.schema([("id", pa.int64()), ("ds", pa.string())])
+    table = DeltaTable.create(str(tmp_path / "daily"), schema, partition_by=["ds"])
+    for n, ds in enumerate(("2026-03-01", "2026-03-02", "2026-03-01")):
+        (tmp_path / "daily" / f"ds={ds}").mkdir(exist_ok=True)
+        pq.write_table(
+            pa.table({"id": pa.array([n], pa.int64())}), tmp_path / "daily" / f"ds={ds}" / f"{n}.parquet"
+        )
+    table.commit_files(["ds=2026-03-01/0.parquet", "ds=2026-03-02/1.parquet"])  # 1: two partitions
+    key = consumer_app_id("source-id", "airflow/d/t", "2026-03-01")
+    table.commit_files(  # 2: a keyed run replacing one day, moving a partition's cursor
+        ["ds=2026-03-01/2.parquet"],
+        mode="overwrite",
+        replace_where="ds = :day",
+        parameters={"day": "2026-03-01"},
+        tags={
+            "airflow.dag_id": "daily",
+            "airflow.task_id": "t",
+            "airflow.run_id": "r",
+            "airflow.partition_key": "2026-03-01",
+        },
+        cursors=[CursorAdvance(key, 7, None)],
+    )
+    table.optimize(min_file_size=1 << 30)  # 3 (compacts nothing: one file per partition)
+    asset = delta_view.asset(table.uri, CREATED)
+    entries = {e["version"]: e for e in delta_view.ok(f"/api/assets/{asset}/history")["entries"]}
+    assert entries[1]["partitions"] == [{"ds": "2026-03-01"}, {"ds": "2026-03-02"}]
+    assert entries[1]["partitions_count"] == 2 and entries[1]["airflow"] is None
+    assert entries[2]["partitions"] == [{"ds": "2026-03-01"}]
+    assert entries[2]["airflow"]["partition_key"] == "2026-03-01"
+    assert entries[0]["partitions"] == []
+    consumers = delta_view.ok(f"/api/assets/{asset}/health")["consumers"]
+    assert [(c["consumer"], c["partition"], c["version"]) for c in consumers] == [
+        ("airflow/d/t", "2026-03-01", 7)
+    ]

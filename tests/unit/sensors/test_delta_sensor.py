@@ -179,3 +179,37 @@ def test_the_tables_asset_among_the_outlets_gets_the_versions_found(table):
     event = {**found.xcom_value, "status": "success"}
     sensor.execute_complete(resumed, event)
     assert event_version_range(resumed["outlet_events"][asset].extra) == (1, 2)
+
+
+def test_a_partition_filter_waits_for_a_commit_that_changed_those_partitions(table):
+    sensor = DeltaTableVersionSensor(
+        task_id="wait", table_uri=table.uri, after_version=0, partition_filter="ds = '{{ ds }}'"
+    )
+    assert "partition_filter" in sensor.template_fields
+    sensor.partition_filter = "ds = 'b'"  # as rendered
+    commit(table, "a")
+    assert sensor.poke({}) is False
+    commit(table, "b")
+    found = sensor.poke({})
+    assert found.xcom_value["versions"] == [2]
+    assert found.xcom_value["partitions"] == [{"ds": "b"}]
+    assert found.xcom_value["partition_keys"] == ["b"]
+
+
+def test_a_partition_filter_the_table_cannot_judge_fails_before_waiting(table):
+    from airflow_delta_provider.core.expressions import PredicateError
+
+    sensor = DeltaTableVersionSensor(
+        task_id="wait", table_uri=table.uri, after_version=0, partition_filter="id = 1", timeout=1
+    )
+    with pytest.raises(PredicateError, match="not a partition column"):
+        sensor.execute({})
+
+
+def test_the_deferred_trigger_gets_the_partition_filter(table):
+    sensor = DeltaTableVersionSensor(
+        task_id="wait", table_uri=table.uri, after_version=0, partition_filter="ds = 'b'", deferrable=True
+    )
+    with pytest.raises(TaskDeferred) as deferred:
+        sensor.execute({})
+    assert deferred.value.trigger.serialize()[1]["partition_filter"] == "ds = 'b'"

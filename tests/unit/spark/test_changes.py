@@ -25,6 +25,7 @@ from airflow_delta_provider.spark import read_changes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
 from changes_support import CORPUS, normalised, unpack_kernel_fixtures
+from spark_reads import add_deletion_vectors
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -203,3 +204,57 @@ def test_a_snapshot_as_change_feed_inserts(spark: Any, table_root: str) -> None:
     changes = read_changes(spark, snapshot.storage.root_uri, snapshot.version)
     empty = empty_changes(spark, snapshot)
     assert empty.count() == 0 and empty.schema == changes.schema
+
+
+def test_a_partition_filter_reads_the_core_changes_of_those_partitions(spark: Any, tmp_path: Path) -> None:
+    """read_changes(partition_filter=...) on Spark: the core's filtered changes, and only the
+    selected partitions' files are handed to Spark; the first read of a consumer (the snapshot as
+    inserts) restricted alike."""
+    from changes_support import delta_rs_history
+
+    from airflow_delta_provider.core.table.consumer import commit_time
+    from airflow_delta_provider.spark.changes import read_snapshot_changes
+
+    root = tmp_path / "t"
+    list(delta_rs_history(root, partitioned=True, feed=True))
+    table = DeltaTable(str(root))
+    for start in range(table.version() + 1):
+        for text, parameters in (("part = :p", {"p": "p1"}), ("part IN ('p0', 'p2')", None)):
+            expected = table.changes(start, partition_filter=text, parameters=parameters)
+            frame = read_changes(spark, table, start, partition_filter=text, parameters=parameters)
+            got = frame.toArrow()
+            assert normalised(got, timestamps=True) == normalised(
+                expected.to_pyarrow_table(), timestamps=True
+            ), (text, start)
+            whole = table.changes(start).to_pyarrow_table()
+            assert got.num_rows <= whole.num_rows
+    snapshot = table.snapshot()
+    inserts = read_snapshot_changes(
+        spark, snapshot, commit_time(snapshot), partition_filter="part = :p", parameters={"p": "p0"}
+    ).toArrow()
+    expected_rows = [r for r in snapshot.to_pyarrow_table().to_pylist() if r["part"] == "p0"]
+    assert sorted(r["id"] for r in inserts.to_pylist()) == sorted(r["id"] for r in expected_rows)
+    assert set(inserts.column("_change_type").to_pylist()) == {"insert"}
+
+
+def test_files_sharing_a_size_and_files_of_their_own(spark: Any, tmp_path: Path) -> None:
+    """Rows are keyed to their file by its size, or by its path where another file of the scan has
+    the same size (the same bytes under two names): inserts of all, then a deletion vector on one of
+    the twins and on the file of its own size, read as the core reads them for every range."""
+    root = tmp_path / "t"
+    table = DeltaTable.create(
+        str(root), pa.schema([("id", pa.int64())]), properties={"delta.enableDeletionVectors": "true"}
+    )
+    twin = pa.table({"id": list(range(100))})
+    pq.write_table(twin, root / "twin-a.parquet")
+    pq.write_table(twin, root / "twin-b.parquet")
+    pq.write_table(pa.table({"id": list(range(1000, 1250))}), root / "own.parquet")
+    table.commit_files(["twin-a.parquet", "twin-b.parquet", "own.parquet"])
+    sizes = table.snapshot().files().column("size").to_pylist()
+    assert len(set(sizes)) == 2
+    add_deletion_vectors(table, {"twin-a.parquet": [3, 7], "own.parquet": list(range(0, 250, 3))})
+    add_deletion_vectors(table, {"twin-a.parquet": [3, 7, 8]})
+    latest = table.version()
+    for start in range(latest + 1):
+        for end in range(start, latest + 1):
+            _same(spark, root, start, end)

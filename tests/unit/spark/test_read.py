@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from spark_reads import ODD_FILE, ODD_VALUES, core_rows, odd_table, rows
+from spark_reads import ODD_FILE, ODD_VALUES, add_deletion_vectors, core_rows, odd_table, rows
 
 from airflow_delta_provider.core import DeltaError, DeltaTable
 from airflow_delta_provider.core.expressions.predicate import PredicateError
@@ -178,6 +178,23 @@ def test_the_filter_skips_files_before_spark_sees_them(spark: Any, tmp_path: Pat
     assert empty.count() == 0 and empty.columns == ["id", "ds"]
 
 
+def test_a_partition_filter_reads_only_its_partitions_files(spark: Any, tmp_path: Path) -> None:
+    """Each awkward partition value, bound to a marker (never spliced into the text), selects its
+    partition's files and nothing else; its rows are the core's rows of that partition."""
+    root = tmp_path / "dir with space %41 ü" / "t"
+    table = odd_table(root)
+    snapshot = table.snapshot()
+    for value in ODD_VALUES:
+        frame = read_delta(spark, table, partition_filter="p = :value", parameters={"value": value})
+        got = frame.toArrow()
+        assert got.num_rows > 0 and set(got.column("p").to_pylist()) == {value}
+        assert rows(got) == rows(core_rows(snapshot, filter=f"p = '{value.replace(chr(39), chr(39) * 2)}'"))
+        in_partition = [f for f in snapshot.files().to_pylist() if dict(f["partition_values"])["p"] == value]
+        assert len(frame.inputFiles()) == len(in_partition) == 1
+    both = read_delta(spark, table, filter="id >= 3", partition_filter=f"p IN ('{ODD_VALUES[0]}')")
+    assert rows(both.toArrow()) == rows(core_rows(snapshot, filter=f"p = '{ODD_VALUES[0]}' AND id >= 3"))
+
+
 def test_a_long_in_list_is_one_shallow_condition(spark: Any, tmp_path: Path) -> None:
     """A filter with thousands of values (an IN list from an upstream task) nests log2(n) deep on
     Spark, as the core reads it: no stack overflow in the analyzer, the same rows."""
@@ -210,6 +227,9 @@ def test_a_row_spark_names_differently_fails_the_query(
         ({"filter": "nope = 1"}, PredicateError, "not a column of the table"),
         ({"filter": "id = 'x'"}, PredicateError, "comparison of id with 'x' is refused"),
         ({"filter": "id >"}, PredicateError, "Cannot parse"),
+        ({"partition_filter": "id = 1"}, PredicateError, "names 'id', which is not a partition column"),
+        ({"partition_filter": "p = :v"}, PredicateError, "no parameter binds"),
+        ({"parameters": {"v": "a"}}, PredicateError, "not used by the conditions"),
         ({"columns": ["nope"]}, ValueError, "no column 'nope'"),
         ({"columns": "id"}, TypeError, "list of column names"),
         ({"version": 99}, DeltaError, "99"),
@@ -272,7 +292,7 @@ def test_nan_and_empty_tables(spark: Any, tmp_path: Path) -> None:
     assert rows(got) == rows(core_rows(table.snapshot()))
 
 
-def _unpartitioned_with_deletion_vectors(root: Path) -> tuple[DeltaTable, dict[str, list[int]]]:
+def _unpartitionedadd_deletion_vectors(root: Path) -> tuple[DeltaTable, dict[str, list[int]]]:
     """An unpartitioned table of 200-row files with odd names: three without a deletion vector and
     four with one (2 rows: a list; 60 rows from row 130 on: a bitmap not starting at row 0; every
     3rd row: a dense bitmap; rows 63, 64 and 127-199: word edges)."""
@@ -320,7 +340,7 @@ def test_an_unpartitioned_table_with_some_deletion_vectors_reads_exactly(
     Spark names otherwise than predicted still fails the query."""
     root = tmp_path / "dir with space %41 ü" / "t"
     root.mkdir(parents=True)
-    table, deleted = _unpartitioned_with_deletion_vectors(root)
+    table, deleted = _unpartitionedadd_deletion_vectors(root)
     snapshot = table.snapshot()
     expected = core_rows(snapshot)
     assert expected.num_rows == 7 * 200 - sum(len(rows) for rows in deleted.values())
@@ -335,6 +355,86 @@ def test_an_unpartitioned_table_with_some_deletion_vectors_reads_exactly(
 
     monkeypatch.setattr(files_module, "metadata_file_path", lambda path: "file:/elsewhere")
     with pytest.raises(Exception, match="names differently"):
+        read_delta(spark, table).collect()
+
+
+def test_a_partitioned_table_with_deletion_vectors_on_some_files_and_equal_sizes_reads_exactly(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Rows are keyed to their file by its size where no other file of the scan shares it, else by
+    its path: a partitioned table whose files come in pairs of equal size (the same bytes under two
+    names, in one partition and across partitions), some with a deletion vector and some without,
+    reads as the core reads it, under a filter too."""
+    root = tmp_path / "t"
+    table = DeltaTable.create(
+        str(root),
+        pa.schema([("id", pa.int64()), ("name", pa.string()), ("p", pa.string())]),
+        partition_by=["p"],
+        properties={"delta.enableDeletionVectors": "true"},
+    )
+    relatives = []
+    for n in range(6):
+        ids = list(range(n * 100, n * 100 + 100))
+        data = pa.table({"id": ids, "name": [f"n{n}-{i}" for i in ids]})
+        for copy, partition in enumerate(["a", "b"] if n < 4 else ["a"]):
+            relative = f"p={partition}/{n}-{copy} {ODD_FILE}"
+            (root / relative).parent.mkdir(parents=True, exist_ok=True)
+            pq.write_table(data, root / relative)
+            relatives.append(relative)
+        if n == 1:  # a second copy in the same partition
+            pq.write_table(data, root / f"p=a/{n}-again.parquet")
+            relatives.append(f"p=a/{n}-again.parquet")
+    table.commit_files(relatives)
+    sizes = [f["size"] for f in table.snapshot().files().to_pylist()]
+    assert len(set(sizes)) < len(sizes)  # the pairs share sizes
+    path = table.storage.path
+    logged = table.snapshot().files().column("path").to_pylist()
+    by_relative = {path.relative(path.decode(p)): p for p in logged}
+    add_deletion_vectors(
+        table,
+        {
+            by_relative[f"p=a/0-0 {ODD_FILE}"]: [0, 99],  # its twin in b has none
+            by_relative[f"p=a/1-0 {ODD_FILE}"]: list(range(10, 60)),  # its twins have others
+            by_relative[f"p=b/1-1 {ODD_FILE}"]: [1, 2, 3],
+            by_relative["p=a/1-again.parquet"]: list(range(0, 100, 2)),
+            by_relative[f"p=a/4-0 {ODD_FILE}"]: [50],  # a size of its own
+        },
+    )
+    snapshot = table.snapshot()
+    assert rows(read_delta(spark, table).toArrow()) == rows(core_rows(snapshot))
+    got = read_delta(spark, table, filter="p = 'b' OR id >= 450", columns=["id", "p"]).toArrow()
+    assert rows(got) == rows(core_rows(snapshot, columns=["id", "p"], filter="p = 'b' OR id >= 450"))
+
+
+@pytest.mark.parametrize("deletion_vector", [True, False])
+def test_a_log_size_that_is_not_the_files_fails_the_query(
+    spark: Any, tmp_path: Path, deletion_vector: bool
+) -> None:
+    """A file whose size in the log is not its size on storage is matched to no file (its rows are
+    keyed by size): the query fails naming it, rather than pairing its rows with another file's
+    partition values or deletion vector."""
+    root = tmp_path / "t"
+    table = DeltaTable.create(
+        str(root),
+        pa.schema([("id", pa.int64()), ("p", pa.string())]),
+        partition_by=["p"],
+        properties={"delta.enableDeletionVectors": "true"},
+    )
+    (root / "p=a").mkdir()
+    pq.write_table(pa.table({"id": [1, 2, 3]}), root / "p=a" / "good.parquet")
+    pq.write_table(pa.table({"id": [4, 5, 6, 7]}), root / "p=a" / "bad.parquet")
+    table.commit_files(["p=a/good.parquet"])
+    size = (root / "p=a" / "bad.parquet").stat().st_size
+    wrong = AddFile(
+        "p=a/bad.parquet", partition_values={"p": "a"}, size=size + 1, modification_time=1, stats=None
+    )
+    OptimisticTransaction(table.storage, read_snapshot=table.snapshot()).commit(
+        CommitPlan("WRITE", adds=(wrong,))
+    )
+    if deletion_vector:
+        add_deletion_vectors(table, {"p=a/bad.parquet": [0]})
+    assert table.snapshot().to_pyarrow_table().num_rows == 7 - deletion_vector
+    with pytest.raises(Exception, match="size is not the one the log records"):
         read_delta(spark, table).collect()
 
 

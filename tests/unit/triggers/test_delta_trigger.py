@@ -65,6 +65,7 @@ def test_serialize_round_trips():
         after_version=3,
         operations=["WRITE"],
         partition_values={"ds": "1"},
+        partition_filter="ds = '1'",
     )
     classpath, kwargs = trigger.serialize()
     assert classpath == "airflow_delta_provider.triggers.delta.DeltaTableVersionTrigger"
@@ -163,3 +164,37 @@ async def test_a_deferred_task_s_trigger_ends_after_its_event(tmp_path):
     trigger.task_instance = types.SimpleNamespace(task_id="wait", dag_id="d", run_id="r", map_index=-1)
     events = [event async for event in trigger.run()]  # ends by itself
     assert [e.payload["versions"] for e in events] == [[0]]
+
+
+@pytest.mark.asyncio
+async def test_a_partition_filter_fires_on_those_partitions_with_their_keys(tmp_path):
+    schema = pa.schema([("id", pa.int64()), ("ds", pa.string()), ("region", pa.string())])
+    table = DeltaTable.create(str(tmp_path / "t"), schema, partition_by=["ds", "region"])
+
+    def write(ds, region):
+        relative = f"w-{uuid.uuid4().hex[:8]}/ds={ds}/region={region}/p.parquet"
+        os.makedirs(os.path.dirname(os.path.join(table.storage.root, relative)))
+        pq.write_table(pa.table({"id": [1]}), os.path.join(table.storage.root, relative))
+        table.commit_files([relative])
+
+    write("2026-03-01", "eu")  # 1: not watched
+    trigger = DeltaTableVersionTrigger(
+        table_uri=table.uri, after_version=0, partition_filter="region = 'us'", poll_interval=0.05
+    )
+    timer = threading.Timer(0.3, write, args=("2026-03-02", "us"))
+    timer.start()
+    event = await next_event(trigger)
+    timer.join()
+    assert event.payload["versions"] == [2]
+    assert event.payload["partitions"] == [{"ds": "2026-03-02", "region": "us"}]
+    assert event.payload["partition_keys"] == ["2026-03-02|us"]
+
+
+@pytest.mark.asyncio
+async def test_a_partition_filter_the_table_cannot_judge_is_an_error_event(tmp_path):
+    table = DeltaTable.create(str(tmp_path / "t"), SCHEMA)
+    event = await next_event(
+        DeltaTableVersionTrigger(table_uri=table.uri, partition_filter="id = 1", poll_interval=0.05)
+    )
+    assert event.payload["status"] == "error"
+    assert "partition filter" in event.payload["message"] and "id" in event.payload["message"]

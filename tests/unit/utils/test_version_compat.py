@@ -79,3 +79,32 @@ def test_an_alias_event_extra_is_one_this_airflow_can_register():
     else:
         assert registered == {"version": 3, "num_output_rows": 5, "table_uri": "file:///t"}
         assert frozenset(registered.items())  # what Airflow 3.1 does with it
+
+
+# --- asset partitions ---------------------------------------------------------------------------
+
+
+def test_a_runs_partition_key_as_each_airflow_hands_it() -> None:
+    from types import SimpleNamespace
+
+    from airflow_delta_provider.utils.version_compat import run_partition_key
+
+    assert run_partition_key({"partition_key": "2026-03-01"}) == "2026-03-01"  # 3.3's context key
+    assert run_partition_key({"dag_run": SimpleNamespace(partition_key="us|2026-03-01")}) == "us|2026-03-01"
+    assert run_partition_key({"dag_run": SimpleNamespace()}) is None  # 3.1's DAG run has none
+    assert run_partition_key({"partition_key": None, "dag_run": SimpleNamespace(partition_key=None)}) is None
+    assert run_partition_key({}) is None
+
+
+def test_event_partitions_where_the_accessor_takes_them() -> None:
+    from airflow.sdk import Asset
+    from airflow.sdk.execution_time.context import OutletEventAccessor, OutletEventAccessors
+
+    from airflow_delta_provider.utils.version_compat import add_event_partitions, can_add_partitions
+
+    assert can_add_partitions() == hasattr(OutletEventAccessor, "add_partitions")
+    accessor = OutletEventAccessors()[Asset(uri="s3://lake/events")]
+    assert add_event_partitions(accessor, ["2026-03-01", "2026-03-02"]) == can_add_partitions()
+    if can_add_partitions():  # one event per key (Airflow 3.3+)
+        assert accessor.partition_keys == {"2026-03-01", "2026-03-02"}
+    assert add_event_partitions(object(), ["k"]) is False  # an accessor without them: Airflow's key

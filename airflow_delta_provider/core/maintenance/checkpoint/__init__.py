@@ -26,6 +26,7 @@ from airflow_delta_provider.core.maintenance.checkpoint.writer import (
     CheckpointState,
     build_add_column,
     build_remove_column,
+    clustered,
     progress_level,
     validate_against_checksum,
     write_classic,
@@ -108,7 +109,9 @@ def write_checkpoint(snapshot: Snapshot, options: CheckpointOptions | None = Non
     :param options: parts, part size and clock.
     :raises UnsupportedFeatureError: the table needs a feature the core cannot checkpoint.
     :raises CorruptLogError: the log (or the version checksum) contradicts itself.
+    :raises ValueError: ``snapshot`` is restricted to some partitions.
     """
+    snapshot.require_whole("A checkpoint")
     options = options or CheckpointOptions()
     parts = options.parts
     started = time.perf_counter()
@@ -120,7 +123,7 @@ def write_checkpoint(snapshot: Snapshot, options: CheckpointOptions | None = Non
     commits = snapshot.commits
     small = replay_small_state(storage, segment, commits, now_ms=now)
     files = replay_files(storage, segment, commits, small, tombstones=True, now_ms=now)
-    state = CheckpointState(small=small, adds=files.adds, removes=files.removes)
+    state = clustered(CheckpointState(small=small, adds=files.adds, removes=files.removes))
     log.log(
         progress_level(state),
         "Checkpoint of %s at version %d: replayed %d files, %d tombstones, %d txns in %.2f s.",

@@ -46,6 +46,9 @@ SIDECAR_PART_SIZE = 50_000
 PROGRESS_THRESHOLD = 100_000
 #: Rows per Parquet row group of the file actions.
 ROW_GROUP_SIZE = 262_144
+#: Rows per row group of a partitioned table's file actions, sorted by partition: a partition of
+#: a hundred files sits in one or two row groups, which a partition-pruned replay reads alone.
+PARTITIONED_ROW_GROUP_SIZE = 32_768
 
 _STRING_MAP = pa.map_(pa.string(), pa.string())
 _STRING_LIST = pa.list_(pa.field("element", pa.string()))
@@ -148,8 +151,36 @@ def validate_against_checksum(storage: LogStore, version: int, state: Checkpoint
         )
 
 
+def clustered(state: CheckpointState) -> CheckpointState:
+    """``state`` with a partitioned table's adds ordered by their partition values (typed, nulls
+    last), then path: each partition's files lie together, so that row groups of
+    :data:`PARTITIONED_ROW_GROUP_SIZE` rows and the statistics of ``partitionValues_parsed``
+    let a partition-pruned replay skip the others (the order of a checkpoint's rows means
+    nothing to readers)."""
+    _, partition_fields = _physical_fields(state)
+    adds = state.adds
+    if not partition_fields or adds.num_rows < 2:
+        return state
+    parsed = _parsed_partitions(adds, partition_fields)
+    keys = pa.table(
+        {**{f"p{i}": parsed.field(i) for i in range(len(partition_fields))}, "path": adds.column("path")}
+    )
+    order = pc.sort_indices(keys, sort_keys=[(name, "ascending", "at_end") for name in keys.column_names])
+    return CheckpointState(small=state.small, adds=adds.take(order), removes=state.removes)
+
+
+def _parsed_partitions(adds: pa.Table, partition_fields: list[pa.Field]) -> pa.StructArray:
+    return partition_columns_from_map(
+        adds.column("partitionValues"), pa.schema([f.with_nullable(True) for f in partition_fields])
+    )
+
+
 def build_add_column(state: CheckpointState, config: TableConfig) -> pa.ChunkedArray:
-    """The checkpoint's ``add`` column over all live files, built chunk by chunk without copying."""
+    """The checkpoint's ``add`` column over all live files, built chunk by chunk without copying.
+
+    A partitioned table's typed ``partitionValues_parsed`` is always written (as Delta does with
+    ``delta.checkpoint.writeStatsAsStruct``), for the row-group statistics readers prune on;
+    ``stats_parsed`` only with that property."""
     adds = state.adds
     count = adds.num_rows
     fields: list[pa.Field] = []
@@ -161,14 +192,12 @@ def build_add_column(state: CheckpointState, config: TableConfig) -> pa.ChunkedA
     if config.checkpoint_stats_as_json:
         fields.append(pa.field("stats", pa.string()))
         columns.append(adds.column("stats"))
+    physical, partition_fields = _physical_fields(state)
+    if partition_fields:
+        parsed = _parsed_partitions(adds, partition_fields)
+        fields.append(pa.field("partitionValues_parsed", parsed.type))
+        columns.append(parsed)
     if config.checkpoint_stats_as_struct:
-        physical, partition_fields = _physical_fields(state)
-        if partition_fields:
-            parsed = partition_columns_from_map(
-                adds.column("partitionValues"), pa.schema([f.with_nullable(True) for f in partition_fields])
-            )
-            fields.append(pa.field("partitionValues_parsed", parsed.type))
-            columns.append(parsed)
         partition_names = {f.name for f in partition_fields}
         data_fields = [f for f in physical if f.name not in partition_names]
         dv_support = "deletionVectors" in writer_features(state.small.protocol)
@@ -279,14 +308,20 @@ def _parquet(tables: list[pa.Table], schema: pa.Schema) -> pa.Buffer:
     protocol, metadata and txns skip the file-action row groups by their null counts.
     """
     sink = pa.BufferOutputStream()
-    # Statistics only for the non-file action columns: they let readers skip the row groups
-    # without them; min/max over a million paths and stats strings would only cost time.
+    # Statistics only for the non-file action columns, which let readers skip the row groups
+    # without them, and for the typed partition values, which let a partition-pruned replay skip
+    # the row groups of other partitions; min/max over a million paths and stats strings would
+    # only cost time.
     stats_columns = [
         path
         for path in _leaf_paths(schema)
         if path.split(".", 1)[0]
         in ("txn", "metaData", "protocol", "domainMetadata", "checkpointMetadata", "sidecar")
+        or path.startswith("add.partitionValues_parsed.")
     ]
+    add = schema.field("add").type if "add" in schema.names else None
+    partitioned = add is not None and add.get_field_index("partitionValues_parsed") >= 0
+    row_group_size = PARTITIONED_ROW_GROUP_SIZE if partitioned else ROW_GROUP_SIZE
     with pq.ParquetWriter(
         sink,
         schema,
@@ -296,7 +331,7 @@ def _parquet(tables: list[pa.Table], schema: pa.Schema) -> pa.Buffer:
     ) as writer:
         for table in tables:
             if table.num_rows:
-                writer.write_table(table, row_group_size=ROW_GROUP_SIZE)
+                writer.write_table(table, row_group_size=row_group_size)
         if not any(t.num_rows for t in tables):
             writer.write_table(schema.empty_table())
     return sink.getvalue()

@@ -133,7 +133,9 @@ def vacuum(
     :raises UnsupportedFeatureError: the table uses a writer feature VACUUM cannot honour.
     :raises InvalidPathError: a candidate resolved outside the table root (nothing deleted).
     :raises VacuumDeleteError: the store refused some deletions (``VACUUM END`` says FAILED).
+    :raises ValueError: ``snapshot`` is restricted to some partitions.
     """
+    snapshot.require_whole("VACUUM")
     options = options or VacuumOptions()
     mode_name, dry_run = str(options.mode), options.dry_run
     now_ms = _now_millis(options.now)

@@ -122,6 +122,7 @@ class VacuumEngine(Protocol):
 
 def vacuum_rules(snapshot: Snapshot, delete_before_ms: int) -> VacuumRules:
     """The rules of a VACUUM of ``snapshot`` with the cutoff ``delete_before_ms`` (reads the log)."""
+    snapshot.require_whole("VACUUM")
     return VacuumRules(
         delete_before_ms, protected_paths(snapshot, delete_before_ms), hidden_name_rule(snapshot)
     )

@@ -151,3 +151,50 @@ def test_committed_stats_under_partitions_and_column_mapping_match(tmp_path):
 GOLDEN: dict[str, dict] = json.loads(
     (Path(__file__).parent / "stats_golden.json").read_text(encoding="utf-8")
 )
+
+
+def test_every_builder_output_passes_the_commits_stats_check(tmp_path, varied_parquet, varied_stats_columns):
+    """The stats the builder makes are not checked again at commit (``BuiltStats``): every one it
+    makes, on the varied files and on every data file of the conformance corpus whose schema a
+    commit would accept, passes :meth:`LogTypes.check_stats` against the table it belongs to."""
+    import json as json_module
+
+    from airflow_delta_provider.core.errors import DeltaError, SchemaError
+    from airflow_delta_provider.core.expressions.stats import indexed_columns
+    from airflow_delta_provider.core.protocol.schema import check_schema_compatible
+    from airflow_delta_provider.core.protocol.validation import BuiltStats, log_types
+
+    storage = open_store(str(tmp_path))
+    paths = _paths(tmp_path, varied_parquet)
+    for infos in [read_footers(storage, paths, stats_columns=varied_stats_columns)]:
+        assert all(type(info.stats) is BuiltStats for info in infos)
+    corpus = Path(__file__).parents[3] / "conformance" / "corpus"
+    checked = 0
+    for entry in json_module.loads((corpus / "MANIFEST.json").read_text()):
+        if "columnMapping" in " ".join(entry.get("features", [])) or entry["expect"]["kind"] != "read":
+            continue
+        try:
+            snapshot = DeltaTable(str(corpus / "tables" / entry["table_root"])).snapshot()
+            files = snapshot.files()
+        except DeltaError:
+            continue
+        store = snapshot.storage
+        local = [store.path.decode(p) for p in files.column("path").to_pylist()]
+        local = [p for p in local if Path(p).is_file()]
+        if not local:
+            continue
+        partitions = set(snapshot.partition_columns)
+        data_schema = pa.schema([f for f in snapshot.schema if f.name not in partitions])
+        columns = indexed_columns(data_schema, snapshot.properties)
+        infos = read_footers(store, local, stats_columns=columns)
+        types = log_types(snapshot.metadata)
+        for path, info in zip(local, infos, strict=True):
+            try:
+                check_schema_compatible(
+                    data_schema, pa.schema([f for f in info.schema if f.name not in partitions])
+                )
+            except SchemaError:
+                continue  # a commit refuses this file before its stats matter
+            types.check_stats([(path, str(info.stats))])
+            checked += 1
+    assert checked > 100, checked

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import collections
 import json
+from pathlib import Path
 
 import deltalake
 import numpy as np
@@ -10,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from airflow_delta_provider.core.log import checkpoint_pages as pages
 from airflow_delta_provider.core.log import checkpoint_reader as reader
 from airflow_delta_provider.core.log.checkpoint_pages import CheckpointPages
 from airflow_delta_provider.core.parquet.thrift import read_struct
@@ -298,3 +301,110 @@ def test_an_unreadable_offset_index_costs_only_its_action_the_page_route(tmp_pat
     assert pages.action_rows("txn", 0) is None
     for name in ("protocol", "metaData"):
         assert pages.action_rows(name, 0) == _by_pyarrow(parquet, name), name
+
+
+# --- the footer: page index locations found in place, or walked ---------------------------------
+
+
+def _footer_of(path) -> tuple[bytes, int]:
+    data = path.read_bytes()
+    length = int.from_bytes(data[-8:-4], "little")
+    return data[-8 - length : -8], len(data)
+
+
+def _route_and_result(path) -> tuple[str, object]:
+    """Which route a footer takes and what it gives, against the walk of every ColumnChunk."""
+    footer, size = _footer_of(path)
+    pages.clear_caches()
+    before = dict(pages.FOOTER_ROUTES)
+    parsed = pages._parsed_footer(footer, size)
+    assert parsed == pages._walked_footer(footer)  # the same schema tree and locations
+    [route] = [k for k, v in pages.FOOTER_ROUTES.items() if v != before.get(k, 0)]
+    return route, parsed
+
+
+CORPUS_CHECKPOINTS = sorted(
+    (Path(__file__).parents[3] / "conformance" / "corpus" / "tables").rglob("*.checkpoint*.parquet")
+)
+
+
+def test_every_corpus_checkpoints_footer_gives_what_the_walk_gives():
+    """Checkpoints Spark (parquet-mr, with and without page indexes), delta-rs and delta-kernel
+    wrote: the scan finds the locations the walk finds, or the footer is walked."""
+    routes = collections.Counter(_route_and_result(path)[0] for path in CORPUS_CHECKPOINTS)
+    assert len(CORPUS_CHECKPOINTS) > 20
+    assert routes["scan"] > 0, routes
+
+
+@pytest.mark.parametrize("options", OPTIONS)
+def test_pyarrows_footers_are_scanned_and_give_what_the_walk_gives(tmp_path, options):
+    path = tmp_path / "c.parquet"
+    _checkpoint(path, 3_000, LAYOUTS["spread"], **OPTIONS[options])
+    route, (_, indexes) = _route_and_result(path)
+    assert route == "scan"
+    assert all(offsets is not None and columns is not None for group in indexes for offsets, columns in group)
+
+
+def test_delta_rs_checkpoint_footers_are_scanned(tmp_path):
+    root = tmp_path / "t"
+    for _ in range(3):
+        deltalake.write_deltalake(str(root), pa.table({"id": pa.array([1, 2], pa.int64())}), mode="append")
+    deltalake.DeltaTable(str(root)).create_checkpoint()
+    [checkpoint] = list((root / "_delta_log").glob("*.checkpoint.parquet"))
+    assert _route_and_result(checkpoint)[0] == "scan"
+
+
+def test_footers_the_scan_cannot_trust_are_walked(tmp_path):
+    """No page index at all; statistics whose bytes hold the very pattern the scan looks for (a
+    binary column of such values: one match too many): walked, and the same rows are read."""
+    path = tmp_path / "c.parquet"
+    _checkpoint(path, 100, LAYOUTS["none-of-some"])
+    pq.write_table(pq.read_table(path), tmp_path / "no-index.parquet")
+    assert _route_and_result(tmp_path / "no-index.parquet")[0] == "walk"
+
+    hostile = b"\x00\x16\x02\x15\x02\x16\x02\x15\x02\x00"
+    table = pq.read_table(path).append_column("evil", pa.array([hostile] * 100, pa.binary()))
+    pq.write_table(table, tmp_path / "hostile.parquet", write_page_index=True, max_rows_per_page=10)
+    footer, _ = _footer_of(tmp_path / "hostile.parquet")
+    assert footer.count(hostile) >= 2  # its min and max statistics
+    assert _route_and_result(tmp_path / "hostile.parquet")[0] == "walk"
+    parquet = pq.ParquetFile(tmp_path / "hostile.parquet")
+    reader_pages = CheckpointPages(open_store(str(tmp_path)), str(tmp_path / "hostile.parquet"), parquet)
+    for name in ("protocol", "metaData"):
+        assert reader_pages.action_rows(name, 0) == _by_pyarrow(parquet, name)
+
+
+def test_an_index_that_is_not_its_chunks_is_not_used(tmp_path, monkeypatch):
+    """Locations found in place but wrong (here shifted by one row group's): the offset index
+    decoded there does not begin at its chunk's first data page, so the action is left to
+    pyarrow (None) rather than read from another row group's pages."""
+    path = tmp_path / "c.parquet"
+    _checkpoint(path, 3_000, LAYOUTS["at-the-end"], max_rows_per_page=100, row_group_size=1_500)
+    parquet = pq.ParquetFile(path)
+    footer, size = _footer_of(path)
+    right = pages._parsed_footer(footer, size)
+    pages.clear_caches()
+    swapped = (right[0], [right[1][1], right[1][0]])
+    monkeypatch.setitem(pages._PARSED, footer, swapped)
+    reader_pages = CheckpointPages(open_store(str(tmp_path)), str(path), parquet)
+    for name in ("protocol", "metaData", "txn"):
+        assert reader_pages.action_rows(name, 1) is None, name
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_small_actions_decoded_in_one_read_are_those_decoded_batch_by_batch(tmp_path, monkeypatch, layout):
+    """Small row groups have every small action column decoded in one read; larger ones column by
+    column, batch by batch: the same actions and row numbers either way."""
+    path = tmp_path / "_delta_log" / f"{1:020d}.checkpoint.parquet"
+    path.parent.mkdir()
+    _checkpoint(path, 3_000, LAYOUTS[layout], row_group_size=1_000)
+    storage = open_store(str(tmp_path))
+    from airflow_delta_provider.core.log.segment import complete_checkpoints, list_log_files
+
+    [checkpoint] = complete_checkpoints(list_log_files(storage))
+    one_read = reader.read_checkpoint_small_actions(storage, checkpoint)
+    monkeypatch.setattr(reader, "_ONE_READ_ROWS", 0)
+    monkeypatch.setattr(reader, "_SMALL_BATCH", 128)
+    assert reader.read_checkpoint_small_actions(storage, checkpoint) == one_read
+    expected = sum(len(rows) for rows in LAYOUTS[layout].values())
+    assert len(one_read) == expected

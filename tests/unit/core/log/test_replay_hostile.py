@@ -648,3 +648,26 @@ def test_a_retry_is_never_built_on_an_unreadable_winner(tmp_path, log_state):
     with pytest.raises(CorruptLogError, match=r"Line 3 of .*00000000000000000003\.json"):
         transaction.commit(CommitPlan("WRITE", adds=(AddFile("g.parquet", {}, 1, 1),)))
     assert log_state(table.storage.root) == before
+
+
+def test_errors_of_a_checkpoint_decoded_beside_the_tail_are_the_same(tmp_path):
+    """The checkpoint's file actions are decoded in a thread while the commits after it are
+    reconciled: a malformed checkpoint row is the same named error; with a malformed commit too,
+    the commit's error comes first, as when the two ran one after the other."""
+    table = _checkpointed(tmp_path)
+    table.commit_files([_write_parquet(table.storage.root, "after.parquet")], auto_checkpoint=False)
+    _rewrite_checkpoint(_checkpoint_path_at(table, 2), "add", lambda a: a.update(size=-1))
+    with pytest.raises(CorruptLogError, match=r"Row \d+ of the checkpoint .*checkpoint\.parquet") as info:
+        DeltaTable(table.uri).snapshot().files()
+    assert "add.size is -1" in str(info.value)
+    commit = os.path.join(table.storage.log_dir, f"{3:020d}.json")
+    with open(commit, "ab") as handle:
+        handle.write(
+            b'{"add":{"path":"x.parquet","size":-5,"partitionValues":{},"modificationTime":1,"dataChange":true}}\n'
+        )
+    with pytest.raises(CorruptLogError, match=f"{3:020d}.json"):
+        DeltaTable(table.uri).snapshot().files()
+
+
+def _checkpoint_path_at(table: DeltaTable, version: int) -> str:
+    return os.path.join(table.storage.log_dir, f"{version:020d}.checkpoint.parquet")

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_delta_provider.core.log.scan import FileRead, RowSelection, read_files, runs
+from airflow_delta_provider.core.log.scan import FileRead, RowSelection, constant_chunks, read_files, runs
 from airflow_delta_provider.core.storage import open_store
 from airflow_delta_provider.core.utils.memory import READ_POOL
 
@@ -129,6 +129,68 @@ def test_runs_repeat_each_value_by_its_length(values: pa.Array | pa.ChunkedArray
     got = runs(values, lengths)
     got.validate(full=True)
     assert got.type == values.type and got.to_pylist() == expected
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        pa.array([1, None, 1, 3, 1], pa.int64()),
+        pa.array([0.0, -0.0, float("nan"), 0.0, float("nan")]),
+        pa.array(["a", None, "a", "ccc", None]),
+        pa.array([b"x", b"", b"x", b"z", b""]),
+        pa.array([True, None, False, True, True]),
+        pa.array(
+            [decimal.Decimal("1.5"), None, decimal.Decimal("1.5"), decimal.Decimal("-3.5"), None],
+            pa.decimal128(5, 1),
+        ),
+        # Timestamps Python cannot hold: the values are compared by their bytes, never converted.
+        pa.array([2**62, -(2**62), 2**62, 0, None], pa.int64()).cast(pa.timestamp("ns", tz="UTC")),
+        pa.array([0, 1, 0, 2, 1], pa.int32()).cast(pa.date32()),
+        pa.array([[1], [1], None, [2], [1]], pa.list_(pa.int64())),
+        pa.array([None] * 5, pa.string()),
+        pa.array([7, 8, 9, 7, 8, 9, 10], pa.int16()).slice(1, 5),
+        pa.chunked_array([pa.array([1], pa.int8()), pa.array([2, 1, 2, 1], pa.int8())]),
+    ],
+)
+def test_constant_chunks_hold_the_values_runs_hold_sharing_one_array_per_value(
+    values: pa.Array | pa.ChunkedArray,
+) -> None:
+    """The change feed's constant columns as slices of one array per distinct value: the same
+    values as :func:`runs` (each value its own bits: -0.0 is not 0.0, a NaN stays a NaN), the same
+    type, every operation a consumer applies working on the slices."""
+    lengths = np.array([2, 0, 3, 1, 4], dtype=np.int64)
+    expected = runs(values, lengths)
+    got = constant_chunks(values, lengths)
+    got.validate(full=True)
+    assert got.type == expected.type
+    assert got.combine_chunks().equals(expected) or _same_bits(got.combine_chunks(), expected)
+    combined = pa.concat_tables([pa.table({"x": got}), pa.table({"x": got})]).combine_chunks()
+    combined.validate(full=True)
+    picked = got.take(pa.array([0, 9, 5]))
+    assert _same_bits(picked.combine_chunks(), expected.take(pa.array([0, 9, 5])))
+    mask = pa.array(np.arange(len(got)) % 2 == 0)
+    assert _same_bits(got.filter(mask).combine_chunks(), expected.filter(mask))
+
+
+def _same_bits(a: pa.Array, b: pa.Array) -> bool:
+    """Equal values, NaN equal to NaN, -0.0 apart from 0.0."""
+    if pa.types.is_floating(a.type):
+        return a.is_valid().equals(b.is_valid()) and np.array_equal(
+            a.fill_null(0).to_numpy().view(np.int64), b.fill_null(0).to_numpy().view(np.int64)
+        )
+    return a.equals(b)
+
+
+def test_constant_chunks_share_one_buffer_per_value() -> None:
+    """A value that repeats over many scans is built once, as long as its longest run; values
+    that hardly repeat are one array, built in one pass."""
+    values = pa.array(["insert", "delete", "insert", "insert"])
+    got = constant_chunks(values, np.array([5, 2, 9, 1], dtype=np.int64))
+    buffers = {chunk.buffers()[2].address for chunk in got.chunks}
+    assert len(buffers) == 2 and [len(c) for c in got.chunks] == [5, 2, 9, 1]
+    assert got.chunks[2].to_pylist() == ["insert"] * 9
+    distinct = constant_chunks(pa.array([1, 2, 3], pa.int64()), np.array([2, 2, 2], dtype=np.int64))
+    assert distinct.num_chunks == 1 and distinct.to_pylist() == [1, 1, 2, 2, 3, 3]
 
 
 def test_reads_allocate_from_the_read_pool(tmp_path: Path) -> None:

@@ -125,3 +125,71 @@ def test_the_payload_says_the_range_the_event_covers(table):
     assert (event["from_version"], event["to_version"], event["versions"]) == (2, 3, [3])
     event = payload(table.uri, poll(table, None, only_a), None)
     assert (event["from_version"], event["to_version"]) == (1, 3)
+
+
+# --- partition filters ------------------------------------------------------------------------
+
+
+def replace(table, ds):
+    """Replace partition ``ds`` with one new file (removes and an add)."""
+    relative = f"w-{uuid.uuid4().hex[:8]}/ds={ds}/p.parquet"
+    os.makedirs(os.path.dirname(os.path.join(table.storage.root, relative)))
+    pq.write_table(pa.table({"id": [1]}), os.path.join(table.storage.root, relative))
+    table.commit_files([relative], mode="overwrite", replace_where=f"ds = '{ds}'")
+
+
+def test_a_partition_filter_matches_commits_that_changed_data_there(table):
+    from airflow_delta_provider.core.table.watch import payload
+
+    commit(table, "a")  # 1
+    commit(table, "b")  # 2
+    table.delete("ds = 'a'")  # 3: removes only
+    replace(table, "b")  # 4
+    only_a = CommitFilter(partition_filter="ds = 'a'")
+    result = poll(table, 0, only_a)
+    assert [c.version for c in result.matched] == [1, 3]
+    assert result.partitions == [{"ds": "a"}]
+    event = payload(table.uri, result, 0)
+    assert event["partitions"] == [{"ds": "a"}] and not event["partitions_truncated"]
+    both = poll(table, 0, CommitFilter(partition_filter="ds IN ('a', 'b') AND ds <> 'a'"))
+    assert [c.version for c in both.matched] == [2, 4] and both.partitions == [{"ds": "b"}]
+    # Without a filter every commit matches, and the payload lists every partition changed.
+    assert poll(table, 0).partitions == [{"ds": "a"}, {"ds": "b"}]
+
+
+def test_a_commit_that_changes_no_data_touches_no_partition(table):
+    commit(table, "a")
+    commit(table, "a")
+    table.optimize()
+    latest = table.version()
+    assert table.history(1)[0]["operation"] == "OPTIMIZE"
+    assert poll(table, latest - 1, CommitFilter(partition_filter="ds = 'a'")).matched == []
+
+
+def test_a_partition_filter_the_table_cannot_judge_is_refused_before_any_commit(table, tmp_path):
+    from airflow_delta_provider.core.expressions import PredicateError
+    from airflow_delta_provider.core.table import check_partition_filter
+
+    for text, message in (
+        ("id = 1", "not a partition column"),
+        ("nope = 1", "not a column"),
+        ("ds =", "Cannot parse"),
+    ):
+        with pytest.raises(PredicateError, match=message):
+            check_partition_filter(table, text)
+    check_partition_filter(DeltaTable(str(tmp_path / "later")), "ds = 'a'")  # judged once it exists
+
+
+def test_at_most_a_hundred_partitions_are_listed(table):
+    from airflow_delta_provider.core.table.watch import MAX_PAYLOAD_PARTITIONS, payload
+
+    relatives = []
+    for n in range(MAX_PAYLOAD_PARTITIONS + 5):
+        relative = f"many/ds={n:03d}/p.parquet"
+        os.makedirs(os.path.dirname(os.path.join(table.storage.root, relative)))
+        pq.write_table(pa.table({"id": [1]}), os.path.join(table.storage.root, relative))
+        relatives.append(relative)
+    table.commit_files(relatives)
+    event = payload(table.uri, poll(table, 0), 0)
+    assert len(event["partitions"]) == MAX_PAYLOAD_PARTITIONS and event["partitions_truncated"]
+    assert event["partitions"][0] == {"ds": "000"}
