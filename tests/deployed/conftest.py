@@ -304,13 +304,26 @@ class Deployment:
         # them (through the API server, as a Variable set in the UI is read).
         self.cli("variables", "set", "delta_examples_root", str(self.tables))
         # The example maintenance DAG maintains every table under the demo root unless this Variable
-        # names some; its scheduled run must not commit VACUUMs to the tables the other tests watch.
-        self.cli("variables", "set", "delta_maintenance_tables", json.dumps([str(self.tables / "events")]))
+        # names some. Unpaused at creation, it starts a scheduled run at once, whenever the scheduler
+        # gets to it: that run must not commit a VACUUM amid the ingest runs into the tables the other
+        # tests count versions of, so it maintains a table of its own; its test names the events table.
+        self.cli("variables", "set", "delta_maintenance_tables", json.dumps([str(self.idle_table())]))
         for component in COMPONENTS:
             self.start_component(component)
         self._wait_healthy()
         self._login()
         self.wait_for(lambda: not (set(DAG_IDS) - self.dag_ids()), 240, "the DAGs to be parsed")
+
+    def idle_table(self) -> Path:
+        """A Delta table outside the tables folder, for the maintenance DAG's scheduled run."""
+        import pyarrow as pa
+
+        from airflow_delta_provider.core import DeltaTable
+
+        location = self.root / "maintained_by_the_scheduled_run"
+        if not location.exists():
+            DeltaTable.create(str(location), pa.schema([("id", pa.int64())]))
+        return location
 
     def start_component(self, component: str) -> None:
         args = [str(AIRFLOW), component]

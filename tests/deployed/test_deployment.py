@@ -356,9 +356,16 @@ def test_secret_storage_options_are_masked_by_airflow(
 
 def test_the_nightly_maintenance_dag_runs(deployment: Deployment) -> None:
     events = str(deployment.tables / "events")
-    # The deployment set the Variable (through the CLI) to this one table before it started.
+    # The deployment set the Variable (through the CLI) to a table of the scheduled run's own before
+    # it started; now the events table, as a user sets it in the UI (read when the run starts).
     variable = deployment.api("GET", "/variables/delta_maintenance_tables")
-    assert json.loads(variable["value"]) == [events]
+    assert json.loads(variable["value"]) == [str(deployment.idle_table())]
+    deployment.api(
+        "PATCH",
+        "/variables/delta_maintenance_tables",
+        json={"key": "delta_maintenance_tables", "value": json.dumps([events])},
+    )
+    assert json.loads(deployment.api("GET", "/variables/delta_maintenance_tables")["value"]) == [events]
     run_id = deployment.trigger("delta_nightly_maintenance", conf={"dry_run": False})
     assert deployment.wait_run("delta_nightly_maintenance", run_id) == "success"
     report = deployment.xcom("delta_nightly_maintenance", run_id, "maintain_tables", "maintenance_report")
