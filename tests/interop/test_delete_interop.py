@@ -83,7 +83,8 @@ PREDICATES = [
     "s > 's050'",
     "d = DATE '2024-01-15' OR d >= '2024-02-20'",
     # (delta-rs refuses a TIMESTAMP literal against a UTC column: a string it casts)
-    "ts < '2024-01-02 00:00:00' OR ts >= '2024-01-04T12:00:00Z'",
+    # (a text without a zone is refused: Spark would read it in its session's time zone)
+    "ts < '2024-01-02 00:00:00Z' OR ts >= '2024-01-04T12:00:00+00:00'",
     "dec <= 3.25",
     "b = true AND i != 4",
     "f > 10.5",
