@@ -395,7 +395,11 @@ SPARK_CONF = {
 
 @pytest.fixture(scope="session")
 def local_spark() -> Iterator[Any]:
-    """The shared local SparkSession (its JVM's output logged, as an operator's)."""
+    """The shared local SparkSession (its JVM's output logged, as an operator's).
+
+    It lives until the test session ends, and PySpark refuses a remote (Connect) session while a
+    regular one runs: the tiers that start Spark Connect or a cluster (tests/integration) sort
+    before the first user of this fixture (tests/predicates_differential, tests/unit)."""
     from airflow_delta_provider.operators.spark_support.output import routed_spark_output
 
     sql = pytest.importorskip("pyspark.sql")

@@ -1,4 +1,4 @@
-"""The generated worlds of the differential tests (tests/differential): per table, its Delta
+"""The generated worlds of the differential tests (tests/predicates_differential): per table, its Delta
 tables (with and without deletion vectors), its rows as the core reads them, its cases, the
 core's answers, Spark's, and why each refusal is right.
 """
@@ -71,7 +71,7 @@ class World:
 
 def reproduction(item: Case) -> str:
     """The one line that runs a case alone."""
-    return f"DELTA_DIFF_SEED={SEED} DELTA_DIFF_CASE={item.id} pytest tests/differential"
+    return f"DELTA_DIFF_SEED={SEED} DELTA_DIFF_CASE={item.id} pytest tests/predicates_differential"
 
 
 def build_world(name: str, spark: Any, base: Path) -> World:

@@ -1,7 +1,7 @@
 """Generated tables and predicates for the differential tests of predicates against Spark SQL.
 
 Everything is drawn from ``random.Random`` seeded by text (``f"{seed}/{table}/{index}"``), so a
-case is rebuilt alone from its id: ``DELTA_DIFF_SEED=<seed> pytest tests/differential -k <id>``.
+case is rebuilt alone from its id: ``DELTA_DIFF_SEED=<seed> pytest tests/predicates_differential -k <id>``.
 Tables hold the edge values of each type (NULL, '', NaN, -0.0, +-inf, escapes, 32-character
 prefixes, precision-38 decimals, year 1 and 9999); predicates are trees of AND/OR/NOT over
 comparisons (a literal on either side), IN lists (some past Spark's InSet threshold of 10),

@@ -1,6 +1,6 @@
 """The type each comparison is evaluated in (Spark 4's ANSI coercion), cell by cell, and each
 refusal with its reason. The rows these types select are checked against Spark itself by the
-differential tests (tests/differential)."""
+differential tests (tests/predicates_differential)."""
 
 from __future__ import annotations
 
