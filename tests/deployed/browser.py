@@ -8,6 +8,7 @@ Started and stopped by PID.
 from __future__ import annotations
 
 import base64
+import contextlib
 import itertools
 import json
 import os
@@ -60,7 +61,10 @@ class Browser:
                 args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
             )
         self._ids = itertools.count(1)
-        self.ws = self._connect()
+        # The connection is entered as its context (websockets 17.1+ deprecates a bare connect()) and
+        # left in close().
+        self._connection = contextlib.ExitStack()
+        self.ws = self._connection.enter_context(self._connect())
 
     def _connect(self) -> Any:
         from websockets.sync.client import connect
@@ -125,7 +129,7 @@ class Browser:
 
     def close(self) -> None:
         try:
-            self.ws.close()
+            self._connection.close()
         finally:
             if self.process.poll() is None:
                 self.process.send_signal(signal.SIGTERM)
