@@ -186,14 +186,14 @@ def plan_read(
     app_id = consumer_app_id(latest_snapshot.metadata.id, consumer, key)
     cursor = target.app_transaction_version(app_id) if target is not None else None
     end = latest if up_to is None else min(up_to, latest)
-    read = _Planned(source, app_id, cursor, latest, partition)
+    read = _Planned(source, app_id, cursor, latest_snapshot, partition)
     if cursor is not None and not reset:
         return read.changes(cursor + 1, end) if end > cursor else read.nothing()
     if not reset and target is not None:
         _check_first_read(target, app_id, consumer, source.uri, starting_version, partition)
     if starting_version is None:
         snapshot = latest_snapshot if end == latest else source.snapshot(end)
-        return read.snapshot(snapshot, commit_time(latest_snapshot, end))
+        return read.snapshot(snapshot)
     start = latest + 1 if starting_version == "latest" else starting_version
     if end < start:  # nothing yet: record where the consumer stands, or "latest" would move on
         return SourceRead(
@@ -209,8 +209,12 @@ class _Planned:
     source: DeltaTable
     app_id: str
     cursor: int | None
-    latest: int
+    latest_snapshot: Snapshot
     partition: ConsumerPartition | None
+
+    @property
+    def latest(self) -> int:
+        return self.latest_snapshot.version
 
     def nothing(self) -> SourceRead:
         return SourceRead(self.app_id, self.cursor, self.latest, partition=self.partition)
@@ -231,7 +235,7 @@ class _Planned:
             partition=self.partition,
         )
 
-    def snapshot(self, snapshot: Snapshot, committed_at: int) -> SourceRead:
+    def snapshot(self, snapshot: Snapshot) -> SourceRead:
         if self.partition is not None:  # the partition's files alone, replayed at their cost
             text, parameters = self.partition.source_filter
             chosen = PartitionFilter(text, snapshot.partition_columns, snapshot.schema, parameters)
@@ -246,7 +250,7 @@ class _Planned:
             0,
             version,
             snapshot=snapshot,
-            committed_at=committed_at,
+            committed_at=commit_time(self.latest_snapshot, version),
             record=version,
             partition=self.partition,
         )
@@ -277,7 +281,9 @@ def _check_first_read(
 ) -> None:
     """Refuse a start that would deliver rows the target may already hold (in the partition's
     slice, for a partition: another partition's data is no reason to refuse)."""
-    table_id = app_id[len(SOURCE_APP_PREFIX) :].partition("/")[0]
+    own = parse_consumer_app_id(app_id)
+    assert own is not None  # (plan_read built it with consumer_app_id)
+    table_id = own[0]
     for other, txn in target.transactions.items():
         parsed = parse_consumer_app_id(other)
         # (the consumer's cursors of other partitions of the same source are no reason to refuse)
